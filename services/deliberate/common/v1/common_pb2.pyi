@@ -1,0 +1,108 @@
+import datetime
+
+from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class FinishReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FINISH_REASON_UNSPECIFIED: _ClassVar[FinishReason]
+    FINISH_REASON_STOP: _ClassVar[FinishReason]
+    FINISH_REASON_LENGTH: _ClassVar[FinishReason]
+    FINISH_REASON_ABORTED: _ClassVar[FinishReason]
+FINISH_REASON_UNSPECIFIED: FinishReason
+FINISH_REASON_STOP: FinishReason
+FINISH_REASON_LENGTH: FinishReason
+FINISH_REASON_ABORTED: FinishReason
+
+class SamplingParams(_message.Message):
+    __slots__ = ("temperature", "top_p", "max_new_tokens", "presence_penalty", "frequency_penalty", "seed")
+    TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
+    TOP_P_FIELD_NUMBER: _ClassVar[int]
+    MAX_NEW_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    PRESENCE_PENALTY_FIELD_NUMBER: _ClassVar[int]
+    FREQUENCY_PENALTY_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    temperature: float
+    top_p: float
+    max_new_tokens: int
+    presence_penalty: float
+    frequency_penalty: float
+    seed: int
+    def __init__(self, temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., max_new_tokens: _Optional[int] = ..., presence_penalty: _Optional[float] = ..., frequency_penalty: _Optional[float] = ..., seed: _Optional[int] = ...) -> None: ...
+
+class Constraint(_message.Message):
+    __slots__ = ("id", "json_schema", "cel_expression", "rule_pack", "soft")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    JSON_SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    CEL_EXPRESSION_FIELD_NUMBER: _ClassVar[int]
+    RULE_PACK_FIELD_NUMBER: _ClassVar[int]
+    SOFT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    json_schema: str
+    cel_expression: str
+    rule_pack: str
+    soft: bool
+    def __init__(self, id: _Optional[str] = ..., json_schema: _Optional[str] = ..., cel_expression: _Optional[str] = ..., rule_pack: _Optional[str] = ..., soft: _Optional[bool] = ...) -> None: ...
+
+class TokenUsage(_message.Message):
+    __slots__ = ("prompt_tokens", "completion_tokens")
+    PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    prompt_tokens: int
+    completion_tokens: int
+    def __init__(self, prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ...) -> None: ...
+
+class Draft(_message.Message):
+    __slots__ = ("id", "index", "strategy", "text", "usage", "finish_reason", "generation_latency")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_LATENCY_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    index: int
+    strategy: str
+    text: str
+    usage: TokenUsage
+    finish_reason: FinishReason
+    generation_latency: _duration_pb2.Duration
+    def __init__(self, id: _Optional[str] = ..., index: _Optional[int] = ..., strategy: _Optional[str] = ..., text: _Optional[str] = ..., usage: _Optional[_Union[TokenUsage, _Mapping]] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ..., generation_latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class RuleResult(_message.Message):
+    __slots__ = ("rule_id", "passed", "message", "hard", "duration")
+    RULE_ID_FIELD_NUMBER: _ClassVar[int]
+    PASSED_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    HARD_FIELD_NUMBER: _ClassVar[int]
+    DURATION_FIELD_NUMBER: _ClassVar[int]
+    rule_id: str
+    passed: bool
+    message: str
+    hard: bool
+    duration: _duration_pb2.Duration
+    def __init__(self, rule_id: _Optional[str] = ..., passed: _Optional[bool] = ..., message: _Optional[str] = ..., hard: _Optional[bool] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class DraftVerdict(_message.Message):
+    __slots__ = ("draft_id", "valid", "score", "rule_results", "extracted_answer", "latency")
+    DRAFT_ID_FIELD_NUMBER: _ClassVar[int]
+    VALID_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    RULE_RESULTS_FIELD_NUMBER: _ClassVar[int]
+    EXTRACTED_ANSWER_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_FIELD_NUMBER: _ClassVar[int]
+    draft_id: str
+    valid: bool
+    score: float
+    rule_results: _containers.RepeatedCompositeFieldContainer[RuleResult]
+    extracted_answer: str
+    latency: _duration_pb2.Duration
+    def __init__(self, draft_id: _Optional[str] = ..., valid: _Optional[bool] = ..., score: _Optional[float] = ..., rule_results: _Optional[_Iterable[_Union[RuleResult, _Mapping]]] = ..., extracted_answer: _Optional[str] = ..., latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...

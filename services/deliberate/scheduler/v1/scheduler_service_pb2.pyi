@@ -1,0 +1,154 @@
+import datetime
+
+from deliberate.common.v1 import common_pb2 as _common_pb2
+from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class SolveStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SOLVE_STATUS_UNSPECIFIED: _ClassVar[SolveStatus]
+    SOLVE_STATUS_VERIFIED: _ClassVar[SolveStatus]
+    SOLVE_STATUS_UNVERIFIED: _ClassVar[SolveStatus]
+    SOLVE_STATUS_FAILED: _ClassVar[SolveStatus]
+SOLVE_STATUS_UNSPECIFIED: SolveStatus
+SOLVE_STATUS_VERIFIED: SolveStatus
+SOLVE_STATUS_UNVERIFIED: SolveStatus
+SOLVE_STATUS_FAILED: SolveStatus
+
+class SolveRequest(_message.Message):
+    __slots__ = ("prompt", "output_schema", "constraints", "context", "num_drafts", "sampling", "strategy_hints", "request_id", "refine_sampling", "disable_thinking_trace")
+    PROMPT_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    CONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    NUM_DRAFTS_FIELD_NUMBER: _ClassVar[int]
+    SAMPLING_FIELD_NUMBER: _ClassVar[int]
+    STRATEGY_HINTS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    REFINE_SAMPLING_FIELD_NUMBER: _ClassVar[int]
+    DISABLE_THINKING_TRACE_FIELD_NUMBER: _ClassVar[int]
+    prompt: str
+    output_schema: str
+    constraints: _containers.RepeatedCompositeFieldContainer[_common_pb2.Constraint]
+    context: _struct_pb2.Struct
+    num_drafts: int
+    sampling: _common_pb2.SamplingParams
+    strategy_hints: _containers.RepeatedScalarFieldContainer[str]
+    request_id: str
+    refine_sampling: _common_pb2.SamplingParams
+    disable_thinking_trace: bool
+    def __init__(self, prompt: _Optional[str] = ..., output_schema: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[_common_pb2.Constraint, _Mapping]]] = ..., context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., num_drafts: _Optional[int] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., strategy_hints: _Optional[_Iterable[str]] = ..., request_id: _Optional[str] = ..., refine_sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., disable_thinking_trace: _Optional[bool] = ...) -> None: ...
+
+class DraftReport(_message.Message):
+    __slots__ = ("draft", "verdict", "selected")
+    DRAFT_FIELD_NUMBER: _ClassVar[int]
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    SELECTED_FIELD_NUMBER: _ClassVar[int]
+    draft: _common_pb2.Draft
+    verdict: _common_pb2.DraftVerdict
+    selected: bool
+    def __init__(self, draft: _Optional[_Union[_common_pb2.Draft, _Mapping]] = ..., verdict: _Optional[_Union[_common_pb2.DraftVerdict, _Mapping]] = ..., selected: _Optional[bool] = ...) -> None: ...
+
+class StageTimings(_message.Message):
+    __slots__ = ("draft", "verify", "select", "refine", "total")
+    DRAFT_FIELD_NUMBER: _ClassVar[int]
+    VERIFY_FIELD_NUMBER: _ClassVar[int]
+    SELECT_FIELD_NUMBER: _ClassVar[int]
+    REFINE_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    draft: _duration_pb2.Duration
+    verify: _duration_pb2.Duration
+    select: _duration_pb2.Duration
+    refine: _duration_pb2.Duration
+    total: _duration_pb2.Duration
+    def __init__(self, draft: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., verify: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., select: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., refine: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., total: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class SolveResponse(_message.Message):
+    __slots__ = ("request_id", "answer", "status", "status_reason", "drafts", "selected_draft_ids", "thinking_trace", "trace_id", "timings", "usage")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    STATUS_REASON_FIELD_NUMBER: _ClassVar[int]
+    DRAFTS_FIELD_NUMBER: _ClassVar[int]
+    SELECTED_DRAFT_IDS_FIELD_NUMBER: _ClassVar[int]
+    THINKING_TRACE_FIELD_NUMBER: _ClassVar[int]
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    answer: str
+    status: SolveStatus
+    status_reason: str
+    drafts: _containers.RepeatedCompositeFieldContainer[DraftReport]
+    selected_draft_ids: _containers.RepeatedScalarFieldContainer[str]
+    thinking_trace: str
+    trace_id: str
+    timings: StageTimings
+    usage: _common_pb2.TokenUsage
+    def __init__(self, request_id: _Optional[str] = ..., answer: _Optional[str] = ..., status: _Optional[_Union[SolveStatus, str]] = ..., status_reason: _Optional[str] = ..., drafts: _Optional[_Iterable[_Union[DraftReport, _Mapping]]] = ..., selected_draft_ids: _Optional[_Iterable[str]] = ..., thinking_trace: _Optional[str] = ..., trace_id: _Optional[str] = ..., timings: _Optional[_Union[StageTimings, _Mapping]] = ..., usage: _Optional[_Union[_common_pb2.TokenUsage, _Mapping]] = ...) -> None: ...
+
+class SolveStreamRequest(_message.Message):
+    __slots__ = ("request",)
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    request: SolveRequest
+    def __init__(self, request: _Optional[_Union[SolveRequest, _Mapping]] = ...) -> None: ...
+
+class SolveStreamResponse(_message.Message):
+    __slots__ = ("draft_generated", "draft_verified", "draft_selected", "draft_discarded", "refine_chunk", "final")
+    DRAFT_GENERATED_FIELD_NUMBER: _ClassVar[int]
+    DRAFT_VERIFIED_FIELD_NUMBER: _ClassVar[int]
+    DRAFT_SELECTED_FIELD_NUMBER: _ClassVar[int]
+    DRAFT_DISCARDED_FIELD_NUMBER: _ClassVar[int]
+    REFINE_CHUNK_FIELD_NUMBER: _ClassVar[int]
+    FINAL_FIELD_NUMBER: _ClassVar[int]
+    draft_generated: DraftGenerated
+    draft_verified: DraftVerified
+    draft_selected: DraftSelected
+    draft_discarded: DraftDiscarded
+    refine_chunk: RefineChunk
+    final: SolveResponse
+    def __init__(self, draft_generated: _Optional[_Union[DraftGenerated, _Mapping]] = ..., draft_verified: _Optional[_Union[DraftVerified, _Mapping]] = ..., draft_selected: _Optional[_Union[DraftSelected, _Mapping]] = ..., draft_discarded: _Optional[_Union[DraftDiscarded, _Mapping]] = ..., refine_chunk: _Optional[_Union[RefineChunk, _Mapping]] = ..., final: _Optional[_Union[SolveResponse, _Mapping]] = ...) -> None: ...
+
+class DraftGenerated(_message.Message):
+    __slots__ = ("draft",)
+    DRAFT_FIELD_NUMBER: _ClassVar[int]
+    draft: _common_pb2.Draft
+    def __init__(self, draft: _Optional[_Union[_common_pb2.Draft, _Mapping]] = ...) -> None: ...
+
+class DraftVerified(_message.Message):
+    __slots__ = ("verdict",)
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    verdict: _common_pb2.DraftVerdict
+    def __init__(self, verdict: _Optional[_Union[_common_pb2.DraftVerdict, _Mapping]] = ...) -> None: ...
+
+class DraftSelected(_message.Message):
+    __slots__ = ("draft_id", "rank", "score")
+    DRAFT_ID_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    draft_id: str
+    rank: int
+    score: float
+    def __init__(self, draft_id: _Optional[str] = ..., rank: _Optional[int] = ..., score: _Optional[float] = ...) -> None: ...
+
+class DraftDiscarded(_message.Message):
+    __slots__ = ("draft_id", "reason")
+    DRAFT_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    draft_id: str
+    reason: str
+    def __init__(self, draft_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class RefineChunk(_message.Message):
+    __slots__ = ("text",)
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    def __init__(self, text: _Optional[str] = ...) -> None: ...
