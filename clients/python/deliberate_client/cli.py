@@ -1,0 +1,186 @@
+"""`deliberate up` starts the four services; `deliberate solve "…"` asks a question and shows each stage live."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+
+import grpc
+
+from deliberate.common.v1 import common_pb2
+from deliberate.scheduler.v1 import scheduler_service_pb2 as pb
+
+from .client import DeliberateClient, build_request, to_json
+from .stack import Ports, Stack
+
+EXAMPLE_QUESTION = (
+    "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
+    "How many clips did Natalia sell altogether in April and May?"
+)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="deliberate", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    up = commands.add_parser("up", help="start drafter, verifier, refiner and scheduler as local processes")
+    up.add_argument("--host", default="127.0.0.1")
+    up.add_argument("--port", type=int, default=Ports.scheduler, help="the Scheduler's port")
+    up.add_argument("--log-dir", type=Path, default=Path(".deliberate/logs"))
+    up.add_argument("--solve-example", action="store_true", help="solve an example question once all are up")
+    up.add_argument("--example-max-new-tokens", type=int, default=128)
+
+    solve = commands.add_parser("solve", help="solve one question through the Scheduler")
+    solve.add_argument("prompt")
+    add_solve_options(solve)
+
+    args = parser.parse_args(argv)
+    if args.command == "up":
+        sys.exit(run_up(args))
+    sys.exit(run_solve(args))
+
+
+def add_solve_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--address", default="127.0.0.1:50051", help="the Scheduler's host:port")
+    parser.add_argument("--num-drafts", type=int, default=0, help="0 lets the Scheduler choose")
+    parser.add_argument("--max-new-tokens", type=int, help="per draft")
+    parser.add_argument("--refine-max-new-tokens", type=int, help="for the final answer")
+    parser.add_argument("--temperature", type=float)
+    parser.add_argument("--seed", type=int)
+    parser.add_argument("--schema", type=Path, help="file with a JSON Schema for the structured answer")
+    parser.add_argument("--context", type=Path, help="file with a JSON object the constraints may read")
+    parser.add_argument("--timeout", type=float, default=300.0, help="deadline in seconds")
+    parser.add_argument("--json", action="store_true", help="print the final response in protobuf's JSON mapping")
+
+
+def run_up(args: argparse.Namespace) -> int:
+    ports = Ports(scheduler=args.port)
+    stack = Stack(ports=ports, host=args.host, log_dir=args.log_dir)
+    print(f"starting drafter, verifier, refiner, scheduler (logs in {args.log_dir}/) …", flush=True)
+    started = time.monotonic()
+    try:
+        stack.up()
+    except (RuntimeError, TimeoutError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        stack.down()
+        return 1
+    print(f"all four services SERVING after {time.monotonic() - started:.1f}s; scheduler at {stack.address}")
+    for service in ("drafter", "verifier", "refiner", "scheduler"):
+        print(f"  {service:<9} pid {stack.processes[service].pid:<7} {stack.address_of(service)}")
+    stopping = {"now": False}
+    signal.signal(signal.SIGTERM, lambda *_: stopping.update(now=True))
+    try:
+        if args.solve_example:
+            print(f"\nsolving an example: {EXAMPLE_QUESTION}\n")
+            example = argparse.Namespace(
+                prompt=EXAMPLE_QUESTION, address=stack.address, num_drafts=5,
+                max_new_tokens=args.example_max_new_tokens, refine_max_new_tokens=args.example_max_new_tokens,
+                temperature=None, seed=None, schema=None, context=None, timeout=300.0, json=False,
+            )  # fmt: skip
+            run_solve(example)
+            print(f'\nstill serving at {stack.address}; try: deliberate solve "your question"  (Ctrl-C stops all four)')
+        while not stopping["now"]:
+            for service, process in stack.processes.items():
+                if process.poll() is not None:
+                    print(f"{service} exited with code {process.returncode}; stopping the others", file=sys.stderr)
+                    return 1
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        print("\nstopping …", flush=True)
+        codes = stack.down()
+        print("stopped: " + ", ".join(f"{s} ({c})" for s, c in codes.items()))
+    return 0
+
+
+def run_solve(args: argparse.Namespace) -> int:
+    request = build_request(
+        args.prompt,
+        num_drafts=args.num_drafts,
+        max_new_tokens=args.max_new_tokens,
+        refine_max_new_tokens=args.refine_max_new_tokens,
+        temperature=args.temperature,
+        seed=args.seed,
+        output_schema=args.schema.read_text() if args.schema else "",
+        context=json.loads(args.context.read_text()) if args.context else None,
+    )
+    view = ProgressView(quiet=args.json)
+    with DeliberateClient(args.address) as client:
+        try:
+            for event in client.solve_stream(request, timeout=args.timeout):
+                view.show(event)
+        except grpc.RpcError as error:
+            print(f"\nerror: {error.code().name}: {error.details()}", file=sys.stderr)
+            return 2
+    if args.json:
+        print(to_json(view.final))
+    return 0 if view.final is not None and view.final.status != pb.SOLVE_STATUS_FAILED else 1
+
+
+class ProgressView:
+    """Prints each stage event as it arrives, then a summary of every draft's verdict."""
+
+    def __init__(self, quiet: bool = False):
+        self.quiet = quiet
+        self.final: pb.SolveResponse | None = None
+        self.index: dict[str, int] = {}
+        self.refining = False
+
+    def say(self, text: str = "", end: str = "\n") -> None:
+        if not self.quiet:
+            print(text, end=end, flush=True)
+
+    def show(self, event: pb.SolveStreamResponse) -> None:
+        kind = event.WhichOneof("event")
+        if kind == "draft_generated":
+            d = event.draft_generated.draft
+            self.index[d.id] = d.index
+            reason = common_pb2.FinishReason.Name(d.finish_reason).removeprefix("FINISH_REASON_").lower()
+            self.say(
+                f"  draft #{d.index} generated  {d.usage.completion_tokens:>4} tokens  {reason:<7}"
+                f" {d.generation_latency.ToTimedelta().total_seconds():5.1f}s  [{d.strategy}]"
+            )
+        elif kind == "draft_verified":
+            v = event.draft_verified.verdict
+            mark = "valid  " if v.valid else "INVALID"
+            failed = [r.message for r in v.rule_results if not r.passed]
+            detail = f"  ({'; '.join(failed)})" if failed else ""
+            self.say(f"  draft #{self.index.get(v.draft_id, '?')} verified   {mark} score {v.score:.2f}{detail}")
+        elif kind == "draft_selected":
+            s = event.draft_selected
+            self.say(f"  draft #{self.index.get(s.draft_id, '?')} selected   rank {s.rank}, score {s.score:.2f}")
+        elif kind == "draft_discarded":
+            s = event.draft_discarded
+            self.say(f"  draft #{self.index.get(s.draft_id, '?')} discarded  {s.reason}")
+        elif kind == "refine_chunk":
+            if not self.refining:
+                self.refining = True
+                self.say("\nanswer (streaming from the refiner):")
+            self.say(event.refine_chunk.text, end="")
+        elif kind == "final":
+            self.final = event.final
+            self.summary(event.final)
+
+    def summary(self, r: pb.SolveResponse) -> None:
+        t = r.timings
+        stages = ("draft", "verify", "select", "refine", "total")
+        timing = "  ".join(f"{s} {getattr(t, s).ToTimedelta().total_seconds():.2f}s" for s in stages)
+        self.say(f"\n\nstatus  {pb.SolveStatus.Name(r.status).removeprefix('SOLVE_STATUS_')} — {r.status_reason}")
+        self.say("verdicts:")
+        for report in r.drafts:
+            v = report.verdict
+            mark = "*" if report.selected else " "
+            rules = "; ".join(x.message for x in v.rule_results)
+            self.say(f" {mark} #{report.draft.index} {'valid  ' if v.valid else 'invalid'} {v.score:.2f}  {rules}")
+        self.say(f"tokens  prompt {r.usage.prompt_tokens}, completion {r.usage.completion_tokens}")
+        self.say(f"timings {timing}")
+        self.say(f"trace   {r.trace_id}   request {r.request_id}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""A thin synchronous client over the Scheduler's contract (deliberate.scheduler.v1)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import grpc
+from google.protobuf import json_format, struct_pb2
+
+from deliberate.common.v1 import common_pb2
+from deliberate.scheduler.v1 import scheduler_service_pb2 as pb
+from deliberate.scheduler.v1 import scheduler_service_pb2_grpc
+
+
+def build_request(
+    prompt: str,
+    *,
+    num_drafts: int = 0,
+    max_new_tokens: int | None = None,
+    refine_max_new_tokens: int | None = None,
+    temperature: float | None = None,
+    seed: int | None = None,
+    output_schema: str = "",
+    context: dict | None = None,
+    strategy_hints: list[str] | None = None,
+    request_id: str = "",
+    disable_thinking_trace: bool = False,
+) -> pb.SolveRequest:
+    sampling = common_pb2.SamplingParams()
+    if max_new_tokens is not None:
+        sampling.max_new_tokens = max_new_tokens
+    if temperature is not None:
+        sampling.temperature = temperature
+    if seed is not None:
+        sampling.seed = seed
+    refine_sampling = common_pb2.SamplingParams()
+    if refine_max_new_tokens is not None:
+        refine_sampling.max_new_tokens = refine_max_new_tokens
+    context_struct = struct_pb2.Struct()
+    if context:
+        context_struct.update(context)
+    return pb.SolveRequest(
+        prompt=prompt,
+        num_drafts=num_drafts,
+        sampling=sampling,
+        refine_sampling=refine_sampling,
+        output_schema=output_schema,
+        context=context_struct,
+        strategy_hints=strategy_hints or [],
+        request_id=request_id,
+        disable_thinking_trace=disable_thinking_trace,
+    )
+
+
+class DeliberateClient:
+    def __init__(self, address: str = "127.0.0.1:50051"):
+        self.channel = grpc.insecure_channel(address)
+        self.stub = scheduler_service_pb2_grpc.SchedulerServiceStub(self.channel)
+
+    def solve(self, request: pb.SolveRequest, timeout: float | None = None) -> pb.SolveResponse:
+        return self.stub.Solve(request, timeout=timeout)
+
+    def solve_stream(self, request: pb.SolveRequest, timeout: float | None = None) -> Iterator[pb.SolveStreamResponse]:
+        """Stage events as they happen; the last one carries `final`."""
+        return self.stub.SolveStream(pb.SolveStreamRequest(request=request), timeout=timeout)
+
+    def close(self) -> None:
+        self.channel.close()
+
+    def __enter__(self) -> DeliberateClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def to_json(message) -> str:
+    """protobuf's canonical JSON mapping."""
+    return json_format.MessageToJson(message, preserving_proto_field_name=False)

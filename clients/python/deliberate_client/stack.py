@@ -1,0 +1,133 @@
+"""Starts the four services as separate local processes and waits until each reports SERVING.
+
+Used by `deliberate up`, the integration tests and the end-to-end benchmark, so all three run the
+stack the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+SERVICES = ("drafter", "verifier", "refiner", "scheduler")
+
+
+@dataclass
+class Ports:
+    scheduler: int = 50051
+    drafter: int = 50052
+    verifier: int = 50053
+    refiner: int = 50054
+    verifier_http: int = 8081
+
+    @classmethod
+    def free(cls) -> Ports:
+        import socket
+
+        sockets = [socket.socket() for _ in range(5)]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        numbers = [s.getsockname()[1] for s in sockets]
+        for s in sockets:
+            s.close()
+        return cls(*numbers)
+
+
+@dataclass
+class Stack:
+    ports: Ports = field(default_factory=Ports)
+    host: str = "127.0.0.1"
+    env: dict[str, str] = field(default_factory=dict)
+    log_dir: Path | None = None
+    processes: dict[str, subprocess.Popen] = field(default_factory=dict)
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.ports.scheduler}"
+
+    def address_of(self, service: str) -> str:
+        return f"{self.host}:{getattr(self.ports, service)}"
+
+    def command(self, service: str) -> list[str]:
+        p = self.ports
+        args = [sys.executable, "-m", f"deliberate.{service}", "--host", self.host, "--port", str(getattr(p, service))]
+        if service == "verifier":
+            args += ["--http-port", str(p.verifier_http)]
+        if service == "scheduler":
+            args += [
+                "--drafter-address", self.address_of("drafter"),
+                "--verifier-address", self.address_of("verifier"),
+                "--refiner-address", self.address_of("refiner"),
+            ]  # fmt: skip
+        return args
+
+    def start(self, service: str) -> subprocess.Popen:
+        output = subprocess.DEVNULL
+        if self.log_dir:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            output = open(self.log_dir / f"{service}.log", "ab")  # noqa: SIM115 (owned by the child)
+        process = subprocess.Popen(
+            self.command(service), env={**os.environ, **self.env}, stdout=output, stderr=output
+        )
+        self.processes[service] = process
+        return process
+
+    def up(self, timeout_s: float = 300.0) -> None:
+        for service in SERVICES:
+            self.start(service)
+        self.wait_healthy(timeout_s)
+
+    def wait_healthy(self, timeout_s: float, services=SERVICES) -> None:
+        deadline = time.monotonic() + timeout_s
+        for service in services:
+            while not self.is_serving(service):
+                process = self.processes.get(service)
+                if process is not None and process.poll() is not None:
+                    raise RuntimeError(f"{service} exited with code {process.returncode}{self.log_hint(service)}")
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{service} not SERVING after {timeout_s:.0f}s{self.log_hint(service)}")
+                time.sleep(0.25)
+
+    def log_hint(self, service: str) -> str:
+        return f"; see {self.log_dir / (service + '.log')}" if self.log_dir else ""
+
+    def is_serving(self, service: str) -> bool:
+        with grpc.insecure_channel(self.address_of(service)) as channel:
+            try:
+                reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=1.0)
+            except grpc.RpcError:
+                return False
+        return reply.status == health_pb2.HealthCheckResponse.SERVING
+
+    def down(self, timeout_s: float = 15.0) -> dict[str, int]:
+        """SIGTERM every process (graceful drain), SIGKILL what is still alive after `timeout_s`."""
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        codes = {}
+        for service, process in self.processes.items():
+            try:
+                codes[service] = process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                codes[service] = process.wait()
+        return codes
+
+    def __enter__(self) -> Stack:
+        try:
+            self.up()
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()

@@ -1,0 +1,1 @@
+"""Plumbing shared by every service: configuration, logging, tracing, health, the server loop."""

@@ -1,0 +1,64 @@
+"""12-factor configuration: every setting is a pydantic field with a flag and an environment variable.
+
+`--max-drafts 8` and `DELIBERATE_MAX_DRAFTS=8` set the same field; a flag beats the environment,
+the environment beats the default. The README's configuration table is generated from these models
+(`python -m deliberate.core.config`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+from typing import TypeVar
+
+from pydantic import BaseModel, Field
+
+ENV_PREFIX = "DELIBERATE_"
+
+S = TypeVar("S", bound=BaseModel)
+
+
+class CommonSettings(BaseModel):
+    host: str = Field("127.0.0.1", description="Address the gRPC server binds to.")
+    log_level: str = Field("INFO", description="Python log level of the structured JSON logs.")
+    trace_exporter: str = Field(
+        "auto",
+        description="Span exporter: otlp, console, none; auto = otlp when OTEL_EXPORTER_OTLP_ENDPOINT is set.",
+    )
+    shutdown_grace_s: float = Field(5.0, description="Seconds in-flight RPCs get to finish on SIGTERM.")
+
+
+def env_name(field: str) -> str:
+    return ENV_PREFIX + field.upper()
+
+
+def flag_name(field: str) -> str:
+    return "--" + field.replace("_", "-")
+
+
+def parse_settings(model: type[S], argv: Sequence[str] | None = None, prog: str | None = None) -> S:
+    """Builds `model` from flags, then environment variables, then the field defaults."""
+    parser = argparse.ArgumentParser(prog=prog, description=model.__doc__)
+    for name, field in model.model_fields.items():
+        parser.add_argument(
+            flag_name(name), dest=name, default=None, help=f"{field.description} (env {env_name(name)})"
+        )
+    given = vars(parser.parse_args(argv))
+    values = {}
+    for name in model.model_fields:
+        raw = given[name] if given[name] is not None else os.environ.get(env_name(name))
+        if raw is not None:
+            values[name] = raw
+    return model.model_validate(values)
+
+
+def markdown_table(models: dict[str, type[BaseModel]]) -> str:
+    """One row per setting of each service, for the README."""
+    rows = ["| service | flag | environment variable | default | meaning |", "|---|---|---|---|---|"]
+    for service, model in models.items():
+        for name, field in model.model_fields.items():
+            rows.append(
+                f"| {service} | `{flag_name(name)}` | `{env_name(name)}` | `{field.default}` | {field.description} |"
+            )
+    return "\n".join(rows)

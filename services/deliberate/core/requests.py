@@ -1,0 +1,106 @@
+"""Validation shared by the gRPC edges: limits, sampling ranges, and clear INVALID_ARGUMENT messages."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from functools import lru_cache
+
+from deliberate.common.v1 import common_pb2
+
+from ..engines.base import SamplingParams
+
+
+class InvalidArgument(ValueError):
+    """A request field breaks a documented limit; the edge answers INVALID_ARGUMENT with `str(self)`."""
+
+    def __init__(self, field: str, problem: str):
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+
+
+def require_text(field: str, value: str, max_chars: int) -> None:
+    if not value.strip():
+        raise InvalidArgument(field, "must not be empty")
+    if len(value) > max_chars:
+        raise InvalidArgument(field, f"has {len(value)} characters; the limit is {max_chars}")
+
+
+def require_range(field: str, value: float, low: float, high: float) -> None:
+    if not low <= value <= high:
+        raise InvalidArgument(field, f"must be in [{low}, {high}], got {value}")
+
+
+def sampling_from_proto(
+    proto: common_pb2.SamplingParams, defaults: SamplingParams, max_new_tokens_limit: int, field: str = "sampling"
+) -> SamplingParams:
+    """Applies the overrides that are set in `proto` to `defaults`, checking each one's range."""
+    overrides = {}
+    ranges = {
+        "temperature": (0.0, 2.0),
+        "top_p": (0.01, 1.0),
+        "max_new_tokens": (1, max_new_tokens_limit),
+        "presence_penalty": (-2.0, 2.0),
+        "frequency_penalty": (-2.0, 2.0),
+    }
+    for name, (low, high) in ranges.items():
+        if proto.HasField(name):
+            value = getattr(proto, name)
+            require_range(f"{field}.{name}", value, low, high)
+            overrides[name] = value
+    if proto.HasField("seed"):
+        overrides["seed"] = proto.seed
+    return replace(defaults, **overrides)
+
+
+def sampling_to_proto(params: SamplingParams) -> common_pb2.SamplingParams:
+    proto = common_pb2.SamplingParams(
+        temperature=params.temperature,
+        top_p=params.top_p,
+        max_new_tokens=params.max_new_tokens,
+        presence_penalty=params.presence_penalty,
+        frequency_penalty=params.frequency_penalty,
+    )
+    if params.seed is not None:
+        proto.seed = params.seed
+    return proto
+
+
+MAX_SCHEMA_CHARS = 64 * 1024
+
+
+def parse_output_schema(text: str, field: str = "output_schema") -> dict | None:
+    """Empty means free text; otherwise the text must be a valid JSON Schema (checked against its metaschema)."""
+    if not text.strip():
+        return None
+    if len(text) > MAX_SCHEMA_CHARS:
+        raise InvalidArgument(field, f"has {len(text)} characters; the limit is {MAX_SCHEMA_CHARS}")
+    try:
+        return json.loads(_checked_schema_text(text))
+    except ValueError as error:
+        raise InvalidArgument(field, str(error)) from None
+
+
+@lru_cache(maxsize=256)
+def _checked_schema_text(text: str) -> str:
+    """Checks a schema once per distinct text; returns the text so callers parse a fresh copy."""
+    from jsonschema import SchemaError, validators
+
+    try:
+        schema = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"is not valid JSON: {error}") from None
+    if not isinstance(schema, dict | bool):
+        raise ValueError("must be a JSON object (a JSON Schema)")
+    try:
+        validators.validator_for(schema).check_schema(schema)
+    except SchemaError as error:
+        raise ValueError(f"is not a valid JSON Schema: {error.message}") from None
+    return text
+
+
+def reject_constraints(constraints) -> None:
+    """Declared constraints (JSON Schema, CEL, rule packs) arrive with the hybrid rule engine; until
+    then a request that declares one is refused rather than answered as if it had been checked."""
+    if constraints:
+        raise InvalidArgument("constraints[0]", "declared constraints are not supported by this version yet")

@@ -1,0 +1,40 @@
+"""How a question becomes N different draft prompts: one strategy hint per draft."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+DEFAULT_STRATEGIES = (
+    "Solve it step by step, writing every calculation.",
+    "List the known quantities first, then compute what is asked.",
+    "Work backwards from what the question asks for.",
+    "Break the problem into small sub-problems and solve each one.",
+    "Estimate the answer first, then compute it exactly and compare.",
+    "Write an equation for the unknown, then solve it.",
+    "Explain your reasoning briefly, then check it once.",
+    "Use a table of the values involved, then compute the result.",
+)
+
+SYSTEM_PROMPT = "You are a careful problem solver. Show your reasoning, then state the result."
+
+FREE_TEXT_ENDING = "End with a last line of the form 'Final answer: <answer>'."
+JSON_ENDING = "End with the answer as one JSON object matching this JSON Schema:\n{schema}"
+
+
+def strategies_for(num_drafts: int, hints: Sequence[str]) -> list[str]:
+    """The client's hints first, then the defaults that are not already used, cycling if N is large."""
+    chosen = [hint for hint in hints[:num_drafts] if hint.strip()]
+    spare = [s for s in DEFAULT_STRATEGIES if s not in chosen] or list(DEFAULT_STRATEGIES)
+    while len(chosen) < num_drafts:
+        chosen.append(spare[(len(chosen)) % len(spare)])
+    return chosen
+
+
+def draft_user_message(question: str, strategy: str, output_schema: dict | None, feedback: str = "") -> str:
+    ending = JSON_ENDING.format(schema=json.dumps(output_schema)) if output_schema else FREE_TEXT_ENDING
+    parts = [question.strip(), f"Approach: {strategy}"]
+    if feedback.strip():
+        parts.append(f"Avoid these problems of earlier attempts: {feedback.strip()}")
+    parts.append(ending)
+    return "\n\n".join(parts)

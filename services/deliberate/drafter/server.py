@@ -1,0 +1,106 @@
+"""gRPC edge of the Drafter: validates, runs one batched generation, streams each draft as it completes."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import grpc
+from opentelemetry import trace
+
+from deliberate.common.v1 import common_pb2
+from deliberate.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
+
+from ..core import telemetry
+from ..core.convert import FINISH_REASONS, duration
+from ..core.requests import (
+    InvalidArgument,
+    parse_output_schema,
+    require_range,
+    require_text,
+    sampling_from_proto,
+)
+from ..engines.base import Completion, Engine, SamplingParams
+from .prompts import SYSTEM_PROMPT, draft_user_message, strategies_for
+from .settings import DrafterSettings
+
+log = logging.getLogger("deliberate.drafter")
+tracer = trace.get_tracer("deliberate.drafter")
+
+def draft_id(request_id: str, round_: int, index: int) -> str:
+    return f"{request_id}-r{round_}-d{index}"
+
+
+class DrafterServicer(drafter_service_pb2_grpc.DrafterServiceServicer):
+    def __init__(self, settings: DrafterSettings):
+        self.settings = settings
+        self.engine: Engine | None = None
+        self.defaults = SamplingParams(
+            temperature=settings.temperature,
+            top_p=settings.top_p,
+            max_new_tokens=settings.max_new_tokens,
+            presence_penalty=settings.presence_penalty,
+            frequency_penalty=settings.frequency_penalty,
+        )
+
+    def validate(self, request: drafter_service_pb2.GenerateDraftsRequest) -> tuple[SamplingParams, dict | None]:
+        require_text("prompt", request.prompt, self.settings.max_prompt_chars)
+        require_range("num_drafts", request.num_drafts, 1, self.settings.max_drafts)
+        if len(request.strategies) > self.settings.max_drafts:
+            raise InvalidArgument("strategies", f"at most {self.settings.max_drafts} hints")
+        for i, hint in enumerate(request.strategies):
+            if len(hint) > self.settings.max_hint_chars:
+                raise InvalidArgument(f"strategies[{i}]", f"longer than {self.settings.max_hint_chars} characters")
+        if len(request.feedback) > self.settings.max_prompt_chars:
+            raise InvalidArgument("feedback", f"longer than {self.settings.max_prompt_chars} characters")
+        sampling = sampling_from_proto(request.sampling, self.defaults, self.settings.max_new_tokens_limit)
+        return sampling, parse_output_schema(request.output_schema)
+
+    async def GenerateDrafts(self, request, context: grpc.aio.ServicerContext):  # noqa: N802 (gRPC naming)
+        if self.engine is None:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "drafter is still loading its model")
+        try:
+            sampling, schema = self.validate(request)
+        except InvalidArgument as error:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+
+        strategies = strategies_for(request.num_drafts, request.strategies)
+        prompts = [
+            self.engine.format_chat(SYSTEM_PROMPT, draft_user_message(request.prompt, s, schema, request.feedback))
+            for s in strategies
+        ]
+        started_ns = time.time_ns()
+        log.info("drafting", extra={"request_id": request.request_id, "num_drafts": len(prompts)})
+        async for event in self.engine.stream(prompts, sampling):
+            if not isinstance(event, Completion):
+                continue
+            draft = common_pb2.Draft(
+                id=draft_id(request.request_id, request.round, event.index),
+                index=event.index,
+                strategy=strategies[event.index],
+                text=event.text,
+                usage=common_pb2.TokenUsage(
+                    prompt_tokens=event.prompt_tokens, completion_tokens=event.completion_tokens
+                ),
+                finish_reason=FINISH_REASONS[event.finish_reason],
+                generation_latency=duration(event.latency_s),
+            )
+            record_draft_span(draft, started_ns, request.request_id)
+            yield drafter_service_pb2.GenerateDraftsResponse(draft=draft)
+
+
+def record_draft_span(draft: common_pb2.Draft, started_ns: int, request_id: str) -> None:
+    """One span per draft, from the start of the batch to this draft's completion."""
+    span = tracer.start_span(
+        "drafter.draft",
+        start_time=started_ns,
+        attributes={
+            telemetry.REQUEST_ID: request_id,
+            telemetry.DRAFT_ID: draft.id,
+            telemetry.DRAFT_INDEX: draft.index,
+            telemetry.DRAFT_STRATEGY: draft.strategy,
+            telemetry.DRAFT_TOKENS: draft.usage.completion_tokens,
+            telemetry.DRAFT_FINISH_REASON: common_pb2.FinishReason.Name(draft.finish_reason),
+        },
+    )
+    span.end()

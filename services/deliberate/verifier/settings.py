@@ -1,0 +1,15 @@
+from __future__ import annotations
+
+from pydantic import Field
+
+from ..core.config import CommonSettings
+
+
+class VerifierSettings(CommonSettings):
+    """Verifier: checks drafts with deterministic rules; never generates text."""
+
+    port: int = Field(50053, description="gRPC port.")
+    http_port: int = Field(8081, description="Port of the HTTP GET /health endpoint.")
+    max_drafts: int = Field(16, description="Most drafts accepted per VerifyDrafts call.")
+    max_draft_chars: int = Field(1_000_000, description="Longest draft text accepted, in characters.")
+    max_prompt_chars: int = Field(8000, description="Longest prompt accepted, in characters.")
