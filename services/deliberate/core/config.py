@@ -54,10 +54,12 @@ def parse_settings(model: type[S], argv: Sequence[str] | None = None, prog: str 
 
 
 def markdown_table(models: dict[str, type[BaseModel]]) -> str:
-    """One row per setting of each service, for the README."""
+    """One row per setting of each service, for the README; the common settings appear once."""
     rows = ["| service | flag | environment variable | default | meaning |", "|---|---|---|---|---|"]
     for service, model in models.items():
         for name, field in model.model_fields.items():
+            if model is not CommonSettings and name in CommonSettings.model_fields:
+                continue  # listed once, under "all"
             rows.append(
                 f"| {service} | `{flag_name(name)}` | `{env_name(name)}` | `{field.default}` | {field.description} |"
             )

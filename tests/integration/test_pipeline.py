@@ -1,0 +1,142 @@
+"""One real solve through four processes: drafts, verdicts, refinement, and one trace across all of them."""
+
+from __future__ import annotations
+
+import time
+
+import grpc
+import pytest
+
+from deliberate.scheduler.v1 import scheduler_service_pb2 as pb
+from deliberate_client.client import DeliberateClient, build_request
+
+from .conftest import gsm8k_questions
+
+pytestmark = pytest.mark.model
+
+SERVICES = {"deliberate-drafter", "deliberate-verifier", "deliberate-refiner", "deliberate-scheduler"}
+
+
+def short_request(prompt: str, num_drafts: int = 3) -> pb.SolveRequest:
+    return build_request(prompt, num_drafts=num_drafts, max_new_tokens=24, refine_max_new_tokens=16, seed=7)
+
+
+def wait_for_trace(receiver, trace_id: str, timeout_s: float = 15.0) -> list[dict]:
+    """Spans are exported in batches; wait until every service has delivered its part."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        spans = receiver.trace(trace_id)
+        drafts_closed = [s for s in spans if s["name"] == "deliberate.draft"]
+        if {s["service"] for s in spans} >= SERVICES and drafts_closed:
+            time.sleep(0.5)  # stragglers of the same batch
+            return receiver.trace(trace_id)
+        time.sleep(0.2)
+    return receiver.trace(trace_id)
+
+
+def test_solve_gsm8k_question_through_four_processes(stack, otlp_receiver):
+    question = gsm8k_questions(1)[0]["question"]
+    with DeliberateClient(stack.address) as client:
+        response = client.solve(short_request(question), timeout=240)
+
+    assert len(response.drafts) == 3
+    assert sorted(r.draft.index for r in response.drafts) == [0, 1, 2]
+    assert len({r.draft.strategy for r in response.drafts}) == 3, "each draft has its own strategy"
+    for report in response.drafts:
+        assert report.draft.text
+        assert report.draft.usage.completion_tokens > 0
+        assert report.verdict.draft_id == report.draft.id
+        assert report.verdict.rule_results, "every draft was verified"
+        assert 0.0 <= report.verdict.score <= 1.0
+    assert response.answer.strip()
+    assert response.status in (pb.SOLVE_STATUS_VERIFIED, pb.SOLVE_STATUS_UNVERIFIED)
+    assert response.status_reason
+    assert set(response.selected_draft_ids) <= {r.draft.id for r in response.drafts}
+    assert response.selected_draft_ids
+    if response.thinking_trace:
+        assert response.answer.startswith(response.thinking_trace)
+    assert response.timings.total.ToTimedelta().total_seconds() > 0
+    assert response.usage.completion_tokens >= sum(r.draft.usage.completion_tokens for r in response.drafts)
+
+    assert len(response.trace_id) == 32
+    spans = wait_for_trace(otlp_receiver, response.trace_id)
+    assert {s["service"] for s in spans} >= SERVICES, "one trace id shared by all four services"
+
+    draft_ids = {r.draft.id for r in response.drafts}
+    by_name: dict[str, dict[str, dict]] = {}
+    for span in spans:
+        draft_id = span["attributes"].get("deliberate.draft.id")
+        if draft_id:
+            by_name.setdefault(span["name"], {})[draft_id] = span
+    assert set(by_name["drafter.draft"]) == draft_ids, "generation span per draft"
+    assert set(by_name["verifier.verify_draft"]) == draft_ids, "verification span per draft"
+    lifecycle = by_name["deliberate.draft"]
+    assert set(lifecycle) == draft_ids, "lifecycle span per draft"
+    selected = set(response.selected_draft_ids)
+    for draft_id, span in lifecycle.items():
+        expected = "selected" if draft_id in selected else "discarded"
+        assert span["attributes"]["deliberate.draft.outcome"] == expected
+        assert span["events"][:2] == ["generated", "verified"]
+
+
+def test_solve_stream_orders_stage_events(stack):
+    question = gsm8k_questions(2)[1]["question"]
+    with DeliberateClient(stack.address) as client:
+        events = list(client.solve_stream(short_request(question, num_drafts=2), timeout=240))
+
+    kinds = [e.WhichOneof("event") for e in events]
+    assert kinds[-1] == "final" and kinds.count("final") == 1
+    assert kinds.count("draft_generated") == 2 and kinds.count("draft_verified") == 2
+    generated_at = {e.draft_generated.draft.id: i for i, e in enumerate(events) if e.HasField("draft_generated")}
+    for i, event in enumerate(events):
+        if event.HasField("draft_verified"):
+            assert generated_at[event.draft_verified.verdict.draft_id] < i, "verified after generated"
+    first_chunk = kinds.index("refine_chunk")
+    assert all(k in ("draft_selected", "draft_discarded") for k in kinds[4:first_chunk])
+    assert kinds.count("refine_chunk") > 1, "the answer streams in several chunks"
+    streamed = "".join(e.refine_chunk.text for e in events if e.HasField("refine_chunk"))
+    assert streamed == events[-1].final.answer
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"prompt": ""}, "prompt"),
+        ({"prompt": "   "}, "prompt"),
+        ({"prompt": "x" * 8001}, "prompt"),
+        ({"num_drafts": 99}, "num_drafts"),
+        ({"num_drafts": -1}, "num_drafts"),
+        ({"output_schema": "{not json"}, "output_schema"),
+        ({"output_schema": '{"type": "nope"}'}, "output_schema"),
+    ],
+)
+def test_bad_input_is_invalid_argument_naming_the_field(stack, change, field):
+    request = short_request("What is 2 + 2?")
+    for name, value in change.items():
+        setattr(request, name, value)
+    with DeliberateClient(stack.address) as client, pytest.raises(grpc.RpcError) as raised:
+        client.solve(request, timeout=30)
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert raised.value.details().startswith(f"{field}:")
+
+
+def test_sampling_out_of_range_names_the_field(stack):
+    request = short_request("What is 2 + 2?")
+    request.sampling.temperature = 9.0
+    with DeliberateClient(stack.address) as client, pytest.raises(grpc.RpcError) as raised:
+        client.solve(request, timeout=30)
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "sampling.temperature" in raised.value.details()
+
+
+def test_expired_deadline_is_deadline_exceeded_and_nothing_crashes(stack):
+    request = build_request(gsm8k_questions(1)[0]["question"], num_drafts=3, max_new_tokens=200)
+    with DeliberateClient(stack.address) as client:
+        with pytest.raises(grpc.RpcError) as raised:
+            client.solve(request, timeout=1.5)
+        assert raised.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        # The services are alive and still answer after the aborted request.
+        response = client.solve(short_request("What is 3 + 4?", num_drafts=1), timeout=240)
+    assert response.answer
+    for service in ("drafter", "verifier", "refiner", "scheduler"):
+        assert stack.is_serving(service)

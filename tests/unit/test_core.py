@@ -1,0 +1,81 @@
+"""Shared plumbing: settings from flags and environment, request validation, schema checks."""
+
+from __future__ import annotations
+
+import pytest
+
+from deliberate.common.v1 import common_pb2
+from deliberate.core.config import parse_settings
+from deliberate.core.requests import (
+    InvalidArgument,
+    parse_output_schema,
+    reject_constraints,
+    require_text,
+    sampling_from_proto,
+)
+from deliberate.drafter.settings import DrafterSettings
+from deliberate.engines.base import SamplingParams
+
+
+def test_flag_beats_environment_beats_default(monkeypatch):
+    assert parse_settings(DrafterSettings, []).max_drafts == 8
+    monkeypatch.setenv("DELIBERATE_MAX_DRAFTS", "6")
+    assert parse_settings(DrafterSettings, []).max_drafts == 6
+    assert parse_settings(DrafterSettings, ["--max-drafts", "4"]).max_drafts == 4
+
+
+def test_a_malformed_setting_is_refused(monkeypatch):
+    monkeypatch.setenv("DELIBERATE_PORT", "not-a-port")
+    with pytest.raises(ValueError, match="port"):
+        parse_settings(DrafterSettings, [])
+
+
+def test_sampling_overrides_only_what_is_set():
+    defaults = SamplingParams()
+    proto = common_pb2.SamplingParams(temperature=0.9, seed=3)
+    params = sampling_from_proto(proto, defaults, max_new_tokens_limit=1024)
+    assert params.temperature == pytest.approx(0.9)
+    assert params.seed == 3
+    assert params.top_p == defaults.top_p and params.max_new_tokens == defaults.max_new_tokens
+
+
+@pytest.mark.parametrize(
+    ("proto", "field"),
+    [
+        (common_pb2.SamplingParams(temperature=-0.1), "sampling.temperature"),
+        (common_pb2.SamplingParams(top_p=0.0), "sampling.top_p"),
+        (common_pb2.SamplingParams(max_new_tokens=0), "sampling.max_new_tokens"),
+        (common_pb2.SamplingParams(max_new_tokens=5000), "sampling.max_new_tokens"),
+        (common_pb2.SamplingParams(presence_penalty=3), "sampling.presence_penalty"),
+    ],
+)
+def test_sampling_out_of_range_names_the_field(proto, field):
+    with pytest.raises(InvalidArgument) as raised:
+        sampling_from_proto(proto, SamplingParams(), max_new_tokens_limit=1024)
+    assert raised.value.field == field
+    assert str(raised.value).startswith(f"{field}: must be in [")
+
+
+def test_text_limits():
+    require_text("prompt", "ok", 10)
+    with pytest.raises(InvalidArgument, match="^prompt: must not be empty$"):
+        require_text("prompt", " \n", 10)
+    with pytest.raises(InvalidArgument, match="^prompt: has 11 characters; the limit is 10$"):
+        require_text("prompt", "x" * 11, 10)
+
+
+def test_output_schema_is_checked_against_its_metaschema():
+    assert parse_output_schema("") is None
+    assert parse_output_schema('{"type": "object"}') == {"type": "object"}
+    with pytest.raises(InvalidArgument, match="^output_schema: is not valid JSON"):
+        parse_output_schema("{nope")
+    with pytest.raises(InvalidArgument, match="^output_schema: is not a valid JSON Schema"):
+        parse_output_schema('{"type": "nope"}')
+    with pytest.raises(InvalidArgument, match="^output_schema: must be a JSON object"):
+        parse_output_schema("[1, 2]")
+
+
+def test_declared_constraints_are_refused_until_supported():
+    reject_constraints([])
+    with pytest.raises(InvalidArgument, match=r"^constraints\[0\]:"):
+        reject_constraints([common_pb2.Constraint(id="budget", cel_expression="true")])
