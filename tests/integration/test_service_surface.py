@@ -34,7 +34,9 @@ def test_reflection_and_health_through_grpcurl(stack, service):
     listed = grpcurl(address, "list").split()
     assert SERVICE_NAMES[service] in listed
     assert "grpc.health.v1.Health" in listed
-    health = json.loads(grpcurl("-d", json.dumps({"service": SERVICE_NAMES[service]}), address, "grpc.health.v1.Health/Check"))
+    health = json.loads(
+        grpcurl("-d", json.dumps({"service": SERVICE_NAMES[service]}), address, "grpc.health.v1.Health/Check")
+    )
     assert health == {"status": "SERVING"}
 
 

@@ -28,7 +28,9 @@ def test_more_drafts_than_strategies_cycles():
 def test_draft_prompt_carries_strategy_schema_and_feedback():
     free = draft_user_message("What is 2+2?", "Work backwards.", None)
     assert "Work backwards." in free and "Final answer:" in free
-    structured = draft_user_message("Pick ads.", "Greedy.", {"type": "object"}, feedback="budget_check failed")
+    structured = draft_user_message(
+        "Pick ads.", "Greedy.", {"type": "object"}, feedback="budget_check failed"
+    )
     assert '{"type": "object"}' in structured and "budget_check failed" in structured
 
 
@@ -58,13 +60,19 @@ def test_selection_needs_drafts():
 
 def test_thinking_trace_names_the_real_draft_score_and_rules():
     best = SelectedDraft(3, "text", 0.92, True, ("budget_check", "category_check"), ())
-    assert thinking_trace(best) == "[THINKING_TRACE: Draft#3 scored 0.92, passed budget_check and category_check]"
+    assert (
+        thinking_trace(best)
+        == "[THINKING_TRACE: Draft#3 scored 0.92, passed budget_check and category_check]"
+    )
     partial = SelectedDraft(1, "t", 0.5, False, ("a", "b", "c"), ("d",))
     assert thinking_trace(partial) == "[THINKING_TRACE: Draft#1 scored 0.50, passed a, b and c, failed d]"
 
 
 def test_refine_prompt_lists_candidates_best_first():
-    drafts = [SelectedDraft(2, "first text", 0.9, True, (), ()), SelectedDraft(0, "second text", 0.7, True, (), ())]
+    drafts = [
+        SelectedDraft(2, "first text", 0.9, True, (), ()),
+        SelectedDraft(0, "second text", 0.7, True, (), ()),
+    ]
     message = refine_user_message("Q?", drafts, None)
     assert message.index("first text") < message.index("second text")
     assert "Candidate 1 (verified, score 0.90)" in message

@@ -58,7 +58,15 @@ class Stack:
 
     def command(self, service: str) -> list[str]:
         p = self.ports
-        args = [sys.executable, "-m", f"deliberate.{service}", "--host", self.host, "--port", str(getattr(p, service))]
+        args = [
+            sys.executable,
+            "-m",
+            f"deliberate.{service}",
+            "--host",
+            self.host,
+            "--port",
+            str(getattr(p, service)),
+        ]
         if service == "verifier":
             args += ["--http-port", str(p.verifier_http)]
         if service == "scheduler":
@@ -74,8 +82,13 @@ class Stack:
         if self.log_dir:
             self.log_dir.mkdir(parents=True, exist_ok=True)
             output = open(self.log_dir / f"{service}.log", "ab")  # noqa: SIM115 (owned by the child)
+        # Own session: a Ctrl-C in the terminal reaches only the launcher, which then drains each service once.
         process = subprocess.Popen(
-            self.command(service), env={**os.environ, **self.env}, stdout=output, stderr=output
+            self.command(service),
+            env={**os.environ, **self.env},
+            stdout=output,
+            stderr=output,
+            start_new_session=True,
         )
         self.processes[service] = process
         return process
@@ -91,9 +104,13 @@ class Stack:
             while not self.is_serving(service):
                 process = self.processes.get(service)
                 if process is not None and process.poll() is not None:
-                    raise RuntimeError(f"{service} exited with code {process.returncode}{self.log_hint(service)}")
+                    raise RuntimeError(
+                        f"{service} exited with code {process.returncode}{self.log_hint(service)}"
+                    )
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"{service} not SERVING after {timeout_s:.0f}s{self.log_hint(service)}")
+                    raise TimeoutError(
+                        f"{service} not SERVING after {timeout_s:.0f}s{self.log_hint(service)}"
+                    )
                 time.sleep(0.25)
 
     def log_hint(self, service: str) -> str:
@@ -102,7 +119,9 @@ class Stack:
     def is_serving(self, service: str) -> bool:
         with grpc.insecure_channel(self.address_of(service)) as channel:
             try:
-                reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=1.0)
+                reply = health_pb2_grpc.HealthStub(channel).Check(
+                    health_pb2.HealthCheckRequest(), timeout=1.0
+                )
             except grpc.RpcError:
                 return False
         return reply.status == health_pb2.HealthCheckResponse.SERVING

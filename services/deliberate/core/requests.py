@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
-from functools import lru_cache
 
 from deliberate.common.v1 import common_pb2
 
 from ..engines.base import SamplingParams
+from .schemas import check_schema
 
 
 class InvalidArgument(ValueError):
@@ -32,7 +31,10 @@ def require_range(field: str, value: float, low: float, high: float) -> None:
 
 
 def sampling_from_proto(
-    proto: common_pb2.SamplingParams, defaults: SamplingParams, max_new_tokens_limit: int, field: str = "sampling"
+    proto: common_pb2.SamplingParams,
+    defaults: SamplingParams,
+    max_new_tokens_limit: int,
+    field: str = "sampling",
 ) -> SamplingParams:
     """Applies the overrides that are set in `proto` to `defaults`, checking each one's range."""
     overrides = {}
@@ -66,37 +68,14 @@ def sampling_to_proto(params: SamplingParams) -> common_pb2.SamplingParams:
     return proto
 
 
-MAX_SCHEMA_CHARS = 64 * 1024
-
-
 def parse_output_schema(text: str, field: str = "output_schema") -> dict | None:
     """Empty means free text; otherwise the text must be a valid JSON Schema (checked against its metaschema)."""
     if not text.strip():
         return None
-    if len(text) > MAX_SCHEMA_CHARS:
-        raise InvalidArgument(field, f"has {len(text)} characters; the limit is {MAX_SCHEMA_CHARS}")
     try:
-        return json.loads(_checked_schema_text(text))
+        return check_schema(text)
     except ValueError as error:
         raise InvalidArgument(field, str(error)) from None
-
-
-@lru_cache(maxsize=256)
-def _checked_schema_text(text: str) -> str:
-    """Checks a schema once per distinct text; returns the text so callers parse a fresh copy."""
-    from jsonschema import SchemaError, validators
-
-    try:
-        schema = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"is not valid JSON: {error}") from None
-    if not isinstance(schema, dict | bool):
-        raise ValueError("must be a JSON object (a JSON Schema)")
-    try:
-        validators.validator_for(schema).check_schema(schema)
-    except SchemaError as error:
-        raise ValueError(f"is not a valid JSON Schema: {error.message}") from None
-    return text
 
 
 def reject_constraints(constraints) -> None:

@@ -52,14 +52,20 @@ async def serve(spec: ServiceSpec, settings: CommonSettings) -> None:
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
-        [*spec.grpc_services, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME],
+        [
+            *spec.grpc_services,
+            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+            reflection.SERVICE_NAME,
+        ],
         server,
     )
     address = f"{settings.host}:{spec.port}"
     server.add_insecure_port(address)
 
     async def set_health(serving: bool) -> None:
-        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        status = (
+            health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
         for name in ("", *spec.grpc_services):
             await health_servicer.set(name, status)
         if spec.on_health_change:
@@ -99,3 +105,23 @@ async def serve(spec: ServiceSpec, settings: CommonSettings) -> None:
 
 def run(spec: ServiceSpec, settings: CommonSettings) -> None:
     asyncio.run(serve(spec, settings))
+
+
+def run_engine_service(name: str, settings, servicer, grpc_service: str, add_servicer) -> None:
+    """Runs a service whose servicer needs an LLM engine (Drafter, Refiner): it reports SERVING once the
+    model is loaded into `servicer.engine`."""
+    from ..engines import load_engine
+
+    async def load_model() -> None:
+        servicer.engine = await asyncio.to_thread(load_engine, settings.engine, settings.model)
+
+    run(
+        ServiceSpec(
+            name=name,
+            port=settings.port,
+            grpc_services=[grpc_service],
+            add_servicers=lambda server: add_servicer(servicer, server),
+            prepare=load_model,
+        ),
+        settings,
+    )

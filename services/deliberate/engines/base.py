@@ -80,9 +80,7 @@ class Engine(ABC):
         """Measured single-sequence decoding speed, or None before the first generation."""
         return None
 
-    async def stream(
-        self, prompts: Sequence[str], params: SamplingParams
-    ) -> AsyncIterator[GenerationEvent]:
+    async def stream(self, prompts: Sequence[str], params: SamplingParams) -> AsyncIterator[GenerationEvent]:
         """Runs `generate` in a worker thread and yields its events as they happen.
 
         Closing the iterator early (client cancel, deadline) aborts the engine's work.

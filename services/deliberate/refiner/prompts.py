@@ -44,6 +44,5 @@ def refine_user_message(question: str, selected: list[SelectedDraft], output_sch
     )
     return (
         f"Question:\n{question.strip()}\n\n{candidates}\n\n"
-        "Write the final solution: keep what the candidates got right, fix any mistake, be concise. "
-        + ending
+        "Write the final solution: keep what the candidates got right, fix any mistake, be concise. " + ending
     )

@@ -43,7 +43,9 @@ class RefinerServicer(refiner_service_pb2_grpc.RefinerServiceServicer):
         require_range("selected", len(request.selected), 1, self.settings.max_selected)
         for i, item in enumerate(request.selected):
             if len(item.draft.text) > self.settings.max_draft_chars:
-                raise InvalidArgument(f"selected[{i}].draft.text", f"longer than {self.settings.max_draft_chars}")
+                raise InvalidArgument(
+                    f"selected[{i}].draft.text", f"longer than {self.settings.max_draft_chars}"
+                )
         sampling = sampling_from_proto(request.sampling, self.defaults, self.settings.max_new_tokens_limit)
         return sampling, parse_output_schema(request.output_schema)
 
@@ -77,7 +79,10 @@ class RefinerServicer(refiner_service_pb2_grpc.RefinerServiceServicer):
             final=refiner_service_pb2.RefineFinal(
                 text=text,
                 thinking_trace=trace_marker,
-                usage={"prompt_tokens": completion.prompt_tokens, "completion_tokens": completion.completion_tokens},
+                usage={
+                    "prompt_tokens": completion.prompt_tokens,
+                    "completion_tokens": completion.completion_tokens,
+                },
                 finish_reason=FINISH_REASONS[completion.finish_reason],
             )
         )

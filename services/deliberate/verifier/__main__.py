@@ -18,7 +18,11 @@ def main(argv: list[str] | None = None) -> None:
     http_health = HttpHealthEndpoint(
         settings.host,
         settings.http_port,
-        lambda: {"service": "verifier", "serving": serving["value"], "rules": "loaded" if serving["value"] else "loading"},
+        lambda: {
+            "service": "verifier",
+            "serving": serving["value"],
+            "rules": "loaded" if serving["value"] else "loading",
+        },
     )
 
     async def start_http_health() -> None:

@@ -1,0 +1,87 @@
+"""End-to-end latency of one solve through the four service processes, split by stage.
+
+    python bench/e2e.py [--drafts 5] [--tokens 128] [--runs 1]
+
+Starts the stack on free ports, solves one warm-up question, then measures `--runs` solves of a GSM8K
+question (5 drafts, 128 new tokens per draft and for the refined answer) and writes
+bench/results/e2e.json with `latency_s` (median) and `stages` (median seconds per stage).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import write_result  # noqa: E402
+
+from deliberate_client.client import DeliberateClient, build_request  # noqa: E402
+from deliberate_client.stack import Ports, Stack  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = ROOT.parent / "shared/data/gsm8k/train.jsonl"
+STAGES = ("draft", "verify", "select", "refine", "total")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--drafts", type=int, default=5)
+    parser.add_argument("--tokens", type=int, default=128)
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=DEFAULT_DATA if DEFAULT_DATA.exists() else ROOT / "tests/data/gsm8k_sample.jsonl",
+    )
+    args = parser.parse_args()
+
+    with args.data.open() as lines:
+        questions = [
+            json.loads(line)["question"] for _, line in zip(range(args.runs + 1), lines, strict=False)
+        ]
+
+    log_dir = Path(tempfile.mkdtemp(prefix="deliberate-bench-"))
+    with Stack(ports=Ports.free(), log_dir=log_dir) as stack, DeliberateClient(stack.address) as client:
+        client.solve(
+            build_request(
+                "What is 2 + 3?", num_drafts=args.drafts, max_new_tokens=16, refine_max_new_tokens=16
+            )
+        )
+        latencies, stages = [], {s: [] for s in STAGES}
+        for question in questions[1 : args.runs + 1] or questions[:1]:
+            request = build_request(
+                question,
+                num_drafts=args.drafts,
+                max_new_tokens=args.tokens,
+                refine_max_new_tokens=args.tokens,
+                seed=1,
+            )
+            started = time.perf_counter()
+            response = client.solve(request, timeout=600)
+            latencies.append(time.perf_counter() - started)
+            for s in STAGES:
+                stages[s].append(getattr(response.timings, s).ToTimedelta().total_seconds())
+            tokens = [r.draft.usage.completion_tokens for r in response.drafts]
+            print(f"solve: {latencies[-1]:.2f}s, draft tokens {tokens}, status {response.status}")
+
+    figures = {
+        "latency_s": round(statistics.median(latencies), 3),
+        "stages": {s: round(statistics.median(v), 3) for s, v in stages.items()},
+        "drafts": args.drafts,
+        "tokens": args.tokens,
+        "runs": len(latencies),
+    }
+    print(json.dumps(figures, indent=2))
+    print(f"wrote {write_result('e2e', figures)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+"""JSON Schemas arriving in requests: checked against their metaschema once, compiled validators cached by text."""
+
+from __future__ import annotations
+
+import functools
+import json
+
+from jsonschema import Draft202012Validator, exceptions, validators
+
+MAX_SCHEMA_CHARS = 64 * 1024
+MAX_DETAIL_CHARS = 200
+
+
+def check_schema(schema_text: str) -> dict:
+    """Parses a JSON Schema and validates it against its metaschema; raises ValueError saying why not.
+
+    The metaschema is the one the schema's ``$schema`` declares, Draft 2020-12 otherwise. The compiled
+    validator is cached by schema text, so verifying drafts against a checked schema is cheap.
+    """
+    compiled_validator(schema_text)
+    return json.loads(schema_text)  # a fresh copy: callers must not mutate the cached schema
+
+
+@functools.lru_cache(maxsize=256)
+def compiled_validator(schema_text: str) -> validators.Validator:
+    if not isinstance(schema_text, str):
+        raise ValueError(f"must be JSON text, got {type(schema_text).__name__}")
+    if len(schema_text) > MAX_SCHEMA_CHARS:
+        raise ValueError(f"is too large: {len(schema_text)} characters > {MAX_SCHEMA_CHARS}")
+    try:
+        schema = json.loads(schema_text)
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(f"is not valid JSON: {shorten(str(exc), MAX_DETAIL_CHARS)}") from None
+    if not isinstance(schema, dict):
+        raise ValueError(f"must be a JSON object, got {type(schema).__name__}")
+    validator_class = validators.validator_for(schema, default=Draft202012Validator)
+    try:
+        validator_class.check_schema(schema)
+    except exceptions.SchemaError as exc:
+        raise ValueError(f"is invalid at {exc.json_path}: {shorten(exc.message, MAX_DETAIL_CHARS)}") from None
+    except RecursionError:
+        raise ValueError("is nested too deeply") from None
+    return validator_class(schema)
+
+
+def shorten(text: str, limit: int) -> str:
+    """One line of at most `limit` characters, so messages stay one auditable line."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,392 @@
+"""Deterministic extraction of answers, numbers and JSON from LLM drafts.
+
+Everything here is pure: no I/O, no randomness, and nothing raises. Each function bounds its work so a
+hostile draft (megabytes of text, 100k nested brackets, 10,000-digit numbers, lone surrogates) costs
+milliseconds and yields "nothing found" or an error string instead of an exception.
+
+Conventions:
+
+* Numbers may be written with a leading minus (ASCII ``-`` or Unicode ``−``), a ``$`` before the
+  digits, thousands separators (``1,200``), a decimal part (``18.00``), a trailing ``%`` and as a
+  simple fraction (``3/4``). A digit run longer than ``MAX_NUMBER_DIGITS`` is not treated as a number.
+* The *normalized text* of a number drops ``$``, ``%`` and thousands separators, writes the minus
+  as ``-`` and keeps the decimal places as written: ``"$1,200.50"`` -> ``"1200.50"``,
+  ``"$18.00"`` -> ``"18.00"``, ``"−7%"`` -> ``"-7"``, ``"3/4"`` -> ``"3/4"``.
+* The *value* of a number is a ``Decimal`` (exact for integers and decimals) or a ``Fraction``
+  (for ``a/b``). A percentage keeps the number as written: ``"15%"`` -> ``Decimal("15")``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
+
+import json_repair
+
+MAX_NUMBER_DIGITS = 100
+# Drafts are a few hundred tokens; anything far larger is hostile or broken.
+MAX_JSON_SCAN_CHARS = 200_000
+# json_repair is pure Python (~1 s per 100k hostile characters): only small spans are repaired.
+MAX_JSON_REPAIR_CHARS = 20_000
+# Deeper than any real output schema, far below the recursion limits of json and json_repair.
+MAX_JSON_DEPTH = 100
+
+
+# --------------------------------------------------------------------------------------------------
+# Numbers
+# --------------------------------------------------------------------------------------------------
+
+_NUMBER = re.compile(
+    r"""
+    (?<![\w./])                         # not the tail of a word, a decimal or a date ("12/25/2024")
+    (?P<sign>[-−]?)                     # no space allowed: "- 5 apples" is a bullet, not -5
+    \$?
+    (?P<dollar_sign>[-−]?)              # "$-5"
+    (?P<integer>\d{1,3}(?:,\d{3})+|\d+)
+    (?:\.(?P<decimals>\d+)|/(?P<denominator>\d+))?
+    (?!\d)(?!/\d)                       # the whole digit run, and not the start of a date
+    %?
+    """,
+    re.VERBOSE,
+)
+
+
+@dataclass(frozen=True)
+class NumberMatch:
+    """One number found in a text: its normalized text and exact value."""
+
+    text: str
+    value: Decimal | Fraction
+    start: int
+    end: int
+
+
+def extract_number(text: str) -> Decimal | Fraction | None:
+    """The value of the first number written in ``text``, or None.
+
+    ``"$1,200.50"`` -> ``Decimal("1200.50")``, ``"-3/4 cup"`` -> ``Fraction(-3, 4)``,
+    ``"about 15% more"`` -> ``Decimal("15")``. Never raises; over-long digit runs are skipped.
+    """
+    for number in iter_numbers(text):
+        return number.value
+    return None
+
+
+def iter_numbers(text: str) -> Iterator[NumberMatch]:
+    """Every number in ``text``, left to right (see the module docstring for what counts)."""
+    if not isinstance(text, str):
+        return
+    for match in _NUMBER.finditer(text):
+        number = _to_number(match)
+        if number is not None:
+            yield number
+
+
+def _is_acceptable(match: re.Match[str]) -> bool:
+    """Cheap checks before any conversion: bounded digits, no division by zero."""
+    digits = match["integer"].replace(",", "") + (match["decimals"] or "") + (match["denominator"] or "")
+    if len(digits) > MAX_NUMBER_DIGITS:  # bounds int()/Decimal() work on hostile digit strings
+        return False
+    return match["denominator"] is None or match["denominator"].strip("0") != ""
+
+
+def _to_number(match: re.Match[str]) -> NumberMatch | None:
+    if not _is_acceptable(match):
+        return None
+    integer = match["integer"].replace(",", "")
+    decimals = match["decimals"]
+    denominator = match["denominator"]
+    negative = bool(match["sign"] or match["dollar_sign"])
+    sign = "-" if negative else ""
+    if denominator is not None:
+        text = f"{sign}{integer}/{denominator}"
+        value: Decimal | Fraction = Fraction(int(f"{sign}{integer}"), int(denominator))
+    else:
+        text = f"{sign}{integer}.{decimals}" if decimals is not None else f"{sign}{integer}"
+        value = Decimal(text)
+    return NumberMatch(text=text, value=value, start=match.start(), end=match.end())
+
+
+# --------------------------------------------------------------------------------------------------
+# Final answers
+# --------------------------------------------------------------------------------------------------
+
+# One line that states the answer. "final answer" may appear mid-sentence ("so the final answer is
+# 42"); a bare "answer" only counts at the start of a line, where it is unlikely to be prose.
+_FINAL_ANSWER_LINE = re.compile(
+    r"""
+    (?:
+        \bfinal\s+answer[*_\s]*(?:is\b|[:=])
+      | ^[\s>#*_-]*(?:the\s+)?answer[*_\s]*(?:is\b|[:=])
+      | ^\s*\#\#\#\#                     # GSM8K style: "#### 72"
+    )
+    (?P<answer>.*)
+    """,
+    re.IGNORECASE | re.VERBOSE,
+)
+# Markdown and punctuation that decorate an answer without being part of it.
+_ANSWER_DECORATION = " \t*_`:"
+
+
+@dataclass(frozen=True)
+class FinalAnswer:
+    """The answer a draft gives, and whether it came from an explicit final-answer line."""
+
+    text: str
+    from_final_line: bool
+
+
+def extract_final_answer(text: str) -> str | None:
+    """The answer stated by ``text``, or None when there is none.
+
+    The LAST final-answer line wins ("Final answer: 42", "the final answer is $1,200.50", "#### 72",
+    "Answer: 18"; case-insensitive; an empty marker line takes the next non-empty line). Without one,
+    the last number in the text is the answer. Markdown decoration and a trailing period are
+    stripped; an answer that is a single number is returned as its normalized text ("$1,200.50" ->
+    "1200.50", "**72**" -> "72"), any other answer as written ("42 apples").
+    """
+    answer = find_final_answer(text)
+    return answer.text if answer is not None else None
+
+
+def find_final_answer(text: str) -> FinalAnswer | None:
+    """Like `extract_final_answer`, but also tells whether a final-answer line was found."""
+    if not isinstance(text, str):
+        return None
+    lines = text.splitlines()
+    for index in range(len(lines) - 1, -1, -1):
+        match = _FINAL_ANSWER_LINE.search(lines[index])
+        if match is None:
+            continue
+        answer = _clean_answer(match["answer"]) or _answer_on_next_line(lines, index)
+        if answer:
+            return FinalAnswer(text=_normalize_if_number(answer), from_final_line=True)
+    # Convert only the last number: a draft may hold hundreds of thousands of them.
+    last_match = None
+    for match in _NUMBER.finditer(text):
+        if _is_acceptable(match):
+            last_match = match
+    if last_match is None:
+        return None
+    return FinalAnswer(text=_to_number(last_match).text, from_final_line=False)
+
+
+def _answer_on_next_line(lines: list[str], marker_index: int) -> str:
+    """For "Final answer:" alone on its line: the next non-empty line, unless it is another marker."""
+    for line_index in range(marker_index + 1, len(lines)):  # indexes, not a slice: no copy per marker
+        line = lines[line_index]
+        answer = _clean_answer(line)
+        if answer:
+            return "" if _FINAL_ANSWER_LINE.search(line) else answer
+    return ""
+
+
+def _clean_answer(answer: str) -> str:
+    answer = answer.strip(_ANSWER_DECORATION)
+    if answer.endswith("."):
+        answer = answer[:-1].strip(_ANSWER_DECORATION)
+    return answer
+
+
+def _normalize_if_number(answer: str) -> str:
+    match = _NUMBER.fullmatch(answer)
+    number = _to_number(match) if match is not None else None
+    return number.text if number is not None else answer
+
+
+# --------------------------------------------------------------------------------------------------
+# JSON
+# --------------------------------------------------------------------------------------------------
+
+_CURLY_DOUBLE_QUOTES = str.maketrans({"“": '"', "”": '"'})
+_CURLY_QUOTES = str.maketrans({"“": '"', "”": '"', "‘": "'", "’": "'"})
+# Curly quotes next to JSON punctuation delimit strings; elsewhere they are text inside strings.
+_CURLY_DELIMITER = re.compile(r"[{\[,:]\s*[“‘]|[”’]\s*[:,}\]]")
+_SINGLE_QUOTE_DELIMITER = re.compile(r"[{\[,:]\s*'|'\s*[:,}\]]")
+_TRAILING_COMMA = re.compile(r",\s*[}\]]")
+_UNQUOTED_KEY = re.compile(r"[{,]\s*[A-Za-z_$][\w$-]*\s*:")
+# Only the characters that change the bracket scanner's state; everything else is skipped in C.
+_SCANNER_TOKEN = re.compile(r'[\[\]{}"\\]')
+_CLOSING = {"{": "}", "[": "]"}
+_JSON_FENCE_LABELS = ("json", "jsonc", "json5")
+
+
+@dataclass(frozen=True)
+class JsonParse:
+    """The outcome of `parse_json`: a value or an error, and the repairs that were needed."""
+
+    value: object | None
+    error: str | None
+    repairs: tuple[str, ...] = ()
+
+
+def extract_json(text: str) -> tuple[object | None, str | None]:
+    """Find and parse the JSON object or array in a free-text draft: ``(value, None)`` or
+    ``(None, error)``.
+
+    A fenced ```` ```json ```` block wins, then an unlabelled fenced block that holds an object or
+    array, then the first balanced ``{...}`` / ``[...]`` span of the text (an unclosed span runs to
+    the end of the text). Strict JSON is tried first; what LLMs typically break (curly quotes,
+    trailing commas, single quotes, unquoted keys, truncation) is repaired with ``json_repair``.
+    Never raises: oversized text, nesting deeper than ``MAX_JSON_DEPTH`` and unrepairable spans are
+    reported as error strings.
+    """
+    result = parse_json(text)
+    return result.value, result.error
+
+
+def parse_json(text: str) -> JsonParse:
+    """Like `extract_json`, but also names the repairs that made the JSON parseable."""
+    if not isinstance(text, str):
+        return JsonParse(None, f"expected text, got {type(text).__name__}")
+    if len(text) > MAX_JSON_SCAN_CHARS:
+        return JsonParse(
+            None, f"draft is too large to search for JSON: {len(text)} characters > {MAX_JSON_SCAN_CHARS}"
+        )
+    block = _fenced_json_block(text)
+    span, error = _first_json_span(block if block is not None else text)
+    if span is None:
+        return JsonParse(None, error)
+    return _parse_span(span)
+
+
+def _fenced_json_block(text: str) -> str | None:
+    """The content of the first ```json fence, else of the first unlabelled fence holding JSON.
+
+    Fences are recognised only at the start of a line (as in Markdown), so a "```" inside a JSON
+    string cannot open one. An unclosed fence (a draft cut off mid-block) runs to the end.
+    """
+    blocks: list[tuple[str, str]] = []
+    label: str | None = None
+    content: list[str] = []
+    # split("\n"), not splitlines(): the latter also breaks at U+2028 etc., which JSON strings may hold.
+    for line in text.split("\n"):
+        stripped = line.strip()
+        if not stripped.startswith("```"):
+            if label is not None:
+                content.append(line)
+            continue
+        if label is None:
+            label = stripped[3:].strip().lower()
+            content = []
+        else:
+            blocks.append((label, "\n".join(content)))
+            label = None
+    if label is not None:
+        blocks.append((label, "\n".join(content)))
+
+    for label, body in blocks:
+        if label in _JSON_FENCE_LABELS:
+            return body
+    for label, body in blocks:
+        if not label and body.lstrip()[:1] in ("{", "["):
+            return body
+    return None
+
+
+@dataclass(frozen=True)
+class _Span:
+    text: str
+    closed: bool  # False when the draft ends before the brackets do
+
+
+def _first_json_span(text: str) -> tuple[_Span | None, str | None]:
+    """The first balanced {...} or [...] span, tracking strings so brackets inside them don't count."""
+    starts = [position for position in (text.find("{"), text.find("[")) if position >= 0]
+    if not starts:
+        return None, "no JSON object or array found in the draft"
+    start = min(starts)
+    depth = 0
+    in_string = False
+    escaped_position = -1
+    for token in _SCANNER_TOKEN.finditer(text, start):
+        char, position = token.group(), token.start()
+        if in_string:
+            if position == escaped_position:
+                continue
+            if char == "\\":
+                escaped_position = position + 1
+            elif char == '"':
+                in_string = False
+            continue
+        if char == '"':
+            in_string = True
+        elif char in _CLOSING:
+            depth += 1
+            if depth > MAX_JSON_DEPTH:
+                return None, f"JSON nesting is deeper than {MAX_JSON_DEPTH} levels"
+        elif char in "}]":
+            depth -= 1
+            if depth == 0:
+                return _Span(text[start : position + 1], closed=True), None
+    # Unclosed: a draft cut off mid-JSON, left for the repair step to close.
+    return _Span(text[start:], closed=False), None
+
+
+def _parse_span(span: _Span) -> JsonParse:
+    value, error = _strict_loads(span.text)
+    if error is None:
+        return JsonParse(value, None)
+    # Curly double quotes used as delimiters are the commonest break and fix exactly.
+    curly_delimiters = _CURLY_DELIMITER.search(span.text) is not None
+    if curly_delimiters:
+        value, _ = _strict_loads(span.text.translate(_CURLY_DOUBLE_QUOTES))
+        if value is not None:
+            return JsonParse(value, None, ("curly quotes",))
+    if len(span.text) > MAX_JSON_REPAIR_CHARS:
+        size = len(span.text)
+        return JsonParse(
+            None, f"invalid JSON ({error}); too large to repair: {size} characters > {MAX_JSON_REPAIR_CHARS}"
+        )
+    candidate = span.text.translate(_CURLY_QUOTES) if curly_delimiters else span.text
+    try:
+        value = json_repair.repair_json(candidate, return_objects=True)
+    except Exception as exc:  # json_repair is third-party: never let its failures escape
+        return JsonParse(None, f"invalid JSON ({error}); repair failed: {type(exc).__name__}")
+    if not _is_plausible_repair(span.text, value):
+        return JsonParse(None, f"invalid JSON ({error}); nothing parseable to repair")
+    return JsonParse(value, None, _describe_repairs(span, curly_delimiters))
+
+
+def _strict_loads(span: str) -> tuple[object | None, str | None]:
+    try:
+        value = json.loads(span)
+    except (ValueError, RecursionError) as exc:  # ValueError also covers ints over Python's digit limit
+        return None, _short(str(exc))
+    if not isinstance(value, dict | list):
+        return None, f"expected an object or array, got {type(value).__name__}"
+    return value, None
+
+
+def _is_plausible_repair(span: str, value: object) -> bool:
+    """json_repair always returns something; keep it only if it is the kind of container the span
+    opened and not an empty one conjured from junk (json_repair("{x}") is ['x}'])."""
+    expected_type = dict if span.startswith("{") else list
+    if not isinstance(value, expected_type):
+        return False
+    return bool(value) or "".join(span.split()) in ("{}", "[]")
+
+
+def _describe_repairs(span: _Span, curly_delimiters: bool) -> tuple[str, ...]:
+    """Name what was broken, for an auditable message; best effort, in a fixed order."""
+    repairs = []
+    if curly_delimiters:
+        repairs.append("curly quotes")
+    if _SINGLE_QUOTE_DELIMITER.search(span.text):
+        repairs.append("single quotes")
+    if _TRAILING_COMMA.search(span.text):
+        repairs.append("trailing commas")
+    if _UNQUOTED_KEY.search(span.text):
+        repairs.append("unquoted keys")
+    if not span.closed:
+        repairs.append("unclosed brackets")
+    return tuple(repairs) or ("malformed JSON",)
+
+
+def _short(message: str, limit: int = 120) -> str:
+    first_line = message.splitlines()[0] if message else ""
+    return first_line if len(first_line) <= limit else first_line[: limit - 1] + "…"

@@ -1,0 +1,208 @@
+"""The first rule set: deterministic checks of one draft, producing an auditable `Verdict`.
+
+Rules run cheapest first. A hard rule that fails stops the run (fast-fail: later rules would only
+re-report the same broken draft); soft rules never stop it and only lower the score. Every outcome
+carries a short message that starts with the rule id, e.g. ``final_answer passed: 72`` or
+``json_schema failed at $.selected_ids: [1, 2] is too short``.
+
+Without an output schema a draft must state a numeric final answer:
+``complete`` (soft), ``final_answer`` (hard), ``numeric_answer`` (hard), ``explicit_final_line`` (soft).
+With an output schema it must hold JSON valid under that schema:
+``complete`` (soft), ``json_parse`` (hard, repairs what LLMs typically break), ``json_schema`` (hard).
+
+``complete`` runs first because it is the cheapest and because it explains the failures after it:
+a draft cut off at the token budget often has no final answer or unclosed JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from jsonschema import exceptions
+
+from deliberate.core.schemas import compiled_validator, shorten
+from deliberate.verifier.parsing import FinalAnswer, extract_number, find_final_answer, parse_json
+
+HARD_RULE_WEIGHT = 1.0
+SOFT_RULE_WEIGHT = 0.5
+# Messages quote parts of the draft; keep them readable and bounded.
+MAX_QUOTE_CHARS = 60
+MAX_DETAIL_CHARS = 200
+
+
+@dataclass(frozen=True)
+class RuleOutcome:
+    rule_id: str
+    passed: bool
+    message: str
+    hard: bool
+    duration_s: float
+
+
+@dataclass(frozen=True)
+class Verdict:
+    valid: bool
+    score: float
+    outcomes: list[RuleOutcome]
+    extracted_answer: str  # the final answer, or the parsed JSON re-serialized compactly; "" if none
+
+
+def verify_text(text: str, output_schema: dict | None, finish_reason: str = "stop") -> Verdict:
+    """Check one draft with the first rule set and return its verdict. Never raises.
+
+    ``valid`` is False exactly when a hard rule failed (or crashed). ``score`` is the weighted share
+    of the rules that ran and passed, in [0, 1]: hard rules weigh ``HARD_RULE_WEIGHT`` (1.0), soft
+    rules ``SOFT_RULE_WEIGHT`` (0.5); see `score_outcomes`. The same input always yields the same
+    outcomes (durations aside).
+    """
+    draft = _Draft(text=text, finish_reason=finish_reason, output_schema=output_schema)
+    rules = ANSWER_RULES if output_schema is None else JSON_RULES
+    outcomes = run_rules(rules, draft)
+    return Verdict(
+        valid=all(outcome.passed for outcome in outcomes if outcome.hard),
+        score=score_outcomes(outcomes),
+        outcomes=outcomes,
+        extracted_answer=draft.extracted_answer,
+    )
+
+
+def score_outcomes(outcomes: list[RuleOutcome]) -> float:
+    """Weighted share of passed rules: sum(weight of passed) / sum(weight of run); 0.0 if none ran."""
+    total = sum(_weight(outcome) for outcome in outcomes)
+    passed = sum(_weight(outcome) for outcome in outcomes if outcome.passed)
+    return passed / total if total else 0.0
+
+
+def _weight(outcome: RuleOutcome) -> float:
+    return HARD_RULE_WEIGHT if outcome.hard else SOFT_RULE_WEIGHT
+
+
+# --------------------------------------------------------------------------------------------------
+# The rule engine
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Draft:
+    """One draft under verification; rules leave what they extracted here for the rules after them."""
+
+    text: str
+    finish_reason: str
+    output_schema: dict | None
+    final_answer: FinalAnswer | None = None
+    json_value: object = None
+    extracted_answer: str = ""
+
+
+@dataclass(frozen=True)
+class Rule:
+    rule_id: str
+    hard: bool
+    # Returns (passed, message); the message starts with the rule id.
+    check: Callable[[_Draft], tuple[bool, str]] = field(repr=False)
+
+
+def run_rules(rules: tuple[Rule, ...], draft: _Draft) -> list[RuleOutcome]:
+    """Run rules in order until the first hard failure; a rule that raises counts as a hard failure."""
+    outcomes = []
+    for rule in rules:
+        started = time.perf_counter()
+        try:
+            passed, message = rule.check(draft)
+            hard = rule.hard
+        except Exception as exc:  # a buggy rule or hostile input must not take the Verifier down
+            passed, hard = False, True
+            message = f"{rule.rule_id} crashed: {type(exc).__name__}: {shorten(str(exc), MAX_DETAIL_CHARS)}"
+        outcomes.append(RuleOutcome(rule.rule_id, passed, message, hard, time.perf_counter() - started))
+        if hard and not passed:
+            break
+    return outcomes
+
+
+# --------------------------------------------------------------------------------------------------
+# Rules
+# --------------------------------------------------------------------------------------------------
+
+
+def _check_complete(draft: _Draft) -> tuple[bool, str]:
+    if draft.finish_reason == "length":
+        return False, "complete failed: draft was cut off at the token budget"
+    return True, "complete passed"
+
+
+def _check_final_answer(draft: _Draft) -> tuple[bool, str]:
+    draft.final_answer = find_final_answer(draft.text)
+    if draft.final_answer is None:
+        return False, "final_answer failed: no final-answer line and no number in the draft"
+    draft.extracted_answer = draft.final_answer.text
+    return True, f"final_answer passed: {_quote(draft.final_answer.text, quotes='')}"
+
+
+def _check_numeric_answer(draft: _Draft) -> tuple[bool, str]:
+    answer = _require_final_answer(draft)
+    value = extract_number(answer.text)
+    if value is None:
+        return False, f"numeric_answer failed: final answer {_quote(answer.text)} is not a number"
+    return True, f"numeric_answer passed: {value}"
+
+
+def _check_explicit_final_line(draft: _Draft) -> tuple[bool, str]:
+    if not _require_final_answer(draft).from_final_line:
+        return False, "explicit_final_line failed: no 'Final answer:' line; used the last number in the draft"
+    return True, "explicit_final_line passed"
+
+
+def _check_json_parse(draft: _Draft) -> tuple[bool, str]:
+    parsed = parse_json(draft.text)
+    if parsed.error is not None:
+        return False, f"json_parse failed: {parsed.error}"
+    draft.json_value = parsed.value
+    draft.extracted_answer = json.dumps(parsed.value, ensure_ascii=False, separators=(",", ":"))
+    if parsed.repairs:
+        return True, f"json_parse passed after repair: {', '.join(parsed.repairs)}"
+    return True, "json_parse passed"
+
+
+def _check_json_schema(draft: _Draft) -> tuple[bool, str]:
+    schema_text = json.dumps(draft.output_schema, sort_keys=True)
+    try:
+        validator = compiled_validator(schema_text)
+    except ValueError as exc:
+        return False, f"json_schema failed: output schema {exc}"
+    error = exceptions.best_match(validator.iter_errors(draft.json_value))
+    if error is not None:
+        return False, f"json_schema failed at {error.json_path}: {shorten(error.message, MAX_DETAIL_CHARS)}"
+    return True, "json_schema passed"
+
+
+def _require_final_answer(draft: _Draft) -> FinalAnswer:
+    # Guaranteed by the hard final_answer rule running first; fail loudly if the order ever changes.
+    if draft.final_answer is None:
+        raise RuntimeError("final_answer must run before this rule")
+    return draft.final_answer
+
+
+COMPLETE = Rule("complete", hard=False, check=_check_complete)
+ANSWER_RULES = (
+    COMPLETE,
+    Rule("final_answer", hard=True, check=_check_final_answer),
+    Rule("numeric_answer", hard=True, check=_check_numeric_answer),
+    Rule("explicit_final_line", hard=False, check=_check_explicit_final_line),
+)
+JSON_RULES = (
+    COMPLETE,
+    Rule("json_parse", hard=True, check=_check_json_parse),
+    Rule("json_schema", hard=True, check=_check_json_schema),
+)
+
+
+# --------------------------------------------------------------------------------------------------
+# Message helpers
+# --------------------------------------------------------------------------------------------------
+
+
+def _quote(text: str, quotes: str = "'") -> str:
+    return f"{quotes}{shorten(text, MAX_QUOTE_CHARS)}{quotes}"
