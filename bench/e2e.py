@@ -30,9 +30,7 @@ STAGES = ("draft", "verify", "select", "refine", "total")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--drafts", type=int, default=5)
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--runs", type=int, default=1)
@@ -44,16 +42,12 @@ def main() -> None:
     args = parser.parse_args()
 
     with args.data.open() as lines:
-        questions = [
-            json.loads(line)["question"] for _, line in zip(range(args.runs + 1), lines, strict=False)
-        ]
+        questions = [json.loads(line)["question"] for _, line in zip(range(args.runs + 1), lines, strict=False)]
 
     log_dir = Path(tempfile.mkdtemp(prefix="deliberate-bench-"))
     with Stack(ports=Ports.free(), log_dir=log_dir) as stack, DeliberateClient(stack.address) as client:
         client.solve(
-            build_request(
-                "What is 2 + 3?", num_drafts=args.drafts, max_new_tokens=16, refine_max_new_tokens=16
-            )
+            build_request("What is 2 + 3?", num_drafts=args.drafts, max_new_tokens=16, refine_max_new_tokens=16)
         )
         latencies, stages = [], {s: [] for s in STAGES}
         for question in questions[1 : args.runs + 1] or questions[:1]:

@@ -39,11 +39,7 @@ class OtlpReceiver(trace_service_pb2_grpc.TraceServiceServicer):
         with self.lock:
             for resource_spans in request.resource_spans:
                 service = next(
-                    (
-                        a.value.string_value
-                        for a in resource_spans.resource.attributes
-                        if a.key == "service.name"
-                    ),
+                    (a.value.string_value for a in resource_spans.resource.attributes if a.key == "service.name"),
                     "",
                 )
                 for scope_spans in resource_spans.scope_spans:

@@ -87,9 +87,7 @@ def test_solve_stream_orders_stage_events(stack):
     kinds = [e.WhichOneof("event") for e in events]
     assert kinds[-1] == "final" and kinds.count("final") == 1
     assert kinds.count("draft_generated") == 2 and kinds.count("draft_verified") == 2
-    generated_at = {
-        e.draft_generated.draft.id: i for i, e in enumerate(events) if e.HasField("draft_generated")
-    }
+    generated_at = {e.draft_generated.draft.id: i for i, e in enumerate(events) if e.HasField("draft_generated")}
     for i, event in enumerate(events):
         if event.HasField("draft_verified"):
             assert generated_at[event.draft_verified.verdict.draft_id] < i, "verified after generated"

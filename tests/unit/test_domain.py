@@ -28,9 +28,7 @@ def test_more_drafts_than_strategies_cycles():
 def test_draft_prompt_carries_strategy_schema_and_feedback():
     free = draft_user_message("What is 2+2?", "Work backwards.", None)
     assert "Work backwards." in free and "Final answer:" in free
-    structured = draft_user_message(
-        "Pick ads.", "Greedy.", {"type": "object"}, feedback="budget_check failed"
-    )
+    structured = draft_user_message("Pick ads.", "Greedy.", {"type": "object"}, feedback="budget_check failed")
     assert '{"type": "object"}' in structured and "budget_check failed" in structured
 
 
@@ -60,10 +58,7 @@ def test_selection_needs_drafts():
 
 def test_thinking_trace_names_the_real_draft_score_and_rules():
     best = SelectedDraft(3, "text", 0.92, True, ("budget_check", "category_check"), ())
-    assert (
-        thinking_trace(best)
-        == "[THINKING_TRACE: Draft#3 scored 0.92, passed budget_check and category_check]"
-    )
+    assert thinking_trace(best) == "[THINKING_TRACE: Draft#3 scored 0.92, passed budget_check and category_check]"
     partial = SelectedDraft(1, "t", 0.5, False, ("a", "b", "c"), ("d",))
     assert thinking_trace(partial) == "[THINKING_TRACE: Draft#1 scored 0.50, passed a, b and c, failed d]"
 

@@ -105,11 +105,7 @@ def test_extract_number_finds_nothing(text):
 )
 def test_extract_final_answer_prefers_the_final_answer_line(others, answer, marker):
     before_1, before_2, after_1, after_2 = others
-    text = (
-        f"First {before_1} and then {before_2}.\n"
-        f"{marker} {answer:,}\n"
-        f"Double-check: {after_1} minus {after_2}."
-    )
+    text = f"First {before_1} and then {before_2}.\n{marker} {answer:,}\nDouble-check: {after_1} minus {after_2}."
 
     assert extract_final_answer(text) == str(answer)
     assert find_final_answer(text).from_final_line
@@ -188,9 +184,7 @@ def test_extract_json_round_trips_a_fenced_block(value, ensure_ascii):
 def test_extract_json_repairs_curly_quotes(value):
     straight = json.dumps(value)
     pieces = straight.split('"')  # safe text holds no quotes, so they alternate open/close
-    curly = pieces[0] + "".join(
-        ("“" if index % 2 else "”") + piece for index, piece in enumerate(pieces[1:], start=1)
-    )
+    curly = pieces[0] + "".join(("“" if index % 2 else "”") + piece for index, piece in enumerate(pieces[1:], start=1))
     parsed = parse_json(f"Result: {curly}")
 
     assert (parsed.value, parsed.error) == (value, None)

@@ -55,9 +55,7 @@ def test_final_answer_failure_message_and_fast_fail():
 
     assert not verdict.valid
     assert rule_ids(verdict) == ["complete", "final_answer"]  # stops at the first hard failure
-    assert verdict.outcomes[-1].message == (
-        "final_answer failed: no final-answer line and no number in the draft"
-    )
+    assert verdict.outcomes[-1].message == ("final_answer failed: no final-answer line and no number in the draft")
     assert verdict.extracted_answer == ""
 
 
@@ -78,9 +76,7 @@ def test_numeric_answer_failure_message():
 def test_numeric_answer_failure_quotes_a_bounded_answer():
     verdict = verify_text("Final answer: " + "x" * 10_000, None)
 
-    assert (
-        verdict.outcomes[-1].message == f"numeric_answer failed: final answer '{'x' * 59}…' is not a number"
-    )
+    assert verdict.outcomes[-1].message == f"numeric_answer failed: final answer '{'x' * 59}…' is not a number"
 
 
 def test_explicit_final_line_is_soft():
@@ -134,10 +130,7 @@ def test_a_schema_example_fails_with_the_path_in_the_message():
 def test_json_schema_failure_deep_in_the_document():
     verdict = verify_text('{"selected_ids": [1, "two", 3]}', PLAN_SCHEMA)
 
-    assert (
-        verdict.outcomes[-1].message
-        == "json_schema failed at $.selected_ids[1]: 'two' is not of type 'integer'"
-    )
+    assert verdict.outcomes[-1].message == "json_schema failed at $.selected_ids[1]: 'two' is not of type 'integer'"
 
 
 def test_json_parse_failure_message():
@@ -170,8 +163,7 @@ def test_an_invalid_schema_fails_json_schema_with_a_reason():
 
     assert not verdict.valid
     assert verdict.outcomes[-1].message == (
-        "json_schema failed: output schema is invalid at $.type: "
-        "'nope' is not valid under any of the given schemas"
+        "json_schema failed: output schema is invalid at $.type: 'nope' is not valid under any of the given schemas"
     )
 
 

@@ -54,9 +54,7 @@ def add_solve_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--schema", type=Path, help="file with a JSON Schema for the structured answer")
     parser.add_argument("--context", type=Path, help="file with a JSON object the constraints may read")
     parser.add_argument("--timeout", type=float, default=300.0, help="deadline in seconds")
-    parser.add_argument(
-        "--json", action="store_true", help="print the final response in protobuf's JSON mapping"
-    )
+    parser.add_argument("--json", action="store_true", help="print the final response in protobuf's JSON mapping")
 
 
 def run_up(args: argparse.Namespace) -> int:
@@ -84,9 +82,7 @@ def run_up(args: argparse.Namespace) -> int:
                 temperature=None, seed=None, schema=None, context=None, timeout=300.0, json=False,
             )  # fmt: skip
             run_solve(example)
-            print(
-                f'\nstill serving at {stack.address}; try: deliberate solve "your question"  (Ctrl-C stops all four)'
-            )
+            print(f'\nstill serving at {stack.address}; try: deliberate solve "your question"  (Ctrl-C stops all four)')
         while not stopping["now"]:
             for service, process in stack.processes.items():
                 if process.poll() is not None:
@@ -157,14 +153,10 @@ class ProgressView:
             mark = "valid  " if v.valid else "INVALID"
             failed = [r.message for r in v.rule_results if not r.passed]
             detail = f"  ({'; '.join(failed)})" if failed else ""
-            self.say(
-                f"  draft #{self.index.get(v.draft_id, '?')} verified   {mark} score {v.score:.2f}{detail}"
-            )
+            self.say(f"  draft #{self.index.get(v.draft_id, '?')} verified   {mark} score {v.score:.2f}{detail}")
         elif kind == "draft_selected":
             s = event.draft_selected
-            self.say(
-                f"  draft #{self.index.get(s.draft_id, '?')} selected   rank {s.rank}, score {s.score:.2f}"
-            )
+            self.say(f"  draft #{self.index.get(s.draft_id, '?')} selected   rank {s.rank}, score {s.score:.2f}")
         elif kind == "draft_discarded":
             s = event.draft_discarded
             self.say(f"  draft #{self.index.get(s.draft_id, '?')} discarded  {s.reason}")
@@ -181,17 +173,13 @@ class ProgressView:
         t = r.timings
         stages = ("draft", "verify", "select", "refine", "total")
         timing = "  ".join(f"{s} {getattr(t, s).ToTimedelta().total_seconds():.2f}s" for s in stages)
-        self.say(
-            f"\n\nstatus  {pb.SolveStatus.Name(r.status).removeprefix('SOLVE_STATUS_')} — {r.status_reason}"
-        )
+        self.say(f"\n\nstatus  {pb.SolveStatus.Name(r.status).removeprefix('SOLVE_STATUS_')} — {r.status_reason}")
         self.say("verdicts:")
         for report in r.drafts:
             v = report.verdict
             mark = "*" if report.selected else " "
             rules = "; ".join(x.message for x in v.rule_results)
-            self.say(
-                f" {mark} #{report.draft.index} {'valid  ' if v.valid else 'invalid'} {v.score:.2f}  {rules}"
-            )
+            self.say(f" {mark} #{report.draft.index} {'valid  ' if v.valid else 'invalid'} {v.score:.2f}  {rules}")
         self.say(f"tokens  prompt {r.usage.prompt_tokens}, completion {r.usage.completion_tokens}")
         self.say(f"timings {timing}")
         self.say(f"trace   {r.trace_id}   request {r.request_id}")

@@ -60,9 +60,7 @@ class DeliberateClient:
     def solve(self, request: pb.SolveRequest, timeout: float | None = None) -> pb.SolveResponse:
         return self.stub.Solve(request, timeout=timeout)
 
-    def solve_stream(
-        self, request: pb.SolveRequest, timeout: float | None = None
-    ) -> Iterator[pb.SolveStreamResponse]:
+    def solve_stream(self, request: pb.SolveRequest, timeout: float | None = None) -> Iterator[pb.SolveStreamResponse]:
         """Stage events as they happen; the last one carries `final`."""
         return self.stub.SolveStream(pb.SolveStreamRequest(request=request), timeout=timeout)
 

@@ -104,13 +104,9 @@ class Stack:
             while not self.is_serving(service):
                 process = self.processes.get(service)
                 if process is not None and process.poll() is not None:
-                    raise RuntimeError(
-                        f"{service} exited with code {process.returncode}{self.log_hint(service)}"
-                    )
+                    raise RuntimeError(f"{service} exited with code {process.returncode}{self.log_hint(service)}")
                 if time.monotonic() > deadline:
-                    raise TimeoutError(
-                        f"{service} not SERVING after {timeout_s:.0f}s{self.log_hint(service)}"
-                    )
+                    raise TimeoutError(f"{service} not SERVING after {timeout_s:.0f}s{self.log_hint(service)}")
                 time.sleep(0.25)
 
     def log_hint(self, service: str) -> str:
@@ -119,9 +115,7 @@ class Stack:
     def is_serving(self, service: str) -> bool:
         with grpc.insecure_channel(self.address_of(service)) as channel:
             try:
-                reply = health_pb2_grpc.HealthStub(channel).Check(
-                    health_pb2.HealthCheckRequest(), timeout=1.0
-                )
+                reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=1.0)
             except grpc.RpcError:
                 return False
         return reply.status == health_pb2.HealthCheckResponse.SERVING

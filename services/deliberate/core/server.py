@@ -63,9 +63,7 @@ async def serve(spec: ServiceSpec, settings: CommonSettings) -> None:
     server.add_insecure_port(address)
 
     async def set_health(serving: bool) -> None:
-        status = (
-            health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
-        )
+        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
         for name in ("", *spec.grpc_services):
             await health_servicer.set(name, status)
         if spec.on_health_change:

@@ -44,18 +44,14 @@ class DrafterServicer(drafter_service_pb2_grpc.DrafterServiceServicer):
             frequency_penalty=settings.frequency_penalty,
         )
 
-    def validate(
-        self, request: drafter_service_pb2.GenerateDraftsRequest
-    ) -> tuple[SamplingParams, dict | None]:
+    def validate(self, request: drafter_service_pb2.GenerateDraftsRequest) -> tuple[SamplingParams, dict | None]:
         require_text("prompt", request.prompt, self.settings.max_prompt_chars)
         require_range("num_drafts", request.num_drafts, 1, self.settings.max_drafts)
         if len(request.strategies) > self.settings.max_drafts:
             raise InvalidArgument("strategies", f"at most {self.settings.max_drafts} hints")
         for i, hint in enumerate(request.strategies):
             if len(hint) > self.settings.max_hint_chars:
-                raise InvalidArgument(
-                    f"strategies[{i}]", f"longer than {self.settings.max_hint_chars} characters"
-                )
+                raise InvalidArgument(f"strategies[{i}]", f"longer than {self.settings.max_hint_chars} characters")
         if len(request.feedback) > self.settings.max_prompt_chars:
             raise InvalidArgument("feedback", f"longer than {self.settings.max_prompt_chars} characters")
         sampling = sampling_from_proto(request.sampling, self.defaults, self.settings.max_new_tokens_limit)
@@ -71,9 +67,7 @@ class DrafterServicer(drafter_service_pb2_grpc.DrafterServiceServicer):
 
         strategies = strategies_for(request.num_drafts, request.strategies)
         prompts = [
-            self.engine.format_chat(
-                SYSTEM_PROMPT, draft_user_message(request.prompt, s, schema, request.feedback)
-            )
+            self.engine.format_chat(SYSTEM_PROMPT, draft_user_message(request.prompt, s, schema, request.feedback))
             for s in strategies
         ]
         started_ns = time.time_ns()

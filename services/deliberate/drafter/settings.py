@@ -10,9 +10,7 @@ class DrafterSettings(CommonSettings):
 
     port: int = Field(50052, description="gRPC port.")
     engine: str = Field("transformers", description="LLM engine: transformers.")
-    model: str = Field(
-        "embedded", description="Model: embedded (SmolLM2-135M-Instruct GGUF) or a local path."
-    )
+    model: str = Field("embedded", description="Model: embedded (SmolLM2-135M-Instruct GGUF) or a local path.")
     max_drafts: int = Field(8, description="Largest num_drafts accepted per call.")
     max_prompt_chars: int = Field(8000, description="Longest prompt accepted, in characters.")
     max_hint_chars: int = Field(500, description="Longest strategy hint accepted, in characters.")

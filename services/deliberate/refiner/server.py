@@ -43,9 +43,7 @@ class RefinerServicer(refiner_service_pb2_grpc.RefinerServiceServicer):
         require_range("selected", len(request.selected), 1, self.settings.max_selected)
         for i, item in enumerate(request.selected):
             if len(item.draft.text) > self.settings.max_draft_chars:
-                raise InvalidArgument(
-                    f"selected[{i}].draft.text", f"longer than {self.settings.max_draft_chars}"
-                )
+                raise InvalidArgument(f"selected[{i}].draft.text", f"longer than {self.settings.max_draft_chars}")
         sampling = sampling_from_proto(request.sampling, self.defaults, self.settings.max_new_tokens_limit)
         return sampling, parse_output_schema(request.output_schema)
 

@@ -10,9 +10,7 @@ class RefinerSettings(CommonSettings):
 
     port: int = Field(50054, description="gRPC port.")
     engine: str = Field("transformers", description="LLM engine: transformers.")
-    model: str = Field(
-        "embedded", description="Model: embedded (SmolLM2-135M-Instruct GGUF) or a local path."
-    )
+    model: str = Field("embedded", description="Model: embedded (SmolLM2-135M-Instruct GGUF) or a local path.")
     max_prompt_chars: int = Field(8000, description="Longest prompt accepted, in characters.")
     max_selected: int = Field(2, description="Most selected drafts accepted per call.")
     max_draft_chars: int = Field(32_000, description="Longest draft text accepted, in characters.")

@@ -78,9 +78,7 @@ class Stubs:
     def connect(cls, settings: SchedulerSettings) -> Stubs:
         return cls(
             drafter_service_pb2_grpc.DrafterServiceStub(grpc.aio.insecure_channel(settings.drafter_address)),
-            verifier_service_pb2_grpc.VerifierServiceStub(
-                grpc.aio.insecure_channel(settings.verifier_address)
-            ),
+            verifier_service_pb2_grpc.VerifierServiceStub(grpc.aio.insecure_channel(settings.verifier_address)),
             refiner_service_pb2_grpc.RefinerServiceStub(grpc.aio.insecure_channel(settings.refiner_address)),
         )
 
@@ -194,9 +192,7 @@ class Pipeline:
         verdict = response.verdicts[0]
         state.report.verdict.CopyFrom(verdict)
         state.span.add_event("verified")
-        state.span.set_attributes(
-            {telemetry.DRAFT_VALID: verdict.valid, telemetry.DRAFT_SCORE: verdict.score}
-        )
+        state.span.set_attributes({telemetry.DRAFT_VALID: verdict.valid, telemetry.DRAFT_SCORE: verdict.score})
         solve.emit(pb.SolveStreamResponse(draft_verified=pb.DraftVerified(verdict=verdict)))
 
     async def select_and_refine(self, solve: Solve) -> pb.SolveResponse:
@@ -209,9 +205,7 @@ class Pipeline:
             )
         selection = select(
             [
-                Scored(
-                    s.report.draft.id, s.report.draft.index, s.report.verdict.valid, s.report.verdict.score
-                )
+                Scored(s.report.draft.id, s.report.draft.index, s.report.verdict.valid, s.report.verdict.score)
                 for s in solve.drafts.values()
             ],
             self.settings.max_selected,
@@ -224,8 +218,7 @@ class Pipeline:
         solve.timings["refine"] = time.perf_counter() - started
 
         usage = common_pb2.TokenUsage(
-            prompt_tokens=sum(r.draft.usage.prompt_tokens for r in solve.reports())
-            + refined.usage.prompt_tokens,
+            prompt_tokens=sum(r.draft.usage.prompt_tokens for r in solve.reports()) + refined.usage.prompt_tokens,
             completion_tokens=sum(r.draft.usage.completion_tokens for r in solve.reports())
             + refined.usage.completion_tokens,
         )
@@ -247,16 +240,12 @@ class Pipeline:
             if draft_id in ranks:
                 state.report.selected = True
                 event = pb.SolveStreamResponse(
-                    draft_selected=pb.DraftSelected(
-                        draft_id=draft_id, rank=ranks[draft_id], score=verdict.score
-                    )
+                    draft_selected=pb.DraftSelected(draft_id=draft_id, rank=ranks[draft_id], score=verdict.score)
                 )
                 outcome = "selected"
             else:
                 reason = "failed a hard rule" if not verdict.valid else "outscored by the selected drafts"
-                event = pb.SolveStreamResponse(
-                    draft_discarded=pb.DraftDiscarded(draft_id=draft_id, reason=reason)
-                )
+                event = pb.SolveStreamResponse(draft_discarded=pb.DraftDiscarded(draft_id=draft_id, reason=reason))
                 outcome = "discarded"
             state.span.set_attribute(telemetry.DRAFT_OUTCOME, outcome)
             state.span.add_event(outcome)
@@ -271,9 +260,7 @@ class Pipeline:
                 refiner_service_pb2.RefineRequest(
                     request_id=solve.request_id,
                     prompt=request.prompt,
-                    selected=[
-                        refiner_service_pb2.VerifiedDraft(draft=r.draft, verdict=r.verdict) for r in selected
-                    ],
+                    selected=[refiner_service_pb2.VerifiedDraft(draft=r.draft, verdict=r.verdict) for r in selected],
                     all_drafts=[r.draft for r in solve.reports()],
                     sampling=request.refine_sampling,
                     output_schema=request.output_schema,

@@ -37,9 +37,7 @@ def validate(request: pb.SolveRequest, settings: SchedulerSettings) -> None:
     if len(request.request_id) > 128:
         raise InvalidArgument("request_id", "longer than 128 characters")
     sampling_from_proto(request.sampling, SamplingParams(), settings.max_new_tokens_limit, "sampling")
-    sampling_from_proto(
-        request.refine_sampling, SamplingParams(), settings.max_new_tokens_limit, "refine_sampling"
-    )
+    sampling_from_proto(request.refine_sampling, SamplingParams(), settings.max_new_tokens_limit, "refine_sampling")
     parse_output_schema(request.output_schema)
     reject_constraints(request.constraints)
 
@@ -64,9 +62,7 @@ class SchedulerServicer(scheduler_service_pb2_grpc.SchedulerServiceServicer):
         request = request.request
         await self.check(request, context)
         events: asyncio.Queue[pb.SolveStreamResponse | None] = asyncio.Queue()
-        run = asyncio.ensure_future(
-            self.pipeline.solve(request, self.deadline_s(context), emit=events.put_nowait)
-        )
+        run = asyncio.ensure_future(self.pipeline.solve(request, self.deadline_s(context), emit=events.put_nowait))
         run.add_done_callback(lambda _: events.put_nowait(None))
         try:
             while (event := await events.get()) is not None:

@@ -12,9 +12,7 @@ class SchedulerSettings(CommonSettings):
     drafter_address: str = Field("127.0.0.1:50052", description="host:port of the Drafter.")
     verifier_address: str = Field("127.0.0.1:50053", description="host:port of the Verifier.")
     refiner_address: str = Field("127.0.0.1:50054", description="host:port of the Refiner.")
-    default_num_drafts: int = Field(
-        5, description="Drafts per request when the request leaves num_drafts at 0."
-    )
+    default_num_drafts: int = Field(5, description="Drafts per request when the request leaves num_drafts at 0.")
     max_drafts: int = Field(8, description="Largest num_drafts a request may ask for.")
     max_prompt_chars: int = Field(8000, description="Longest prompt accepted, in characters.")
     max_hint_chars: int = Field(500, description="Longest strategy hint accepted, in characters.")

@@ -244,9 +244,7 @@ def parse_json(text: str) -> JsonParse:
     if not isinstance(text, str):
         return JsonParse(None, f"expected text, got {type(text).__name__}")
     if len(text) > MAX_JSON_SCAN_CHARS:
-        return JsonParse(
-            None, f"draft is too large to search for JSON: {len(text)} characters > {MAX_JSON_SCAN_CHARS}"
-        )
+        return JsonParse(None, f"draft is too large to search for JSON: {len(text)} characters > {MAX_JSON_SCAN_CHARS}")
     block = _fenced_json_block(text)
     span, error = _first_json_span(block if block is not None else text)
     if span is None:

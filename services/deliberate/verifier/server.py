@@ -30,14 +30,10 @@ class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
         if not request.drafts:
             raise InvalidArgument("drafts", "must not be empty")
         if len(request.drafts) > self.settings.max_drafts:
-            raise InvalidArgument(
-                "drafts", f"{len(request.drafts)} drafts; the limit is {self.settings.max_drafts}"
-            )
+            raise InvalidArgument("drafts", f"{len(request.drafts)} drafts; the limit is {self.settings.max_drafts}")
         for i, draft in enumerate(request.drafts):
             if len(draft.text) > self.settings.max_draft_chars:
-                raise InvalidArgument(
-                    f"drafts[{i}].text", f"longer than {self.settings.max_draft_chars} characters"
-                )
+                raise InvalidArgument(f"drafts[{i}].text", f"longer than {self.settings.max_draft_chars} characters")
         reject_constraints(request.constraints)
         return parse_output_schema(request.output_schema)
 
@@ -54,9 +50,7 @@ class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
                 attributes={telemetry.REQUEST_ID: request.request_id, telemetry.DRAFT_ID: draft.id},
             ) as span:
                 started = time.perf_counter()
-                verdict = verify_text(
-                    draft.text, schema, FINISH_REASON_NAMES.get(draft.finish_reason, "stop")
-                )
+                verdict = verify_text(draft.text, schema, FINISH_REASON_NAMES.get(draft.finish_reason, "stop"))
                 proto = verdict_to_proto(draft.id, verdict, time.perf_counter() - started)
                 span.set_attributes({telemetry.DRAFT_VALID: proto.valid, telemetry.DRAFT_SCORE: proto.score})
             verdicts.append(proto)
