@@ -34,8 +34,8 @@ class RefinerServicer(refiner_service_pb2_grpc.RefinerServiceServicer):
             temperature=settings.temperature,
             top_p=settings.top_p,
             max_new_tokens=settings.max_new_tokens,
-            presence_penalty=0.0,
-            frequency_penalty=0.0,
+            presence_penalty=settings.presence_penalty,
+            frequency_penalty=settings.frequency_penalty,
         )
 
     def validate(self, request: refiner_service_pb2.RefineRequest):

@@ -18,3 +18,5 @@ class RefinerSettings(CommonSettings):
     temperature: float = Field(0.7, description="Default refinement temperature.")
     top_p: float = Field(0.95, description="Default nucleus sampling top_p.")
     max_new_tokens: int = Field(256, description="Default new tokens of the final answer.")
+    presence_penalty: float = Field(0.2, description="Default presence penalty; keeps the small model out of loops.")
+    frequency_penalty: float = Field(0.1, description="Default frequency penalty (OpenAI semantics).")
