@@ -9,7 +9,6 @@ from deliberate.core.config import parse_settings
 from deliberate.core.requests import (
     InvalidArgument,
     parse_output_schema,
-    reject_constraints,
     require_text,
     sampling_from_proto,
 )
@@ -73,9 +72,3 @@ def test_output_schema_is_checked_against_its_metaschema():
         parse_output_schema('{"type": "nope"}')
     with pytest.raises(InvalidArgument, match="^output_schema: must be a JSON object"):
         parse_output_schema("[1, 2]")
-
-
-def test_declared_constraints_are_refused_until_supported():
-    reject_constraints([])
-    with pytest.raises(InvalidArgument, match=r"^constraints\[0\]:"):
-        reject_constraints([common_pb2.Constraint(id="budget", cel_expression="true")])

@@ -35,7 +35,8 @@ def main(argv: list[str] | None = None) -> None:
     up.add_argument("--example-max-new-tokens", type=int, default=128)
 
     solve = commands.add_parser("solve", help="solve one question through the Scheduler")
-    solve.add_argument("prompt")
+    solve.add_argument("prompt", nargs="?", help="the question (or use --example)")
+    solve.add_argument("--example", choices=sorted(EXAMPLES), help="solve a worked example with its constraints")
     add_solve_options(solve)
 
     args = parser.parse_args(argv)
@@ -53,6 +54,10 @@ def add_solve_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int)
     parser.add_argument("--schema", type=Path, help="file with a JSON Schema for the structured answer")
     parser.add_argument("--context", type=Path, help="file with a JSON object the constraints may read")
+    parser.add_argument(
+        "--constraints", type=Path, help="file with a JSON list of constraints (protobuf JSON mapping of Constraint)"
+    )
+    parser.add_argument("--check-arithmetic", action="store_true", help="add the arithmetic rule pack")
     parser.add_argument("--timeout", type=float, default=300.0, help="deadline in seconds")
     parser.add_argument("--json", action="store_true", help="print the final response in protobuf's JSON mapping")
 
@@ -80,6 +85,7 @@ def run_up(args: argparse.Namespace) -> int:
                 prompt=EXAMPLE_QUESTION, address=stack.address, num_drafts=5,
                 max_new_tokens=args.example_max_new_tokens, refine_max_new_tokens=args.example_max_new_tokens,
                 temperature=None, seed=None, schema=None, context=None, timeout=300.0, json=False,
+                example=None, constraints=None, check_arithmetic=True,
             )  # fmt: skip
             run_solve(example)
             print(f'\nstill serving at {stack.address}; try: deliberate solve "your question"  (Ctrl-C stops all four)')
@@ -101,17 +107,45 @@ def run_up(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_solve(args: argparse.Namespace) -> int:
-    request = build_request(
-        args.prompt,
+def example_ad_selection() -> dict:
+    from deliberate.examples import ads
+
+    return {
+        "prompt": ads.prompt(),
+        "output_schema": json.dumps(ads.OUTPUT_SCHEMA),
+        "constraints": ads.CONSTRAINTS,
+        "context": ads.context(),
+    }
+
+
+EXAMPLES = {"ad-selection": example_ad_selection}
+
+
+def request_from_args(args: argparse.Namespace):
+    example = EXAMPLES[args.example]() if getattr(args, "example", None) else {}
+    constraints = list(example.get("constraints", []))
+    if getattr(args, "constraints", None):
+        constraints += json.loads(args.constraints.read_text())
+    if getattr(args, "check_arithmetic", False):
+        constraints.append({"rulePack": "arithmetic"})
+    prompt = args.prompt or example.get("prompt")
+    if not prompt:
+        raise SystemExit("error: give a prompt or --example")
+    return build_request(
+        prompt,
         num_drafts=args.num_drafts,
         max_new_tokens=args.max_new_tokens,
         refine_max_new_tokens=args.refine_max_new_tokens,
         temperature=args.temperature,
         seed=args.seed,
-        output_schema=args.schema.read_text() if args.schema else "",
-        context=json.loads(args.context.read_text()) if args.context else None,
+        output_schema=args.schema.read_text() if args.schema else example.get("output_schema", ""),
+        context=json.loads(args.context.read_text()) if args.context else example.get("context"),
+        constraints=constraints,
     )
+
+
+def run_solve(args: argparse.Namespace) -> int:
+    request = request_from_args(args)
     view = ProgressView(quiet=args.json)
     with DeliberateClient(args.address) as client:
         try:

@@ -22,6 +22,7 @@ def build_request(
     seed: int | None = None,
     output_schema: str = "",
     context: dict | None = None,
+    constraints: list[dict] | None = None,
     strategy_hints: list[str] | None = None,
     request_id: str = "",
     disable_thinking_trace: bool = False,
@@ -41,6 +42,7 @@ def build_request(
         context_struct.update(context)
     return pb.SolveRequest(
         prompt=prompt,
+        constraints=[json_format.ParseDict(c, common_pb2.Constraint()) for c in constraints or []],
         num_drafts=num_drafts,
         sampling=sampling,
         refine_sampling=refine_sampling,

@@ -19,3 +19,21 @@ def duration(seconds: float) -> duration_pb2.Duration:
     value = duration_pb2.Duration()
     value.FromNanoseconds(int(seconds * 1e9))
     return value
+
+
+def struct_to_dict(struct) -> dict:
+    """A google.protobuf.Struct as plain Python, with integral numbers as ints (Struct stores only doubles,
+    but ids and counts are integers to the rules that read them)."""
+    from google.protobuf import json_format
+
+    return _integral(json_format.MessageToDict(struct))
+
+
+def _integral(value):
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, list):
+        return [_integral(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _integral(v) for k, v in value.items()}
+    return value

@@ -76,10 +76,3 @@ def parse_output_schema(text: str, field: str = "output_schema") -> dict | None:
         return check_schema(text)
     except ValueError as error:
         raise InvalidArgument(field, str(error)) from None
-
-
-def reject_constraints(constraints) -> None:
-    """Declared constraints (JSON Schema, CEL, rule packs) arrive with the hybrid rule engine; until
-    then a request that declares one is refused rather than answered as if it had been checked."""
-    if constraints:
-        raise InvalidArgument("constraints[0]", "declared constraints are not supported by this version yet")

@@ -63,6 +63,8 @@ async def stage(name: str):
         code = error.code()
         if code == grpc.StatusCode.DEADLINE_EXCEEDED:
             raise StageError(code, f"deadline exceeded during {name}") from None
+        if code == grpc.StatusCode.INVALID_ARGUMENT:  # names the request's field; pass it on as it is
+            raise StageError(code, error.details()) from None
         if code == grpc.StatusCode.UNAVAILABLE:
             raise StageError(code, f"{name} unavailable: {error.details()}") from None
         raise StageError(code, f"{name} failed: {error.details()}") from None
@@ -116,6 +118,7 @@ class Pipeline:
         span.set_attribute(telemetry.REQUEST_ID, solve.request_id)
         started = time.perf_counter()
         try:
+            await self.check_constraints(solve)
             await self.draft_and_verify(solve)
             response = await self.select_and_refine(solve)
         finally:
@@ -130,6 +133,19 @@ class Pipeline:
         response.trace_id = telemetry.current_trace_id()
         span.set_attribute(telemetry.SOLVE_STATUS, pb.SolveStatus.Name(response.status))
         return response
+
+    async def check_constraints(self, solve: Solve) -> None:
+        """A constraint that does not compile is refused before any token is generated."""
+        request = solve.request
+        if not (request.constraints or request.output_schema):
+            return
+        async with stage("verifier"):
+            await self.stubs.verifier.CheckConstraints(
+                verifier_service_pb2.CheckConstraintsRequest(
+                    output_schema=request.output_schema, constraints=request.constraints, context=request.context
+                ),
+                timeout=solve.deadline.remaining("checking constraints"),
+            )
 
     async def draft_and_verify(self, solve: Solve) -> None:
         """Verification of each draft starts as soon as it arrives, while the others are still generated."""

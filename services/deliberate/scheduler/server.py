@@ -13,7 +13,6 @@ from deliberate.scheduler.v1 import scheduler_service_pb2_grpc
 from ..core.requests import (
     InvalidArgument,
     parse_output_schema,
-    reject_constraints,
     require_range,
     require_text,
     sampling_from_proto,
@@ -39,7 +38,6 @@ def validate(request: pb.SolveRequest, settings: SchedulerSettings) -> None:
     sampling_from_proto(request.sampling, SamplingParams(), settings.max_new_tokens_limit, "sampling")
     sampling_from_proto(request.refine_sampling, SamplingParams(), settings.max_new_tokens_limit, "refine_sampling")
     parse_output_schema(request.output_schema)
-    reject_constraints(request.constraints)
 
 
 class SchedulerServicer(scheduler_service_pb2_grpc.SchedulerServiceServicer):

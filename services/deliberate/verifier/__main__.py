@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from deliberate.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
 
 from ..core.config import parse_settings
 from ..core.http_health import HttpHealthEndpoint
 from ..core.server import ServiceSpec, run
+from .judge import Judge
+from .packs import load_registry
 from .server import VerifierServicer
 from .settings import VerifierSettings
 
@@ -14,19 +18,18 @@ from .settings import VerifierSettings
 def main(argv: list[str] | None = None) -> None:
     settings = parse_settings(VerifierSettings, argv, prog="deliberate.verifier")
     servicer = VerifierServicer(settings)
-    serving = {"value": False}
-    http_health = HttpHealthEndpoint(
-        settings.host,
-        settings.http_port,
-        lambda: {
-            "service": "verifier",
-            "serving": serving["value"],
-            "rules": "loaded" if serving["value"] else "loading",
-        },
-    )
+    state = {"serving": False, "rule_packs": [], "judge": settings.judge}
+    http_health = HttpHealthEndpoint(settings.host, settings.http_port, lambda: {"service": "verifier", **state})
+    http_health.start()
 
-    async def start_http_health() -> None:
-        http_health.start()
+    async def load_rules_and_judge() -> None:
+        """Health turns SERVING only after this: the rule packs are loaded and the judge (if any) is ready."""
+        state["rule_packs"] = sorted(load_registry())
+        if settings.judge != "off":
+            from ..engines import load_engine
+
+            engine = await asyncio.to_thread(load_engine, settings.judge, settings.judge_model)
+            servicer.judge = Judge(engine, settings.judge_timeout_s, hard=settings.judge_hard)
 
     async def stop_http_health() -> None:
         http_health.stop()
@@ -39,8 +42,8 @@ def main(argv: list[str] | None = None) -> None:
             add_servicers=lambda server: verifier_service_pb2_grpc.add_VerifierServiceServicer_to_server(
                 servicer, server
             ),
-            prepare=start_http_health,
-            on_health_change=lambda value: serving.update(value=value),
+            prepare=load_rules_and_judge,
+            on_health_change=lambda serving: state.update(serving=serving),
             on_shutdown=[stop_http_health],
         ),
         settings,

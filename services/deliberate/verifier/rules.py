@@ -21,8 +21,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from jsonschema import exceptions
-
 from deliberate.core.schemas import compiled_validator, shorten
 from deliberate.verifier.parsing import FinalAnswer, extract_number, find_final_answer, parse_json
 
@@ -51,15 +49,25 @@ class Verdict:
 
 
 def verify_text(text: str, output_schema: dict | None, finish_reason: str = "stop") -> Verdict:
-    """Check one draft with the first rule set and return its verdict. Never raises.
+    """Check one draft with the built-in rule set (no declared constraints); see `verify`."""
+    return verify(text, ANSWER_RULES if output_schema is None else JSON_RULES, finish_reason, output_schema)
+
+
+def verify(
+    text: str,
+    rules: tuple[Rule, ...],
+    finish_reason: str = "stop",
+    output_schema: dict | None = None,
+    context: dict | None = None,
+) -> Verdict:
+    """Check one draft with `rules` (in order, fast-fail) and return its verdict. Never raises.
 
     ``valid`` is False exactly when a hard rule failed (or crashed). ``score`` is the weighted share
     of the rules that ran and passed, in [0, 1]: hard rules weigh ``HARD_RULE_WEIGHT`` (1.0), soft
     rules ``SOFT_RULE_WEIGHT`` (0.5); see `score_outcomes`. The same input always yields the same
     outcomes (durations aside).
     """
-    draft = _Draft(text=text, finish_reason=finish_reason, output_schema=output_schema)
-    rules = ANSWER_RULES if output_schema is None else JSON_RULES
+    draft = Draft(text=text, finish_reason=finish_reason, output_schema=output_schema, context=context or {})
     outcomes = run_rules(rules, draft)
     return Verdict(
         valid=all(outcome.passed for outcome in outcomes if outcome.hard),
@@ -86,15 +94,25 @@ def _weight(outcome: RuleOutcome) -> float:
 
 
 @dataclass
-class _Draft:
+class Draft:
     """One draft under verification; rules leave what they extracted here for the rules after them."""
 
     text: str
     finish_reason: str
     output_schema: dict | None
+    context: dict = field(default_factory=dict)
     final_answer: FinalAnswer | None = None
     json_value: object = None
     extracted_answer: str = ""
+    # Answers validated by rule packs, by constraint index.
+    pack_answers: dict[int, object] = field(default_factory=dict)
+
+    @property
+    def answer(self) -> object:
+        """What constraints read: the parsed JSON when there is one, else the final answer's text."""
+        if self.json_value is not None:
+            return self.json_value
+        return self.final_answer.text if self.final_answer else None
 
 
 @dataclass(frozen=True)
@@ -102,10 +120,10 @@ class Rule:
     rule_id: str
     hard: bool
     # Returns (passed, message); the message starts with the rule id.
-    check: Callable[[_Draft], tuple[bool, str]] = field(repr=False)
+    check: Callable[[Draft], tuple[bool, str]] = field(repr=False)
 
 
-def run_rules(rules: tuple[Rule, ...], draft: _Draft) -> list[RuleOutcome]:
+def run_rules(rules: tuple[Rule, ...], draft: Draft) -> list[RuleOutcome]:
     """Run rules in order until the first hard failure; a rule that raises counts as a hard failure."""
     outcomes = []
     for rule in rules:
@@ -127,13 +145,13 @@ def run_rules(rules: tuple[Rule, ...], draft: _Draft) -> list[RuleOutcome]:
 # --------------------------------------------------------------------------------------------------
 
 
-def _check_complete(draft: _Draft) -> tuple[bool, str]:
+def _check_complete(draft: Draft) -> tuple[bool, str]:
     if draft.finish_reason == "length":
         return False, "complete failed: draft was cut off at the token budget"
     return True, "complete passed"
 
 
-def _check_final_answer(draft: _Draft) -> tuple[bool, str]:
+def _check_final_answer(draft: Draft) -> tuple[bool, str]:
     draft.final_answer = find_final_answer(draft.text)
     if draft.final_answer is None:
         return False, "final_answer failed: no final-answer line and no number in the draft"
@@ -141,7 +159,7 @@ def _check_final_answer(draft: _Draft) -> tuple[bool, str]:
     return True, f"final_answer passed: {_quote(draft.final_answer.text, quotes='')}"
 
 
-def _check_numeric_answer(draft: _Draft) -> tuple[bool, str]:
+def _check_numeric_answer(draft: Draft) -> tuple[bool, str]:
     answer = _require_final_answer(draft)
     value = extract_number(answer.text)
     if value is None:
@@ -149,13 +167,13 @@ def _check_numeric_answer(draft: _Draft) -> tuple[bool, str]:
     return True, f"numeric_answer passed: {value}"
 
 
-def _check_explicit_final_line(draft: _Draft) -> tuple[bool, str]:
+def _check_explicit_final_line(draft: Draft) -> tuple[bool, str]:
     if not _require_final_answer(draft).from_final_line:
         return False, "explicit_final_line failed: no 'Final answer:' line; used the last number in the draft"
     return True, "explicit_final_line passed"
 
 
-def _check_json_parse(draft: _Draft) -> tuple[bool, str]:
+def _check_json_parse(draft: Draft) -> tuple[bool, str]:
     parsed = parse_json(draft.text)
     if parsed.error is not None:
         return False, f"json_parse failed: {parsed.error}"
@@ -166,19 +184,24 @@ def _check_json_parse(draft: _Draft) -> tuple[bool, str]:
     return True, "json_parse passed"
 
 
-def _check_json_schema(draft: _Draft) -> tuple[bool, str]:
+def _check_json_schema(draft: Draft) -> tuple[bool, str]:
     schema_text = json.dumps(draft.output_schema, sort_keys=True)
     try:
         validator = compiled_validator(schema_text)
     except ValueError as exc:
         return False, f"json_schema failed: output schema {exc}"
-    error = exceptions.best_match(validator.iter_errors(draft.json_value))
+    return schema_check("json_schema", validator, draft.json_value)
+
+
+def schema_check(rule_id: str, validator, value: object) -> tuple[bool, str]:
+    """Validates `value`, naming the path of the most relevant error."""
+    error = validator.first_error(value)
     if error is not None:
-        return False, f"json_schema failed at {error.json_path}: {shorten(error.message, MAX_DETAIL_CHARS)}"
-    return True, "json_schema passed"
+        return False, f"{rule_id} failed at {error.json_path}: {shorten(error.message, MAX_DETAIL_CHARS)}"
+    return True, f"{rule_id} passed"
 
 
-def _require_final_answer(draft: _Draft) -> FinalAnswer:
+def _require_final_answer(draft: Draft) -> FinalAnswer:
     # Guaranteed by the hard final_answer rule running first; fail loudly if the order ever changes.
     if draft.final_answer is None:
         raise RuntimeError("final_answer must run before this rule")

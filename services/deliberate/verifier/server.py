@@ -1,7 +1,9 @@
-"""gRPC edge of the Verifier: validates the call, runs the rules on every draft, records one span per draft."""
+"""gRPC edge of the Verifier: validates the call, compiles the constraints, runs the rules on every draft,
+records one span per draft."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
@@ -12,20 +14,50 @@ from deliberate.common.v1 import common_pb2
 from deliberate.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
 
 from ..core import telemetry
-from ..core.convert import FINISH_REASON_NAMES, duration
-from ..core.requests import InvalidArgument, parse_output_schema, reject_constraints, require_text
-from .rules import Verdict, verify_text
+from ..core.convert import FINISH_REASON_NAMES, duration, struct_to_dict
+from ..core.requests import InvalidArgument, require_text
+from .constraints import MAX_CONTEXT_BYTES, ConstraintError, ConstraintSpec, RuleSet, compile_rules
+from .judge import Judge
+from .rules import Verdict, verify
 from .settings import VerifierSettings
 
 log = logging.getLogger("deliberate.verifier")
 tracer = trace.get_tracer("deliberate.verifier")
 
 
-class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
-    def __init__(self, settings: VerifierSettings):
-        self.settings = settings
+def constraint_specs(constraints) -> list[ConstraintSpec]:
+    specs = []
+    for index, c in enumerate(constraints):
+        kind = c.WhichOneof("kind")
+        if kind is None:
+            raise ConstraintError(f"constraints[{index}]", "set one of json_schema, cel_expression, rule_pack")
+        specs.append(
+            ConstraintSpec(
+                index=index,
+                kind=kind,
+                source=getattr(c, kind),
+                id=c.id,
+                soft=c.soft,
+                params=struct_to_dict(c.params),
+                failure_message=c.failure_message,
+            )
+        )
+    return specs
 
-    def validate(self, request: verifier_service_pb2.VerifyDraftsRequest) -> dict | None:
+
+def compile_request(output_schema: str, constraints, context) -> tuple[RuleSet, dict]:
+    if context.ByteSize() > MAX_CONTEXT_BYTES:
+        raise ConstraintError("context", f"{context.ByteSize()} bytes; the limit is {MAX_CONTEXT_BYTES}")
+    context_dict = struct_to_dict(context)
+    return compile_rules(output_schema, constraint_specs(constraints), context_dict), context_dict
+
+
+class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
+    def __init__(self, settings: VerifierSettings, judge: Judge | None = None):
+        self.settings = settings
+        self.judge = judge
+
+    def validate(self, request: verifier_service_pb2.VerifyDraftsRequest) -> None:
         require_text("prompt", request.prompt, self.settings.max_prompt_chars)
         if not request.drafts:
             raise InvalidArgument("drafts", "must not be empty")
@@ -34,27 +66,44 @@ class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
         for i, draft in enumerate(request.drafts):
             if len(draft.text) > self.settings.max_draft_chars:
                 raise InvalidArgument(f"drafts[{i}].text", f"longer than {self.settings.max_draft_chars} characters")
-        reject_constraints(request.constraints)
-        return parse_output_schema(request.output_schema)
 
     async def VerifyDrafts(self, request, context: grpc.aio.ServicerContext):  # noqa: N802 (gRPC naming)
         try:
-            schema = self.validate(request)
-        except InvalidArgument as error:
+            self.validate(request)
+            rule_set, context_dict = compile_request(request.output_schema, request.constraints, request.context)
+        except (InvalidArgument, ConstraintError) as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
-
-        verdicts = []
-        for draft in request.drafts:
-            with tracer.start_as_current_span(
-                "verifier.verify_draft",
-                attributes={telemetry.REQUEST_ID: request.request_id, telemetry.DRAFT_ID: draft.id},
-            ) as span:
-                started = time.perf_counter()
-                verdict = verify_text(draft.text, schema, FINISH_REASON_NAMES.get(draft.finish_reason, "stop"))
-                proto = verdict_to_proto(draft.id, verdict, time.perf_counter() - started)
-                span.set_attributes({telemetry.DRAFT_VALID: proto.valid, telemetry.DRAFT_SCORE: proto.score})
-            verdicts.append(proto)
+        verdicts = await asyncio.gather(
+            *(self.verify_one(request, draft, rule_set, context_dict) for draft in request.drafts)
+        )
         return verifier_service_pb2.VerifyDraftsResponse(verdicts=verdicts)
+
+    async def CheckConstraints(self, request, context: grpc.aio.ServicerContext):  # noqa: N802 (gRPC naming)
+        try:
+            rule_set, _ = compile_request(request.output_schema, request.constraints, request.context)
+        except ConstraintError as error:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+        return verifier_service_pb2.CheckConstraintsResponse(rule_ids=rule_set.rule_ids)
+
+    async def verify_one(self, request, draft: common_pb2.Draft, rule_set: RuleSet, context_dict: dict):
+        """Rules run inline (microseconds of CPU); only the judge awaits, so drafts overlap there."""
+        with tracer.start_as_current_span(
+            "verifier.verify_draft",
+            attributes={telemetry.REQUEST_ID: request.request_id, telemetry.DRAFT_ID: draft.id},
+        ) as span:
+            started = time.perf_counter()
+            finish_reason = FINISH_REASON_NAMES.get(draft.finish_reason, "stop")
+            verdict = verify(draft.text, rule_set.rules, finish_reason, rule_set.output_schema, context_dict)
+            proto = verdict_to_proto(draft.id, verdict, 0.0)
+            if self.judge is not None and verdict.valid:
+                judged = await self.judge.judge(request.prompt, draft.text)
+                proto.judge.CopyFrom(judged.to_proto())
+                proto.score = judged.blend(verdict.score)
+                if not judged.valid and self.judge.hard:
+                    proto.valid = False
+            proto.latency.CopyFrom(duration(time.perf_counter() - started))
+            span.set_attributes({telemetry.DRAFT_VALID: proto.valid, telemetry.DRAFT_SCORE: proto.score})
+        return proto
 
 
 def verdict_to_proto(draft_id: str, verdict: Verdict, latency_s: float) -> common_pb2.DraftVerdict:
@@ -66,11 +115,7 @@ def verdict_to_proto(draft_id: str, verdict: Verdict, latency_s: float) -> commo
         latency=duration(latency_s),
         rule_results=[
             common_pb2.RuleResult(
-                rule_id=o.rule_id,
-                passed=o.passed,
-                message=o.message,
-                hard=o.hard,
-                duration=duration(o.duration_s),
+                rule_id=o.rule_id, passed=o.passed, message=o.message, hard=o.hard, duration=duration(o.duration_s)
             )
             for o in verdict.outcomes
         ],

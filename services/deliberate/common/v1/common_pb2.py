@@ -23,27 +23,30 @@ _sym_db = _symbol_database.Default()
 
 
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
+from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!deliberate/common/v1/common.proto\x12\x14\x64\x65liberate.common.v1\x1a\x1egoogle/protobuf/duration.proto\"\x8e\x02\n\x0eSamplingParams\x12\x18\n\x0btemperature\x18\x01 \x01(\x02H\x00\x88\x01\x01\x12\x12\n\x05top_p\x18\x02 \x01(\x02H\x01\x88\x01\x01\x12\x1b\n\x0emax_new_tokens\x18\x03 \x01(\x05H\x02\x88\x01\x01\x12\x1d\n\x10presence_penalty\x18\x04 \x01(\x02H\x03\x88\x01\x01\x12\x1e\n\x11\x66requency_penalty\x18\x05 \x01(\x02H\x04\x88\x01\x01\x12\x11\n\x04seed\x18\x06 \x01(\x03H\x05\x88\x01\x01\x42\x0e\n\x0c_temperatureB\x08\n\x06_top_pB\x11\n\x0f_max_new_tokensB\x13\n\x11_presence_penaltyB\x14\n\x12_frequency_penaltyB\x07\n\x05_seed\"t\n\nConstraint\x12\n\n\x02id\x18\x01 \x01(\t\x12\x15\n\x0bjson_schema\x18\x02 \x01(\tH\x00\x12\x18\n\x0e\x63\x65l_expression\x18\x03 \x01(\tH\x00\x12\x13\n\trule_pack\x18\x04 \x01(\tH\x00\x12\x0c\n\x04soft\x18\x05 \x01(\x08\x42\x06\n\x04kind\">\n\nTokenUsage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x05\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\x05\"\xe5\x01\n\x05\x44raft\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05index\x18\x02 \x01(\x05\x12\x10\n\x08strategy\x18\x03 \x01(\t\x12\x0c\n\x04text\x18\x04 \x01(\t\x12/\n\x05usage\x18\x05 \x01(\x0b\x32 .deliberate.common.v1.TokenUsage\x12\x39\n\rfinish_reason\x18\x06 \x01(\x0e\x32\".deliberate.common.v1.FinishReason\x12\x35\n\x12generation_latency\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\"y\n\nRuleResult\x12\x0f\n\x07rule_id\x18\x01 \x01(\t\x12\x0e\n\x06passed\x18\x02 \x01(\x08\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x0c\n\x04hard\x18\x04 \x01(\x08\x12+\n\x08\x64uration\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\"\xbc\x01\n\x0c\x44raftVerdict\x12\x10\n\x08\x64raft_id\x18\x01 \x01(\t\x12\r\n\x05valid\x18\x02 \x01(\x08\x12\r\n\x05score\x18\x03 \x01(\x01\x12\x36\n\x0crule_results\x18\x04 \x03(\x0b\x32 .deliberate.common.v1.RuleResult\x12\x18\n\x10\x65xtracted_answer\x18\x05 \x01(\t\x12*\n\x07latency\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration*z\n\x0c\x46inishReason\x12\x1d\n\x19\x46INISH_REASON_UNSPECIFIED\x10\x00\x12\x16\n\x12\x46INISH_REASON_STOP\x10\x01\x12\x18\n\x14\x46INISH_REASON_LENGTH\x10\x02\x12\x19\n\x15\x46INISH_REASON_ABORTED\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!deliberate/common/v1/common.proto\x12\x14\x64\x65liberate.common.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x8e\x02\n\x0eSamplingParams\x12\x18\n\x0btemperature\x18\x01 \x01(\x02H\x00\x88\x01\x01\x12\x12\n\x05top_p\x18\x02 \x01(\x02H\x01\x88\x01\x01\x12\x1b\n\x0emax_new_tokens\x18\x03 \x01(\x05H\x02\x88\x01\x01\x12\x1d\n\x10presence_penalty\x18\x04 \x01(\x02H\x03\x88\x01\x01\x12\x1e\n\x11\x66requency_penalty\x18\x05 \x01(\x02H\x04\x88\x01\x01\x12\x11\n\x04seed\x18\x06 \x01(\x03H\x05\x88\x01\x01\x42\x0e\n\x0c_temperatureB\x08\n\x06_top_pB\x11\n\x0f_max_new_tokensB\x13\n\x11_presence_penaltyB\x14\n\x12_frequency_penaltyB\x07\n\x05_seed\"\xb6\x01\n\nConstraint\x12\n\n\x02id\x18\x01 \x01(\t\x12\x15\n\x0bjson_schema\x18\x02 \x01(\tH\x00\x12\x18\n\x0e\x63\x65l_expression\x18\x03 \x01(\tH\x00\x12\x13\n\trule_pack\x18\x04 \x01(\tH\x00\x12\x0c\n\x04soft\x18\x05 \x01(\x08\x12\'\n\x06params\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x17\n\x0f\x66\x61ilure_message\x18\x07 \x01(\tB\x06\n\x04kind\">\n\nTokenUsage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x05\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\x05\"\xe5\x01\n\x05\x44raft\x12\n\n\x02id\x18\x01 \x01(\t\x12\r\n\x05index\x18\x02 \x01(\x05\x12\x10\n\x08strategy\x18\x03 \x01(\t\x12\x0c\n\x04text\x18\x04 \x01(\t\x12/\n\x05usage\x18\x05 \x01(\x0b\x32 .deliberate.common.v1.TokenUsage\x12\x39\n\rfinish_reason\x18\x06 \x01(\x0e\x32\".deliberate.common.v1.FinishReason\x12\x35\n\x12generation_latency\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\"y\n\nRuleResult\x12\x0f\n\x07rule_id\x18\x01 \x01(\t\x12\x0e\n\x06passed\x18\x02 \x01(\x08\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x0c\n\x04hard\x18\x04 \x01(\x08\x12+\n\x08\x64uration\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\"g\n\x0cJudgeVerdict\x12\r\n\x05valid\x18\x01 \x01(\x08\x12\r\n\x05score\x18\x02 \x01(\x01\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12*\n\x07latency\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\"\xef\x01\n\x0c\x44raftVerdict\x12\x10\n\x08\x64raft_id\x18\x01 \x01(\t\x12\r\n\x05valid\x18\x02 \x01(\x08\x12\r\n\x05score\x18\x03 \x01(\x01\x12\x36\n\x0crule_results\x18\x04 \x03(\x0b\x32 .deliberate.common.v1.RuleResult\x12\x18\n\x10\x65xtracted_answer\x18\x05 \x01(\t\x12*\n\x07latency\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x31\n\x05judge\x18\x07 \x01(\x0b\x32\".deliberate.common.v1.JudgeVerdict*z\n\x0c\x46inishReason\x12\x1d\n\x19\x46INISH_REASON_UNSPECIFIED\x10\x00\x12\x16\n\x12\x46INISH_REASON_STOP\x10\x01\x12\x18\n\x14\x46INISH_REASON_LENGTH\x10\x02\x12\x19\n\x15\x46INISH_REASON_ABORTED\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'deliberate.common.v1.common_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_FINISHREASON']._serialized_start=1092
-  _globals['_FINISHREASON']._serialized_end=1214
-  _globals['_SAMPLINGPARAMS']._serialized_start=92
-  _globals['_SAMPLINGPARAMS']._serialized_end=362
-  _globals['_CONSTRAINT']._serialized_start=364
-  _globals['_CONSTRAINT']._serialized_end=480
-  _globals['_TOKENUSAGE']._serialized_start=482
-  _globals['_TOKENUSAGE']._serialized_end=544
-  _globals['_DRAFT']._serialized_start=547
-  _globals['_DRAFT']._serialized_end=776
-  _globals['_RULERESULT']._serialized_start=778
-  _globals['_RULERESULT']._serialized_end=899
-  _globals['_DRAFTVERDICT']._serialized_start=902
-  _globals['_DRAFTVERDICT']._serialized_end=1090
+  _globals['_FINISHREASON']._serialized_start=1345
+  _globals['_FINISHREASON']._serialized_end=1467
+  _globals['_SAMPLINGPARAMS']._serialized_start=122
+  _globals['_SAMPLINGPARAMS']._serialized_end=392
+  _globals['_CONSTRAINT']._serialized_start=395
+  _globals['_CONSTRAINT']._serialized_end=577
+  _globals['_TOKENUSAGE']._serialized_start=579
+  _globals['_TOKENUSAGE']._serialized_end=641
+  _globals['_DRAFT']._serialized_start=644
+  _globals['_DRAFT']._serialized_end=873
+  _globals['_RULERESULT']._serialized_start=875
+  _globals['_RULERESULT']._serialized_end=996
+  _globals['_JUDGEVERDICT']._serialized_start=998
+  _globals['_JUDGEVERDICT']._serialized_end=1101
+  _globals['_DRAFTVERDICT']._serialized_start=1104
+  _globals['_DRAFTVERDICT']._serialized_end=1343
 # @@protoc_insertion_point(module_scope)

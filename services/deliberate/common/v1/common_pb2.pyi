@@ -1,6 +1,7 @@
 import datetime
 
 from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -38,18 +39,22 @@ class SamplingParams(_message.Message):
     def __init__(self, temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., max_new_tokens: _Optional[int] = ..., presence_penalty: _Optional[float] = ..., frequency_penalty: _Optional[float] = ..., seed: _Optional[int] = ...) -> None: ...
 
 class Constraint(_message.Message):
-    __slots__ = ("id", "json_schema", "cel_expression", "rule_pack", "soft")
+    __slots__ = ("id", "json_schema", "cel_expression", "rule_pack", "soft", "params", "failure_message")
     ID_FIELD_NUMBER: _ClassVar[int]
     JSON_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     CEL_EXPRESSION_FIELD_NUMBER: _ClassVar[int]
     RULE_PACK_FIELD_NUMBER: _ClassVar[int]
     SOFT_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
+    FAILURE_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     id: str
     json_schema: str
     cel_expression: str
     rule_pack: str
     soft: bool
-    def __init__(self, id: _Optional[str] = ..., json_schema: _Optional[str] = ..., cel_expression: _Optional[str] = ..., rule_pack: _Optional[str] = ..., soft: _Optional[bool] = ...) -> None: ...
+    params: _struct_pb2.Struct
+    failure_message: str
+    def __init__(self, id: _Optional[str] = ..., json_schema: _Optional[str] = ..., cel_expression: _Optional[str] = ..., rule_pack: _Optional[str] = ..., soft: _Optional[bool] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., failure_message: _Optional[str] = ...) -> None: ...
 
 class TokenUsage(_message.Message):
     __slots__ = ("prompt_tokens", "completion_tokens")
@@ -91,18 +96,32 @@ class RuleResult(_message.Message):
     duration: _duration_pb2.Duration
     def __init__(self, rule_id: _Optional[str] = ..., passed: _Optional[bool] = ..., message: _Optional[str] = ..., hard: _Optional[bool] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
+class JudgeVerdict(_message.Message):
+    __slots__ = ("valid", "score", "error", "latency")
+    VALID_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_FIELD_NUMBER: _ClassVar[int]
+    valid: bool
+    score: float
+    error: str
+    latency: _duration_pb2.Duration
+    def __init__(self, valid: _Optional[bool] = ..., score: _Optional[float] = ..., error: _Optional[str] = ..., latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
 class DraftVerdict(_message.Message):
-    __slots__ = ("draft_id", "valid", "score", "rule_results", "extracted_answer", "latency")
+    __slots__ = ("draft_id", "valid", "score", "rule_results", "extracted_answer", "latency", "judge")
     DRAFT_ID_FIELD_NUMBER: _ClassVar[int]
     VALID_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
     RULE_RESULTS_FIELD_NUMBER: _ClassVar[int]
     EXTRACTED_ANSWER_FIELD_NUMBER: _ClassVar[int]
     LATENCY_FIELD_NUMBER: _ClassVar[int]
+    JUDGE_FIELD_NUMBER: _ClassVar[int]
     draft_id: str
     valid: bool
     score: float
     rule_results: _containers.RepeatedCompositeFieldContainer[RuleResult]
     extracted_answer: str
     latency: _duration_pb2.Duration
-    def __init__(self, draft_id: _Optional[str] = ..., valid: _Optional[bool] = ..., score: _Optional[float] = ..., rule_results: _Optional[_Iterable[_Union[RuleResult, _Mapping]]] = ..., extracted_answer: _Optional[str] = ..., latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    judge: JudgeVerdict
+    def __init__(self, draft_id: _Optional[str] = ..., valid: _Optional[bool] = ..., score: _Optional[float] = ..., rule_results: _Optional[_Iterable[_Union[RuleResult, _Mapping]]] = ..., extracted_answer: _Optional[str] = ..., latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., judge: _Optional[_Union[JudgeVerdict, _Mapping]] = ...) -> None: ...

@@ -29,3 +29,19 @@ class VerifyDraftsResponse(_message.Message):
     VERDICTS_FIELD_NUMBER: _ClassVar[int]
     verdicts: _containers.RepeatedCompositeFieldContainer[_common_pb2.DraftVerdict]
     def __init__(self, verdicts: _Optional[_Iterable[_Union[_common_pb2.DraftVerdict, _Mapping]]] = ...) -> None: ...
+
+class CheckConstraintsRequest(_message.Message):
+    __slots__ = ("output_schema", "constraints", "context")
+    OUTPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    CONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    output_schema: str
+    constraints: _containers.RepeatedCompositeFieldContainer[_common_pb2.Constraint]
+    context: _struct_pb2.Struct
+    def __init__(self, output_schema: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[_common_pb2.Constraint, _Mapping]]] = ..., context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class CheckConstraintsResponse(_message.Message):
+    __slots__ = ("rule_ids",)
+    RULE_IDS_FIELD_NUMBER: _ClassVar[int]
+    rule_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, rule_ids: _Optional[_Iterable[str]] = ...) -> None: ...

@@ -40,6 +40,11 @@ class VerifierServiceStub:
                 request_serializer=deliberate_dot_verifier_dot_v1_dot_verifier__service__pb2.VerifyDraftsRequest.SerializeToString,
                 response_deserializer=deliberate_dot_verifier_dot_v1_dot_verifier__service__pb2.VerifyDraftsResponse.FromString,
                 _registered_method=True)
+        self.CheckConstraints = channel.unary_unary(
+                '/deliberate.verifier.v1.VerifierService/CheckConstraints',
+                request_serializer=deliberate_dot_verifier_dot_v1_dot_verifier__service__pb2.CheckConstraintsRequest.SerializeToString,
+                response_deserializer=deliberate_dot_verifier_dot_v1_dot_verifier__service__pb2.CheckConstraintsResponse.FromString,
+                _registered_method=True)
 
 
 class VerifierServiceServicer:
@@ -47,7 +52,16 @@ class VerifierServiceServicer:
     """
 
     def VerifyDrafts(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Verifies every draft (concurrently) and returns one verdict per draft.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CheckConstraints(self, request, context):
+        """Compiles the output schema and constraints without any draft, so a caller can refuse a bad
+        request (INVALID_ARGUMENT naming the constraint) before spending time on generation.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -59,6 +73,11 @@ def add_VerifierServiceServicer_to_server(servicer, server):
                     servicer.VerifyDrafts,
                     request_deserializer=deliberate_dot_verifier_dot_v1_dot_verifier__service__pb2.VerifyDraftsRequest.FromString,
                     response_serializer=deliberate_dot_verifier_dot_v1_dot_verifier__service__pb2.VerifyDraftsResponse.SerializeToString,
+            ),
+            'CheckConstraints': grpc.unary_unary_rpc_method_handler(
+                    servicer.CheckConstraints,
+                    request_deserializer=deliberate_dot_verifier_dot_v1_dot_verifier__service__pb2.CheckConstraintsRequest.FromString,
+                    response_serializer=deliberate_dot_verifier_dot_v1_dot_verifier__service__pb2.CheckConstraintsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -89,6 +108,33 @@ class VerifierService:
             '/deliberate.verifier.v1.VerifierService/VerifyDrafts',
             deliberate_dot_verifier_dot_v1_dot_verifier__service__pb2.VerifyDraftsRequest.SerializeToString,
             deliberate_dot_verifier_dot_v1_dot_verifier__service__pb2.VerifyDraftsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CheckConstraints(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/deliberate.verifier.v1.VerifierService/CheckConstraints',
+            deliberate_dot_verifier_dot_v1_dot_verifier__service__pb2.CheckConstraintsRequest.SerializeToString,
+            deliberate_dot_verifier_dot_v1_dot_verifier__service__pb2.CheckConstraintsResponse.FromString,
             options,
             channel_credentials,
             insecure,

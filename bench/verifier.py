@@ -1,0 +1,165 @@
+"""Rules-only verification speed on ad-selection drafts.
+
+    python bench/verifier.py [--drafts 20000] [--seconds 5]
+
+1. In-process, one core: drafts/s and p99 latency per draft through the full rule list of the
+   ad-selection example (parse, output schema, 2 CEL constraints, the ad_selection pack, arithmetic),
+   plus each rule family's share of the time.
+2. Over gRPC on loopback: VerifyDrafts calls/s with 5 drafts per call against a real Verifier process,
+   with 8 calls in flight.
+Writes bench/results/verifier.json (keys drafts_per_s_per_core, p99_ms, grpc_calls_per_s, families).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import write_result  # noqa: E402
+
+from deliberate.examples import ads  # noqa: E402
+
+FAMILIES = {
+    "complete": "parse",
+    "json_parse": "parse",
+    "json_schema": "schema",
+    "size_check": "cel",
+    "pool_check": "cel",
+    "arithmetic": "arithmetic",
+}
+
+
+def sample_drafts(count: int, seed: int = 1) -> list[str]:
+    """Plausible drafts: reasoning with a little arithmetic, then a JSON plan; some over budget, some in
+    conflict, some with broken JSON (curly quotes, trailing commas)."""
+    rng = random.Random(seed)
+    catalog = list(ads.load_catalog())
+    drafts = []
+    for n in range(count):
+        picks = rng.sample(catalog, 5)
+        total = sum(a.cost for a in picks)
+        ids = json.dumps([a.id for a in picks])
+        body = f'{{"selected_ids": {ids}}}'
+        if n % 7 == 3:
+            body = body.replace('"', "\u201c", 1).replace('"', "\u201d", 1)
+        if n % 11 == 5:
+            body = body[:-1] + ",}"
+        steps = " + ".join(str(a.cost) for a in picks)
+        drafts.append(
+            f"I pick the ads with the best CTR per cost.\nTotal cost: {steps} = {total}\n"
+            f"That is within the budget of {ads.BUDGET}.\n```json\n{body}\n```"
+        )
+    return drafts
+
+
+def rule_set():
+    from deliberate.verifier.constraints import ConstraintSpec, compile_rules
+
+    names = {"jsonSchema": "json_schema", "celExpression": "cel_expression", "rulePack": "rule_pack"}
+    specs = []
+    for index, raw in enumerate([*ads.CONSTRAINTS, {"rulePack": "arithmetic"}]):
+        kind = next(k for k in names if k in raw)
+        specs.append(
+            ConstraintSpec(index, names[kind], raw[kind], raw.get("id", ""), False, raw.get("params", {}),
+                           raw.get("failureMessage", ""))
+        )  # fmt: skip
+    return compile_rules(json.dumps(ads.OUTPUT_SCHEMA), specs, ads.context())
+
+
+def in_process(count: int) -> dict:
+    from deliberate.verifier.rules import verify
+
+    rules = rule_set()
+    context = ads.context()
+    drafts = sample_drafts(count)
+    for text in drafts[:200]:  # warm caches
+        verify(text, rules.rules, "stop", rules.output_schema, context)
+    latencies, family_time, valid = [], defaultdict(float), 0
+    started = time.perf_counter()
+    for text in drafts:
+        t0 = time.perf_counter()
+        verdict = verify(text, rules.rules, "stop", rules.output_schema, context)
+        latencies.append(time.perf_counter() - t0)
+        valid += verdict.valid
+        for outcome in verdict.outcomes:
+            family_time[FAMILIES.get(outcome.rule_id, "rule_pack")] += outcome.duration_s
+    elapsed = time.perf_counter() - started
+    latencies.sort()
+    rule_total = sum(family_time.values())
+    return {
+        "drafts": count,
+        "valid_share": round(valid / count, 3),
+        "drafts_per_s_per_core": round(count / elapsed),
+        "p50_ms": round(statistics.median(latencies) * 1e3, 4),
+        "p99_ms": round(latencies[int(0.99 * count)] * 1e3, 4),
+        "families": {f: round(t / rule_total, 3) for f, t in sorted(family_time.items(), key=lambda x: -x[1])},
+        "family_us_per_draft": {f: round(t / count * 1e6, 2) for f, t in family_time.items()},
+    }
+
+
+async def grpc_calls(seconds: float, in_flight: int = 8) -> dict:
+    import grpc
+    from google.protobuf import json_format, struct_pb2
+
+    from deliberate.common.v1 import common_pb2
+    from deliberate.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
+    from deliberate_client.stack import Ports, Stack
+
+    stack = Stack(ports=Ports.free())
+    stack.start("verifier")
+    try:
+        stack.wait_healthy(60, services=("verifier",))
+        context = struct_pb2.Struct()
+        context.update(ads.context())
+        texts = sample_drafts(50)
+        request = verifier_service_pb2.VerifyDraftsRequest(
+            prompt="select 5 ads",
+            drafts=[common_pb2.Draft(id=f"d{i}", index=i, text=texts[i]) for i in range(5)],
+            output_schema=json.dumps(ads.OUTPUT_SCHEMA),
+            constraints=[json_format.ParseDict(c, common_pb2.Constraint()) for c in ads.CONSTRAINTS],
+            context=context,
+        )
+        async with grpc.aio.insecure_channel(stack.address_of("verifier")) as channel:
+            stub = verifier_service_pb2_grpc.VerifierServiceStub(channel)
+            for _ in range(50):
+                await stub.VerifyDrafts(request)
+            done = 0
+            deadline = time.perf_counter() + seconds
+
+            async def worker() -> None:
+                nonlocal done
+                while time.perf_counter() < deadline:
+                    await stub.VerifyDrafts(request)
+                    done += 1
+
+            started = time.perf_counter()
+            await asyncio.gather(*(worker() for _ in range(in_flight)))
+            elapsed = time.perf_counter() - started
+    finally:
+        stack.down()
+    return {"grpc_calls_per_s": round(done / elapsed), "grpc_drafts_per_call": 5, "grpc_in_flight": in_flight}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--drafts", type=int, default=20000)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    args = parser.parse_args()
+    figures = in_process(args.drafts)
+    print(json.dumps(figures, indent=2))
+    figures.update(asyncio.run(grpc_calls(args.seconds)))
+    print(f"gRPC: {figures['grpc_calls_per_s']} VerifyDrafts calls/s (5 drafts each)")
+    print(f"wrote {write_result('verifier', figures)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Worked examples shipped with the project (used by the README, the CLI and the tests)."""

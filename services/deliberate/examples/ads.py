@@ -1,0 +1,99 @@
+"""Ad selection: pick 5 ads maximizing total predicted CTR, total cost ≤ 5000, every id in the pool,
+no two ads of one category (the competitor-conflict rule).
+
+The catalog of 100 ads is deterministic (`generate_catalog`) and shipped as `ad_catalog.json`; the
+Verifier computes true totals from it and never trusts sums written in a draft.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+CATALOG_PATH = Path(__file__).with_name("ad_catalog.json")
+CATEGORIES = ("travel", "finance", "retail", "auto", "food", "tech", "health", "fashion", "games", "education")
+BUDGET = 5000
+PICKS = 5
+
+
+class Ad(BaseModel):
+    id: int = Field(ge=1)
+    cost: int = Field(gt=0)
+    ctr: float = Field(ge=0, le=1, description="predicted click-through rate")
+    category: str
+
+
+def generate_catalog(seed: int = 2026, size: int = 100) -> list[Ad]:
+    rng = random.Random(seed)
+    return [
+        Ad(
+            id=i,
+            cost=rng.randrange(400, 2001, 5),
+            ctr=round(rng.uniform(0.005, 0.06), 4),
+            category=rng.choice(CATEGORIES),
+        )
+        for i in range(1, size + 1)
+    ]
+
+
+@lru_cache(maxsize=1)
+def load_catalog() -> tuple[Ad, ...]:
+    return tuple(Ad.model_validate(row) for row in json.loads(CATALOG_PATH.read_text()))
+
+
+def catalog_table(ads: tuple[Ad, ...] | list[Ad]) -> str:
+    """The catalog as compact prompt lines: `id cost ctr category`."""
+    return "\n".join(f"{ad.id} {ad.cost} {ad.ctr:.4f} {ad.category}" for ad in ads)
+
+
+def prompt(ads: tuple[Ad, ...] | list[Ad] | None = None) -> str:
+    ads = ads or load_catalog()
+    return (
+        f"Select exactly {PICKS} ads that maximize the total predicted CTR. Rules: the total cost must be at most "
+        f"{BUDGET}; never pick two ads of the same category (competitors). "
+        'Answer with JSON like {"selected_ids": [1, 2, 3, 4, 5]}.\n'
+        f"Catalog, one ad per line (id cost ctr category):\n{catalog_table(ads)}"
+    )
+
+
+OUTPUT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "selected_ids": {
+            "type": "array",
+            "items": {"type": "integer", "minimum": 1},
+            "minItems": PICKS,
+            "maxItems": PICKS,
+            "uniqueItems": True,
+        }
+    },
+    "required": ["selected_ids"],
+}
+
+# The request's declared constraints, as plain dicts in the protobuf JSON mapping of deliberate.common.v1.Constraint.
+CONSTRAINTS = [
+    {
+        "id": "size_check",
+        "celExpression": f"size(plan.selected_ids) == {PICKS}",
+        "failureMessage": f"exactly {PICKS} ads must be selected",
+    },
+    {
+        "id": "pool_check",
+        "celExpression": "plan.selected_ids.all(i, i in ctx.pool)",
+        "failureMessage": "every selected id must be in ctx.pool",
+    },
+    {"rulePack": "ad_selection", "params": {"budget": BUDGET}},
+]
+
+
+def context() -> dict:
+    return {"pool": [ad.id for ad in load_catalog()], "budget": BUDGET}
+
+
+if __name__ == "__main__":  # regenerates the shipped catalog
+    rows = ",\n".join(json.dumps(ad.model_dump()) for ad in generate_catalog())
+    CATALOG_PATH.write_text(f"[\n{rows}\n]\n")

@@ -1,0 +1,276 @@
+"""Turns a request's output schema and declared constraints into one ordered, compiled rule list.
+
+Order is by cost, cheapest first, so fast-fail skips the expensive rules of a broken draft:
+completeness → answer extraction (JSON parse, or final answer) → output schema → JSON Schema
+constraints → CEL constraints → rule packs → soft style rules. Compiled schemas and CEL programs are
+cached by their text. Anything that does not compile is a `ConstraintError` naming the field, which the
+gRPC edge answers with INVALID_ARGUMENT.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import cel
+from pydantic import ValidationError
+
+from ..core.schemas import compiled_validator, shorten
+from .packs import REGISTRY, RulePack, load_registry
+from .rules import (
+    ANSWER_RULES,
+    JSON_RULES,
+    MAX_DETAIL_CHARS,
+    Draft,
+    Rule,
+    schema_check,
+)
+
+MAX_CONSTRAINTS = 32
+MAX_CEL_CHARS = 2048
+# Static estimate of CEL evaluation steps (see `cel_cost`); above it the rule fails instead of running.
+MAX_CEL_COST = 1_000_000
+MAX_CONTEXT_BYTES = 1024 * 1024
+
+KIND_ORDER = {"json_schema": 0, "cel_expression": 1, "rule_pack": 2}
+
+
+class ConstraintError(ValueError):
+    def __init__(self, field: str, problem: str):
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+
+
+@dataclass(frozen=True)
+class ConstraintSpec:
+    """The domain form of deliberate.common.v1.Constraint."""
+
+    index: int
+    kind: str  # json_schema | cel_expression | rule_pack
+    source: str
+    id: str = ""
+    soft: bool = False
+    params: dict = field(default_factory=dict)
+    failure_message: str = ""
+
+    @property
+    def field(self) -> str:
+        return f"constraints[{self.index}]"
+
+    @property
+    def rule_id(self) -> str:
+        return self.id or f"{self.kind.removesuffix('_expression')}_{self.index}"
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    rules: tuple[Rule, ...]
+    output_schema: dict | None
+
+    @property
+    def rule_ids(self) -> list[str]:
+        return [rule.rule_id for rule in self.rules]
+
+
+def compile_rules(output_schema_text: str, constraints: list[ConstraintSpec], context: dict) -> RuleSet:
+    if len(constraints) > MAX_CONSTRAINTS:
+        raise ConstraintError("constraints", f"{len(constraints)} constraints; the limit is {MAX_CONSTRAINTS}")
+    output_schema = None
+    if output_schema_text.strip():
+        try:
+            output_schema = json.loads(output_schema_text)
+            validator = compiled_validator(output_schema_text)
+        except ValueError as error:
+            raise ConstraintError("output_schema", str(error)) from None
+
+    ordered = sorted(constraints, key=lambda c: (KIND_ORDER[c.kind], c.index))
+    constraint_rules = tuple(rule for spec in ordered for rule in constraint_rule(spec, context))
+    structured = output_schema is not None or any(c.kind != "rule_pack" or pack_reads_answer(c) for c in constraints)
+    if not structured:  # free text: a numeric final answer, then the constraints, then style
+        base, style = ANSWER_RULES[:3], ANSWER_RULES[3:]
+        return RuleSet((*base, *constraint_rules, *style), None)
+    head = JSON_RULES[:2]  # complete, json_parse
+    schema_rules = (Rule("json_schema", True, lambda d: schema_check("json_schema", validator, d.json_value)),)
+    return RuleSet((*head, *(schema_rules if output_schema else ()), *constraint_rules), output_schema)
+
+
+def pack_reads_answer(spec: ConstraintSpec) -> bool:
+    pack = REGISTRY.get(spec.source)
+    return pack is not None and pack.answer_model is not None
+
+
+def constraint_rule(spec: ConstraintSpec, context: dict) -> tuple[Rule, ...]:
+    hard = not spec.soft
+    if spec.kind == "json_schema":
+        try:
+            validator = compiled_validator(spec.source)
+        except ValueError as error:
+            raise ConstraintError(f"{spec.field}.json_schema", str(error)) from None
+        return (Rule(spec.rule_id, hard, lambda d: schema_check(spec.rule_id, validator, d.answer)),)
+    if spec.kind == "cel_expression":
+        program = compile_cel(spec)
+        environment = CelEnvironment(context)
+        return (Rule(spec.rule_id, hard, lambda d: cel_check(spec, program, environment, d)),)
+    return pack_rules(spec, context)
+
+
+# --------------------------------------------------------------------------------------------------
+# CEL
+# --------------------------------------------------------------------------------------------------
+
+
+def compile_cel(spec: ConstraintSpec):
+    if len(spec.source) > MAX_CEL_CHARS:
+        raise ConstraintError(f"{spec.field}.cel_expression", f"longer than {MAX_CEL_CHARS} characters")
+    try:
+        return _compiled_cel(spec.source)
+    except ValueError as error:
+        raise ConstraintError(f"{spec.field}.cel_expression", shorten(str(error), 400)) from None
+
+
+@lru_cache(maxsize=1024)
+def _compiled_cel(expression: str):
+    return cel.compile(expression)
+
+
+class CelEnvironment:
+    """The request's context converted to CEL once; each draft's own variables are resolved on demand.
+
+    Converting a 100-id context takes longer than evaluating the expression, so it must not happen per draft.
+    Not thread-safe: the drafts of one request are checked one after the other.
+    """
+
+    def __init__(self, context: dict):
+        self.largest_context_list = largest_list(context)
+        self.draft: Draft | None = None
+        self.cel_context = cel.Context()
+        self.cel_context.add_variable("ctx", context)
+        self.cel_context.set_variable_resolver(self.resolve)
+
+    def resolve(self, name: str):
+        if name in ("answer", "plan"):
+            return self.draft.answer
+        if name == "text":
+            return self.draft.text
+        return None
+
+    def execute(self, program, draft: Draft):
+        self.draft = draft
+        try:
+            return program.execute(self.cel_context)
+        finally:
+            self.draft = None
+
+
+def cel_check(spec: ConstraintSpec, program, environment: CelEnvironment, draft: Draft) -> tuple[bool, str]:
+    cost = cel_cost(spec.source, max(environment.largest_context_list, largest_list(draft.answer)))
+    if cost > MAX_CEL_COST:
+        return False, f"{spec.rule_id} failed: estimated cost {cost} > limit {MAX_CEL_COST}"
+    try:
+        result = environment.execute(program, draft)
+    except Exception as error:  # the Rust core raises for missing fields, type errors, …
+        return False, f"{spec.rule_id} failed: {shorten(str(error), MAX_DETAIL_CHARS)}"
+    if result is True:
+        return True, f"{spec.rule_id} passed"
+    if result is False:
+        reason = spec.failure_message or f"`{shorten(spec.source, 120)}` is false"
+        return False, f"{spec.rule_id} failed: {reason}"
+    return False, f"{spec.rule_id} failed: expression returned {shorten(repr(result), 80)}, not a bool"
+
+
+MACRO = re.compile(r"\.(all|exists_one|exists|map|filter)\s*\(|\(|\)|\bin\b")
+
+
+def cel_cost(expression: str, largest: int) -> int:
+    """A conservative static estimate of evaluation steps: each comprehension macro, and each `in` on a
+    list, multiplies by the largest list's length at its nesting depth."""
+    n = max(largest, 1)
+    return len(expression) + sum(n**depth for depth in loop_depths(expression))
+
+
+@lru_cache(maxsize=1024)
+def loop_depths(expression: str) -> tuple[int, ...]:
+    """For each comprehension macro and `in` operator: how many loops deep its work runs."""
+    stack: list[bool] = []  # per open parenthesis: does it open a macro?
+    depths = []
+    for match in MACRO.finditer(expression):
+        token = match.group(0)
+        if token == ")":
+            if stack:
+                stack.pop()
+        elif token == "(":
+            stack.append(False)
+        else:
+            depths.append(sum(stack) + 1)
+            if token != "in":
+                stack.append(True)
+    return tuple(depths)
+
+
+def largest_list(value: object, budget: int = 10_000) -> int:
+    """Length of the longest list inside `value` (visiting at most `budget` nodes)."""
+    largest, stack, seen = 0, [value], 0
+    while stack and seen < budget:
+        item = stack.pop()
+        seen += 1
+        if isinstance(item, list):
+            largest = max(largest, len(item))
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+    return largest
+
+
+# --------------------------------------------------------------------------------------------------
+# Rule packs
+# --------------------------------------------------------------------------------------------------
+
+
+def pack_rules(spec: ConstraintSpec, context: dict) -> tuple[Rule, ...]:
+    registry = REGISTRY or load_registry()
+    pack_class = registry.get(spec.source)
+    if pack_class is None:
+        raise ConstraintError(
+            f"{spec.field}.rule_pack", f"unknown rule pack {spec.source!r}; known: {sorted(registry)}"
+        )
+    try:
+        params = pack_class.params_model.model_validate({**context, **spec.params})
+    except ValidationError as error:
+        raise ConstraintError(f"{spec.field}.params", pydantic_summary(error)) from None
+    pack = pack_class(params)
+    hard = not spec.soft
+    rules = []
+    if pack_class.answer_model is not None:
+        shape_id = spec.id or pack_class.name
+        rules.append(Rule(shape_id, hard, lambda d: pack_shape_check(spec, pack, shape_id, d)))
+    for rule_id, method in pack_class.checks():
+        rules.append(Rule(rule_id, hard, lambda d, r=rule_id, m=method: pack_check(spec, pack, r, m, d)))
+    return tuple(rules)
+
+
+def pack_shape_check(spec: ConstraintSpec, pack: RulePack, rule_id: str, draft: Draft) -> tuple[bool, str]:
+    try:
+        draft.pack_answers[spec.index] = pack.answer_model.model_validate(draft.answer)
+    except ValidationError as error:
+        return False, f"{rule_id} failed: {pydantic_summary(error)}"
+    return True, f"{rule_id} passed: answer matches {pack.answer_model.__name__}"
+
+
+def pack_check(spec: ConstraintSpec, pack: RulePack, rule_id: str, method: str, draft: Draft) -> tuple[bool, str]:
+    if pack.answer_model is None:
+        subject = draft.text
+    elif spec.index in draft.pack_answers:
+        subject = draft.pack_answers[spec.index]
+    else:
+        return False, f"{rule_id} failed: skipped, the answer does not match {pack.answer_model.__name__}"
+    passed, detail = getattr(pack, method)(subject)
+    return passed, f"{rule_id} {'passed' if passed else 'failed'}: {detail}"
+
+
+def pydantic_summary(error: ValidationError) -> str:
+    first = error.errors()[0]
+    location = ".".join(str(part) for part in first["loc"]) or "answer"
+    more = f" (+{error.error_count() - 1} more)" if error.error_count() > 1 else ""
+    return shorten(f"{location}: {first['msg']}{more}", MAX_DETAIL_CHARS)

@@ -1,0 +1,75 @@
+"""Rule packs: named domain checks written in Python, requested by name in a Constraint.
+
+A pack is a `RulePack` subclass with a pydantic model for the answer (its validators are the pack's
+first, structural rule) and a parameters model read from the request's context plus the constraint's
+params; each method decorated with `@check("budget_check")` becomes one more rule with that id.
+
+Packs are found in `REGISTRY`: the built-in ones register on import, third-party ones through the
+`deliberate.rule_packs` entry-point group (`my_pack = my_module:MyPack`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from importlib.metadata import entry_points
+from typing import ClassVar
+
+from pydantic import BaseModel
+
+log = logging.getLogger("deliberate.verifier.packs")
+
+ENTRY_POINT_GROUP = "deliberate.rule_packs"
+
+# A check returns (passed, detail); the rule message becomes "<check id> passed|failed: <detail>".
+CheckResult = tuple[bool, str]
+
+
+def check(rule_id: str) -> Callable:
+    def mark(method: Callable) -> Callable:
+        method.rule_id = rule_id
+        return method
+
+    return mark
+
+
+class RulePack:
+    name: ClassVar[str]
+    # Validates the parsed answer; None for packs that read the draft's text instead (arithmetic).
+    answer_model: ClassVar[type[BaseModel] | None] = None
+    params_model: ClassVar[type[BaseModel]]
+
+    def __init__(self, params: BaseModel):
+        self.params = params
+
+    @classmethod
+    def checks(cls) -> list[tuple[str, str]]:
+        """(rule id, method name) of every @check, in definition order."""
+        return [
+            (member.rule_id, name)
+            for klass in reversed(cls.__mro__)
+            for name, member in vars(klass).items()
+            if hasattr(member, "rule_id")
+        ]
+
+
+REGISTRY: dict[str, type[RulePack]] = {}
+
+
+def register(pack: type[RulePack]) -> type[RulePack]:
+    if pack.name in REGISTRY and REGISTRY[pack.name] is not pack:
+        raise ValueError(f"rule pack {pack.name!r} is registered twice")
+    REGISTRY[pack.name] = pack
+    return pack
+
+
+def load_registry() -> dict[str, type[RulePack]]:
+    """The built-in packs plus every pack installed under the entry-point group."""
+    from . import ad_selection, arithmetic  # noqa: F401 (they register on import)
+
+    for entry in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            register(entry.load())
+        except Exception:  # a broken third-party pack must not stop the Verifier
+            log.exception("rule pack failed to load", extra={"entry_point": entry.value})
+    return REGISTRY

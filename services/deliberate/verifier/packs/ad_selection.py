@@ -1,0 +1,81 @@
+"""The ad-selection pack: true totals from the catalog, never from sums written in the draft."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+from pydantic import BaseModel, ConfigDict, StrictInt, field_validator
+
+from ...examples.ads import BUDGET, Ad, load_catalog
+from . import CheckResult, RulePack, check, register
+
+
+class AdPlan(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    selected_ids: list[StrictInt]
+
+    @field_validator("selected_ids")
+    @classmethod
+    def no_repeats(cls, ids: list[int]) -> list[int]:
+        repeated = sorted({i for i in ids if ids.count(i) > 1})
+        if repeated:
+            raise ValueError(f"ids selected more than once: {repeated}")
+        return ids
+
+
+class AdSelectionParams(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    budget: float = BUDGET
+    pool: list[int] | None = None  # None: the whole catalog
+    catalog: list[Ad] | None = None  # None: the catalog shipped with the project
+
+
+@register
+class AdSelectionPack(RulePack):
+    name = "ad_selection"
+    answer_model = AdPlan
+    params_model = AdSelectionParams
+
+    @cached_property
+    def ads(self) -> dict[int, Ad]:
+        return {ad.id: ad for ad in (self.params.catalog or load_catalog())}
+
+    @check("catalog_check")
+    def ids_exist(self, plan: AdPlan) -> CheckResult:
+        unknown = [i for i in plan.selected_ids if i not in self.ads]
+        if unknown:
+            return False, f"ids not in the catalog: {unknown}"
+        return True, f"all {len(plan.selected_ids)} ids are in the catalog"
+
+    @check("pool_check")
+    def ids_in_pool(self, plan: AdPlan) -> CheckResult:
+        if self.params.pool is None:
+            return True, "no pool restriction"
+        pool = set(self.params.pool)
+        outside = [i for i in plan.selected_ids if i not in pool]
+        if outside:
+            return False, f"ids outside the pool: {outside}"
+        return True, "every id is in the pool"
+
+    @check("budget_check")
+    def within_budget(self, plan: AdPlan) -> CheckResult:
+        total = sum(self.ads[i].cost for i in plan.selected_ids)
+        budget = self.params.budget
+        if total > budget:
+            return False, f"sum={total} > {budget:g}"
+        return True, f"sum={total} <= {budget:g}"
+
+    @check("category_check")
+    def one_ad_per_category(self, plan: AdPlan) -> CheckResult:
+        first_of: dict[str, int] = {}
+        for ad_id in plan.selected_ids:
+            category = self.ads[ad_id].category
+            if category in first_of:
+                return False, f"ads {first_of[category]} and {ad_id} are both in category '{category}'"
+            first_of[category] = ad_id
+        return True, f"{len(first_of)} distinct categories"
+
+    @check("ctr_total")
+    def report_ctr(self, plan: AdPlan) -> CheckResult:
+        """Always passes: records the true total CTR so people and the Scheduler can compare plans."""
+        return True, f"total ctr={sum(self.ads[i].ctr for i in plan.selected_ids):.4f}"

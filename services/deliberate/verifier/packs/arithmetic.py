@@ -1,0 +1,30 @@
+"""The arithmetic pack: every `a op b = c` the draft writes is recomputed exactly."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from ..arithmetic import check_arithmetic, format_wrong
+from . import CheckResult, RulePack, check, register
+
+MAX_REPORTED = 5
+
+
+class NoParams(BaseModel):
+    pass
+
+
+@register
+class ArithmeticPack(RulePack):
+    name = "arithmetic"
+    answer_model = None  # reads the draft's text
+    params_model = NoParams
+
+    @check("arithmetic")
+    def recompute(self, text: str) -> CheckResult:
+        report = check_arithmetic(text)
+        if report.wrong:
+            shown = "; ".join(format_wrong(w) for w in report.wrong[:MAX_REPORTED])
+            more = f" (+{len(report.wrong) - MAX_REPORTED} more)" if len(report.wrong) > MAX_REPORTED else ""
+            return False, f"{len(report.wrong)} of {report.checked} equations wrong: {shown}{more}"
+        return True, f"{report.checked} equations recomputed, all correct"
