@@ -19,7 +19,8 @@ DEFAULT_STRATEGIES = (
 SYSTEM_PROMPT = "You are a careful problem solver. Show your reasoning, then state the result."
 
 FREE_TEXT_ENDING = "End with a last line of the form 'Final answer: <answer>'."
-JSON_ENDING = "End with the answer as one JSON object matching this JSON Schema:\n{schema}"
+# Small models tend to echo a schema back; asking for "the object, not the schema" curbs it.
+JSON_ENDING = "End with your answer as one JSON object (the object itself, not the schema) that follows:\n{schema}"
 
 
 def strategies_for(num_drafts: int, hints: Sequence[str]) -> list[str]:

@@ -46,8 +46,8 @@ def load_catalog() -> tuple[Ad, ...]:
 
 
 def catalog_table(ads: tuple[Ad, ...] | list[Ad]) -> str:
-    """The catalog as compact prompt lines: `id cost ctr category`."""
-    return "\n".join(f"{ad.id} {ad.cost} {ad.ctr:.4f} {ad.category}" for ad in ads)
+    """The catalog as compact prompt lines, `id cost ctr‰ category` (CTR in per mille keeps lines short)."""
+    return "\n".join(f"{ad.id} {ad.cost} {ad.ctr * 1000:.1f} {ad.category}" for ad in ads)
 
 
 def prompt(ads: tuple[Ad, ...] | list[Ad] | None = None) -> str:
@@ -56,7 +56,7 @@ def prompt(ads: tuple[Ad, ...] | list[Ad] | None = None) -> str:
         f"Select exactly {PICKS} ads that maximize the total predicted CTR. Rules: the total cost must be at most "
         f"{BUDGET}; never pick two ads of the same category (competitors). "
         'Answer with JSON like {"selected_ids": [1, 2, 3, 4, 5]}.\n'
-        f"Catalog, one ad per line (id cost ctr category):\n{catalog_table(ads)}"
+        f"Catalog, one ad per line (id, cost, predicted CTR in per mille, category):\n{catalog_table(ads)}"
     )
 
 
@@ -90,8 +90,8 @@ CONSTRAINTS = [
 ]
 
 
-def context() -> dict:
-    return {"pool": [ad.id for ad in load_catalog()], "budget": BUDGET}
+def context(ads: tuple[Ad, ...] | list[Ad] | None = None) -> dict:
+    return {"pool": [ad.id for ad in ads or load_catalog()], "budget": BUDGET}
 
 
 if __name__ == "__main__":  # regenerates the shipped catalog

@@ -1,4 +1,7 @@
-"""The ad-selection pack: true totals from the catalog, never from sums written in the draft."""
+"""The ad-selection pack: true totals from the catalog, never from sums written in the draft.
+
+Which ids may be picked at all (the pool) is the request's own CEL constraint, not the pack's business.
+"""
 
 from __future__ import annotations
 
@@ -26,7 +29,6 @@ class AdPlan(BaseModel):
 class AdSelectionParams(BaseModel):
     model_config = ConfigDict(extra="ignore")
     budget: float = BUDGET
-    pool: list[int] | None = None  # None: the whole catalog
     catalog: list[Ad] | None = None  # None: the catalog shipped with the project
 
 
@@ -46,16 +48,6 @@ class AdSelectionPack(RulePack):
         if unknown:
             return False, f"ids not in the catalog: {unknown}"
         return True, f"all {len(plan.selected_ids)} ids are in the catalog"
-
-    @check("pool_check")
-    def ids_in_pool(self, plan: AdPlan) -> CheckResult:
-        if self.params.pool is None:
-            return True, "no pool restriction"
-        pool = set(self.params.pool)
-        outside = [i for i in plan.selected_ids if i not in pool]
-        if outside:
-            return False, f"ids outside the pool: {outside}"
-        return True, "every id is in the pool"
 
     @check("budget_check")
     def within_budget(self, plan: AdPlan) -> CheckResult:
