@@ -128,6 +128,7 @@ _LEFT_REVERSED = re.compile(
     rf"{_SPACE}(?P<left>{_OPERAND_REVERSED}(?:{_BINARY_REVERSED}{_OPERAND_REVERSED}){{1,{MAX_OPERANDS - 1}}})"
     rf"(?![\w.,:/^+\-−–×÷·⋅%])"
 )
+_THREE_DIGITS = re.compile(r"\d{3}(?!\d)")
 # Characters that, just before an equation, mean it is the tail of a longer expression.
 _CONTINUATION = frozenset("+-−–*/×÷·⋅^")
 
@@ -179,7 +180,7 @@ def _is_fragment(text: str, start: int) -> bool:
     """True when what precedes the left side shows it is only the tail of something longer, which
     must not be checked on its own: an operator or power sign (``2x + 3 * 2 = 8``, ``2 ** 3 * 2``, a
     chain of more than `MAX_OPERANDS` operands), a number (the mixed numbers ``8 x 1 1/2`` and
-    ``1 and 1/4``, spaced thousands ``14, 400``), or a value glued to a parenthesis (``2(50 + 100)``).
+    ``1 and 1/4``, the stray space in ``14, 400``), or a value glued to a parenthesis (``2(50 + 100)``).
     A bullet (``- 3 + 4 = 7``) and Markdown emphasis (``**3 + 4 = 7**``) are not operators."""
     before = text[max(0, start - 16) : start]
     stripped = before.rstrip(" \t")
@@ -195,8 +196,8 @@ def _is_fragment(text: str, start: int) -> bool:
     last = stripped[-1]
     if last.isdigit():
         return True
-    if last == ",":
-        return stripped[-2:-1].isdigit()
+    if last == ",":  # "14, 400" is 14,400 with a stray space; "= 8, 3 + 4 = 7" is a list
+        return stripped[-2:-1].isdigit() and _THREE_DIGITS.match(text, start) is not None
     if last == "d" and stripped.endswith(" and"):
         return stripped[:-4].rstrip(" \t")[-1:].isdigit()
     if last not in _CONTINUATION and not (last == "x" and stripped[-2:-1] in (" ", "\t")):
@@ -237,8 +238,9 @@ class _Unreadable(Exception):
 def _tokenize(side: str) -> list:
     """Number tuples, the operators "+", "-", "*", "/", "of", and parentheses; unmatched outer
     parentheses are dropped ("(so 3 + 4 = 7)")."""
-    if side.isdecimal():  # the common right side "72", without the regex
-        return [_read_number(side, "", "")]
+    integer, _, decimals = side.partition(".")
+    if integer.isdecimal() and (decimals.isdecimal() or not decimals):  # the common "72", "39.6": no regex
+        return [_read_number(integer, decimals, "")]
     if len(side) > MAX_SIDE_CHARS:
         raise _Unreadable
     tokens: list = []
@@ -262,6 +264,8 @@ def _tokenize(side: str) -> list:
                     0,
                 )
             tokens.append(number)
+    if "(" not in side and ")" not in side:
+        return tokens
     opened = tokens.count("(")
     if opened > MAX_PARENTHESES:
         raise _Unreadable

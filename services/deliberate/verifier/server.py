@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from functools import lru_cache
 
 import grpc
 from opentelemetry import trace
@@ -46,10 +47,21 @@ def constraint_specs(constraints) -> list[ConstraintSpec]:
 
 
 def compile_request(output_schema: str, constraints, context) -> tuple[RuleSet, dict]:
+    """Compiled once per distinct (schema, constraints, context): the Scheduler verifies each draft of a
+    request in its own call, all with the same constraints."""
     if context.ByteSize() > MAX_CONTEXT_BYTES:
         raise ConstraintError("context", f"{context.ByteSize()} bytes; the limit is {MAX_CONTEXT_BYTES}")
-    context_dict = struct_to_dict(context)
-    return compile_rules(output_schema, constraint_specs(constraints), context_dict), context_dict
+    key = verifier_service_pb2.CheckConstraintsRequest(
+        output_schema=output_schema, constraints=constraints, context=context
+    ).SerializeToString(deterministic=True)
+    return _compiled_request(key)
+
+
+@lru_cache(maxsize=128)
+def _compiled_request(key: bytes) -> tuple[RuleSet, dict]:
+    request = verifier_service_pb2.CheckConstraintsRequest.FromString(key)
+    context_dict = struct_to_dict(request.context)
+    return compile_rules(request.output_schema, constraint_specs(request.constraints), context_dict), context_dict
 
 
 class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
