@@ -51,7 +51,7 @@ from fractions import Fraction
 MAX_NUMBER_DIGITS = 30
 # More than any draft writes on one line; bounds the regex's backtracking to linear time.
 MAX_OPERANDS = 32
-# Also bounds the parser's recursion depth.
+# Deeper nesting is not arithmetic a draft writes; also bounds the evaluator's stack.
 MAX_PARENTHESES = 32
 # A draft with more equations than this is not a draft; the rest are not checked.
 MAX_EQUATIONS = 200
