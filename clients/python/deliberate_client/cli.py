@@ -76,8 +76,9 @@ def run_up(args: argparse.Namespace) -> int:
     print(f"all four services SERVING after {time.monotonic() - started:.1f}s; scheduler at {stack.address}")
     for service in ("drafter", "verifier", "refiner", "scheduler"):
         print(f"  {service:<9} pid {stack.processes[service].pid:<7} {stack.address_of(service)}")
-    stopping = {"now": False}
-    signal.signal(signal.SIGTERM, lambda *_: stopping.update(now=True))
+    # Installed explicitly: a shell that starts us in the background leaves SIGINT ignored.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, stop_serving)
     try:
         if args.solve_example:
             print(f"\nsolving an example: {EXAMPLE_QUESTION}\n")
@@ -89,7 +90,7 @@ def run_up(args: argparse.Namespace) -> int:
             )  # fmt: skip
             run_solve(example)
             print(f'\nstill serving at {stack.address}; try: deliberate solve "your question"  (Ctrl-C stops all four)')
-        while not stopping["now"]:
+        while True:
             for service, process in stack.processes.items():
                 if process.poll() is not None:
                     print(
@@ -142,6 +143,10 @@ def request_from_args(args: argparse.Namespace):
         context=json.loads(args.context.read_text()) if args.context else example.get("context"),
         constraints=constraints,
     )
+
+
+def stop_serving(*_: object) -> None:
+    raise KeyboardInterrupt
 
 
 def run_solve(args: argparse.Namespace) -> int:
