@@ -36,13 +36,7 @@ class DrafterServicer(drafter_service_pb2_grpc.DrafterServiceServicer):
     def __init__(self, settings: DrafterSettings):
         self.settings = settings
         self.engine: Engine | None = None
-        self.defaults = SamplingParams(
-            temperature=settings.temperature,
-            top_p=settings.top_p,
-            max_new_tokens=settings.max_new_tokens,
-            presence_penalty=settings.presence_penalty,
-            frequency_penalty=settings.frequency_penalty,
-        )
+        self.defaults = settings.default_sampling()
 
     def validate(self, request: drafter_service_pb2.GenerateDraftsRequest) -> tuple[SamplingParams, dict | None]:
         require_text("prompt", request.prompt, self.settings.max_prompt_chars)

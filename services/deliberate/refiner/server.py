@@ -18,7 +18,7 @@ from ..core.requests import (
     require_text,
     sampling_from_proto,
 )
-from ..engines.base import Completion, Engine, SamplingParams, TextDelta
+from ..engines.base import Completion, Engine, TextDelta
 from .prompts import SYSTEM_PROMPT, SelectedDraft, refine_user_message, thinking_trace
 from .settings import RefinerSettings
 
@@ -30,13 +30,7 @@ class RefinerServicer(refiner_service_pb2_grpc.RefinerServiceServicer):
     def __init__(self, settings: RefinerSettings):
         self.settings = settings
         self.engine: Engine | None = None
-        self.defaults = SamplingParams(
-            temperature=settings.temperature,
-            top_p=settings.top_p,
-            max_new_tokens=settings.max_new_tokens,
-            presence_penalty=settings.presence_penalty,
-            frequency_penalty=settings.frequency_penalty,
-        )
+        self.defaults = settings.default_sampling()
 
     def validate(self, request: refiner_service_pb2.RefineRequest):
         require_text("prompt", request.prompt, self.settings.max_prompt_chars)

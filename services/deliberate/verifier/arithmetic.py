@@ -404,7 +404,7 @@ def _judge(left: str, right: str, cents: bool = False) -> WrongEquation | bool |
     except _Unreadable:
         return None
     if actual is not None:
-        hundredths = cents or any(type(token) is tuple and token[2] for token in left_tokens)
+        hundredths = cents or "%" in left
         if _right_side_holds(actual, hundredths, right_tokens):
             return True
         percent = actual[2]

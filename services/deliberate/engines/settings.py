@@ -1,0 +1,29 @@
+"""Settings every engine-backed service (Drafter, Refiner) shares: which engine and model, and sampling defaults."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from ..core.config import CommonSettings
+from .base import SamplingParams
+
+
+class EngineSettings(CommonSettings):
+    engine: str = Field("transformers", description="LLM engine: transformers.")
+    model: str = Field("embedded", description="Model: embedded (SmolLM2-135M-Instruct GGUF) or a local path.")
+    max_prompt_chars: int = Field(8000, description="Longest prompt accepted, in characters.")
+    max_new_tokens_limit: int = Field(1024, description="Largest max_new_tokens a request may ask for.")
+    temperature: float = Field(0.3, description="Default sampling temperature.")
+    top_p: float = Field(0.95, description="Default nucleus sampling top_p.")
+    max_new_tokens: int = Field(256, description="Default new tokens per generated text.")
+    presence_penalty: float = Field(0.2, description="Default presence penalty (OpenAI semantics).")
+    frequency_penalty: float = Field(0.1, description="Default frequency penalty (OpenAI semantics).")
+
+    def default_sampling(self) -> SamplingParams:
+        return SamplingParams(
+            temperature=self.temperature,
+            top_p=self.top_p,
+            max_new_tokens=self.max_new_tokens,
+            presence_penalty=self.presence_penalty,
+            frequency_penalty=self.frequency_penalty,
+        )
