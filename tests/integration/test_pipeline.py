@@ -39,8 +39,9 @@ def test_solve_gsm8k_question_through_four_processes(stack, otlp_receiver):
     with DeliberateClient(stack.address) as client:
         response = client.solve(short_request(question), timeout=240)
 
-    assert len(response.drafts) == 3
-    assert sorted(r.draft.index for r in response.drafts) == [0, 1, 2]
+    assert response.num_drafts == 3 and response.num_drafts_reason == "3 drafts requested by the client"
+    assert len(response.drafts) == 3 * response.rounds
+    assert sorted(r.draft.index for r in response.drafts if r.round == 0) == [0, 1, 2]
     assert len({r.draft.strategy for r in response.drafts}) == 3, "each draft has its own strategy"
     for report in response.drafts:
         assert report.draft.text
@@ -69,7 +70,8 @@ def test_solve_gsm8k_question_through_four_processes(stack, otlp_receiver):
         if draft_id:
             by_name.setdefault(span["name"], {})[draft_id] = span
     assert set(by_name["drafter.draft"]) == draft_ids, "generation span per draft"
-    assert set(by_name["verifier.verify_draft"]) == draft_ids, "verification span per draft"
+    verified_ids = {r.draft.id for r in response.drafts if not r.duplicate_of}  # duplicates share a verdict
+    assert set(by_name["verifier.verify_draft"]) == verified_ids, "verification span per distinct draft"
     lifecycle = by_name["deliberate.draft"]
     assert set(lifecycle) == draft_ids, "lifecycle span per draft"
     selected = set(response.selected_draft_ids)
@@ -91,8 +93,10 @@ def test_solve_stream_orders_stage_events(stack):
     for i, event in enumerate(events):
         if event.HasField("draft_verified"):
             assert generated_at[event.draft_verified.verdict.draft_id] < i, "verified after generated"
+    assert kinds[0] == "round_started"
+    assert events[0].round_started.num_drafts == 2
     first_chunk = kinds.index("refine_chunk")
-    assert all(k in ("draft_selected", "draft_discarded") for k in kinds[4:first_chunk])
+    assert all(k in ("draft_selected", "draft_discarded") for k in kinds[5:first_chunk])
     assert kinds.count("refine_chunk") > 1, "the answer streams in several chunks"
     streamed = "".join(e.refine_chunk.text for e in events if e.HasField("refine_chunk"))
     assert streamed == events[-1].final.answer

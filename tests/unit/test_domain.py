@@ -71,3 +71,8 @@ def test_refine_prompt_lists_candidates_best_first():
     message = refine_user_message("Q?", drafts, None)
     assert message.index("first text") < message.index("second text")
     assert "Candidate 1 (verified, score 0.90)" in message
+
+
+def test_a_redraft_round_tries_other_strategies():
+    first, second = strategies_for(3, [], round_=0), strategies_for(3, [], round_=1)
+    assert not set(first) & set(second)

@@ -75,7 +75,9 @@ def run_up(args: argparse.Namespace) -> int:
         return 1
     print(f"all four services SERVING after {time.monotonic() - started:.1f}s; scheduler at {stack.address}")
     for service in ("drafter", "verifier", "refiner", "scheduler"):
-        print(f"  {service:<9} pid {stack.processes[service].pid:<7} {stack.address_of(service)}")
+        process = stack.processes.get(service)
+        owner = f"pid {process.pid:<7}" if process else "supervised by the scheduler (watchdog restarts it)"
+        print(f"  {service:<9} {stack.address_of(service)}  {owner}")
     # Installed explicitly: a shell that starts us in the background leaves SIGINT ignored.
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, stop_serving)

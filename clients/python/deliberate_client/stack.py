@@ -7,6 +7,7 @@ stack the same way.
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -43,10 +44,15 @@ class Ports:
 
 @dataclass
 class Stack:
+    """Drafter, refiner and scheduler are started here; the verifier is started and supervised by the scheduler
+    (its `process` restarter), so the scheduler's watchdog can restart it — still four separate processes."""
+
     ports: Ports = field(default_factory=Ports)
     host: str = "127.0.0.1"
     env: dict[str, str] = field(default_factory=dict)
     log_dir: Path | None = None
+    state_dir: Path = Path(".deliberate")
+    scheduler_args: list[str] = field(default_factory=list)
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
 
     @property
@@ -70,10 +76,16 @@ class Stack:
         if service == "verifier":
             args += ["--http-port", str(p.verifier_http)]
         if service == "scheduler":
+            verifier = shlex.join(self.command("verifier"))
             args += [
                 "--drafter-address", self.address_of("drafter"),
                 "--verifier-address", self.address_of("verifier"),
                 "--refiner-address", self.address_of("refiner"),
+                "--restarter", "process",
+                "--verifier-command", verifier,
+                "--verifier-health-url", f"http://{self.host}:{p.verifier_http}/health",
+                "--weights-path", str(self.state_dir / f"scheduler-state-{p.scheduler}.json"),
+                *self.scheduler_args,
             ]  # fmt: skip
         return args
 
@@ -95,7 +107,8 @@ class Stack:
 
     def up(self, timeout_s: float = 300.0) -> None:
         for service in SERVICES:
-            self.start(service)
+            if service != "verifier":  # the scheduler starts it
+                self.start(service)
         self.wait_healthy(timeout_s)
 
     def wait_healthy(self, timeout_s: float, services=SERVICES) -> None:

@@ -23,12 +23,14 @@ FREE_TEXT_ENDING = "End with a last line of the form 'Final answer: <answer>'."
 JSON_ENDING = "End with your answer as one JSON object (the object itself, not the schema) that follows:\n{schema}"
 
 
-def strategies_for(num_drafts: int, hints: Sequence[str]) -> list[str]:
-    """The client's hints first, then the defaults that are not already used, cycling if N is large."""
+def strategies_for(num_drafts: int, hints: Sequence[str], round_: int = 0) -> list[str]:
+    """The client's hints first, then the defaults that are not already used, cycling if N is large.
+    A re-draft round starts further along the defaults, so it tries other strategies."""
     chosen = [hint for hint in hints[:num_drafts] if hint.strip()]
     spare = [s for s in DEFAULT_STRATEGIES if s not in chosen] or list(DEFAULT_STRATEGIES)
+    offset = round_ * num_drafts
     while len(chosen) < num_drafts:
-        chosen.append(spare[(len(chosen)) % len(spare)])
+        chosen.append(spare[(len(chosen) + offset) % len(spare)])
     return chosen
 
 

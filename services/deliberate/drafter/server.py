@@ -59,7 +59,7 @@ class DrafterServicer(drafter_service_pb2_grpc.DrafterServiceServicer):
         except InvalidArgument as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
 
-        strategies = strategies_for(request.num_drafts, request.strategies)
+        strategies = strategies_for(request.num_drafts, request.strategies, request.round)
         prompts = [
             self.engine.format_chat(SYSTEM_PROMPT, draft_user_message(request.prompt, s, schema, request.feedback))
             for s in strategies

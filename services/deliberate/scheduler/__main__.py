@@ -1,23 +1,72 @@
-"""`python -m deliberate.scheduler`: the client-facing Scheduler service."""
+"""`python -m deliberate.scheduler`: the client-facing Scheduler service, with its load monitor, learned
+selection weights and the Verifier watchdog."""
 
 from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from pathlib import Path
 
 from deliberate.scheduler.v1 import scheduler_service_pb2, scheduler_service_pb2_grpc
 
 from ..core.config import parse_settings
 from ..core.server import ServiceSpec, run
+from .load import LoadMonitor
 from .pipeline import Pipeline, Stubs
 from .server import SchedulerServicer
 from .settings import SchedulerSettings
+from .watchdog import ProcessRestarter, Watchdog, build_restarter
+from .weights import WeightLearner
+
+log = logging.getLogger("deliberate.scheduler")
+
+
+def restarter_from(settings: SchedulerSettings):
+    options = {
+        "process": {"command": settings.verifier_command},
+        "container": {"container": settings.verifier_container, "socket_path": settings.container_socket},
+        "kubernetes": {"namespace": settings.kubernetes_namespace, "label_selector": settings.kubernetes_selector},
+        "none": {},
+    }
+    if settings.restarter == "process" and not settings.verifier_command:
+        raise SystemExit("--restarter process needs --verifier-command (the Scheduler starts and supervises it)")
+    return build_restarter(settings.restarter, **options.get(settings.restarter, {}))
 
 
 def main(argv: list[str] | None = None) -> None:
     settings = parse_settings(SchedulerSettings, argv, prog="deliberate.scheduler")
+    Path(settings.weights_path).parent.mkdir(parents=True, exist_ok=True)
+    restarter = restarter_from(settings)
+    watchdog = Watchdog(
+        settings.verifier_health_url,
+        restarter,
+        interval_s=settings.watchdog_interval_s,
+        failures_to_restart=settings.watchdog_failures,
+    )
+    load = LoadMonitor.for_this_machine(capacity=settings.engine_capacity)
+    background: list[asyncio.Task] = []
 
     def add_servicers(server) -> None:
         # Channels are created inside the running event loop, after the gRPC instrumentation is installed.
-        servicer = SchedulerServicer(settings, Pipeline(settings, Stubs.connect(settings)))
-        scheduler_service_pb2_grpc.add_SchedulerServiceServicer_to_server(servicer, server)
+        learner = WeightLearner.load(settings.weights_path)
+        pipeline = Pipeline(settings, Stubs.connect(settings), learner=learner, load=load, watchdog=watchdog)
+        scheduler_service_pb2_grpc.add_SchedulerServiceServicer_to_server(SchedulerServicer(settings, pipeline), server)
+
+    async def start_supervision() -> None:
+        if isinstance(restarter, ProcessRestarter):
+            pid = await asyncio.to_thread(restarter.start)
+            log.info("verifier started", extra={"pid": pid, "command": restarter.command})
+        background.append(asyncio.ensure_future(load.run(settings.load_interval_s)))
+        background.append(asyncio.ensure_future(watchdog.run()))
+
+    async def stop_supervision() -> None:
+        for task in background:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if isinstance(restarter, ProcessRestarter):
+            await asyncio.to_thread(restarter.stop)
 
     run(
         ServiceSpec(
@@ -25,6 +74,8 @@ def main(argv: list[str] | None = None) -> None:
             port=settings.port,
             grpc_services=[scheduler_service_pb2.DESCRIPTOR.services_by_name["SchedulerService"].full_name],
             add_servicers=add_servicers,
+            prepare=start_supervision,
+            on_shutdown=[stop_supervision],
         ),
         settings,
     )

@@ -1,8 +1,10 @@
-"""The staged solve: draft → verify (overlapped with drafting) → select → refine.
+"""The staged solve: draft → verify (overlapped with drafting) → select → refine, with re-drafting.
 
 Every hop gets the time left of the client's deadline. Each draft is one span, `deliberate.draft`,
 opened when the draft arrives and ended when it is selected or discarded; the Verifier's span for the
-draft is its child.
+draft is its child. When no draft of a round passes the hard rules, another round runs with other
+strategy hints, a higher temperature and the Verifier's messages in the prompt, up to the configured
+number of re-drafts; after that the best attempt is answered as UNVERIFIED with every error.
 """
 
 from __future__ import annotations
@@ -26,12 +28,18 @@ from deliberate.verifier.v1 import verifier_service_pb2, verifier_service_pb2_gr
 
 from ..core import telemetry
 from ..core.convert import duration
-from .selection import Scored, Selection, select
+from .load import Decision, LoadMonitor
+from .selection import Scored, Selection, select, structural_signature
 from .settings import SchedulerSettings
+from .watchdog import Watchdog
+from .weights import DecisionFeatures, WeightLearner
 
 tracer = trace.get_tracer("deliberate.scheduler")
 
 Emit = Callable[[pb.SolveStreamResponse], None]
+
+# How many distinct Verifier messages a re-draft prompt carries.
+MAX_FEEDBACK_MESSAGES = 3
 
 
 class StageError(Exception):
@@ -47,8 +55,11 @@ class Deadline:
     def __init__(self, seconds: float):
         self.expires = time.monotonic() + seconds
 
+    def left(self) -> float:
+        return self.expires - time.monotonic()
+
     def remaining(self, stage: str) -> float:
-        left = self.expires - time.monotonic()
+        left = self.left()
         if left <= 0:
             raise StageError(grpc.StatusCode.DEADLINE_EXCEEDED, f"deadline exceeded before {stage}")
         return left
@@ -89,7 +100,7 @@ class Stubs:
 class DraftState:
     report: pb.DraftReport
     span: Span
-    verification: asyncio.Task | None = None
+    verification: asyncio.Future | None = None
 
 
 @dataclass
@@ -101,25 +112,45 @@ class Solve:
     deadline: Deadline
     emit: Emit
     drafts: dict[str, DraftState] = field(default_factory=dict)
+    signatures: dict[str, str] = field(default_factory=dict)  # structural signature → first draft id
     timings: dict[str, float] = field(default_factory=dict)
+    rounds: int = 0
 
     def reports(self) -> list[pb.DraftReport]:
         return [state.report for state in self.drafts.values()]
 
 
 class Pipeline:
-    def __init__(self, settings: SchedulerSettings, stubs: Stubs):
+    def __init__(
+        self,
+        settings: SchedulerSettings,
+        stubs: Stubs,
+        learner: WeightLearner | None = None,
+        load: LoadMonitor | None = None,
+        watchdog: Watchdog | None = None,
+    ):
         self.settings = settings
         self.stubs = stubs
+        self.learner = learner or WeightLearner()
+        self.load = load
+        self.watchdog = watchdog
+
+    def draft_count(self, requested: int) -> Decision:
+        if self.load is not None:
+            return self.load.resolve(requested, self.settings.max_drafts)
+        n = requested or self.settings.default_num_drafts
+        reason = "requested by the client" if requested else "the configured default"
+        return Decision(num_drafts=n, fast_mode=False, reason=reason, utilization=0.0)
 
     async def solve(self, request: pb.SolveRequest, deadline_s: float, emit: Emit) -> pb.SolveResponse:
         solve = Solve(request, request.request_id or uuid.uuid4().hex[:16], Deadline(deadline_s), emit)
         span = trace.get_current_span()
         span.set_attribute(telemetry.REQUEST_ID, solve.request_id)
+        decision = self.draft_count(request.num_drafts)
         started = time.perf_counter()
         try:
             await self.check_constraints(solve)
-            await self.draft_and_verify(solve)
+            await self.draft_rounds(solve, decision)
             response = await self.select_and_refine(solve)
         finally:
             for state in solve.drafts.values():  # a failed stage leaves drafts unfinished
@@ -131,6 +162,9 @@ class Pipeline:
         solve.timings["total"] = time.perf_counter() - started
         response.timings.CopyFrom(pb.StageTimings(**{k: duration(v) for k, v in solve.timings.items()}))
         response.trace_id = telemetry.current_trace_id()
+        response.num_drafts = decision.num_drafts
+        response.num_drafts_reason = decision.reason
+        response.rounds = solve.rounds
         span.set_attribute(telemetry.SOLVE_STATUS, pb.SolveStatus.Name(response.status))
         return response
 
@@ -139,42 +173,72 @@ class Pipeline:
         request = solve.request
         if not (request.constraints or request.output_schema):
             return
-        async with stage("verifier"):
-            await self.stubs.verifier.CheckConstraints(
-                verifier_service_pb2.CheckConstraintsRequest(
-                    output_schema=request.output_schema, constraints=request.constraints, context=request.context
-                ),
-                timeout=solve.deadline.remaining("checking constraints"),
-            )
+        check = verifier_service_pb2.CheckConstraintsRequest(
+            output_schema=request.output_schema, constraints=request.constraints, context=request.context
+        )
+        await self.call_verifier(solve, self.stubs.verifier.CheckConstraints, check, "checking constraints")
 
-    async def draft_and_verify(self, solve: Solve) -> None:
+    async def draft_rounds(self, solve: Solve, decision: Decision) -> None:
+        feedback = ""
+        for round_ in range(self.settings.max_redrafts + 1):
+            reason = decision.reason if round_ == 0 else f"re-draft {round_}: no draft passed every hard rule"
+            solve.emit(
+                pb.SolveStreamResponse(
+                    round_started=pb.RoundStarted(
+                        round=round_, num_drafts=decision.num_drafts, reason=reason, feedback=feedback
+                    )
+                )
+            )
+            solve.rounds = round_ + 1
+            round_drafts = await self.draft_and_verify(solve, decision, round_, feedback)
+            if any(r.verdict.valid for r in round_drafts) or not round_drafts:
+                return
+            feedback = verifier_feedback(round_drafts)
+
+    async def draft_and_verify(
+        self, solve: Solve, decision: Decision, round_: int, feedback: str
+    ) -> list[pb.DraftReport]:
         """Verification of each draft starts as soon as it arrives, while the others are still generated."""
         request = solve.request
-        num_drafts = request.num_drafts or self.settings.default_num_drafts
-        trace.get_current_span().set_attribute(telemetry.NUM_DRAFTS, num_drafts)
+        trace.get_current_span().set_attribute(telemetry.NUM_DRAFTS, decision.num_drafts)
+        sampling = common_pb2.SamplingParams()
+        sampling.CopyFrom(request.sampling)
+        if round_:  # a re-draft explores more
+            base = request.sampling.temperature if request.sampling.HasField("temperature") else 0.3
+            sampling.temperature = min(2.0, base + self.settings.redraft_temperature_step * round_)
         started = time.perf_counter()
+        before = set(solve.drafts)
         async with stage("drafter"):
             call = self.stubs.drafter.GenerateDrafts(
                 drafter_service_pb2.GenerateDraftsRequest(
                     request_id=solve.request_id,
                     prompt=request.prompt,
-                    num_drafts=num_drafts,
-                    strategies=request.strategy_hints,
-                    sampling=request.sampling,
+                    num_drafts=decision.num_drafts,
+                    strategies=request.strategy_hints if round_ == 0 else [],
+                    sampling=sampling,
                     output_schema=request.output_schema,
+                    round=round_,
+                    feedback=feedback,
+                    fast_mode=decision.fast_mode,
                 ),
                 timeout=solve.deadline.remaining("drafting"),
             )
-            async for message in call:
-                self.accept_draft(solve, message.draft)
+            if self.load is not None:
+                self.load.engine.begin(decision.num_drafts)
+            try:
+                async for message in call:
+                    self.accept_draft(solve, message.draft, round_)
+            finally:
+                if self.load is not None:
+                    self.load.engine.end(decision.num_drafts)
         drafted = time.perf_counter()
-        solve.timings["draft"] = drafted - started
-        verifications = [state.verification for state in solve.drafts.values()]
-        async with stage("verifier"):
-            await asyncio.gather(*verifications)
-        solve.timings["verify"] = time.perf_counter() - drafted
+        solve.timings["draft"] = solve.timings.get("draft", 0.0) + drafted - started
+        new = [solve.drafts[i] for i in solve.drafts if i not in before]
+        await asyncio.gather(*(state.verification for state in new))
+        solve.timings["verify"] = solve.timings.get("verify", 0.0) + time.perf_counter() - drafted
+        return [state.report for state in new]
 
-    def accept_draft(self, solve: Solve, draft: common_pb2.Draft) -> None:
+    def accept_draft(self, solve: Solve, draft: common_pb2.Draft, round_: int) -> None:
         span = tracer.start_span(
             "deliberate.draft",
             attributes={
@@ -186,30 +250,75 @@ class Pipeline:
             },
         )
         span.add_event("generated")
-        state = DraftState(pb.DraftReport(draft=draft), span)
+        state = DraftState(pb.DraftReport(draft=draft, round=round_), span)
         solve.drafts[draft.id] = state
         solve.emit(pb.SolveStreamResponse(draft_generated=pb.DraftGenerated(draft=draft)))
+        signature = structural_signature(draft.text)
+        original = solve.signatures.setdefault(signature, draft.id)
         with trace.use_span(span, end_on_exit=False):  # the Verifier's span becomes the draft's child
-            state.verification = asyncio.ensure_future(self.verify(solve, state))
+            if original == draft.id:
+                state.verification = asyncio.ensure_future(self.verify(solve, state))
+            else:
+                state.report.duplicate_of = original
+                state.verification = asyncio.ensure_future(self.share_verdict(solve, state, solve.drafts[original]))
 
     async def verify(self, solve: Solve, state: DraftState) -> None:
         request = solve.request
-        response = await self.stubs.verifier.VerifyDrafts(
-            verifier_service_pb2.VerifyDraftsRequest(
-                request_id=solve.request_id,
-                prompt=request.prompt,
-                drafts=[state.report.draft],
-                output_schema=request.output_schema,
-                constraints=request.constraints,
-                context=request.context,
-            ),
-            timeout=solve.deadline.remaining("verification"),
+        verify_request = verifier_service_pb2.VerifyDraftsRequest(
+            request_id=solve.request_id,
+            prompt=request.prompt,
+            drafts=[state.report.draft],
+            output_schema=request.output_schema,
+            constraints=request.constraints,
+            context=request.context,
         )
-        verdict = response.verdicts[0]
+        timeout = self.settings.verify_timeout_s
+        try:
+            response = await self.call_verifier(
+                solve, self.stubs.verifier.VerifyDrafts, verify_request, "verification", timeout
+            )
+            verdict = response.verdicts[0]
+        except StageError as error:
+            if error.code != grpc.StatusCode.DEADLINE_EXCEEDED or solve.deadline.left() <= 0:
+                raise
+            verdict = late_verdict(state.report.draft.id, timeout)  # never waited for past the timeout
+        self.record_verdict(solve, state, verdict)
+
+    async def share_verdict(self, solve: Solve, state: DraftState, original: DraftState) -> None:
+        """A structural duplicate is not verified again: it shares the earlier draft's verdict."""
+        await original.verification
+        verdict = common_pb2.DraftVerdict()
+        verdict.CopyFrom(original.report.verdict)
+        verdict.draft_id = state.report.draft.id
+        state.span.set_attribute("deliberate.draft.duplicate_of", original.report.draft.id)
+        self.record_verdict(solve, state, verdict)
+
+    def record_verdict(self, solve: Solve, state: DraftState, verdict: common_pb2.DraftVerdict) -> None:
         state.report.verdict.CopyFrom(verdict)
         state.span.add_event("verified")
         state.span.set_attributes({telemetry.DRAFT_VALID: verdict.valid, telemetry.DRAFT_SCORE: verdict.score})
         solve.emit(pb.SolveStreamResponse(draft_verified=pb.DraftVerified(verdict=verdict)))
+
+    async def call_verifier(self, solve: Solve, method, request, what: str, timeout: float | None = None):
+        """While the Verifier is down (the watchdog restarts it), wait for it up to the deadline; then
+        UNAVAILABLE, shortly before the client's own deadline would hide the reason."""
+        while True:
+            left = solve.deadline.remaining(what)
+            try:
+                async with stage("verifier"):
+                    return await method(request, timeout=min(left, timeout or left))
+            except StageError as error:
+                if error.code != grpc.StatusCode.UNAVAILABLE:
+                    raise
+                wait = solve.deadline.left() - self.settings.unavailable_margin_s
+                if wait <= 0 or not await self.wait_for_verifier(wait):
+                    raise StageError(error.code, f"{error.message} (waited until the deadline)") from None
+
+    async def wait_for_verifier(self, at_most_s: float) -> bool:
+        if self.watchdog is not None:
+            return await self.watchdog.wait_healthy(at_most_s)
+        await asyncio.sleep(min(at_most_s, 0.5))
+        return at_most_s > 0.5
 
     async def select_and_refine(self, solve: Solve) -> pb.SolveResponse:
         started = time.perf_counter()
@@ -219,13 +328,38 @@ class Pipeline:
                 status=pb.SOLVE_STATUS_FAILED,
                 status_reason="the drafter returned no drafts",
             )
+        load = self.load.current().utilization if self.load is not None else 0.0
+        weights = self.learner.weights_for_load(load)
         selection = select(
             [
-                Scored(s.report.draft.id, s.report.draft.index, s.report.verdict.valid, s.report.verdict.score)
+                Scored(
+                    s.report.draft.id,
+                    s.report.draft.index + 100 * s.report.round,
+                    s.report.verdict.valid,
+                    s.report.verdict.score,
+                    min(1.0, s.report.verdict.latency.ToTimedelta().total_seconds() / self.settings.verify_timeout_s),
+                    s.report.verdict.extracted_answer,
+                )
                 for s in solve.drafts.values()
             ],
             self.settings.max_selected,
+            weights,
         )
+        for draft_id, c in selection.components.items():
+            solve.drafts[draft_id].report.components.CopyFrom(
+                pb.ScoreComponents(
+                    score=c.score,
+                    agreement=c.agreement,
+                    latency=c.latency,
+                    answer_share=c.answer_share,
+                    final=c.final,
+                    alpha=weights.alpha,
+                    beta=weights.beta,
+                    gamma=weights.gamma,
+                )
+            )
+        best = selection.components[selection.selected[0].draft_id]
+        self.learner.record(solve.request_id, DecisionFeatures(best.score, best.agreement, best.latency))
         self.announce(solve, selection)
         solve.timings["select"] = time.perf_counter() - started
 
@@ -233,17 +367,20 @@ class Pipeline:
         refined = await self.refine(solve, selection)
         solve.timings["refine"] = time.perf_counter() - started
 
+        reports = solve.reports()
         usage = common_pb2.TokenUsage(
-            prompt_tokens=sum(r.draft.usage.prompt_tokens for r in solve.reports()) + refined.usage.prompt_tokens,
-            completion_tokens=sum(r.draft.usage.completion_tokens for r in solve.reports())
-            + refined.usage.completion_tokens,
+            prompt_tokens=sum(r.draft.usage.prompt_tokens for r in reports) + refined.usage.prompt_tokens,
+            completion_tokens=sum(r.draft.usage.completion_tokens for r in reports) + refined.usage.completion_tokens,
         )
+        reason = selection.reason
+        if selection.status == "unverified":
+            reason += f" after {solve.rounds} round(s); errors: {verifier_feedback(reports, limit=None)}"
         return pb.SolveResponse(
             request_id=solve.request_id,
             answer=refined.text,
             status=pb.SOLVE_STATUS_VERIFIED if selection.status == "verified" else pb.SOLVE_STATUS_UNVERIFIED,
-            status_reason=selection.reason,
-            drafts=solve.reports(),
+            status_reason=reason,
+            drafts=reports,
             selected_draft_ids=[d.draft_id for d in selection.selected],
             thinking_trace=refined.thinking_trace,
             usage=usage,
@@ -290,3 +427,26 @@ class Pipeline:
                 else:
                     return message.final
         raise StageError(grpc.StatusCode.INTERNAL, "refiner ended its stream without a final message")
+
+
+def late_verdict(draft_id: str, timeout_s: float) -> common_pb2.DraftVerdict:
+    message = f"verification_timeout failed: no verdict within {timeout_s:g}s"
+    return common_pb2.DraftVerdict(
+        draft_id=draft_id,
+        valid=False,
+        score=0.0,
+        rule_results=[common_pb2.RuleResult(rule_id="verification_timeout", passed=False, message=message, hard=True)],
+        latency=duration(timeout_s),
+    )
+
+
+def verifier_feedback(reports: list[pb.DraftReport], limit: int | None = MAX_FEEDBACK_MESSAGES) -> str:
+    """The distinct hard-rule failures of these drafts, most frequent first, e.g.
+    "budget_check failed: sum=5023 > 5000"."""
+    counts: dict[str, int] = {}
+    for report in reports:
+        for rule in report.verdict.rule_results:
+            if rule.hard and not rule.passed:
+                counts[rule.message] = counts.get(rule.message, 0) + 1
+    ordered = sorted(counts, key=lambda m: -counts[m])
+    return "; ".join(ordered[:limit])

@@ -71,6 +71,53 @@ class SchedulerServicer(scheduler_service_pb2_grpc.SchedulerServiceServicer):
         finally:
             run.cancel()  # a cancelled client stops the drafter and refiner too
 
+    async def SubmitFeedback(self, request, context):  # noqa: N802 (gRPC naming)
+        if not request.request_id:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "request_id: must not be empty")
+        if request.outcome not in (pb.OUTCOME_ACCEPTED, pb.OUTCOME_REJECTED):
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, "outcome: must be OUTCOME_ACCEPTED or OUTCOME_REJECTED"
+            )
+        learner = self.pipeline.learner
+        if not learner.submit(request.request_id, accepted=request.outcome == pb.OUTCOME_ACCEPTED):
+            await context.abort(
+                grpc.StatusCode.NOT_FOUND,
+                f"request_id: no decision awaiting feedback for {request.request_id!r} (unknown, or already given)",
+            )
+        return pb.SubmitFeedbackResponse(outcomes_until_refit=learner.snapshot()["outcomes_until_refit"])
+
+    async def GetState(self, request, context):  # noqa: N802 (gRPC naming)
+        pipeline = self.pipeline
+        decision = pipeline.draft_count(0)
+        learned = pipeline.learner.snapshot()
+        counters = learned["counters"]
+        weights = pipeline.learner.weights_for_load(decision.utilization)
+        state = pb.GetStateResponse(
+            weights=pb.SelectionWeights(alpha=weights.alpha, beta=weights.beta, gamma=weights.gamma),
+            num_drafts=decision.num_drafts,
+            num_drafts_reason=decision.reason,
+            fast_mode=decision.fast_mode,
+            utilization=decision.utilization,
+            utilization_source=pipeline.load.snapshot()["source"] if pipeline.load else "",
+            feedback=pb.FeedbackCounts(
+                submitted=counters["submitted"],
+                accepted=counters["accepted"],
+                rejected=counters["rejected"],
+                unknown_request=counters["unknown_request"],
+                refits=counters["refits"],
+                pending_decisions=learned["pending"],
+            ),
+        )
+        watchdog = pipeline.watchdog
+        if watchdog is not None:
+            state.verifier.healthy = watchdog.healthy
+            state.verifier.consecutive_failures = watchdog.consecutive_failures
+            state.verifier.restarts = watchdog.restarts
+            state.verifier.restarter = watchdog.restarter.name
+            if watchdog.last_restart_at:
+                state.verifier.last_restart_time.FromSeconds(int(watchdog.last_restart_at))
+        return state
+
     async def check(self, request: pb.SolveRequest, context: grpc.aio.ServicerContext) -> None:
         try:
             validate(request, self.settings)

@@ -12,10 +12,34 @@ class SchedulerSettings(CommonSettings):
     drafter_address: str = Field("127.0.0.1:50052", description="host:port of the Drafter.")
     verifier_address: str = Field("127.0.0.1:50053", description="host:port of the Verifier.")
     refiner_address: str = Field("127.0.0.1:50054", description="host:port of the Refiner.")
-    default_num_drafts: int = Field(5, description="Drafts per request when the request leaves num_drafts at 0.")
+    default_num_drafts: int = Field(5, description="Drafts per request when no load monitor decides (tests).")
     max_drafts: int = Field(8, description="Largest num_drafts a request may ask for.")
     max_prompt_chars: int = Field(8000, description="Longest prompt accepted, in characters.")
     max_hint_chars: int = Field(500, description="Longest strategy hint accepted, in characters.")
     max_new_tokens_limit: int = Field(1024, description="Largest max_new_tokens a request may ask for.")
     max_selected: int = Field(2, description="How many of the best drafts go to the Refiner.")
     default_deadline_s: float = Field(300.0, description="Deadline applied when the client sets none.")
+    verify_timeout_s: float = Field(0.8, description="Verification timeout per draft; a later verdict is dropped.")
+    max_redrafts: int = Field(2, description="Re-drafting rounds (K) when no draft passes the hard rules.")
+    redraft_temperature_step: float = Field(0.2, description="Temperature added per re-drafting round.")
+    unavailable_margin_s: float = Field(
+        0.25, description="How long before the deadline a request waiting for the Verifier gives up (UNAVAILABLE)."
+    )
+    load_interval_s: float = Field(5.0, description="Seconds between utilization samples for the draft count.")
+    engine_capacity: int = Field(8, description="Sequences the drafting engine runs at once without queueing.")
+    weights_path: str = Field(".deliberate/scheduler-state.json", description="Where weights and feedback persist.")
+    verifier_health_url: str = Field("http://127.0.0.1:8081/health", description="The Verifier's HTTP health.")
+    watchdog_interval_s: float = Field(30.0, description="Seconds between Verifier heartbeats.")
+    watchdog_failures: int = Field(3, description="Consecutive failed heartbeats before a restart.")
+    restarter: str = Field(
+        "none", description="How the watchdog restarts the Verifier: process, container, kubernetes, none."
+    )
+    verifier_command: str = Field(
+        "", description="restarter=process: the command that starts the Verifier (the Scheduler supervises it)."
+    )
+    verifier_container: str = Field("deliberate-verifier", description="restarter=container: the container's name.")
+    container_socket: str = Field("/run/podman/podman.sock", description="restarter=container: the engine API socket.")
+    kubernetes_namespace: str = Field("deliberate", description="restarter=kubernetes: the Verifier's namespace.")
+    kubernetes_selector: str = Field(
+        "app.kubernetes.io/name=verifier", description="restarter=kubernetes: label selector of the Verifier's pods."
+    )

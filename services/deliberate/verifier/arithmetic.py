@@ -46,6 +46,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 
 # Longer digit runs are identifiers or junk, not arithmetic; also bounds the size of every value.
 MAX_NUMBER_DIGITS = 30
@@ -59,6 +60,9 @@ MAX_EQUATIONS = 200
 MAX_CANDIDATES = 1_000
 # Bounds the tokenizer's work on one side; a real side is a few dozen characters.
 MAX_SIDE_CHARS = 1_000
+# Drafts of one question repeat the same equations; a cached verdict costs well under a microsecond.
+# At most 2 x MAX_SIDE_CHARS characters a key: a few megabytes at worst.
+JUDGE_CACHE_SIZE = 1_024
 # Drafts are a few hundred tokens; only the start of anything far larger is read.
 MAX_SCAN_CHARS = 200_000
 
@@ -254,6 +258,8 @@ def _tokenize(side: str) -> list:
             number = _read_number(integer, decimals, percent)
             if fraction:  # the denominator of "3/4": merge with the numerator before it
                 fraction = False
+                if not tokens or type(tokens[-1]) is not tuple:  # the regexes rule this out; never crash
+                    raise _Unreadable
                 numerator = tokens.pop()
                 number = (
                     numerator[0] * number[1],
@@ -334,9 +340,11 @@ def _evaluate(tokens: list) -> tuple[int, int, bool]:
             total = _add(total, product, sign)
             product, sign, expect_operand = None, (1 if token == "+" else -1), True
             continue
-        else:
+        elif token == "*" or token == "/" or token == "of":
             operator, expect_operand = token, True
             continue
+        else:
+            raise _Unreadable
         numerator, denominator, percent = operand[0], operand[1], operand[2]
         if denominator == 0:
             raise ZeroDivisionError
@@ -391,6 +399,7 @@ def _normalize(tokens: list) -> str:
 # --------------------------------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=JUDGE_CACHE_SIZE)
 def _judge(left: str, right: str, cents: bool = False) -> WrongEquation | bool | None:
     """True if the equation holds, the `WrongEquation` if not, None if it cannot be read exactly.
     ``cents``: the right side is followed by "cents", so it may state the value times 100."""
@@ -415,7 +424,7 @@ def _judge(left: str, right: str, cents: bool = False) -> WrongEquation | bool |
 
 
 def _right_side_holds(actual: tuple[int, int, bool], hundredths: bool, right: list) -> bool:
-    negative = right[0] == "-"
+    negative = right[0] == "-" and len(right) > 1
     first = right[1 if negative else 0]
     # A single number, or the start of a running total "= 72 + 10".
     if type(first) is tuple and _number_holds(actual, hundredths, first, negative):

@@ -3,6 +3,7 @@ import datetime
 from deliberate.common.v1 import common_pb2 as _common_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -18,10 +19,19 @@ class SolveStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SOLVE_STATUS_VERIFIED: _ClassVar[SolveStatus]
     SOLVE_STATUS_UNVERIFIED: _ClassVar[SolveStatus]
     SOLVE_STATUS_FAILED: _ClassVar[SolveStatus]
+
+class Outcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    OUTCOME_UNSPECIFIED: _ClassVar[Outcome]
+    OUTCOME_ACCEPTED: _ClassVar[Outcome]
+    OUTCOME_REJECTED: _ClassVar[Outcome]
 SOLVE_STATUS_UNSPECIFIED: SolveStatus
 SOLVE_STATUS_VERIFIED: SolveStatus
 SOLVE_STATUS_UNVERIFIED: SolveStatus
 SOLVE_STATUS_FAILED: SolveStatus
+OUTCOME_UNSPECIFIED: Outcome
+OUTCOME_ACCEPTED: Outcome
+OUTCOME_REJECTED: Outcome
 
 class SolveRequest(_message.Message):
     __slots__ = ("prompt", "output_schema", "constraints", "context", "num_drafts", "sampling", "strategy_hints", "request_id", "refine_sampling", "disable_thinking_trace")
@@ -47,15 +57,41 @@ class SolveRequest(_message.Message):
     disable_thinking_trace: bool
     def __init__(self, prompt: _Optional[str] = ..., output_schema: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[_common_pb2.Constraint, _Mapping]]] = ..., context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., num_drafts: _Optional[int] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., strategy_hints: _Optional[_Iterable[str]] = ..., request_id: _Optional[str] = ..., refine_sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., disable_thinking_trace: _Optional[bool] = ...) -> None: ...
 
+class ScoreComponents(_message.Message):
+    __slots__ = ("score", "agreement", "latency", "answer_share", "final", "alpha", "beta", "gamma")
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    AGREEMENT_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_SHARE_FIELD_NUMBER: _ClassVar[int]
+    FINAL_FIELD_NUMBER: _ClassVar[int]
+    ALPHA_FIELD_NUMBER: _ClassVar[int]
+    BETA_FIELD_NUMBER: _ClassVar[int]
+    GAMMA_FIELD_NUMBER: _ClassVar[int]
+    score: float
+    agreement: float
+    latency: float
+    answer_share: float
+    final: float
+    alpha: float
+    beta: float
+    gamma: float
+    def __init__(self, score: _Optional[float] = ..., agreement: _Optional[float] = ..., latency: _Optional[float] = ..., answer_share: _Optional[float] = ..., final: _Optional[float] = ..., alpha: _Optional[float] = ..., beta: _Optional[float] = ..., gamma: _Optional[float] = ...) -> None: ...
+
 class DraftReport(_message.Message):
-    __slots__ = ("draft", "verdict", "selected")
+    __slots__ = ("draft", "verdict", "selected", "components", "duplicate_of", "round")
     DRAFT_FIELD_NUMBER: _ClassVar[int]
     VERDICT_FIELD_NUMBER: _ClassVar[int]
     SELECTED_FIELD_NUMBER: _ClassVar[int]
+    COMPONENTS_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_OF_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
     draft: _common_pb2.Draft
     verdict: _common_pb2.DraftVerdict
     selected: bool
-    def __init__(self, draft: _Optional[_Union[_common_pb2.Draft, _Mapping]] = ..., verdict: _Optional[_Union[_common_pb2.DraftVerdict, _Mapping]] = ..., selected: _Optional[bool] = ...) -> None: ...
+    components: ScoreComponents
+    duplicate_of: str
+    round: int
+    def __init__(self, draft: _Optional[_Union[_common_pb2.Draft, _Mapping]] = ..., verdict: _Optional[_Union[_common_pb2.DraftVerdict, _Mapping]] = ..., selected: _Optional[bool] = ..., components: _Optional[_Union[ScoreComponents, _Mapping]] = ..., duplicate_of: _Optional[str] = ..., round: _Optional[int] = ...) -> None: ...
 
 class StageTimings(_message.Message):
     __slots__ = ("draft", "verify", "select", "refine", "total")
@@ -72,7 +108,7 @@ class StageTimings(_message.Message):
     def __init__(self, draft: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., verify: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., select: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., refine: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., total: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class SolveResponse(_message.Message):
-    __slots__ = ("request_id", "answer", "status", "status_reason", "drafts", "selected_draft_ids", "thinking_trace", "trace_id", "timings", "usage")
+    __slots__ = ("request_id", "answer", "status", "status_reason", "drafts", "selected_draft_ids", "thinking_trace", "trace_id", "timings", "usage", "num_drafts", "num_drafts_reason", "rounds")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     ANSWER_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -83,6 +119,9 @@ class SolveResponse(_message.Message):
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     TIMINGS_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
+    NUM_DRAFTS_FIELD_NUMBER: _ClassVar[int]
+    NUM_DRAFTS_REASON_FIELD_NUMBER: _ClassVar[int]
+    ROUNDS_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     answer: str
     status: SolveStatus
@@ -93,7 +132,88 @@ class SolveResponse(_message.Message):
     trace_id: str
     timings: StageTimings
     usage: _common_pb2.TokenUsage
-    def __init__(self, request_id: _Optional[str] = ..., answer: _Optional[str] = ..., status: _Optional[_Union[SolveStatus, str]] = ..., status_reason: _Optional[str] = ..., drafts: _Optional[_Iterable[_Union[DraftReport, _Mapping]]] = ..., selected_draft_ids: _Optional[_Iterable[str]] = ..., thinking_trace: _Optional[str] = ..., trace_id: _Optional[str] = ..., timings: _Optional[_Union[StageTimings, _Mapping]] = ..., usage: _Optional[_Union[_common_pb2.TokenUsage, _Mapping]] = ...) -> None: ...
+    num_drafts: int
+    num_drafts_reason: str
+    rounds: int
+    def __init__(self, request_id: _Optional[str] = ..., answer: _Optional[str] = ..., status: _Optional[_Union[SolveStatus, str]] = ..., status_reason: _Optional[str] = ..., drafts: _Optional[_Iterable[_Union[DraftReport, _Mapping]]] = ..., selected_draft_ids: _Optional[_Iterable[str]] = ..., thinking_trace: _Optional[str] = ..., trace_id: _Optional[str] = ..., timings: _Optional[_Union[StageTimings, _Mapping]] = ..., usage: _Optional[_Union[_common_pb2.TokenUsage, _Mapping]] = ..., num_drafts: _Optional[int] = ..., num_drafts_reason: _Optional[str] = ..., rounds: _Optional[int] = ...) -> None: ...
+
+class SubmitFeedbackRequest(_message.Message):
+    __slots__ = ("request_id", "outcome")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    outcome: Outcome
+    def __init__(self, request_id: _Optional[str] = ..., outcome: _Optional[_Union[Outcome, str]] = ...) -> None: ...
+
+class SubmitFeedbackResponse(_message.Message):
+    __slots__ = ("outcomes_until_refit",)
+    OUTCOMES_UNTIL_REFIT_FIELD_NUMBER: _ClassVar[int]
+    outcomes_until_refit: int
+    def __init__(self, outcomes_until_refit: _Optional[int] = ...) -> None: ...
+
+class GetStateRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class SelectionWeights(_message.Message):
+    __slots__ = ("alpha", "beta", "gamma")
+    ALPHA_FIELD_NUMBER: _ClassVar[int]
+    BETA_FIELD_NUMBER: _ClassVar[int]
+    GAMMA_FIELD_NUMBER: _ClassVar[int]
+    alpha: float
+    beta: float
+    gamma: float
+    def __init__(self, alpha: _Optional[float] = ..., beta: _Optional[float] = ..., gamma: _Optional[float] = ...) -> None: ...
+
+class VerifierHealth(_message.Message):
+    __slots__ = ("healthy", "consecutive_failures", "restarts", "last_restart_time", "restarter")
+    HEALTHY_FIELD_NUMBER: _ClassVar[int]
+    CONSECUTIVE_FAILURES_FIELD_NUMBER: _ClassVar[int]
+    RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    LAST_RESTART_TIME_FIELD_NUMBER: _ClassVar[int]
+    RESTARTER_FIELD_NUMBER: _ClassVar[int]
+    healthy: bool
+    consecutive_failures: int
+    restarts: int
+    last_restart_time: _timestamp_pb2.Timestamp
+    restarter: str
+    def __init__(self, healthy: _Optional[bool] = ..., consecutive_failures: _Optional[int] = ..., restarts: _Optional[int] = ..., last_restart_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., restarter: _Optional[str] = ...) -> None: ...
+
+class FeedbackCounts(_message.Message):
+    __slots__ = ("submitted", "accepted", "rejected", "unknown_request", "refits", "pending_decisions")
+    SUBMITTED_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    REJECTED_FIELD_NUMBER: _ClassVar[int]
+    UNKNOWN_REQUEST_FIELD_NUMBER: _ClassVar[int]
+    REFITS_FIELD_NUMBER: _ClassVar[int]
+    PENDING_DECISIONS_FIELD_NUMBER: _ClassVar[int]
+    submitted: int
+    accepted: int
+    rejected: int
+    unknown_request: int
+    refits: int
+    pending_decisions: int
+    def __init__(self, submitted: _Optional[int] = ..., accepted: _Optional[int] = ..., rejected: _Optional[int] = ..., unknown_request: _Optional[int] = ..., refits: _Optional[int] = ..., pending_decisions: _Optional[int] = ...) -> None: ...
+
+class GetStateResponse(_message.Message):
+    __slots__ = ("weights", "num_drafts", "num_drafts_reason", "fast_mode", "utilization", "utilization_source", "verifier", "feedback")
+    WEIGHTS_FIELD_NUMBER: _ClassVar[int]
+    NUM_DRAFTS_FIELD_NUMBER: _ClassVar[int]
+    NUM_DRAFTS_REASON_FIELD_NUMBER: _ClassVar[int]
+    FAST_MODE_FIELD_NUMBER: _ClassVar[int]
+    UTILIZATION_FIELD_NUMBER: _ClassVar[int]
+    UTILIZATION_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    VERIFIER_FIELD_NUMBER: _ClassVar[int]
+    FEEDBACK_FIELD_NUMBER: _ClassVar[int]
+    weights: SelectionWeights
+    num_drafts: int
+    num_drafts_reason: str
+    fast_mode: bool
+    utilization: float
+    utilization_source: str
+    verifier: VerifierHealth
+    feedback: FeedbackCounts
+    def __init__(self, weights: _Optional[_Union[SelectionWeights, _Mapping]] = ..., num_drafts: _Optional[int] = ..., num_drafts_reason: _Optional[str] = ..., fast_mode: _Optional[bool] = ..., utilization: _Optional[float] = ..., utilization_source: _Optional[str] = ..., verifier: _Optional[_Union[VerifierHealth, _Mapping]] = ..., feedback: _Optional[_Union[FeedbackCounts, _Mapping]] = ...) -> None: ...
 
 class SolveStreamRequest(_message.Message):
     __slots__ = ("request",)
@@ -102,20 +222,34 @@ class SolveStreamRequest(_message.Message):
     def __init__(self, request: _Optional[_Union[SolveRequest, _Mapping]] = ...) -> None: ...
 
 class SolveStreamResponse(_message.Message):
-    __slots__ = ("draft_generated", "draft_verified", "draft_selected", "draft_discarded", "refine_chunk", "final")
+    __slots__ = ("draft_generated", "draft_verified", "draft_selected", "draft_discarded", "refine_chunk", "final", "round_started")
     DRAFT_GENERATED_FIELD_NUMBER: _ClassVar[int]
     DRAFT_VERIFIED_FIELD_NUMBER: _ClassVar[int]
     DRAFT_SELECTED_FIELD_NUMBER: _ClassVar[int]
     DRAFT_DISCARDED_FIELD_NUMBER: _ClassVar[int]
     REFINE_CHUNK_FIELD_NUMBER: _ClassVar[int]
     FINAL_FIELD_NUMBER: _ClassVar[int]
+    ROUND_STARTED_FIELD_NUMBER: _ClassVar[int]
     draft_generated: DraftGenerated
     draft_verified: DraftVerified
     draft_selected: DraftSelected
     draft_discarded: DraftDiscarded
     refine_chunk: RefineChunk
     final: SolveResponse
-    def __init__(self, draft_generated: _Optional[_Union[DraftGenerated, _Mapping]] = ..., draft_verified: _Optional[_Union[DraftVerified, _Mapping]] = ..., draft_selected: _Optional[_Union[DraftSelected, _Mapping]] = ..., draft_discarded: _Optional[_Union[DraftDiscarded, _Mapping]] = ..., refine_chunk: _Optional[_Union[RefineChunk, _Mapping]] = ..., final: _Optional[_Union[SolveResponse, _Mapping]] = ...) -> None: ...
+    round_started: RoundStarted
+    def __init__(self, draft_generated: _Optional[_Union[DraftGenerated, _Mapping]] = ..., draft_verified: _Optional[_Union[DraftVerified, _Mapping]] = ..., draft_selected: _Optional[_Union[DraftSelected, _Mapping]] = ..., draft_discarded: _Optional[_Union[DraftDiscarded, _Mapping]] = ..., refine_chunk: _Optional[_Union[RefineChunk, _Mapping]] = ..., final: _Optional[_Union[SolveResponse, _Mapping]] = ..., round_started: _Optional[_Union[RoundStarted, _Mapping]] = ...) -> None: ...
+
+class RoundStarted(_message.Message):
+    __slots__ = ("round", "num_drafts", "reason", "feedback")
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    NUM_DRAFTS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    FEEDBACK_FIELD_NUMBER: _ClassVar[int]
+    round: int
+    num_drafts: int
+    reason: str
+    feedback: str
+    def __init__(self, round: _Optional[int] = ..., num_drafts: _Optional[int] = ..., reason: _Optional[str] = ..., feedback: _Optional[str] = ...) -> None: ...
 
 class DraftGenerated(_message.Message):
     __slots__ = ("draft",)

@@ -46,6 +46,16 @@ class SchedulerServiceStub:
                 request_serializer=deliberate_dot_scheduler_dot_v1_dot_scheduler__service__pb2.SolveStreamRequest.SerializeToString,
                 response_deserializer=deliberate_dot_scheduler_dot_v1_dot_scheduler__service__pb2.SolveStreamResponse.FromString,
                 _registered_method=True)
+        self.SubmitFeedback = channel.unary_unary(
+                '/deliberate.scheduler.v1.SchedulerService/SubmitFeedback',
+                request_serializer=deliberate_dot_scheduler_dot_v1_dot_scheduler__service__pb2.SubmitFeedbackRequest.SerializeToString,
+                response_deserializer=deliberate_dot_scheduler_dot_v1_dot_scheduler__service__pb2.SubmitFeedbackResponse.FromString,
+                _registered_method=True)
+        self.GetState = channel.unary_unary(
+                '/deliberate.scheduler.v1.SchedulerService/GetState',
+                request_serializer=deliberate_dot_scheduler_dot_v1_dot_scheduler__service__pb2.GetStateRequest.SerializeToString,
+                response_deserializer=deliberate_dot_scheduler_dot_v1_dot_scheduler__service__pb2.GetStateResponse.FromString,
+                _registered_method=True)
 
 
 class SchedulerServiceServicer:
@@ -67,6 +77,21 @@ class SchedulerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SubmitFeedback(self, request, context):
+        """Records whether an answer was accepted (or correct); the selection weights learn from it.
+        NOT_FOUND when the request id is unknown (or its decision was already given feedback).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetState(self, request, context):
+        """The Scheduler's current state: weights, draft count and why, load, Verifier health, feedback.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -79,6 +104,16 @@ def add_SchedulerServiceServicer_to_server(servicer, server):
                     servicer.SolveStream,
                     request_deserializer=deliberate_dot_scheduler_dot_v1_dot_scheduler__service__pb2.SolveStreamRequest.FromString,
                     response_serializer=deliberate_dot_scheduler_dot_v1_dot_scheduler__service__pb2.SolveStreamResponse.SerializeToString,
+            ),
+            'SubmitFeedback': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubmitFeedback,
+                    request_deserializer=deliberate_dot_scheduler_dot_v1_dot_scheduler__service__pb2.SubmitFeedbackRequest.FromString,
+                    response_serializer=deliberate_dot_scheduler_dot_v1_dot_scheduler__service__pb2.SubmitFeedbackResponse.SerializeToString,
+            ),
+            'GetState': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetState,
+                    request_deserializer=deliberate_dot_scheduler_dot_v1_dot_scheduler__service__pb2.GetStateRequest.FromString,
+                    response_serializer=deliberate_dot_scheduler_dot_v1_dot_scheduler__service__pb2.GetStateResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -137,6 +172,60 @@ class SchedulerService:
             '/deliberate.scheduler.v1.SchedulerService/SolveStream',
             deliberate_dot_scheduler_dot_v1_dot_scheduler__service__pb2.SolveStreamRequest.SerializeToString,
             deliberate_dot_scheduler_dot_v1_dot_scheduler__service__pb2.SolveStreamResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubmitFeedback(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/deliberate.scheduler.v1.SchedulerService/SubmitFeedback',
+            deliberate_dot_scheduler_dot_v1_dot_scheduler__service__pb2.SubmitFeedbackRequest.SerializeToString,
+            deliberate_dot_scheduler_dot_v1_dot_scheduler__service__pb2.SubmitFeedbackResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/deliberate.scheduler.v1.SchedulerService/GetState',
+            deliberate_dot_scheduler_dot_v1_dot_scheduler__service__pb2.GetStateRequest.SerializeToString,
+            deliberate_dot_scheduler_dot_v1_dot_scheduler__service__pb2.GetStateResponse.FromString,
             options,
             channel_credentials,
             insecure,

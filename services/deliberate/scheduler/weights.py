@@ -1,0 +1,411 @@
+"""How the Scheduler weighs valid drafts, and how it learns those weights from feedback. Pure domain code, no gRPC.
+
+Among drafts that pass every hard rule the Scheduler ranks by
+
+    final_i = α·score_i + β·(1 − spread) − γ·latency_i
+
+where ``spread`` is the stddev of the scores of this request's drafts (low spread = drafts agree) and
+``latency_i`` is the draft's verification latency as a fraction of the verification timeout.
+
+γ follows load (`gamma_for_load`): when the service is saturated, a slow draft costs more. α and β are
+learned online by `WeightLearner`: at solve time the Scheduler records what it knew about the chosen answer
+(`record`); a later ``SubmitFeedback`` says whether that answer was accepted (`submit`). Every ``refit_every``
+outcomes a logistic regression of outcome on (score, agreement) is fitted and blended into α, β by EWMA.
+
+Persistence: with a ``path``, every `record` and `submit` rewrites the state file atomically before returning
+(autosave), so a restart — crash or not — loses nothing that a call has returned from. The price is a full
+rewrite per call: O(pending), about 10–30 ms at the 10,000-decision bound. Requests spend seconds on drafting,
+so that is small; if it ever is not, construct with ``autosave=False`` and call `flush` periodically and at
+shutdown, accepting that a crash loses the decisions since the last flush (their feedback is then refused as
+an unknown request — counted, never an error).
+
+Concurrency: the Scheduler calls this from one asyncio event loop. No method awaits, so calls never
+interleave and no lock is needed; the write in autosave blocks the loop for its duration (see above). Do not
+share an instance across threads.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import statistics
+import tempfile
+from collections import OrderedDict
+from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+log = logging.getLogger("deliberate.scheduler.weights")
+
+SCHEMA_VERSION = 1
+GAMMA_IDLE = 0.01
+GAMMA_SATURATED = 0.05
+
+
+@dataclass(frozen=True)
+class Weights:
+    alpha: float = 1.0  # weight of the draft's verification score
+    beta: float = 0.3  # weight of agreement among the request's drafts
+    gamma: float = 0.02  # penalty per unit of normalized verification latency; set from load, never learned
+
+
+# Learning moves weight between α and β but keeps their sum, so final scores stay on one scale over time.
+WEIGHT_SUM = Weights().alpha + Weights().beta
+
+
+def final_score(score: float, spread: float, latency: float, w: Weights) -> float:
+    """α·score + β·(1 − spread) − γ·latency; `latency` is already normalized to [0, 1] (see `latency_fraction`)."""
+    return w.alpha * score + w.beta * (1.0 - spread) - w.gamma * latency
+
+
+def score_spread(scores: list[float]) -> float:
+    """Population stddev of one request's draft scores; 0.0 for a single draft (nothing to disagree with)."""
+    return statistics.pstdev(scores) if len(scores) > 1 else 0.0
+
+
+def latency_fraction(latency_s: float, timeout_s: float) -> float:
+    """Verification latency as a share of the verification timeout, clamped to [0, 1]."""
+    if timeout_s <= 0:
+        return 1.0
+    return _clamp(latency_s / timeout_s, 0.0, 1.0)
+
+
+def gamma_for_load(utilization: float) -> float:
+    """γ rises linearly from 0.01 when idle (utilization 0) to 0.05 when saturated (1); clamped outside."""
+    return GAMMA_IDLE + (GAMMA_SATURATED - GAMMA_IDLE) * _clamp(utilization, 0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class DecisionFeatures:
+    """What was known about the chosen answer when it was chosen."""
+
+    score: float
+    agreement: float  # 1 − spread of the request's draft scores
+    latency: float  # normalized verification latency; kept for analysis, not used by the fit
+
+    def __post_init__(self) -> None:
+        # NaN or infinity would poison every later fit and cannot be written as JSON.
+        if not all(math.isfinite(value) for value in (self.score, self.agreement, self.latency)):
+            raise ValueError(f"decision features must be finite: {self}")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    features: DecisionFeatures
+    accepted: bool
+
+
+@dataclass
+class FeedbackCounters:
+    submitted: int = 0  # every submit call: accepted + rejected + unknown_request
+    accepted: int = 0
+    rejected: int = 0
+    unknown_request: int = 0  # never recorded, evicted, or already answered
+    refits: int = 0  # windows that changed the weights
+    refits_skipped: int = 0  # windows that carried no signal about α vs β (see `fit_weights`)
+    evicted: int = 0  # pending decisions dropped, oldest first, to respect max_pending
+    save_failures: int = 0  # autosaves that could not be written (logged)
+
+
+# --------------------------------------------------------------------------------------------------
+# The learner
+# --------------------------------------------------------------------------------------------------
+
+
+class WeightLearner:
+    """Current weights, decisions awaiting feedback, outcomes since the last refit, and counters."""
+
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        refit_every: int = 100,
+        blend: float = 0.3,
+        max_pending: int = 10_000,
+        autosave: bool = True,
+    ):
+        if refit_every < 1 or max_pending < 1 or not 0.0 <= blend <= 1.0:
+            raise ValueError("refit_every and max_pending must be >= 1 and blend in [0, 1]")
+        self.path = Path(path) if path is not None else None
+        self.refit_every = refit_every
+        self.blend = blend
+        self.max_pending = max_pending
+        self.autosave = autosave
+        self.weights = Weights()
+        self.counters = FeedbackCounters()
+        self.pending: OrderedDict[str, DecisionFeatures] = OrderedDict()  # oldest first
+        self.outcomes: list[Outcome] = []  # since the last refit
+        self._dirty = False
+
+    def weights_for_load(self, utilization: float) -> Weights:
+        """The learned α, β with γ for the current load."""
+        return replace(self.weights, gamma=gamma_for_load(utilization))
+
+    def record(self, request_id: str, features: DecisionFeatures) -> None:
+        """Remember what the answer to `request_id` was chosen on, until its feedback arrives."""
+        if not request_id:
+            raise ValueError("request_id must not be empty")
+        self.pending.pop(request_id, None)  # a re-recorded request counts as the newest
+        self.pending[request_id] = features
+        while len(self.pending) > self.max_pending:
+            self.pending.popitem(last=False)
+            self.counters.evicted += 1
+        self._changed()
+
+    def submit(self, request_id: str, accepted: bool) -> bool:
+        """Record the outcome of `request_id`'s answer; False (and counted) when no decision is pending for it.
+
+        A decision takes one outcome: a second submit for the same request is refused as unknown.
+        """
+        self.counters.submitted += 1
+        features = self.pending.pop(request_id, None)
+        if features is None:
+            self.counters.unknown_request += 1
+            self._changed()
+            return False
+        if accepted:
+            self.counters.accepted += 1
+        else:
+            self.counters.rejected += 1
+        self.outcomes.append(Outcome(features, accepted))
+        if len(self.outcomes) >= self.refit_every:
+            self._refit()
+        self._changed()
+        return True
+
+    def snapshot(self) -> dict:
+        """What GetState reports."""
+        return {
+            "weights": {"alpha": self.weights.alpha, "beta": self.weights.beta},
+            "counters": asdict(self.counters),
+            "pending": len(self.pending),
+            "outcomes_until_refit": max(self.refit_every - len(self.outcomes), 0),
+        }
+
+    def _refit(self) -> None:
+        fitted = fit_weights(self.outcomes)
+        self.outcomes = []
+        if fitted is None:
+            self.counters.refits_skipped += 1
+            log.info("weights refit skipped: the window carries no signal about score vs agreement")
+            return
+        lam, old = self.blend, self.weights
+        self.weights = replace(
+            old,
+            alpha=(1 - lam) * old.alpha + lam * fitted.alpha,
+            beta=(1 - lam) * old.beta + lam * fitted.beta,
+        )
+        self.counters.refits += 1
+        log.info(
+            "weights refit: alpha %.3f -> %.3f, beta %.3f -> %.3f",
+            old.alpha,
+            self.weights.alpha,
+            old.beta,
+            self.weights.beta,
+        )
+
+    # ----------------------------------------------------------------------------------------------
+    # Persistence
+    # ----------------------------------------------------------------------------------------------
+
+    def _changed(self) -> None:
+        self._dirty = True
+        if self.autosave:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the state to `path` if it changed since the last write. Never raises: failures are logged."""
+        if self.path is None or not self._dirty:
+            return
+        try:
+            self.save(self.path)
+        except Exception:  # a full disk must not fail the request; the state stays in memory and dirty
+            self.counters.save_failures += 1
+            log.exception("could not save scheduler weights to %s", self.path)
+
+    def save(self, path: str | Path) -> None:
+        """Write the whole state to `path` atomically: the file holds either the old state or the new one."""
+        write_json_atomically(Path(path), self.to_json())
+        if self.path is not None and Path(path) == self.path:
+            self._dirty = False
+
+    def to_json(self) -> dict:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "weights": {"alpha": self.weights.alpha, "beta": self.weights.beta},
+            "counters": asdict(self.counters),
+            # Compact rows, oldest first: up to max_pending of them are rewritten on every change.
+            "pending": [[request_id, *_row(features)] for request_id, features in self.pending.items()],
+            "outcomes": [[*_row(o.features), o.accepted] for o in self.outcomes],
+        }
+
+    @classmethod
+    def load(cls, path: str | Path, **options) -> WeightLearner:
+        """The learner saved at `path`, bound to it for autosave; `options` as for the constructor.
+
+        A missing file gives defaults. A file that cannot be read or understood is renamed aside to
+        ``<path>.corrupt-<UTC timestamp>`` (kept for inspection, never overwritten) and defaults are used.
+        """
+        learner = cls(path, **options)
+        try:
+            learner._restore(json.loads(learner.path.read_text(encoding="utf-8")))
+        except FileNotFoundError:
+            return learner
+        except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+            _set_aside(learner.path, f"{type(exc).__name__}: {exc}")
+            return cls(path, **options)  # nothing half-restored
+        return learner
+
+    def _restore(self, data: dict) -> None:
+        if data.get("schema_version") != SCHEMA_VERSION:
+            raise ValueError(f"unsupported schema_version {data.get('schema_version')!r}")
+        alpha, beta = float(data["weights"]["alpha"]), float(data["weights"]["beta"])
+        if not (math.isfinite(alpha) and math.isfinite(beta) and alpha >= 0 and beta >= 0):
+            raise ValueError(f"invalid weights alpha={alpha} beta={beta}")
+        self.weights = replace(self.weights, alpha=alpha, beta=beta)
+        self.counters = FeedbackCounters(**{name: _as_count(value) for name, value in data["counters"].items()})
+        for request_id, score, agreement, latency in data["pending"]:
+            if not isinstance(request_id, str) or not request_id:
+                raise ValueError(f"invalid request id {request_id!r}")
+            self.pending[request_id] = DecisionFeatures(float(score), float(agreement), float(latency))
+        for score, agreement, latency, accepted in data["outcomes"]:
+            if not isinstance(accepted, bool):
+                raise ValueError(f"invalid outcome {accepted!r}")
+            self.outcomes.append(Outcome(DecisionFeatures(float(score), float(agreement), float(latency)), accepted))
+        # A smaller bound than the file was written with: keep the newest, as `record` would have.
+        while len(self.pending) > self.max_pending:
+            self.pending.popitem(last=False)
+            self.counters.evicted += 1
+
+
+def write_json_atomically(path: Path, data: dict) -> None:
+    """Encode first, write a temp file in the same directory, fsync it, then rename it over `path`.
+
+    A failure at any step leaves `path` as it was and removes the temp file.
+    """
+    payload = json.dumps(data, allow_nan=False, separators=(",", ":")).encode("utf-8")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as temp:
+            temp.write(payload)
+            temp.flush()
+            os.fsync(temp.fileno())
+        os.replace(temp_name, path)
+    except BaseException:
+        Path(temp_name).unlink(missing_ok=True)
+        raise
+    _fsync_directory(path.parent)
+
+
+def _fsync_directory(directory: Path) -> None:
+    # Makes the rename itself durable across power loss; not every platform can open a directory.
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _row(features: DecisionFeatures) -> list[float]:
+    return [features.score, features.agreement, features.latency]
+
+
+def _set_aside(path: Path, reason: str) -> None:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
+    try:
+        os.replace(path, aside)
+    except OSError as exc:
+        log.warning("scheduler weights file %s is %s; could not move it aside (%s); using defaults", path, reason, exc)
+        return
+    log.warning("scheduler weights file %s is %s; moved it to %s and using defaults", path, reason, aside)
+
+
+def _as_count(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"invalid counter value {value!r}")
+    return value
+
+
+# --------------------------------------------------------------------------------------------------
+# Fitting
+# --------------------------------------------------------------------------------------------------
+
+FIT_ITERATIONS = 300
+FIT_LEARNING_RATE = 0.5
+FIT_L2 = 1e-3  # keeps coefficients finite when a feature separates the outcomes perfectly
+MIN_FEATURE_SPREAD = 1e-6
+
+
+def fit_weights(outcomes: list[Outcome]) -> Weights | None:
+    """α, β that rank answers the way the outcomes say, scaled so α + β = `WEIGHT_SUM`; None if no signal.
+
+    Fits P(accepted) = σ(b + c_s·score + c_a·agreement) and splits `WEIGHT_SUM` in proportion to the
+    positive parts of c_s and c_a. The coefficients are on the raw features, the same scale `final_score`
+    uses them on, so the split means "how much one unit of score is worth against one unit of agreement".
+    The price of the raw scale: a feature with a narrow range (agreement lies in [0.5, 1]) gets its
+    estimation noise magnified, and clamping at zero turns a useless feature's noise into a small positive
+    weight. One window is noisy; the EWMA across windows is what the Scheduler should trust.
+
+    No signal, and the weights stay as they are, when: all outcomes agree (every coefficient would just
+    follow the features' means), a feature did not vary (its coefficient is undetermined), or neither
+    feature predicts acceptance (both coefficients <= 0).
+    """
+    labels = [1.0 if outcome.accepted else 0.0 for outcome in outcomes]
+    if not outcomes or min(labels) == max(labels):
+        return None
+    rows = [(outcome.features.score, outcome.features.agreement) for outcome in outcomes]
+    coefficients = logistic_coefficients(rows, labels)
+    if coefficients is None:
+        return None
+    positive = [max(c, 0.0) for c in coefficients]
+    total = sum(positive)
+    if total <= 0.0:
+        return None
+    return Weights(alpha=WEIGHT_SUM * positive[0] / total, beta=WEIGHT_SUM * positive[1] / total)
+
+
+def logistic_coefficients(rows: list[tuple[float, ...]], labels: list[float]) -> list[float] | None:
+    """Per-feature coefficients of an L2-regularized logistic regression, on the raw feature scale.
+
+    Plain batch gradient descent on standardized features (so one learning rate suits every feature),
+    converted back to the raw scale at the end. None when a feature has (almost) no spread.
+    """
+    n, width = len(rows), len(rows[0])
+    means = [sum(row[j] for row in rows) / n for j in range(width)]
+    spreads = [math.sqrt(sum((row[j] - means[j]) ** 2 for row in rows) / n) for j in range(width)]
+    if min(spreads) < MIN_FEATURE_SPREAD:
+        return None
+    standardized = [[(row[j] - means[j]) / spreads[j] for j in range(width)] for row in rows]
+    bias, coefficients = 0.0, [0.0] * width
+    for _ in range(FIT_ITERATIONS):
+        bias_gradient, gradients = 0.0, [0.0] * width
+        for x, y in zip(standardized, labels, strict=True):
+            error = _sigmoid(bias + sum(c * v for c, v in zip(coefficients, x, strict=True))) - y
+            bias_gradient += error
+            for j in range(width):
+                gradients[j] += error * x[j]
+        bias -= FIT_LEARNING_RATE * bias_gradient / n
+        for j in range(width):
+            coefficients[j] -= FIT_LEARNING_RATE * (gradients[j] / n + FIT_L2 * coefficients[j])
+    return [c / s for c, s in zip(coefficients, spreads, strict=True)]
+
+
+def _sigmoid(z: float) -> float:
+    # Two branches so math.exp never overflows.
+    if z >= 0:
+        return 1.0 / (1.0 + math.exp(-z))
+    e = math.exp(z)
+    return e / (1.0 + e)
+
+
+def _clamp(value: float, low: float, high: float) -> float:
+    return min(max(value, low), high)

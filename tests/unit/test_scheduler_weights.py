@@ -1,0 +1,344 @@
+"""Scheduler weights: the final-score formula, γ from load, learning α/β from feedback, and crash-safe persistence."""
+
+import json
+import logging
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from deliberate.scheduler import weights
+from deliberate.scheduler.weights import (
+    WEIGHT_SUM,
+    DecisionFeatures,
+    WeightLearner,
+    Weights,
+    final_score,
+    gamma_for_load,
+    latency_fraction,
+    score_spread,
+)
+
+
+def feed(learner: WeightLearner, rng: random.Random, count: int, accepted_when) -> None:
+    """Record and answer `count` synthetic decisions; `accepted_when(features)` decides each outcome."""
+    for _ in range(count):
+        features = DecisionFeatures(score=rng.uniform(0.0, 1.0), agreement=rng.uniform(0.5, 1.0), latency=0.1)
+        request_id = f"req-{rng.getrandbits(64):016x}"
+        learner.record(request_id, features)
+        assert learner.submit(request_id, accepted_when(features))
+
+
+def noisy(rng: random.Random, outcome: bool) -> bool:
+    return outcome if rng.random() > 0.1 else not outcome
+
+
+# --------------------------------------------------------------------------------------------------
+# The formula
+# --------------------------------------------------------------------------------------------------
+
+
+def test_final_score_is_alpha_score_plus_beta_agreement_minus_gamma_latency():
+    w = Weights(alpha=1.0, beta=0.3, gamma=0.02)
+    assert final_score(0.8, 0.1, 0.5, w) == pytest.approx(1.0 * 0.8 + 0.3 * 0.9 - 0.02 * 0.5)
+    assert final_score(1.0, 0.0, 0.0, w) == pytest.approx(1.3)
+    assert final_score(0.0, 0.0, 1.0, Weights(alpha=2.0, beta=0.0, gamma=0.05)) == pytest.approx(-0.05)
+
+
+def test_default_weights():
+    assert Weights() == Weights(alpha=1.0, beta=0.3, gamma=0.02)
+    assert WEIGHT_SUM == pytest.approx(1.3)
+
+
+def test_slower_draft_loses_a_tie_and_more_so_under_load():
+    idle, busy = Weights(gamma=gamma_for_load(0.0)), Weights(gamma=gamma_for_load(1.0))
+    fast, slow = (0.9, 0.1, 0.1), (0.9, 0.1, 0.9)
+    assert final_score(*fast, idle) > final_score(*slow, idle)
+    gap_idle = final_score(*fast, idle) - final_score(*slow, idle)
+    gap_busy = final_score(*fast, busy) - final_score(*slow, busy)
+    assert gap_busy == pytest.approx(5 * gap_idle)
+
+
+@pytest.mark.parametrize(
+    ("utilization", "gamma"),
+    [(0.0, 0.01), (1.0, 0.05), (0.5, 0.03), (0.25, 0.02), (-3.0, 0.01), (7.0, 0.05)],
+)
+def test_gamma_follows_load_linearly_and_is_clamped(utilization, gamma):
+    assert gamma_for_load(utilization) == pytest.approx(gamma)
+
+
+@given(st.floats(allow_nan=False))
+def test_gamma_always_within_bounds(utilization):
+    assert 0.01 <= gamma_for_load(utilization) <= 0.05
+
+
+def test_spread_and_latency_helpers():
+    assert score_spread([0.7]) == 0.0
+    assert score_spread([0.5, 1.0]) == pytest.approx(0.25)  # population stddev
+    assert latency_fraction(1.5, 3.0) == pytest.approx(0.5)
+    assert latency_fraction(9.0, 3.0) == 1.0
+    assert latency_fraction(-1.0, 3.0) == 0.0
+    assert latency_fraction(1.0, 0.0) == 1.0
+
+
+def test_non_finite_features_are_refused():
+    with pytest.raises(ValueError):
+        DecisionFeatures(score=float("nan"), agreement=1.0, latency=0.0)
+
+
+def test_weights_for_load_keeps_learned_alpha_beta():
+    learner = WeightLearner()
+    w = learner.weights_for_load(1.0)
+    assert (w.alpha, w.beta, w.gamma) == (1.0, 0.3, pytest.approx(0.05))
+
+
+# --------------------------------------------------------------------------------------------------
+# Feedback and learning
+# --------------------------------------------------------------------------------------------------
+
+
+def test_unknown_request_is_counted_and_refused():
+    learner = WeightLearner()
+    assert learner.submit("never-recorded", True) is False
+    learner.record("r1", DecisionFeatures(0.9, 1.0, 0.1))
+    assert learner.submit("r1", True) is True
+    assert learner.submit("r1", False) is False  # one outcome per decision
+    counters = learner.snapshot()["counters"]
+    assert counters["submitted"] == 3
+    assert counters["accepted"] == 1
+    assert counters["rejected"] == 0
+    assert counters["unknown_request"] == 2
+
+
+def test_refit_happens_exactly_every_100_outcomes():
+    learner, rng = WeightLearner(), random.Random(1)
+    feed(learner, rng, 99, lambda f: f.agreement > 0.75)
+    assert learner.snapshot()["counters"]["refits"] == 0
+    assert learner.snapshot()["outcomes_until_refit"] == 1
+    assert learner.weights == Weights()
+    feed(learner, rng, 1, lambda f: f.agreement > 0.75)
+    assert learner.snapshot()["counters"]["refits"] == 1
+    assert learner.snapshot()["outcomes_until_refit"] == 100
+    assert learner.weights != Weights()
+    feed(learner, rng, 99, lambda f: f.agreement > 0.75)
+    assert learner.snapshot()["counters"]["refits"] == 1
+    feed(learner, rng, 1, lambda f: f.agreement > 0.75)
+    assert learner.snapshot()["counters"]["refits"] == 2
+
+
+def test_refused_feedback_does_not_count_toward_a_refit():
+    learner = WeightLearner(refit_every=2)
+    for _ in range(5):
+        learner.submit("unknown", True)
+    assert learner.snapshot()["outcomes_until_refit"] == 2
+
+
+def test_beta_grows_when_agreement_predicts_acceptance():
+    learner, rng = WeightLearner(), random.Random(7)
+    initial = learner.weights.beta / learner.weights.alpha
+    for _ in range(4):
+        feed(learner, rng, 100, lambda f: noisy(rng, f.agreement > 0.75))
+    assert learner.weights.beta / learner.weights.alpha > 3 * initial
+    assert learner.weights.alpha + learner.weights.beta == pytest.approx(WEIGHT_SUM)
+    assert learner.weights.gamma == Weights().gamma  # never learned
+
+
+def test_alpha_grows_when_score_predicts_acceptance():
+    # Slower than the opposite case: agreement spans half the range of score, so the noise in its fitted
+    # coefficient is doubled on the raw scale; the EWMA averages it out over refits.
+    learner, rng = WeightLearner(), random.Random(11)
+    initial = learner.weights.alpha / learner.weights.beta
+    for _ in range(6):
+        feed(learner, rng, 100, lambda f: noisy(rng, f.score > 0.5))
+    assert learner.weights.alpha / learner.weights.beta > 1.5 * initial
+    assert learner.weights.alpha + learner.weights.beta == pytest.approx(WEIGHT_SUM)
+
+
+def test_each_refit_moves_weights_by_the_blend_factor_only():
+    learner, rng = WeightLearner(), random.Random(3)
+    feed(learner, rng, 100, lambda f: f.agreement > 0.75)  # agreement decides everything: fitted β ≈ WEIGHT_SUM
+    # new = 0.7·old + 0.3·fitted, so β can at most reach 0.7·0.3 + 0.3·1.3 = 0.6.
+    assert 0.5 < learner.weights.beta <= 0.6 + 1e-9
+
+
+def test_a_window_without_signal_leaves_weights_alone():
+    learner, rng = WeightLearner(), random.Random(5)
+    feed(learner, rng, 100, lambda f: True)  # everything accepted: nothing to tell score from agreement
+    snapshot = learner.snapshot()
+    assert learner.weights == Weights()
+    assert snapshot["counters"]["refits"] == 0
+    assert snapshot["counters"]["refits_skipped"] == 1
+    assert snapshot["outcomes_until_refit"] == 100
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 1), st.floats(0.5, 1), st.booleans()), min_size=10, max_size=60))
+def test_learned_weights_stay_positive_on_a_stable_scale(samples):
+    learner = WeightLearner(refit_every=10)
+    for i, (score, agreement, accepted) in enumerate(samples):
+        learner.record(f"r{i}", DecisionFeatures(score, agreement, 0.0))
+        learner.submit(f"r{i}", accepted)
+    assert learner.weights.alpha >= 0 and learner.weights.beta >= 0
+    assert learner.weights.alpha + learner.weights.beta == pytest.approx(WEIGHT_SUM)
+
+
+def test_pending_is_bounded_dropping_the_oldest():
+    learner = WeightLearner(max_pending=3)
+    for i in range(5):
+        learner.record(f"r{i}", DecisionFeatures(0.5, 1.0, 0.0))
+    assert list(learner.pending) == ["r2", "r3", "r4"]
+    assert learner.snapshot()["counters"]["evicted"] == 2
+    assert learner.submit("r0", True) is False
+    learner.record("r2", DecisionFeatures(0.6, 1.0, 0.0))  # re-recorded: now the newest
+    learner.record("r5", DecisionFeatures(0.5, 1.0, 0.0))
+    assert list(learner.pending) == ["r4", "r2", "r5"]
+
+
+# --------------------------------------------------------------------------------------------------
+# Persistence
+# --------------------------------------------------------------------------------------------------
+
+
+def test_everything_survives_a_restart(tmp_path):
+    path = tmp_path / "weights.json"
+    learner, rng = WeightLearner.load(path), random.Random(13)
+    feed(learner, rng, 150, lambda f: noisy(rng, f.agreement > 0.75))
+    learner.submit("unknown", True)
+    learner.record("before-restart", DecisionFeatures(0.8, 0.9, 0.2))
+    before = learner.snapshot()
+
+    restarted = WeightLearner.load(path)  # no explicit save: every record/submit already persisted
+
+    assert restarted.snapshot() == before
+    assert restarted.weights == learner.weights
+    assert restarted.pending == learner.pending
+    assert restarted.outcomes == learner.outcomes
+    assert restarted.submit("before-restart", True) is True
+    feed(restarted, rng, 49, lambda f: noisy(rng, f.agreement > 0.75))
+    assert restarted.snapshot()["counters"]["refits"] == 2  # the 50 outcomes from before the restart count
+
+
+def test_explicit_save_and_load_round_trip(tmp_path):
+    learner = WeightLearner()
+    learner.record("r1", DecisionFeatures(0.4, 0.7, 0.3))
+    learner.save(tmp_path / "state.json")
+    data = json.loads((tmp_path / "state.json").read_text())
+    assert data["schema_version"] == weights.SCHEMA_VERSION
+    assert WeightLearner.load(tmp_path / "state.json").snapshot() == learner.snapshot()
+
+
+def test_missing_file_gives_defaults(tmp_path):
+    learner = WeightLearner.load(tmp_path / "absent" / "weights.json")
+    assert learner.weights == Weights()
+    assert learner.snapshot()["pending"] == 0
+    learner.record("r1", DecisionFeatures(0.5, 1.0, 0.0))  # creates the directory and the file
+    assert (tmp_path / "absent" / "weights.json").exists()
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "{not json",
+        "",
+        "[]",
+        '{"schema_version": 99, "weights": {"alpha": 1, "beta": 0.3}, "counters": {}, "pending": [], "outcomes": []}',
+        '{"schema_version": 1, "weights": {"alpha": -1, "beta": 0.3}, "counters": {}, "pending": [], "outcomes": []}',
+        '{"schema_version": 1, "weights": {"alpha": 1, "beta": 0.3}, "counters": {"bogus": 1}, "pending": [],'
+        ' "outcomes": []}',
+        '{"schema_version": 1, "weights": {"alpha": 1, "beta": 0.3}, "counters": {}, "pending": [["r", 1]],'
+        ' "outcomes": []}',
+    ],
+)
+def test_corrupt_file_is_set_aside_and_defaults_used(tmp_path, caplog, content):
+    path = tmp_path / "weights.json"
+    path.write_text(content)
+    with caplog.at_level(logging.WARNING, logger="deliberate.scheduler.weights"):
+        learner = WeightLearner.load(path)
+    assert learner.weights == Weights()
+    assert learner.snapshot()["pending"] == 0
+    assert not path.exists()
+    [aside] = tmp_path.glob("weights.json.corrupt-*")
+    assert aside.read_text() == content  # kept for inspection
+    assert "moved it to" in caplog.text
+
+
+def test_invalid_utf8_is_set_aside(tmp_path):
+    path = tmp_path / "weights.json"
+    path.write_bytes(b"\xff\xfe\x00garbage")
+    assert WeightLearner.load(path).weights == Weights()
+    assert len(list(tmp_path.glob("weights.json.corrupt-*"))) == 1
+
+
+def saved_learner(tmp_path):
+    path = tmp_path / "weights.json"
+    learner = WeightLearner.load(path)
+    learner.record("r1", DecisionFeatures(0.5, 1.0, 0.0))
+    return path, learner, path.read_bytes()
+
+
+def test_failed_rename_leaves_old_file_intact(tmp_path, monkeypatch):
+    path, learner, before = saved_learner(tmp_path)
+
+    def crash(*args):
+        raise OSError("simulated crash before rename")
+
+    monkeypatch.setattr(weights.os, "replace", crash)
+    with pytest.raises(OSError):
+        learner.save(path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["weights.json"]  # no temp file left behind
+
+
+def test_failed_encoding_leaves_old_file_intact(tmp_path, monkeypatch):
+    path, learner, before = saved_learner(tmp_path)
+
+    def crash(*args, **kwargs):
+        raise ValueError("simulated encoder failure")
+
+    monkeypatch.setattr(weights.json, "dumps", crash)
+    with pytest.raises(ValueError):
+        learner.save(path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["weights.json"]
+
+
+def test_failed_fsync_leaves_old_file_intact(tmp_path, monkeypatch):
+    path, learner, before = saved_learner(tmp_path)
+
+    def crash(fd):
+        raise OSError("simulated disk failure")
+
+    monkeypatch.setattr(weights.os, "fsync", crash)
+    with pytest.raises(OSError):
+        learner.save(path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["weights.json"]
+
+
+def test_autosave_failure_is_logged_not_raised_and_retried(tmp_path, monkeypatch, caplog):
+    path, learner, before = saved_learner(tmp_path)
+    real_replace = weights.os.replace
+
+    def crash(*args):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(weights.os, "replace", crash)
+    with caplog.at_level(logging.ERROR, logger="deliberate.scheduler.weights"):
+        assert learner.submit("r1", True) is True  # the request is not failed by the disk
+    assert learner.snapshot()["counters"]["save_failures"] == 1
+    assert path.read_bytes() == before
+    assert "could not save" in caplog.text
+
+    monkeypatch.setattr(weights.os, "replace", real_replace)
+    learner.flush()  # still dirty: the next write catches up
+    assert WeightLearner.load(path).snapshot()["counters"]["accepted"] == 1
+
+
+def test_without_autosave_only_flush_writes(tmp_path):
+    path = tmp_path / "weights.json"
+    learner = WeightLearner.load(path, autosave=False)
+    learner.record("r1", DecisionFeatures(0.5, 1.0, 0.0))
+    assert not path.exists()
+    learner.flush()
+    assert WeightLearner.load(path).snapshot() == learner.snapshot()

@@ -1,0 +1,464 @@
+"""The Verifier watchdog against real HTTP servers, a real Verifier process, and fake engine and cluster APIs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import socketserver
+import ssl
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from deliberate.scheduler import watchdog as watchdog_module
+from deliberate.scheduler.watchdog import (
+    ContainerRestarter,
+    KubernetesRestarter,
+    NoRestarter,
+    ProcessRestarter,
+    RestartError,
+    Watchdog,
+    build_restarter,
+)
+
+INTERVAL_S = 0.05
+
+
+class FakeVerifier:
+    """A real HTTP server whose /health answers `status` (or hangs); it records every probe it sees."""
+
+    def __init__(self, status: int = 200):
+        self.status = status
+        self.hang_s = 0.0
+        self.probes: list[int] = []  # the status answered to each probe, in order
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+                status = fake.status
+                fake.probes.append(status)
+                time.sleep(fake.hang_s)
+                payload = json.dumps({"service": "verifier", "serving": status == 200}).encode()
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                try:
+                    self.wfile.write(payload)
+                except BrokenPipeError:  # the probe timed out and hung up
+                    pass
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_port}/health"
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+
+    def failing_probes_since_last_success(self) -> int:
+        count = 0
+        for status in reversed(self.probes):
+            if status == 200:
+                break
+            count += 1
+        return count
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def verifier():
+    fake = FakeVerifier()
+    yield fake
+    fake.close()
+
+
+class RecordingRestarter:
+    """Records how many probes the fake Verifier had seen at each restart; can fail on chosen calls."""
+
+    name = "recording"
+
+    def __init__(self, fake: FakeVerifier, fail_on: tuple[int, ...] = (), then: Callable[[], None] | None = None):
+        self.fake = fake
+        self.fail_on = fail_on
+        self.then = then
+        self.calls: list[int] = []
+        self.failure_streaks: list[int] = []  # failed probes since the last healthy one, at each call
+
+    async def restart(self) -> str:
+        self.calls.append(len(self.fake.probes))
+        self.failure_streaks.append(self.fake.failing_probes_since_last_success())
+        if len(self.calls) in self.fail_on:
+            raise RestartError("engine unreachable")
+        if self.then:
+            self.then()
+        return f"restart #{len(self.calls)}"
+
+
+async def until(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.01)
+
+
+async def watching(watchdog: Watchdog, body: Callable[[], object]) -> None:
+    """Runs `body()` while the watchdog loop runs, then checks that the loop survived and stops it."""
+    task = asyncio.create_task(watchdog.run())
+    try:
+        await body()
+        assert not task.done(), task
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# --- the loop -------------------------------------------------------------------------------------------------------
+
+
+def test_healthy_target_is_never_restarted(verifier):
+    restarter = RecordingRestarter(verifier)
+    watchdog = Watchdog(verifier.url, restarter, interval_s=INTERVAL_S)
+
+    async def body():
+        assert await watchdog.wait_healthy(2.0)
+        await until(lambda: len(verifier.probes) >= 8)
+
+    asyncio.run(watching(watchdog, body))
+    assert restarter.calls == []
+    assert watchdog.healthy and watchdog.consecutive_failures == 0 and watchdog.restarts == 0
+    assert watchdog.snapshot()["healthy"] is True
+
+
+def test_restarts_after_exactly_three_failed_probes_and_alerts(verifier, monkeypatch, caplog):
+    # Real SDK providers in place of the global no-op ones, only for this watchdog.
+    spans = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+    metric_reader = InMemoryMetricReader()
+    monkeypatch.setattr(watchdog_module.trace, "get_tracer", tracer_provider.get_tracer)
+    monkeypatch.setattr(watchdog_module.metrics, "get_meter", MeterProvider([metric_reader]).get_meter)
+
+    verifier.status = 503
+    restarter = RecordingRestarter(verifier)
+    restarted: list[str] = []
+    watchdog = Watchdog(
+        verifier.url,
+        restarter,
+        interval_s=INTERVAL_S,
+        restart_grace_s=60,
+        startup_grace_s=0,
+        on_restart=restarted.append,
+    )
+
+    async def body():
+        await until(lambda: restarter.calls)
+        await until(lambda: len(verifier.probes) >= 10)  # still failing, but within the restart grace
+
+    with caplog.at_level(logging.WARNING, logger="deliberate.watchdog"):
+        asyncio.run(watching(watchdog, body))
+
+    assert restarter.calls == [3]
+    assert watchdog.restarts == 1 and restarted == ["restart #1"]
+    assert watchdog.last_restart_at is not None and not watchdog.healthy
+    assert watchdog.consecutive_failures == 0  # failures inside the grace do not count
+    assert watchdog.snapshot()["in_restart_grace"] is True
+    assert watchdog.last_error == "HTTP 503"
+
+    (record,) = [r for r in caplog.records if r.getMessage() == "verifier restarted"]
+    assert record.levelno == logging.WARNING
+    assert (record.restarter, record.failures, record.action, record.restarts) == ("recording", 3, "restart #1", 1)
+
+    (span,) = [s for s in spans.get_finished_spans() if s.name == "watchdog.restart"]
+    (event,) = span.events
+    assert event.name == "verifier.restarted"
+    assert event.attributes[watchdog_module.FAILURES] == 3
+    assert event.attributes[watchdog_module.ACTION] == "restart #1"
+
+    (metric,) = [
+        m
+        for rm in metric_reader.get_metrics_data().resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+        if m.name == "deliberate.watchdog.restarts"
+    ]
+    (point,) = metric.data.data_points
+    assert point.value == 1 and point.attributes == {watchdog_module.RESTARTER: "recording"}
+
+
+def test_without_grace_every_third_failure_restarts(verifier):
+    verifier.status = 503
+    restarter = RecordingRestarter(verifier)
+    watchdog = Watchdog(verifier.url, restarter, interval_s=INTERVAL_S, restart_grace_s=0)
+
+    async def body():
+        await until(lambda: len(restarter.calls) >= 2)
+
+    asyncio.run(watching(watchdog, body))
+    assert restarter.calls == [3, 6]
+
+
+def test_a_healthy_probe_ends_the_grace_early(verifier):
+    verifier.status = 503
+    # The "restart" heals the fake Verifier, which the next probe sees.
+    restarter = RecordingRestarter(verifier, then=lambda: setattr(verifier, "status", 200))
+    watchdog = Watchdog(verifier.url, restarter, interval_s=INTERVAL_S, restart_grace_s=60, startup_grace_s=0)
+
+    async def body():
+        await until(lambda: restarter.calls)
+        assert await watchdog.wait_healthy(2.0)
+        verifier.status = 503  # fails again, long before the 60 s grace would end
+        await until(lambda: len(restarter.calls) >= 2)
+
+    asyncio.run(watching(watchdog, body))
+    assert restarter.failure_streaks == [3, 3]
+    assert watchdog.restarts == 2
+
+
+def test_a_failing_restarter_is_retried_at_the_next_threshold(verifier, caplog):
+    verifier.status = 503
+    restarter = RecordingRestarter(verifier, fail_on=(1,))
+    watchdog = Watchdog(verifier.url, restarter, interval_s=INTERVAL_S, restart_grace_s=60, startup_grace_s=0)
+
+    async def body():
+        await until(lambda: len(restarter.calls) >= 2)
+
+    with caplog.at_level(logging.WARNING, logger="deliberate.watchdog"):
+        asyncio.run(watching(watchdog, body))
+
+    assert restarter.calls == [3, 6]
+    assert (watchdog.restarts, watchdog.restart_failures) == (1, 1)
+    (failure,) = [r for r in caplog.records if r.getMessage() == "verifier restart failed"]
+    assert failure.levelno == logging.ERROR and failure.error == "engine unreachable"
+
+
+def test_wait_healthy_waits_for_the_first_healthy_probe(verifier):
+    verifier.status = 503
+    watchdog = Watchdog(verifier.url, NoRestarter(), interval_s=INTERVAL_S, failures_to_restart=1000)
+
+    async def body():
+        assert not await watchdog.wait_healthy(0.2)
+        verifier.status = 200
+        assert await watchdog.wait_healthy(2.0)
+
+    asyncio.run(watching(watchdog, body))
+
+
+def test_probe_failures_say_why(verifier):
+    watchdog = Watchdog(verifier.url, NoRestarter(), timeout_s=0.2)
+
+    async def probe(url: str) -> tuple[bool, str]:
+        watchdog.url = url
+        return await watchdog.probe(), watchdog.last_error
+
+    assert asyncio.run(probe(verifier.url)) == (True, "")
+    verifier.status = 503
+    assert asyncio.run(probe(verifier.url)) == (False, "HTTP 503")
+    verifier.status, verifier.hang_s = 200, 0.5
+    ok, error = asyncio.run(probe(verifier.url))
+    assert not ok and "timed out" in error
+    ok, error = asyncio.run(probe(f"http://127.0.0.1:{free_port()}/health"))
+    assert not ok and "ConnectionRefusedError" in error
+
+
+# --- process: the real Verifier -------------------------------------------------------------------------------------
+
+
+def test_process_restarter_brings_a_killed_verifier_back(tmp_path):
+    http_port = free_port()
+    command = [sys.executable, "-m", "deliberate.verifier", "--host", "127.0.0.1"]
+    command += ["--port", str(free_port()), "--http-port", str(http_port)]
+    restarter = ProcessRestarter(command, log_path=tmp_path / "verifier.log")
+    url = f"http://127.0.0.1:{http_port}/health"
+    watchdog = Watchdog(url, restarter, interval_s=INTERVAL_S, timeout_s=0.5, restart_grace_s=30)
+    first_pid = restarter.start()
+
+    async def body():
+        assert await watchdog.wait_healthy(30.0), (tmp_path / "verifier.log").read_text()
+        assert watchdog.restarts == 0  # its ~1 s boot fell inside the startup grace
+        os.kill(first_pid, signal.SIGKILL)
+        await until(lambda: watchdog.restarts == 1, timeout_s=10.0)
+        assert await watchdog.wait_healthy(30.0), (tmp_path / "verifier.log").read_text()
+
+    try:
+        asyncio.run(watching(watchdog, body))
+        assert restarter.pid != first_pid
+        assert f"pid {first_pid} (exit code -9) replaced by pid {restarter.pid}" in watchdog.last_restart
+        with urllib.request.urlopen(url, timeout=2.0) as response:
+            assert response.status == 200 and json.load(response)["serving"] is True
+    finally:
+        stopped = restarter.stop(grace_s=10.0)
+    assert stopped == "exit code 0"  # SIGTERM drains the Verifier cleanly
+    assert restarter.process.poll() == 0
+
+
+def test_process_restarter_kills_a_verifier_that_ignores_sigterm():
+    stubborn = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(60)"
+    )
+    restarter = ProcessRestarter([sys.executable, "-c", stubborn], kill_grace_s=0.2)
+    first_pid = restarter.start()
+    time.sleep(0.2)  # let it install the handler
+    description = asyncio.run(restarter.restart())
+    try:
+        assert description == f"process pid {first_pid} (killed, exit code -9) replaced by pid {restarter.pid}"
+    finally:
+        restarter.process.kill()
+        restarter.process.wait()
+
+
+# --- container: a fake Docker Engine API on a unix socket -----------------------------------------------------------
+
+
+class FakeEngine(socketserver.ThreadingUnixStreamServer):
+    daemon_threads = True
+
+    def __init__(self, socket_path: Path, containers: set[str]):
+        self.requests: list[tuple[str, str]] = []
+        self.containers = containers
+        engine = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+                engine.requests.append(("POST", self.path))
+                name = self.path.split("/")[2]
+                if name in engine.containers:
+                    self.send_response(204)
+                    self.end_headers()
+                    return
+                payload = json.dumps({"message": f"No such container: {name}"}).encode()
+                self.send_response(404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, format: str, *args: object) -> None:  # a unix peer has no address to log
+                pass
+
+        super().__init__(str(socket_path), Handler)
+        threading.Thread(target=self.serve_forever, args=(0.05,), daemon=True).start()
+
+
+def test_container_restarter_posts_restart_to_the_engine_api(tmp_path):
+    socket_path = tmp_path / "docker.sock"
+    engine = FakeEngine(socket_path, containers={"deliberate-verifier"})
+    try:
+        description = asyncio.run(ContainerRestarter("deliberate-verifier", socket_path=str(socket_path)).restart())
+        assert engine.requests == [("POST", "/containers/deliberate-verifier/restart?t=5")]
+        assert description == f"container deliberate-verifier restarted via {socket_path}"
+
+        with pytest.raises(RestartError, match=r"HTTP 404: No such container: ghost"):
+            asyncio.run(ContainerRestarter("ghost", socket_path=str(socket_path)).restart())
+    finally:
+        engine.shutdown()
+        engine.server_close()
+
+
+def test_container_restarter_without_an_engine_raises(tmp_path):
+    with pytest.raises(OSError):
+        asyncio.run(ContainerRestarter("v", socket_path=str(tmp_path / "missing.sock")).restart())
+
+
+# --- kubernetes: a fake API server over TLS -------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command for a test certificate")
+def test_kubernetes_restarter_deletes_the_matching_pods(tmp_path):
+    account = tmp_path / "serviceaccount"
+    account.mkdir()
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        + ["-keyout", str(tmp_path / "key.pem"), "-out", str(account / "ca.crt"), "-days", "1"]
+        + ["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True,
+        capture_output=True,
+    )
+    (account / "token").write_text("secret-token\n")
+    (account / "namespace").write_text("deliberate\n")
+    requests: list[tuple[str, str, str]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def answer(self, status: int, body: dict) -> None:
+            requests.append((self.command, self.path, self.headers["Authorization"]))
+            payload = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            pods = [{"metadata": {"name": "verifier-a"}}, {"metadata": {"name": "verifier-b"}}]
+            self.answer(200, {"kind": "PodList", "items": pods})
+
+        def do_DELETE(self) -> None:  # noqa: N802 (http.server's naming)
+            self.answer(200, {"kind": "Pod"})
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(account / "ca.crt", tmp_path / "key.pem")
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        restarter = KubernetesRestarter(
+            label_selector="app=verifier",
+            service_account_dir=account,
+            api_host="127.0.0.1",
+            api_port=server.server_port,
+        )
+        description = asyncio.run(restarter.restart())
+    finally:
+        server.shutdown()
+        server.server_close()
+
+    pods = "/api/v1/namespaces/deliberate/pods"
+    auth = "Bearer secret-token"
+    assert requests == [
+        ("GET", f"{pods}?labelSelector=app%3Dverifier", auth),
+        ("DELETE", f"{pods}/verifier-a", auth),
+        ("DELETE", f"{pods}/verifier-b", auth),
+    ]
+    assert description == "deleted pod(s) verifier-a, verifier-b in namespace deliberate"
+
+
+# --- build_restarter ------------------------------------------------------------------------------------------------
+
+
+def test_build_restarter_picks_the_kind(tmp_path):
+    process = build_restarter("process", command="python -m deliberate.verifier", env=None)
+    assert isinstance(process, ProcessRestarter) and process.command == ["python", "-m", "deliberate.verifier"]
+    container = build_restarter("container", container="v", socket_path=str(tmp_path / "d.sock"))
+    assert isinstance(container, ContainerRestarter) and container.name == "container"
+    assert isinstance(build_restarter("none"), NoRestarter)
+    with pytest.raises(RestartError, match="no restarter"):
+        asyncio.run(build_restarter("none").restart())
+    with pytest.raises(ValueError, match="restarter must be one of"):
+        build_restarter("systemd")
