@@ -181,7 +181,12 @@ class ProgressView:
 
     def show(self, event: pb.SolveStreamResponse) -> None:
         kind = event.WhichOneof("event")
-        if kind == "draft_generated":
+        if kind == "round_started":
+            r = event.round_started
+            self.say(f"round {r.round}: {r.num_drafts} drafts — {r.reason}")
+            if r.feedback:
+                self.say(f"  feedback into the prompt: {r.feedback}")
+        elif kind == "draft_generated":
             d = event.draft_generated.draft
             self.index[d.id] = d.index
             reason = common_pb2.FinishReason.Name(d.finish_reason).removeprefix("FINISH_REASON_").lower()
@@ -215,12 +220,17 @@ class ProgressView:
         stages = ("draft", "verify", "select", "refine", "total")
         timing = "  ".join(f"{s} {getattr(t, s).ToTimedelta().total_seconds():.2f}s" for s in stages)
         self.say(f"\n\nstatus  {pb.SolveStatus.Name(r.status).removeprefix('SOLVE_STATUS_')} — {r.status_reason}")
-        self.say("verdicts:")
+        self.say(f"drafts  {r.num_drafts} per round ({r.num_drafts_reason}); rounds {r.rounds}; verdicts:")
         for report in r.drafts:
-            v = report.verdict
+            v, c = report.verdict, report.components
             mark = "*" if report.selected else " "
-            rules = "; ".join(x.message for x in v.rule_results)
-            self.say(f" {mark} #{report.draft.index} {'valid  ' if v.valid else 'invalid'} {v.score:.2f}  {rules}")
+            self.say(
+                f" {mark} r{report.round} #{report.draft.index} {'valid  ' if v.valid else 'invalid'} "
+                f"final {c.final:.3f} = {c.alpha:.2f}·{c.score:.2f} + {c.beta:.2f}·{c.agreement:.2f} "
+                f"− {c.gamma:.3f}·{c.latency:.2f}  answer share {c.answer_share:.2f}"
+                + (f"  duplicate of {report.duplicate_of}" if report.duplicate_of else "")
+            )
+            self.say("      " + "; ".join(x.message for x in v.rule_results))
         self.say(f"tokens  prompt {r.usage.prompt_tokens}, completion {r.usage.completion_tokens}")
         self.say(f"timings {timing}")
         self.say(f"trace   {r.trace_id}   request {r.request_id}")
