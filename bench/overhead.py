@@ -1,0 +1,120 @@
+"""Orchestration overhead: Solve through the four service processes against an in-process pipeline that runs
+the same stages with the same engine, prompts, rules and seeds, in one run.
+
+    python bench/overhead.py [--questions 3] [--drafts 3] [--tokens 48]
+
+Both sides draft N continuations in one batched generation, verify them with the same compiled rules, select
+with the same formula and refine with the same prompt; re-drafting is off on both sides so the work is equal.
+The two sides alternate question by question. Writes bench/results/overhead.json (key `ratio` =
+services / in-process wall time; the goal is ≤ 1.05).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import write_result  # noqa: E402
+
+from deliberate.drafter.prompts import SYSTEM_PROMPT as DRAFT_SYSTEM  # noqa: E402
+from deliberate.drafter.prompts import draft_user_message, strategies_for  # noqa: E402
+from deliberate.engines.base import Completion, SamplingParams, TextDelta  # noqa: E402
+from deliberate.engines.transformers_engine import TransformersEngine  # noqa: E402
+from deliberate.refiner.prompts import SYSTEM_PROMPT as REFINE_SYSTEM  # noqa: E402
+from deliberate.refiner.prompts import SelectedDraft, refine_user_message, thinking_trace  # noqa: E402
+from deliberate.scheduler.selection import Scored, select  # noqa: E402
+from deliberate.verifier.constraints import compile_rules  # noqa: E402
+from deliberate.verifier.rules import verify  # noqa: E402
+from deliberate_client.client import DeliberateClient, build_request  # noqa: E402
+from deliberate_client.stack import Ports, Stack  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = ROOT.parent / "shared/data/gsm8k/train.jsonl"
+
+
+def in_process_solve(engine: TransformersEngine, question: str, drafts: int, tokens: int, seed: int) -> str:
+    """The pipeline's stages as plain function calls in one process."""
+    strategies = strategies_for(drafts, [])
+    prompts = [engine.format_chat(DRAFT_SYSTEM, draft_user_message(question, s, None)) for s in strategies]
+    draft_params = SamplingParams(max_new_tokens=tokens, seed=seed)
+    completions = engine.generate(prompts, draft_params, lambda event: None, threading.Event())
+    rules = compile_rules("", [], {})
+    verdicts = [verify(c.text, rules.rules, c.finish_reason) for c in completions]
+    selection = select(
+        [
+            Scored(str(c.index), c.index, v.valid, v.score, 0.0, v.extracted_answer)
+            for c, v in zip(completions, verdicts, strict=True)
+        ],
+        max_selected=2,
+    )
+    chosen = [
+        SelectedDraft(
+            int(d.draft_id),
+            completions[int(d.draft_id)].text,
+            d.score,
+            d.valid,
+            tuple(o.rule_id for o in verdicts[int(d.draft_id)].outcomes if o.passed),
+            tuple(o.rule_id for o in verdicts[int(d.draft_id)].outcomes if not o.passed),
+        )
+        for d in selection.selected
+    ]
+    prompt = engine.format_chat(REFINE_SYSTEM, refine_user_message(question, chosen, None))
+    refine_params = SamplingParams(temperature=0.7, max_new_tokens=tokens, seed=seed)
+    text = []
+    completion = engine.generate([prompt], refine_params, lambda e: isinstance(e, TextDelta) and text.append(e.text),
+                                 threading.Event())[0]  # fmt: skip
+    assert isinstance(completion, Completion)
+    return f"{thinking_trace(chosen[0])}\n{''.join(text)}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--questions", type=int, default=3)
+    parser.add_argument("--drafts", type=int, default=3)
+    parser.add_argument("--tokens", type=int, default=48)
+    parser.add_argument(
+        "--data", type=Path, default=DEFAULT_DATA if DEFAULT_DATA.exists() else ROOT / "tests/data/gsm8k_sample.jsonl"
+    )
+    args = parser.parse_args()
+    with args.data.open() as lines:
+        questions = [json.loads(line)["question"] for _, line in zip(range(args.questions), lines, strict=False)]
+
+    engine = TransformersEngine.load("embedded")
+    log_dir = Path(tempfile.mkdtemp(prefix="deliberate-overhead-"))
+    stack = Stack(ports=Ports.free(), log_dir=log_dir, state_dir=log_dir, scheduler_args=["--max-redrafts", "0"])
+    services_s, in_process_s = [], []
+    with stack, DeliberateClient(stack.address) as client:
+        in_process_solve(engine, "What is 2 + 3?", args.drafts, 8, 0)  # warm-up, both sides
+        client.solve(build_request("What is 2 + 3?", num_drafts=args.drafts, max_new_tokens=8, refine_max_new_tokens=8))
+        for seed, question in enumerate(questions, start=1):
+            started = time.perf_counter()
+            in_process_solve(engine, question, args.drafts, args.tokens, seed)
+            in_process_s.append(time.perf_counter() - started)
+            request = build_request(question, num_drafts=args.drafts, max_new_tokens=args.tokens,
+                                    refine_max_new_tokens=args.tokens, seed=seed)  # fmt: skip
+            request.refine_sampling.seed = seed
+            started = time.perf_counter()
+            client.solve(request, timeout=600)
+            services_s.append(time.perf_counter() - started)
+            print(f"question {seed}: services {services_s[-1]:.2f}s, in-process {in_process_s[-1]:.2f}s")
+    figures = {
+        "ratio": round(sum(services_s) / sum(in_process_s), 3),
+        "services_s": [round(s, 3) for s in services_s],
+        "in_process_s": [round(s, 3) for s in in_process_s],
+        "questions": len(questions),
+        "drafts": args.drafts,
+        "tokens": args.tokens,
+    }
+    print(json.dumps(figures, indent=2))
+    print(f"wrote {write_result('overhead', figures)}")
+
+
+if __name__ == "__main__":
+    main()
