@@ -144,3 +144,23 @@ def test_expired_deadline_is_deadline_exceeded_and_nothing_crashes(stack):
     assert response.answer
     for service in ("drafter", "verifier", "refiner", "scheduler"):
         assert stack.is_serving(service)
+
+
+def test_structural_duplicates_are_verified_once(stack, otlp_receiver):
+    """Greedy decoding of one strategy three times gives three identical drafts: one verification, shared."""
+    request = build_request(
+        "What is 12 + 30?", num_drafts=3, max_new_tokens=16, refine_max_new_tokens=8, temperature=0.0,
+        strategy_hints=["Add the numbers."] * 3,
+    )  # fmt: skip
+    with DeliberateClient(stack.address) as client:
+        response = client.solve(request, timeout=240)
+    first_round = [r for r in response.drafts if r.round == 0]
+    original, *copies = sorted(first_round, key=lambda r: r.draft.index)
+    assert all(c.draft.text == original.draft.text for c in copies)
+    assert all(c.duplicate_of == original.draft.id for c in copies)
+    assert all(c.verdict.rule_results == original.verdict.rule_results for c in copies)
+    spans = wait_for_trace(otlp_receiver, response.trace_id)
+    verified = [s for s in spans if s["name"] == "verifier.verify_draft"]
+    assert {s["attributes"]["deliberate.draft.id"] for s in verified} == {
+        r.draft.id for r in response.drafts if not r.duplicate_of
+    }
