@@ -71,6 +71,8 @@ def test_solve_gsm8k_question_through_four_processes(stack, otlp_receiver):
             by_name.setdefault(span["name"], {})[draft_id] = span
     assert set(by_name["drafter.draft"]) == draft_ids, "generation span per draft"
     verified_ids = {r.draft.id for r in response.drafts if not r.duplicate_of}  # duplicates share a verdict
+    if response.status == pb.SOLVE_STATUS_VERIFIED:
+        verified_ids.add(f"{response.request_id}-refined")  # the safety net re-verifies the refined answer
     assert set(by_name["verifier.verify_draft"]) == verified_ids, "verification span per distinct draft"
     lifecycle = by_name["deliberate.draft"]
     assert set(lifecycle) == draft_ids, "lifecycle span per draft"
@@ -99,7 +101,12 @@ def test_solve_stream_orders_stage_events(stack):
     assert all(k in ("draft_selected", "draft_discarded") for k in kinds[5:first_chunk])
     assert kinds.count("refine_chunk") > 1, "the answer streams in several chunks"
     streamed = "".join(e.refine_chunk.text for e in events if e.HasField("refine_chunk"))
-    assert streamed == events[-1].final.answer
+    final = events[-1].final
+    if "refinement rejected" in final.status_reason:  # the safety net answered with the best verified draft
+        best = next(r for r in final.drafts if r.draft.id == final.selected_draft_ids[0])
+        assert final.answer == f"{final.thinking_trace}\n{best.draft.text}"
+    else:
+        assert streamed == final.answer
 
 
 @pytest.mark.parametrize(
@@ -161,6 +168,22 @@ def test_structural_duplicates_are_verified_once(stack, otlp_receiver):
     assert all(c.verdict.rule_results == original.verdict.rule_results for c in copies)
     spans = wait_for_trace(otlp_receiver, response.trace_id)
     verified = [s for s in spans if s["name"] == "verifier.verify_draft"]
-    assert {s["attributes"]["deliberate.draft.id"] for s in verified} == {
-        r.draft.id for r in response.drafts if not r.duplicate_of
-    }
+    distinct = {r.draft.id for r in response.drafts if not r.duplicate_of}
+    refined = {f"{response.request_id}-refined"} if response.status == pb.SOLVE_STATUS_VERIFIED else set()
+    assert {s["attributes"]["deliberate.draft.id"] for s in verified} == distinct | refined
+
+
+def test_a_refinement_that_breaks_the_hard_rules_is_replaced_by_the_best_verified_draft(stack):
+    """A one-token refinement cannot state a numeric final answer; the drafts can. The safety net must notice."""
+    request = build_request(
+        "What is 12 + 30?", num_drafts=2, max_new_tokens=32, refine_max_new_tokens=1, temperature=0.0,
+        constraints=[{"id": "long_enough", "celExpression": "size(text) >= 20", "failureMessage": "too short"}],
+    )  # fmt: skip
+    with DeliberateClient(stack.address) as client:
+        response = client.solve(request, timeout=240)
+    if response.status != pb.SOLVE_STATUS_VERIFIED:
+        pytest.skip(f"no draft passed the hard rules this time: {response.status_reason}")
+    assert "refinement rejected (long_enough failed: too short" in response.status_reason
+    best = next(r for r in response.drafts if r.draft.id == response.selected_draft_ids[0])
+    assert best.verdict.valid
+    assert response.answer == f"{response.thinking_trace}\n{best.draft.text}"

@@ -189,8 +189,15 @@ def test_cel_cost_estimate_grows_with_nesting_and_refuses_quadratic_blowups():
     assert cel_cost("ctx.a.all(x, ctx.b.all(y, ctx.c.exists(z, z == x + y)))", 1000) > MAX_CEL_COST
     spec = ConstraintSpec(0, "cel_expression", "ctx.a.all(x, ctx.a.all(y, ctx.a.exists(z, z == x + y)))", id="blowup")
     context = {"a": list(range(2000))}
-    verdict = verify("{}", compile_rules("", [spec], context).rules, context=context)
+    verdict = verify("Final answer: 1", compile_rules("", [spec], context).rules, context=context)
     assert verdict.outcomes[-1].message.startswith("blowup failed: estimated cost ")
+
+
+def test_constraints_that_read_only_the_text_keep_free_text_rules():
+    text_only = compile_rules("", [ConstraintSpec(0, "cel_expression", "size(text) >= 20", id="long")], {})
+    assert text_only.rule_ids == ["complete", "final_answer", "numeric_answer", "long", "explicit_final_line"]
+    structured = compile_rules("", [ConstraintSpec(0, "cel_expression", "size(plan.ids) == 5", id="five")], {})
+    assert structured.rule_ids == ["complete", "json_parse", "five"]
 
 
 def test_registry_has_the_built_in_packs():

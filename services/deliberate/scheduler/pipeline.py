@@ -372,12 +372,18 @@ class Pipeline:
             prompt_tokens=sum(r.draft.usage.prompt_tokens for r in reports) + refined.usage.prompt_tokens,
             completion_tokens=sum(r.draft.usage.completion_tokens for r in reports) + refined.usage.completion_tokens,
         )
-        reason = selection.reason
+        reason, answer = selection.reason, refined.text
         if selection.status == "unverified":
             reason += f" after {solve.rounds} round(s); errors: {verifier_feedback(reports, limit=None)}"
+        else:
+            broken = await self.recheck_refined(solve, refined)
+            if broken:  # the refined answer may never be worse than the best verified draft
+                best = solve.drafts[selection.selected[0].draft_id].report.draft
+                answer = f"{refined.thinking_trace}\n{best.text}" if refined.thinking_trace else best.text
+                reason += f"; refinement rejected ({broken}); answering with the best verified draft #{best.index}"
         return pb.SolveResponse(
             request_id=solve.request_id,
-            answer=refined.text,
+            answer=answer,
             status=pb.SOLVE_STATUS_VERIFIED if selection.status == "verified" else pb.SOLVE_STATUS_UNVERIFIED,
             status_reason=reason,
             drafts=reports,
@@ -385,6 +391,32 @@ class Pipeline:
             thinking_trace=refined.thinking_trace,
             usage=usage,
         )
+
+    async def recheck_refined(self, solve: Solve, refined: refiner_service_pb2.RefineFinal) -> str:
+        """Verifies the refined answer against the request's hard rules; returns why it fails ("" when it passes).
+        An answer that cannot be checked counts as failing: the verified draft is the safe answer."""
+        request = solve.request
+        text = refined.text.removeprefix(refined.thinking_trace).lstrip("\n")
+        check = verifier_service_pb2.VerifyDraftsRequest(
+            request_id=solve.request_id,
+            prompt=request.prompt,
+            drafts=[common_pb2.Draft(id=f"{solve.request_id}-refined", text=text, finish_reason=refined.finish_reason)],
+            output_schema=request.output_schema,
+            constraints=request.constraints,
+            context=request.context,
+        )
+        try:
+            verdict = (
+                await self.call_verifier(
+                    solve, self.stubs.verifier.VerifyDrafts, check, "re-verification", self.settings.verify_timeout_s
+                )
+            ).verdicts[0]
+        except StageError as error:
+            if error.code == grpc.StatusCode.DEADLINE_EXCEEDED and solve.deadline.left() <= 0:
+                raise
+            return f"could not be re-verified: {error.message}"
+        trace.get_current_span().add_event("refined.verified", {telemetry.DRAFT_VALID: verdict.valid})
+        return "" if verdict.valid else "; ".join(r.message for r in verdict.rule_results if r.hard and not r.passed)
 
     def announce(self, solve: Solve, selection: Selection) -> None:
         ranks = {d.draft_id: rank for rank, d in enumerate(selection.selected)}

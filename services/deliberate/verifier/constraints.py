@@ -87,7 +87,7 @@ def compile_rules(output_schema_text: str, constraints: list[ConstraintSpec], co
 
     ordered = sorted(constraints, key=lambda c: (KIND_ORDER[c.kind], c.index))
     constraint_rules = tuple(rule for spec in ordered for rule in constraint_rule(spec, context))
-    structured = output_schema is not None or any(c.kind != "rule_pack" or pack_reads_answer(c) for c in constraints)
+    structured = output_schema is not None or any(reads_answer(c) for c in constraints)
     if not structured:  # free text: a numeric final answer, then the constraints, then style
         base, style = ANSWER_RULES[:3], ANSWER_RULES[3:]
         return RuleSet((*base, *constraint_rules, *style), None)
@@ -96,8 +96,17 @@ def compile_rules(output_schema_text: str, constraints: list[ConstraintSpec], co
     return RuleSet((*head, *(schema_rules if output_schema else ()), *constraint_rules), output_schema)
 
 
-def pack_reads_answer(spec: ConstraintSpec) -> bool:
-    pack = REGISTRY.get(spec.source)
+def reads_answer(spec: ConstraintSpec) -> bool:
+    """Whether the constraint reads a structured answer (then the draft must hold JSON) or only the text."""
+    if spec.kind == "json_schema":
+        return True
+    if spec.kind == "cel_expression":
+        try:
+            variables = _compiled_cel(spec.source).references()["variables"]
+        except ValueError:
+            return True  # compile_cel reports it with the field's name
+        return bool({"answer", "plan"} & set(variables))
+    pack = (REGISTRY or load_registry()).get(spec.source)
     return pack is not None and pack.answer_model is not None
 
 

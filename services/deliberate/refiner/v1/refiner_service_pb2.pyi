@@ -16,7 +16,7 @@ class VerifiedDraft(_message.Message):
     def __init__(self, draft: _Optional[_Union[_common_pb2.Draft, _Mapping]] = ..., verdict: _Optional[_Union[_common_pb2.DraftVerdict, _Mapping]] = ...) -> None: ...
 
 class RefineRequest(_message.Message):
-    __slots__ = ("request_id", "prompt", "selected", "all_drafts", "sampling", "output_schema", "disable_thinking_trace")
+    __slots__ = ("request_id", "prompt", "selected", "all_drafts", "sampling", "output_schema", "disable_thinking_trace", "disable_consensus_prefix")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     SELECTED_FIELD_NUMBER: _ClassVar[int]
@@ -24,6 +24,7 @@ class RefineRequest(_message.Message):
     SAMPLING_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     DISABLE_THINKING_TRACE_FIELD_NUMBER: _ClassVar[int]
+    DISABLE_CONSENSUS_PREFIX_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     prompt: str
     selected: _containers.RepeatedCompositeFieldContainer[VerifiedDraft]
@@ -31,7 +32,8 @@ class RefineRequest(_message.Message):
     sampling: _common_pb2.SamplingParams
     output_schema: str
     disable_thinking_trace: bool
-    def __init__(self, request_id: _Optional[str] = ..., prompt: _Optional[str] = ..., selected: _Optional[_Iterable[_Union[VerifiedDraft, _Mapping]]] = ..., all_drafts: _Optional[_Iterable[_Union[_common_pb2.Draft, _Mapping]]] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., output_schema: _Optional[str] = ..., disable_thinking_trace: _Optional[bool] = ...) -> None: ...
+    disable_consensus_prefix: bool
+    def __init__(self, request_id: _Optional[str] = ..., prompt: _Optional[str] = ..., selected: _Optional[_Iterable[_Union[VerifiedDraft, _Mapping]]] = ..., all_drafts: _Optional[_Iterable[_Union[_common_pb2.Draft, _Mapping]]] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., output_schema: _Optional[str] = ..., disable_thinking_trace: _Optional[bool] = ..., disable_consensus_prefix: _Optional[bool] = ...) -> None: ...
 
 class RefineResponse(_message.Message):
     __slots__ = ("chunk", "final")
@@ -48,13 +50,19 @@ class RefineChunk(_message.Message):
     def __init__(self, text: _Optional[str] = ...) -> None: ...
 
 class RefineFinal(_message.Message):
-    __slots__ = ("text", "thinking_trace", "usage", "finish_reason")
+    __slots__ = ("text", "thinking_trace", "usage", "finish_reason", "consensus_prefix", "token_budget", "budget_reason")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     THINKING_TRACE_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
+    CONSENSUS_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_BUDGET_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_REASON_FIELD_NUMBER: _ClassVar[int]
     text: str
     thinking_trace: str
     usage: _common_pb2.TokenUsage
     finish_reason: _common_pb2.FinishReason
-    def __init__(self, text: _Optional[str] = ..., thinking_trace: _Optional[str] = ..., usage: _Optional[_Union[_common_pb2.TokenUsage, _Mapping]] = ..., finish_reason: _Optional[_Union[_common_pb2.FinishReason, str]] = ...) -> None: ...
+    consensus_prefix: str
+    token_budget: int
+    budget_reason: str
+    def __init__(self, text: _Optional[str] = ..., thinking_trace: _Optional[str] = ..., usage: _Optional[_Union[_common_pb2.TokenUsage, _Mapping]] = ..., finish_reason: _Optional[_Union[_common_pb2.FinishReason, str]] = ..., consensus_prefix: _Optional[str] = ..., token_budget: _Optional[int] = ..., budget_reason: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,122 @@
+"""The opening lines drafts agree on: properties against a brute-force oracle, and literal examples."""
+
+from itertools import combinations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from deliberate.refiner.consensus import MAX_LINES, consensus_prefix, content_lines
+
+# Few distinct line texts, so drafts share openings often; some differ only in whitespace or are blank.
+LINES = st.sampled_from(["a = 1", "  a  =  1 ", "a =\t1", "b = 2", "b=2", "c", "", "   ", "Final answer: 3"])
+DRAFT = st.lists(LINES, max_size=6).map("\n".join)
+DRAFTS = st.lists(DRAFT, max_size=6)
+
+
+def keys(text: str) -> list[str]:
+    return [line.key for line in content_lines(text)]
+
+
+def oracle_length(drafts: list[str], support: int) -> int:
+    """Largest L such that some `support` drafts share their first L normalized lines, by trying every group."""
+    best = 0
+    for group in combinations([keys(d) for d in drafts], support):
+        length = 0
+        while all(len(k) > length for k in group) and len({k[length] for k in group}) == 1:
+            length += 1
+        best = max(best, length)
+    return best
+
+
+def clamp(min_support: int, drafts: list[str]) -> int:
+    return min(max(min_support, 1), len(drafts))
+
+
+@settings(max_examples=300)
+@given(DRAFTS, st.integers(-1, 8))
+def test_the_prefix_is_the_longest_one_enough_drafts_share(drafts, min_support):
+    prefix = keys(consensus_prefix(drafts, min_support))
+    if not drafts:
+        assert prefix == []
+        return
+    support = clamp(min_support, drafts)
+    assert len(prefix) == oracle_length(drafts, support)
+    assert sum(keys(d)[: len(prefix)] == prefix for d in drafts) >= support
+
+
+@settings(max_examples=200)
+@given(DRAFTS, st.integers(1, 6), st.randoms(use_true_random=False))
+def test_order_of_drafts_does_not_change_the_prefix(drafts, min_support, random):
+    shuffled = list(drafts)
+    random.shuffle(shuffled)
+    before, after = keys(consensus_prefix(drafts, min_support)), keys(consensus_prefix(shuffled, min_support))
+    assert len(before) == len(after)
+    if 2 * clamp(min_support, drafts) > len(drafts):
+        # Two disjoint groups of a majority cannot exist, so no tie for the order to break.
+        assert before == after
+
+
+@given(DRAFTS)
+def test_with_support_of_one_the_longest_draft_comes_back_whole(drafts):
+    prefix = keys(consensus_prefix(drafts, 1))
+    longest = max((keys(d) for d in drafts), key=len, default=[])
+    assert prefix == longest
+
+
+@given(DRAFTS, st.integers(7, 100))
+def test_support_above_the_number_of_drafts_means_all_of_them(drafts, min_support):
+    assert consensus_prefix(drafts, min_support) == consensus_prefix(drafts, len(drafts))
+
+
+@given(st.lists(LINES, max_size=6), st.integers(2, 5))
+def test_whitespace_and_blank_lines_do_not_break_agreement(lines, copies):
+    plain = "\n".join(lines)
+    messy = ["\n\n" + "\n\n".join("  " + line.replace(" ", "   ") + " \t" for line in lines) for _ in range(copies)]
+    assert keys(consensus_prefix([plain, *messy], copies + 1)) == keys(plain)
+
+
+@given(st.lists(DRAFT, min_size=2, max_size=5))
+def test_no_shared_first_line_means_no_prefix(tails):
+    drafts = [f"opening {i}\n{tail}" for i, tail in enumerate(tails)]
+    assert consensus_prefix(drafts, 2) == ""
+
+
+def test_three_of_four_agree_on_two_lines():
+    drafts = [
+        "Let x be the price.\nThen 2x = 10.\nSo x = 5.",
+        "Let x be the price.\nThen 2x = 10.\nSo x = 5.\nDone.",
+        "Let x be the price.\nThen  2x = 10.   \nHence x = 5.",
+        "We guess.\nThen 2x = 10.",
+    ]
+    assert consensus_prefix(drafts, 3) == "Let x be the price.\nThen 2x = 10.\n"
+    assert consensus_prefix(drafts, 2) == "Let x be the price.\nThen 2x = 10.\nSo x = 5.\n"
+    assert consensus_prefix(drafts, 4) == ""
+
+
+def test_lines_come_back_as_written_in_the_earliest_supporting_draft():
+    drafts = ["other\n", "\n  Step 1:  add \n\nStep 2\nx", "Step 1: add\nStep 2\ny", "Step 1: add\n\n\nStep 2"]
+    assert consensus_prefix(drafts, 3) == "  Step 1:  add \n\nStep 2\n"
+
+
+def test_the_longest_run_wins_even_with_a_different_group():
+    drafts = ["a\nb", "a\nc\nd\ne", "a\nc\nd\ne", "a\nb"]
+    assert consensus_prefix(drafts, 2) == "a\nc\nd\ne\n"
+    assert consensus_prefix(drafts, 3) == "a\n"
+
+
+def test_ties_go_to_the_group_of_the_earliest_draft():
+    assert consensus_prefix(["x\n1", "y\n2", "y\n2", "x\n1"], 2) == "x\n1\n"
+    assert consensus_prefix(["y\n2", "x\n1", "y\n2", "x\n1"], 2) == "y\n2\n"
+
+
+def test_edge_cases():
+    assert consensus_prefix([]) == ""
+    assert consensus_prefix(["", "  \n\n"], 1) == ""
+    assert consensus_prefix(["only\n"], 3) == "only\n"
+    assert consensus_prefix(["a\r\nb\r\n", "a\nb"], 2) == "a\nb\n"
+
+
+def test_long_drafts_are_cut_at_the_line_cap():
+    draft = "\n".join(f"line {i}" for i in range(1000))
+    prefix = consensus_prefix([draft] * 16, 3)
+    assert prefix.splitlines() == [f"line {i}" for i in range(MAX_LINES)]
