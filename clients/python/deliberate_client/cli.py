@@ -231,6 +231,9 @@ class ProgressView:
                 + (f"  duplicate of {report.duplicate_of}" if report.duplicate_of else "")
             )
             self.say("      " + "; ".join(x.message for x in v.rule_results))
+        self.say(f"refine  budget {r.refine_token_budget} tokens ({r.refine_budget_reason})")
+        if r.consensus_prefix:
+            self.say(f"        started from the drafts' consensus prefix: {r.consensus_prefix.strip()[:120]!r}")
         self.say(f"tokens  prompt {r.usage.prompt_tokens}, completion {r.usage.completion_tokens}")
         self.say(f"timings {timing}")
         self.say(f"trace   {r.trace_id}   request {r.request_id}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 import grpc
 from opentelemetry import trace
@@ -19,6 +20,8 @@ from ..core.requests import (
     sampling_from_proto,
 )
 from ..engines.base import Completion, Engine, TextDelta
+from .budget import Budget, BudgetTable, token_budget
+from .consensus import consensus_prefix
 from .prompts import SYSTEM_PROMPT, SelectedDraft, refine_user_message, thinking_trace
 from .settings import RefinerSettings
 
@@ -31,6 +34,7 @@ class RefinerServicer(refiner_service_pb2_grpc.RefinerServiceServicer):
         self.settings = settings
         self.engine: Engine | None = None
         self.defaults = settings.default_sampling()
+        self.table = BudgetTable.parse(settings.budget_table)
 
     def validate(self, request: refiner_service_pb2.RefineRequest):
         require_text("prompt", request.prompt, self.settings.max_prompt_chars)
@@ -51,13 +55,21 @@ class RefinerServicer(refiner_service_pb2_grpc.RefinerServiceServicer):
 
         selected = [selected_draft(item) for item in request.selected]
         trace_marker = "" if request.disable_thinking_trace else thinking_trace(selected[0])
-        prompt = self.engine.format_chat(SYSTEM_PROMPT, refine_user_message(request.prompt, selected, schema))
+        prefix = ""
+        if not request.disable_consensus_prefix:
+            prefix = consensus_prefix([d.text for d in request.all_drafts], self.settings.consensus_min_support)
+        budget = self.budget(request, selected[0].score, context.time_remaining())
+        sampling = replace(sampling, max_new_tokens=budget.tokens)
+        # The model continues after the agreed lines instead of thinking them again.
+        prompt = self.engine.format_chat(SYSTEM_PROMPT, refine_user_message(request.prompt, selected, schema)) + prefix
 
         with tracer.start_as_current_span(
             "refiner.generate", attributes={telemetry.REQUEST_ID: request.request_id}
         ) as span:
             if trace_marker:
                 yield chunk(trace_marker + "\n")
+            if prefix:
+                yield chunk(prefix)
             completion = None
             async for event in self.engine.stream([prompt], sampling):
                 if isinstance(event, TextDelta):
@@ -66,11 +78,15 @@ class RefinerServicer(refiner_service_pb2_grpc.RefinerServiceServicer):
                     completion = event
             span.set_attribute("deliberate.refine.completion_tokens", completion.completion_tokens)
 
-        text = f"{trace_marker}\n{completion.text}" if trace_marker else completion.text
+        answer = prefix + completion.text
+        text = f"{trace_marker}\n{answer}" if trace_marker else answer
         yield refiner_service_pb2.RefineResponse(
             final=refiner_service_pb2.RefineFinal(
                 text=text,
                 thinking_trace=trace_marker,
+                consensus_prefix=prefix,
+                token_budget=budget.tokens,
+                budget_reason=budget.reason,
                 usage={
                     "prompt_tokens": completion.prompt_tokens,
                     "completion_tokens": completion.completion_tokens,
@@ -78,6 +94,14 @@ class RefinerServicer(refiner_service_pb2_grpc.RefinerServiceServicer):
                 finish_reason=FINISH_REASONS[completion.finish_reason],
             )
         )
+
+    def budget(self, request, best_score: float, remaining_s: float | None) -> Budget:
+        """From the best draft's score through the table (or the client's explicit max_new_tokens), capped by
+        what the remaining deadline allows at the engine's measured speed."""
+        table = self.table
+        if request.sampling.HasField("max_new_tokens"):
+            table = BudgetTable(rows=(), default=request.sampling.max_new_tokens)
+        return token_budget(best_score, table, remaining_s, self.engine.tokens_per_second)
 
 
 def chunk(text: str) -> refiner_service_pb2.RefineResponse:

@@ -390,6 +390,9 @@ class Pipeline:
             selected_draft_ids=[d.draft_id for d in selection.selected],
             thinking_trace=refined.thinking_trace,
             usage=usage,
+            consensus_prefix=refined.consensus_prefix,
+            refine_token_budget=refined.token_budget,
+            refine_budget_reason=refined.budget_reason,
         )
 
     async def recheck_refined(self, solve: Solve, refined: refiner_service_pb2.RefineFinal) -> str:
@@ -450,6 +453,7 @@ class Pipeline:
                     sampling=request.refine_sampling,
                     output_schema=request.output_schema,
                     disable_thinking_trace=request.disable_thinking_trace,
+                    disable_consensus_prefix=request.disable_consensus_prefix,
                 ),
                 timeout=solve.deadline.remaining("refinement"),
             )

@@ -34,7 +34,7 @@ OUTCOME_ACCEPTED: Outcome
 OUTCOME_REJECTED: Outcome
 
 class SolveRequest(_message.Message):
-    __slots__ = ("prompt", "output_schema", "constraints", "context", "num_drafts", "sampling", "strategy_hints", "request_id", "refine_sampling", "disable_thinking_trace")
+    __slots__ = ("prompt", "output_schema", "constraints", "context", "num_drafts", "sampling", "strategy_hints", "request_id", "refine_sampling", "disable_thinking_trace", "disable_consensus_prefix")
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     CONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
@@ -45,6 +45,7 @@ class SolveRequest(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     REFINE_SAMPLING_FIELD_NUMBER: _ClassVar[int]
     DISABLE_THINKING_TRACE_FIELD_NUMBER: _ClassVar[int]
+    DISABLE_CONSENSUS_PREFIX_FIELD_NUMBER: _ClassVar[int]
     prompt: str
     output_schema: str
     constraints: _containers.RepeatedCompositeFieldContainer[_common_pb2.Constraint]
@@ -55,7 +56,8 @@ class SolveRequest(_message.Message):
     request_id: str
     refine_sampling: _common_pb2.SamplingParams
     disable_thinking_trace: bool
-    def __init__(self, prompt: _Optional[str] = ..., output_schema: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[_common_pb2.Constraint, _Mapping]]] = ..., context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., num_drafts: _Optional[int] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., strategy_hints: _Optional[_Iterable[str]] = ..., request_id: _Optional[str] = ..., refine_sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., disable_thinking_trace: _Optional[bool] = ...) -> None: ...
+    disable_consensus_prefix: bool
+    def __init__(self, prompt: _Optional[str] = ..., output_schema: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[_common_pb2.Constraint, _Mapping]]] = ..., context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., num_drafts: _Optional[int] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., strategy_hints: _Optional[_Iterable[str]] = ..., request_id: _Optional[str] = ..., refine_sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., disable_thinking_trace: _Optional[bool] = ..., disable_consensus_prefix: _Optional[bool] = ...) -> None: ...
 
 class ScoreComponents(_message.Message):
     __slots__ = ("score", "agreement", "latency", "answer_share", "final", "alpha", "beta", "gamma")
@@ -108,7 +110,7 @@ class StageTimings(_message.Message):
     def __init__(self, draft: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., verify: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., select: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., refine: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., total: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class SolveResponse(_message.Message):
-    __slots__ = ("request_id", "answer", "status", "status_reason", "drafts", "selected_draft_ids", "thinking_trace", "trace_id", "timings", "usage", "num_drafts", "num_drafts_reason", "rounds")
+    __slots__ = ("request_id", "answer", "status", "status_reason", "drafts", "selected_draft_ids", "thinking_trace", "trace_id", "timings", "usage", "num_drafts", "num_drafts_reason", "rounds", "consensus_prefix", "refine_token_budget", "refine_budget_reason")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     ANSWER_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -122,6 +124,9 @@ class SolveResponse(_message.Message):
     NUM_DRAFTS_FIELD_NUMBER: _ClassVar[int]
     NUM_DRAFTS_REASON_FIELD_NUMBER: _ClassVar[int]
     ROUNDS_FIELD_NUMBER: _ClassVar[int]
+    CONSENSUS_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    REFINE_TOKEN_BUDGET_FIELD_NUMBER: _ClassVar[int]
+    REFINE_BUDGET_REASON_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     answer: str
     status: SolveStatus
@@ -135,7 +140,10 @@ class SolveResponse(_message.Message):
     num_drafts: int
     num_drafts_reason: str
     rounds: int
-    def __init__(self, request_id: _Optional[str] = ..., answer: _Optional[str] = ..., status: _Optional[_Union[SolveStatus, str]] = ..., status_reason: _Optional[str] = ..., drafts: _Optional[_Iterable[_Union[DraftReport, _Mapping]]] = ..., selected_draft_ids: _Optional[_Iterable[str]] = ..., thinking_trace: _Optional[str] = ..., trace_id: _Optional[str] = ..., timings: _Optional[_Union[StageTimings, _Mapping]] = ..., usage: _Optional[_Union[_common_pb2.TokenUsage, _Mapping]] = ..., num_drafts: _Optional[int] = ..., num_drafts_reason: _Optional[str] = ..., rounds: _Optional[int] = ...) -> None: ...
+    consensus_prefix: str
+    refine_token_budget: int
+    refine_budget_reason: str
+    def __init__(self, request_id: _Optional[str] = ..., answer: _Optional[str] = ..., status: _Optional[_Union[SolveStatus, str]] = ..., status_reason: _Optional[str] = ..., drafts: _Optional[_Iterable[_Union[DraftReport, _Mapping]]] = ..., selected_draft_ids: _Optional[_Iterable[str]] = ..., thinking_trace: _Optional[str] = ..., trace_id: _Optional[str] = ..., timings: _Optional[_Union[StageTimings, _Mapping]] = ..., usage: _Optional[_Union[_common_pb2.TokenUsage, _Mapping]] = ..., num_drafts: _Optional[int] = ..., num_drafts_reason: _Optional[str] = ..., rounds: _Optional[int] = ..., consensus_prefix: _Optional[str] = ..., refine_token_budget: _Optional[int] = ..., refine_budget_reason: _Optional[str] = ...) -> None: ...
 
 class SubmitFeedbackRequest(_message.Message):
     __slots__ = ("request_id", "outcome")
