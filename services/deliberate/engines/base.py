@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 FinishReason = Literal["stop", "length", "aborted"]
+
+log = logging.getLogger("deliberate.engine")
 
 
 @dataclass(frozen=True)
@@ -100,11 +104,17 @@ class Engine(ABC):
                 emit(error)
 
         worker = loop.run_in_executor(None, work)
+        finished = False
         try:
             while (event := await queue.get()) is not None:
                 if isinstance(event, BaseException):
                     raise event
                 yield event
+            finished = True
         finally:
             cancel.set()
+            asked = time.monotonic()
             await asyncio.shield(worker)
+            if not finished:  # the consumer left early: say how fast the engine's work really stopped
+                stopped_within_s = round(time.monotonic() - asked, 3)
+                log.info("generation aborted", extra={"sequences": len(prompts), "stopped_within_s": stopped_within_s})

@@ -1,0 +1,62 @@
+"""A client that cancels mid-stream stops the engines' work: the Drafter and the Refiner abort generation
+within a second instead of finishing their token budgets."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime
+
+import pytest
+
+from deliberate_client.client import DeliberateClient, build_request
+
+pytestmark = pytest.mark.model
+
+
+def log_events(stack, service: str) -> list[dict]:
+    lines = (stack.log_dir / f"{service}.log").read_text().splitlines()
+    return [json.loads(line) for line in lines if line.startswith("{")]
+
+
+def seconds(event: dict) -> float:
+    return datetime.fromisoformat(event["ts"].replace("Z", "+00:00")).timestamp()
+
+
+def abort_of(stack, service: str, request_id: str) -> dict:
+    """The engine's "generation aborted" event of this request (matched through its trace id)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        events = log_events(stack, service)
+        traces = {e.get("trace_id") for e in events if e.get("request_id") == request_id}
+        if service == "refiner":  # the refiner does not log the request id itself; its trace is the drafter's
+            traces = {e.get("trace_id") for e in log_events(stack, "drafter") if e.get("request_id") == request_id}
+        aborted = [e for e in events if e.get("msg") == "generation aborted" and e.get("trace_id") in traces]
+        if aborted:
+            return aborted[-1]
+        time.sleep(0.2)
+    raise AssertionError(f"{service} did not abort generation for {request_id}")
+
+
+@pytest.mark.parametrize("stage", ["drafting", "refinement"])
+def test_cancelling_the_stream_stops_generation_within_a_second(stack, stage):
+    request_id = f"cancel-{stage}-{time.time_ns()}"
+    request = build_request(
+        "Write a long story about counting numbers, step by step.", num_drafts=2, request_id=request_id,
+        max_new_tokens=400 if stage == "drafting" else 8, refine_max_new_tokens=400,
+    )  # fmt: skip
+    with DeliberateClient(stack.address) as client:
+        call = client.solve_stream(request, timeout=240)
+        for event in call:
+            if stage == "drafting" and event.HasField("round_started"):
+                time.sleep(2.0)  # the drafter is decoding its 400 tokens now
+                break
+            if stage == "refinement" and event.HasField("refine_chunk"):
+                break
+        cancelled_at = time.time()
+        call.cancel()
+    service = "drafter" if stage == "drafting" else "refiner"
+    aborted = abort_of(stack, service, request_id)
+    assert aborted["stopped_within_s"] < 1.0
+    assert seconds(aborted) - cancelled_at < 1.0, "generation stopped within a second of the cancel"
+    assert stack.is_serving(service)
