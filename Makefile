@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install run up test proto lint bench bench-fanout bench-e2e bench-verifier bench-overhead config-table clean
+.PHONY: install run up test proto lint bench bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus config-table clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,7 +41,7 @@ lint: install
 	$(VENV)/bin/ruff format --check services clients tests bench
 
 ## Benchmarks print their figures and write bench/results/<name>.json.
-bench: bench-fanout bench-e2e bench-verifier bench-overhead
+bench: bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus
 
 bench-fanout: install
 	$(PY) bench/fanout.py
@@ -54,6 +54,9 @@ bench-verifier: install
 
 bench-overhead: install
 	$(PY) bench/overhead.py
+
+bench-consensus: install
+	$(PY) bench/consensus.py
 
 ## The README's configuration table, generated from the settings models.
 config-table: install
