@@ -104,6 +104,8 @@ def run_up(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not abandon the shutdown
+            signal.signal(signum, signal.SIG_IGN)
         print("\nstopping …", flush=True)
         codes = stack.down()
         print("stopped: " + ", ".join(f"{s} ({c})" for s, c in codes.items()))
