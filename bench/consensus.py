@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import write_result  # noqa: E402
+from common import add_data_argument, load_questions, write_result  # noqa: E402
 
 from deliberate.drafter.prompts import SYSTEM_PROMPT as DRAFT_SYSTEM  # noqa: E402
 from deliberate.drafter.prompts import draft_user_message, strategies_for  # noqa: E402
@@ -28,9 +28,6 @@ from deliberate.engines.transformers_engine import TransformersEngine  # noqa: E
 from deliberate.refiner.consensus import consensus_prefix  # noqa: E402
 from deliberate.refiner.prompts import SYSTEM_PROMPT as REFINE_SYSTEM  # noqa: E402
 from deliberate.refiner.prompts import SelectedDraft, refine_user_message  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = ROOT.parent / "shared/data/gsm8k/train.jsonl"
 
 
 def refine(engine: TransformersEngine, question: str, best: str, prefix: str, tokens: int, seed: int):
@@ -49,12 +46,9 @@ def main() -> None:
     parser.add_argument("--drafts", type=int, default=5)
     parser.add_argument("--tokens", type=int, default=96)
     parser.add_argument("--min-support", type=int, default=3)
-    parser.add_argument(
-        "--data", type=Path, default=DEFAULT_DATA if DEFAULT_DATA.exists() else ROOT / "tests/data/gsm8k_sample.jsonl"
-    )
+    add_data_argument(parser)
     args = parser.parse_args()
-    with args.data.open() as lines:
-        questions = [json.loads(line)["question"] for _, line in zip(range(args.questions), lines, strict=False)]
+    questions = load_questions(args.data, args.questions)
 
     engine = TransformersEngine.load("embedded")
     with_tokens = without_tokens = 0

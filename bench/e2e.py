@@ -19,13 +19,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import write_result  # noqa: E402
+from common import add_data_argument, load_questions, write_result  # noqa: E402
 
 from deliberate_client.client import DeliberateClient, build_request  # noqa: E402
 from deliberate_client.stack import Ports, Stack  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = ROOT.parent / "shared/data/gsm8k/train.jsonl"
 STAGES = ("draft", "verify", "select", "refine", "total")
 
 
@@ -34,15 +32,10 @@ def main() -> None:
     parser.add_argument("--drafts", type=int, default=5)
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--runs", type=int, default=1)
-    parser.add_argument(
-        "--data",
-        type=Path,
-        default=DEFAULT_DATA if DEFAULT_DATA.exists() else ROOT / "tests/data/gsm8k_sample.jsonl",
-    )
+    add_data_argument(parser)
     args = parser.parse_args()
 
-    with args.data.open() as lines:
-        questions = [json.loads(line)["question"] for _, line in zip(range(args.runs + 1), lines, strict=False)]
+    questions = load_questions(args.data, args.runs + 1)
 
     log_dir = Path(tempfile.mkdtemp(prefix="deliberate-bench-"))
     with Stack(ports=Ports.free(), log_dir=log_dir) as stack, DeliberateClient(stack.address) as client:

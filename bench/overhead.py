@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import write_result  # noqa: E402
+from common import add_data_argument, load_questions, write_result  # noqa: E402
 
 from deliberate.drafter.prompts import SYSTEM_PROMPT as DRAFT_SYSTEM  # noqa: E402
 from deliberate.drafter.prompts import draft_user_message, strategies_for  # noqa: E402
@@ -34,9 +34,6 @@ from deliberate.verifier.constraints import compile_rules  # noqa: E402
 from deliberate.verifier.rules import verify  # noqa: E402
 from deliberate_client.client import DeliberateClient, build_request  # noqa: E402
 from deliberate_client.stack import Ports, Stack  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = ROOT.parent / "shared/data/gsm8k/train.jsonl"
 
 
 def in_process_solve(engine: TransformersEngine, question: str, drafts: int, tokens: int, seed: int) -> str:
@@ -79,12 +76,9 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=3)
     parser.add_argument("--drafts", type=int, default=3)
     parser.add_argument("--tokens", type=int, default=48)
-    parser.add_argument(
-        "--data", type=Path, default=DEFAULT_DATA if DEFAULT_DATA.exists() else ROOT / "tests/data/gsm8k_sample.jsonl"
-    )
+    add_data_argument(parser)
     args = parser.parse_args()
-    with args.data.open() as lines:
-        questions = [json.loads(line)["question"] for _, line in zip(range(args.questions), lines, strict=False)]
+    questions = load_questions(args.data, args.questions)
 
     engine = TransformersEngine.load("embedded")
     log_dir = Path(tempfile.mkdtemp(prefix="deliberate-overhead-"))
