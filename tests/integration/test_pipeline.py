@@ -184,6 +184,7 @@ def test_a_refinement_that_breaks_the_hard_rules_is_replaced_by_the_best_verifie
         response = client.solve(request, timeout=240)
     if response.status != pb.SOLVE_STATUS_VERIFIED:
         pytest.skip(f"no draft passed the hard rules this time: {response.status_reason}")
+    assert "refinement rejected (" in response.status_reason
     # Fast-fail: a one-token answer fails the built-in final-answer rules first, or else the declared one.
     rejected = response.status_reason.split("refinement rejected (", 1)[1]
     assert rejected.startswith(("long_enough failed: too short", "final_answer failed", "numeric_answer failed"))
