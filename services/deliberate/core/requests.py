@@ -55,19 +55,6 @@ def sampling_from_proto(
     return replace(defaults, **overrides)
 
 
-def sampling_to_proto(params: SamplingParams) -> common_pb2.SamplingParams:
-    proto = common_pb2.SamplingParams(
-        temperature=params.temperature,
-        top_p=params.top_p,
-        max_new_tokens=params.max_new_tokens,
-        presence_penalty=params.presence_penalty,
-        frequency_penalty=params.frequency_penalty,
-    )
-    if params.seed is not None:
-        proto.seed = params.seed
-    return proto
-
-
 def parse_output_schema(text: str, field: str = "output_schema") -> dict | None:
     """Empty means free text; otherwise the text must be a valid JSON Schema (checked against its metaschema)."""
     if not text.strip():

@@ -32,7 +32,7 @@ from .load import Decision, LoadMonitor
 from .selection import Scored, Selection, select, structural_signature
 from .settings import SchedulerSettings
 from .watchdog import Watchdog
-from .weights import DecisionFeatures, WeightLearner
+from .weights import DecisionFeatures, WeightLearner, latency_fraction
 
 tracer = trace.get_tracer("deliberate.scheduler")
 
@@ -337,7 +337,9 @@ class Pipeline:
                     s.report.draft.index + 100 * s.report.round,
                     s.report.verdict.valid,
                     s.report.verdict.score,
-                    min(1.0, s.report.verdict.latency.ToTimedelta().total_seconds() / self.settings.verify_timeout_s),
+                    latency_fraction(
+                        s.report.verdict.latency.ToTimedelta().total_seconds(), self.settings.verify_timeout_s
+                    ),
                     s.report.verdict.extracted_answer,
                 )
                 for s in solve.drafts.values()

@@ -10,12 +10,11 @@ matters too: the share of valid drafts reaching the same final answer is recorde
 from __future__ import annotations
 
 import re
-import statistics
 from collections import Counter
 from dataclasses import dataclass
 from typing import Literal
 
-from .weights import Weights, final_score
+from .weights import Weights, final_score, score_spread
 
 Status = Literal["verified", "unverified"]
 DEFAULT_WEIGHTS = Weights()
@@ -57,7 +56,7 @@ def select(drafts: list[Scored], max_selected: int, weights: Weights = DEFAULT_W
     if not drafts:
         raise ValueError("no drafts to select from")
     scores = [d.score for d in drafts]
-    agreement = 1.0 - (statistics.pstdev(scores) if len(scores) > 1 else 0.0)
+    agreement = 1.0 - score_spread(scores)
     answers = Counter(d.answer for d in drafts if d.valid and d.answer)
     valid_count = sum(d.valid for d in drafts)
     components = {
