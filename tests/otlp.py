@@ -1,0 +1,48 @@
+"""An OTLP/gRPC trace endpoint inside the test process: services export real spans to it."""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from concurrent import futures
+
+import grpc
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+
+
+class OtlpReceiver(trace_service_pb2_grpc.TraceServiceServicer):
+    """An OTLP/gRPC trace endpoint that keeps every span it receives, grouped by trace id."""
+
+    def __init__(self):
+        self.spans: dict[str, list[dict]] = defaultdict(list)
+        self.lock = threading.Lock()
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(self, self.server)
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+
+    def Export(self, request, context):  # noqa: N802 (gRPC naming)
+        with self.lock:
+            for resource_spans in request.resource_spans:
+                service = next(
+                    (a.value.string_value for a in resource_spans.resource.attributes if a.key == "service.name"),
+                    "",
+                )
+                for scope_spans in resource_spans.scope_spans:
+                    for span in scope_spans.spans:
+                        self.spans[span.trace_id.hex()].append(
+                            {
+                                "service": service,
+                                "name": span.name,
+                                "attributes": {a.key: _value(a.value) for a in span.attributes},
+                                "events": [e.name for e in span.events],
+                            }
+                        )
+        return trace_service_pb2.ExportTraceServiceResponse()
+
+    def trace(self, trace_id: str) -> list[dict]:
+        with self.lock:
+            return list(self.spans.get(trace_id, []))
+
+
+def _value(value):
+    return getattr(value, value.WhichOneof("value")) if value.WhichOneof("value") else None
