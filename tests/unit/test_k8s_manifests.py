@@ -1,0 +1,519 @@
+"""The Kubernetes manifests under deploy/k8s, rendered by kustomize and checked for what the services need.
+
+Rendering runs `kubectl kustomize` (from the dev extras) once per overlay for the whole module.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+from pathlib import Path
+
+import cel
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+RENDER_PY = REPO_ROOT / "deploy" / "k8s" / "render.py"
+
+SERVICES = {"scheduler": 50051, "drafter": 50052, "verifier": 50053, "refiner": 50054}
+ENGINE_SERVICES = ("drafter", "refiner")
+SAFE_RETRY_CONDITIONS = {"connect-failure", "refused-stream", "unavailable"}
+CLUSTER_SCOPED = {"Namespace", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+
+
+def load_render():
+    spec = importlib.util.spec_from_file_location("deliberate_k8s_render", RENDER_PY)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+render = load_render()
+
+
+@pytest.fixture(scope="module")
+def checked() -> dict[str, tuple[list[dict], list[str]]]:
+    """Overlay name → (objects, validation problems)."""
+    results = {}
+    for name, directory in render.OVERLAYS.items():
+        _, objects, problems = render.check(directory)
+        results[name] = (objects, problems)
+    return results
+
+
+@pytest.fixture(scope="module")
+def rendered(checked) -> dict[str, list[dict]]:
+    return {name: objects for name, (objects, _) in checked.items()}
+
+
+def of_kind(objects: list[dict], kind: str) -> dict[str, dict]:
+    return {obj["metadata"]["name"]: obj for obj in objects if obj["kind"] == kind}
+
+
+def one(objects: list[dict], kind: str, name: str) -> dict:
+    found = of_kind(objects, kind)
+    assert name in found, f"no {kind}/{name}; have {sorted(found)}"
+    return found[name]
+
+
+def container(objects: list[dict], service: str) -> dict:
+    (main,) = one(objects, "Deployment", service)["spec"]["template"]["spec"]["containers"]
+    return main
+
+
+def env(objects: list[dict], service: str) -> dict[str, str]:
+    """The container's environment as the pod would see it: envFrom ConfigMaps, then env values."""
+    configmaps = of_kind(objects, "ConfigMap")
+    spec = container(objects, service)
+    values: dict[str, str] = {}
+    for source in spec.get("envFrom", []):
+        name = source["configMapRef"]["name"]
+        assert name in configmaps, f"{service} reads ConfigMap {name}, which is not rendered"
+        values.update(configmaps[name]["data"])
+    values.update({item["name"]: item.get("value", "<valueFrom>") for item in spec.get("env", [])})
+    return values
+
+
+# --- validation --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("overlay", list(render.OVERLAYS))
+def test_overlay_renders_and_validates(checked, overlay):
+    objects, problems = checked[overlay]
+    assert problems == []
+    assert len(objects) > 20
+
+
+def test_base_has_every_object_the_services_need(rendered):
+    objects = rendered["base"]
+    assert set(of_kind(objects, "Namespace")) == {"deliberate"}
+    for kind in ("Deployment", "Service", "ServiceAccount", "PodDisruptionBudget"):
+        assert set(of_kind(objects, kind)) == set(SERVICES), kind
+    namespaced = [obj for obj in objects if obj["kind"] not in CLUSTER_SCOPED]
+    assert {obj["metadata"].get("namespace") for obj in namespaced} == {"deliberate"}
+
+
+@pytest.mark.parametrize("overlay", list(render.OVERLAYS))
+def test_cluster_scoped_objects_have_no_namespace(rendered, overlay):
+    # kustomize gives admission policies a namespace unless base/kustomization.yaml takes it off again.
+    for obj in rendered[overlay]:
+        if obj["kind"] in CLUSTER_SCOPED:
+            assert "namespace" not in obj["metadata"], render.describe(obj)
+
+
+# --- services, ports, probes -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("overlay", list(render.OVERLAYS))
+def test_every_service_exposes_a_grpc_port_that_reaches_its_pods(rendered, overlay):
+    objects = rendered[overlay]
+    for name, service in of_kind(objects, "Service").items():
+        ports = {port["name"]: port for port in service["spec"]["ports"]}
+        assert "grpc" in ports, name
+        assert ports["grpc"]["port"] == SERVICES[name]
+        pod = one(objects, "Deployment", name)["spec"]["template"]
+        assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+        container_ports = {port["name"]: port["containerPort"] for port in container(objects, name)["ports"]}
+        assert container_ports[ports["grpc"]["targetPort"]] == SERVICES[name]
+    verifier_ports = {port["name"]: port["port"] for port in one(objects, "Service", "verifier")["spec"]["ports"]}
+    assert verifier_ports["http-health"] == 8081
+
+
+def test_verifier_liveness_is_the_http_health_endpoint(rendered):
+    for objects in rendered.values():
+        liveness = container(objects, "verifier")["livenessProbe"]
+        assert liveness["httpGet"]["path"] == "/health"
+        assert liveness["httpGet"]["port"] == 8081
+        assert liveness["failureThreshold"] == 3
+        assert env(objects, "verifier")["DELIBERATE_HTTP_PORT"] == "8081"
+
+
+@pytest.mark.parametrize("overlay", list(render.OVERLAYS))
+def test_grpc_probes_ask_the_port_the_service_listens_on(rendered, overlay):
+    objects = rendered[overlay]
+    for name, port in SERVICES.items():
+        spec = container(objects, name)
+        probes = {key: spec[key] for key in ("startupProbe", "readinessProbe", "livenessProbe") if key in spec}
+        assert "readinessProbe" in probes and "livenessProbe" in probes, name
+        for key, probe in probes.items():
+            if "grpc" in probe:
+                assert probe["grpc"]["port"] == port, (name, key)
+        assert probes["readinessProbe"]["grpc"]["port"] == port
+        if name in ENGINE_SERVICES:
+            # The model loads before health says SERVING: allow minutes before liveness starts counting.
+            startup = probes["startupProbe"]
+            assert startup["periodSeconds"] * startup["failureThreshold"] >= 120, name
+
+
+@pytest.mark.parametrize("overlay", list(render.OVERLAYS))
+def test_services_bind_all_interfaces(rendered, overlay):
+    for name in SERVICES:
+        assert env(rendered[overlay], name)["DELIBERATE_HOST"] == "0.0.0.0", name
+
+
+def test_scheduler_addresses_name_the_services(rendered):
+    objects = rendered["base"]
+    values = env(objects, "scheduler")
+    for name, port in SERVICES.items():
+        if name != "scheduler":
+            assert values[f"DELIBERATE_{name.upper()}_ADDRESS"] == f"{name}:{port}"
+            assert name in of_kind(objects, "Service")
+    assert values["DELIBERATE_VERIFIER_HEALTH_URL"] == "http://verifier:8081/health"
+    assert values["DELIBERATE_RESTARTER"] == "kubernetes"
+    weights = Path(values["DELIBERATE_WEIGHTS_PATH"])
+    mounts = {mount["mountPath"]: mount["name"] for mount in container(objects, "scheduler")["volumeMounts"]}
+    volumes = {
+        volume["name"]: volume
+        for volume in one(objects, "Deployment", "scheduler")["spec"]["template"]["spec"]["volumes"]
+    }
+    assert "emptyDir" in volumes[mounts[str(weights.parent)]]
+
+
+def test_engine_services_have_a_writable_home(rendered):
+    for objects in rendered.values():
+        for name in ENGINE_SERVICES:
+            values = env(objects, name)
+            assert values["HOME"] == "/tmp" and values["HF_HOME"].startswith("/tmp/")
+            assert "/tmp" in {mount["mountPath"] for mount in container(objects, name)["volumeMounts"]}
+
+
+# --- security ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("overlay", list(render.OVERLAYS))
+def test_every_container_is_locked_down(rendered, overlay):
+    for name, deployment in of_kind(rendered[overlay], "Deployment").items():
+        pod = deployment["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True, name
+        assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault", name
+        for spec in pod["containers"] + pod.get("initContainers", []):
+            context = spec["securityContext"]
+            assert context["readOnlyRootFilesystem"] is True, name
+            assert context["runAsNonRoot"] is True, name
+            assert context["runAsUser"] == context["runAsGroup"] == 10001, name
+            assert context["allowPrivilegeEscalation"] is False, name
+            assert context["capabilities"]["drop"] == ["ALL"], name
+            assert context["seccompProfile"]["type"] == "RuntimeDefault", name
+            assert {"requests", "limits"} <= spec["resources"].keys(), name
+
+
+def test_only_the_scheduler_gets_an_api_token(rendered):
+    accounts = of_kind(rendered["base"], "ServiceAccount")
+    assert {name: account["automountServiceAccountToken"] for name, account in accounts.items()} == {
+        "scheduler": True,
+        "drafter": False,
+        "verifier": False,
+        "refiner": False,
+    }
+    for name in SERVICES:
+        pod = one(rendered["base"], "Deployment", name)["spec"]["template"]["spec"]
+        assert pod["serviceAccountName"] == name
+
+
+def test_watchdog_role_is_exactly_get_list_delete_pods(rendered):
+    objects = rendered["base"]
+    (role,) = of_kind(objects, "Role").values()
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "delete"]}]
+    assert not of_kind(objects, "ClusterRole") and not of_kind(objects, "ClusterRoleBinding")
+    (binding,) = of_kind(objects, "RoleBinding").values()
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": role["metadata"]["name"],
+    }
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "scheduler", "namespace": "deliberate"}]
+
+
+def test_watchdog_selector_picks_the_verifier_pods_and_only_those(rendered):
+    objects = rendered["base"]
+    selector = env(objects, "scheduler")["DELIBERATE_KUBERNETES_SELECTOR"]
+    key, value = selector.split("=")
+    matching = [
+        name
+        for name, deployment in of_kind(objects, "Deployment").items()
+        if deployment["spec"]["template"]["metadata"]["labels"].get(key) == value
+    ]
+    assert matching == ["verifier"]
+
+
+def admission(objects: list[dict]) -> tuple[dict, dict]:
+    (policy,) = of_kind(objects, "ValidatingAdmissionPolicy").values()
+    (binding,) = of_kind(objects, "ValidatingAdmissionPolicyBinding").values()
+    return policy, binding
+
+
+def test_admission_policy_limits_the_scheduler_to_verifier_pods(rendered):
+    objects = rendered["base"]
+    policy, binding = admission(objects)
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+    assert binding["spec"]["validationActions"] == ["Deny"]
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    (rule,) = policy["spec"]["matchConstraints"]["resourceRules"]
+    assert rule["operations"] == ["DELETE"] and rule["resources"] == ["pods"]
+    (validation,) = policy["spec"]["validations"]
+    assert "'app.kubernetes.io/name'" in validation["expression"] and "'verifier'" in validation["expression"]
+    # The binding picks this namespace by a label the Namespace object really carries.
+    namespace = one(objects, "Namespace", "deliberate")
+    wanted = binding["spec"]["matchResources"]["namespaceSelector"]["matchLabels"]
+    assert wanted.items() <= namespace["metadata"]["labels"].items()
+
+
+def old_pod(name: str, labels: dict | None) -> dict:
+    metadata = {"name": name, "namespace": "deliberate"}
+    if labels is not None:
+        metadata["labels"] = labels
+    return {"metadata": metadata}
+
+
+SCHEDULER_ACCOUNT = "system:serviceaccount:deliberate:scheduler"
+
+
+@pytest.mark.parametrize(
+    ("username", "old_object", "allowed"),
+    [
+        (SCHEDULER_ACCOUNT, old_pod("verifier-1", {"app.kubernetes.io/name": "verifier"}), True),
+        (SCHEDULER_ACCOUNT, old_pod("drafter-1", {"app.kubernetes.io/name": "drafter"}), False),
+        (SCHEDULER_ACCOUNT, old_pod("scheduler-1", {"app.kubernetes.io/name": "scheduler"}), False),
+        (SCHEDULER_ACCOUNT, old_pod("bare", None), False),
+        (SCHEDULER_ACCOUNT, old_pod("other", {"app": "verifier"}), False),
+        # Not the scheduler: the policy does not apply, RBAC alone decides.
+        (
+            "system:serviceaccount:deliberate:verifier",
+            old_pod("drafter-1", {"app.kubernetes.io/name": "drafter"}),
+            True,
+        ),
+        ("kubernetes-admin", old_pod("drafter-1", {"app.kubernetes.io/name": "drafter"}), True),
+    ],
+)
+def test_admission_policy_cel_decides_as_intended(rendered, username, old_object, allowed):
+    """Evaluates the policy's own CEL expressions (standard CEL, which the `cel` package runs) on DELETE requests."""
+    policy, _ = admission(rendered["base"])
+    context = {"request": {"userInfo": {"username": username}, "namespace": "deliberate"}, "oldObject": old_object}
+    applies = all(cel.evaluate(condition["expression"], context) for condition in policy["spec"]["matchConditions"])
+    passes = all(cel.evaluate(validation["expression"], context) for validation in policy["spec"]["validations"])
+    assert (not applies or passes) is allowed
+
+
+# --- scaling and disruption --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("overlay", list(render.OVERLAYS))
+def test_autoscalers_exist_exactly_for_scheduler_and_drafter(rendered, overlay):
+    objects = rendered[overlay]
+    autoscalers = of_kind(objects, "HorizontalPodAutoscaler")
+    targets = {hpa["spec"]["scaleTargetRef"]["name"] for hpa in autoscalers.values()}
+    assert targets == {"scheduler", "drafter"}
+    for hpa in autoscalers.values():
+        assert hpa["apiVersion"] == "autoscaling/v2"
+        target = one(objects, "Deployment", hpa["spec"]["scaleTargetRef"]["name"])
+        # A replica count in the manifest would fight the autoscaler on every apply.
+        assert "replicas" not in target["spec"]
+        assert 1 <= hpa["spec"]["minReplicas"] < hpa["spec"]["maxReplicas"]
+
+
+def test_every_deployment_has_a_disruption_budget_selecting_its_pods(rendered):
+    objects = rendered["base"]
+    budgets = of_kind(objects, "PodDisruptionBudget")
+    for name, deployment in of_kind(objects, "Deployment").items():
+        selector = budgets[name]["spec"]["selector"]["matchLabels"]
+        assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+
+
+# --- istio -------------------------------------------------------------------------------------------------------
+
+
+def test_istio_mesh_is_strict_mutual_tls(rendered):
+    objects = rendered["istio"]
+    assert one(objects, "Namespace", "deliberate")["metadata"]["labels"]["istio-injection"] == "enabled"
+    (peer,) = of_kind(objects, "PeerAuthentication").values()
+    assert peer["apiVersion"] == "security.istio.io/v1"
+    assert peer["spec"]["mtls"]["mode"] == "STRICT"
+    assert "selector" not in peer["spec"]  # namespace-wide
+    rules = of_kind(objects, "DestinationRule")
+    assert set(rules) == set(SERVICES)
+    for name, rule in rules.items():
+        assert rule["apiVersion"] == "networking.istio.io/v1"
+        assert rule["spec"]["host"] == name
+        assert rule["spec"]["trafficPolicy"]["tls"]["mode"] == "ISTIO_MUTUAL"
+        assert rule["spec"]["trafficPolicy"]["outlierDetection"]
+
+
+def seconds(duration: str) -> float:
+    assert duration.endswith("s") and not duration.endswith("ms"), duration
+    return float(duration[:-1])
+
+
+def test_istio_routes_have_timeouts_and_only_safe_retries(rendered):
+    services = of_kind(rendered["istio"], "VirtualService")
+    assert set(services) == set(SERVICES)
+    for name, service in services.items():
+        assert service["spec"]["hosts"] == [name]
+        for route in service["spec"]["http"]:
+            assert route["timeout"], name
+            conditions = set(route["retries"]["retryOn"].split(","))
+            assert conditions <= SAFE_RETRY_CONDITIONS, (name, conditions)
+            for destination in route["route"]:
+                assert destination["destination"]["host"] == name
+    grpc_timeout = {name: seconds(service["spec"]["http"][0]["timeout"]) for name, service in services.items()}
+    assert grpc_timeout["scheduler"] >= 300
+    assert grpc_timeout["verifier"] <= 5
+    verifier_ports = {
+        route["route"][0]["destination"]["port"]["number"] for route in services["verifier"]["spec"]["http"]
+    }
+    assert verifier_ports == {50053, 8081}
+
+
+def test_istio_overlay_leaves_the_workloads_as_in_base(rendered):
+    def workloads(objects):
+        deployments = copy.deepcopy(of_kind(objects, "Deployment"))
+        for deployment in deployments.values():
+            deployment["spec"]["template"]["metadata"].pop("annotations", None)
+        return deployments
+
+    assert workloads(rendered["istio"]) == workloads(rendered["base"])
+
+
+# --- gpu ---------------------------------------------------------------------------------------------------------
+
+
+def memory_gi(quantity: str) -> float:
+    units = {"Mi": 1 / 1024, "Gi": 1}
+    return float(quantity[:-2]) * units[quantity[-2:]]
+
+
+def test_gpu_overlay_puts_the_engines_on_gpus_with_vllm(rendered):
+    objects = rendered["gpu"]
+    for name in ENGINE_SERVICES:
+        spec = container(objects, name)
+        pod = one(objects, "Deployment", name)["spec"]["template"]["spec"]
+        assert spec["image"] == f"deliberate-{name}-cuda:0.1.0"
+        assert spec["resources"]["limits"]["nvidia.com/gpu"] == 1
+        assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+        assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+        values = env(objects, name)
+        assert values["DELIBERATE_ENGINE"] == "vllm"
+        model = Path(values["DELIBERATE_MODEL"])
+        mounts = {mount["mountPath"]: mount for mount in spec["volumeMounts"]}
+        assert mounts[str(model.parent)]["readOnly"] is True
+        volumes = {volume["name"]: volume for volume in pod["volumes"]}
+        assert volumes[mounts[str(model.parent)]["name"]]["persistentVolumeClaim"]["claimName"] == "models"
+        base = container(rendered["base"], name)
+        assert memory_gi(spec["resources"]["limits"]["memory"]) > memory_gi(base["resources"]["limits"]["memory"])
+    for name in ("scheduler", "verifier"):
+        assert container(objects, name) == container(rendered["base"], name)
+        assert "nvidia.com/gpu" not in container(objects, name)["resources"]["limits"]
+
+
+def test_base_engines_stay_on_cpu(rendered):
+    for name in ENGINE_SERVICES:
+        assert env(rendered["base"], name)["DELIBERATE_ENGINE"] == "transformers"
+        assert container(rendered["base"], name)["image"] == f"deliberate-{name}:0.1.0"
+
+
+# --- the validator rejects what it should ------------------------------------------------------------------------
+
+
+def deployment(rendered) -> dict:
+    return copy.deepcopy(one(rendered["base"], "Deployment", "verifier"))
+
+
+def test_validator_rejects_a_misspelled_deployment_field(rendered):
+    broken = deployment(rendered)
+    broken["spec"]["replica"] = broken["spec"].pop("replicas")
+    (problem,) = render.validate(broken)
+    assert problem == (
+        "spec: Additional properties are not allowed ('replica' was unexpected) "
+        f"(Kubernetes {', '.join(render.KUBERNETES_VERSIONS)})"
+    )
+
+
+def test_validator_rejects_a_misspelled_container_field(rendered):
+    broken = deployment(rendered)
+    broken["spec"]["template"]["spec"]["containers"][0]["securityContext"]["readOnlyRootFileSystem"] = True
+    (problem,) = render.validate(broken)
+    assert problem.startswith("spec.template.spec.containers.0.securityContext: ")
+    assert "'readOnlyRootFileSystem' was unexpected" in problem
+
+
+def test_validator_rejects_a_wrongly_typed_field(rendered):
+    broken = deployment(rendered)
+    broken["spec"]["replicas"] = "two"
+    assert render.validate(broken)
+
+
+def virtual_service(rendered) -> dict:
+    return copy.deepcopy(one(rendered["istio"], "VirtualService", "scheduler"))
+
+
+def test_validator_rejects_a_misspelled_virtual_service_field(rendered):
+    broken = virtual_service(rendered)
+    broken["spec"]["http"][0]["retries"]["retryOnn"] = broken["spec"]["http"][0]["retries"].pop("retryOn")
+    assert render.validate(broken) == [
+        "spec.http.0.retries: Additional properties are not allowed ('retryOnn' was unexpected)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("retryOn", "connect-failure,refused-streams"), ("perTryTimeout", "2 seconds"), ("attempts", -1)],
+)
+def test_validator_rejects_bad_istio_values(rendered, field, value):
+    broken = virtual_service(rendered)
+    broken["spec"]["http"][0]["retries"][field] = value
+    (problem,) = render.validate(broken)
+    assert problem.startswith(f"spec.http.0.retries.{field}: ")
+
+
+def test_validator_rejects_a_bad_destination_rule_and_peer_authentication(rendered):
+    rule = copy.deepcopy(one(rendered["istio"], "DestinationRule", "drafter"))
+    rule["spec"]["trafficPolicy"]["tls"]["mode"] = "ISTIO_MUTAL"
+    assert render.validate(rule)
+    peer = copy.deepcopy(one(rendered["istio"], "PeerAuthentication", "default"))
+    peer["spec"]["mTLS"] = peer["spec"].pop("mtls")
+    assert render.validate(peer)
+
+
+def test_validator_rejects_kinds_it_has_no_schema_for():
+    unknown = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {}}
+    assert "Couldn't find schema for kind Widget" in render.validate(unknown)[0]
+    gateway = {"apiVersion": "networking.istio.io/v1", "kind": "Gateway", "metadata": {"name": "g"}, "spec": {}}
+    assert "no schema for networking.istio.io/v1 Gateway" in render.validate(gateway)[0]
+
+
+def test_main_reports_overlay_object_and_error_and_fails(tmp_path, monkeypatch, capsys):
+    overlay = tmp_path / "broken"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text("resources:\n  - vs.yaml\n")
+    (overlay / "vs.yaml").write_text(
+        "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata:\n  name: typo\n"
+        "spec:\n  hosts: [typo]\n  http:\n    - route:\n        - destination:\n            host: typo\n"
+        "      timout: 5s\n"
+    )
+    monkeypatch.setattr(render, "OVERLAYS", {"broken": overlay})
+    monkeypatch.setattr(render, "RENDERED_DIR", tmp_path / "rendered")
+    assert render.main([]) == 1
+    out, err = capsys.readouterr()
+    assert (
+        "broken: VirtualService/typo: spec.http.0: Additional properties are not allowed ('timout' was unexpected)"
+        in err
+    )
+    assert "broken: 1 problem(s) in 1 objects" in out
+    assert (tmp_path / "rendered" / "broken.yaml").is_file()
+
+
+def test_main_reports_a_kustomize_failure(tmp_path, monkeypatch, capsys):
+    overlay = tmp_path / "missing"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text("resources:\n  - nowhere.yaml\n")
+    monkeypatch.setattr(render, "OVERLAYS", {"missing": overlay})
+    assert render.main(["--stdout"]) == 1
+    assert "missing: kubectl kustomize" in capsys.readouterr().err
+
+
+def test_render_writes_every_overlay(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(render, "RENDERED_DIR", tmp_path)
+    assert render.main([]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in out] == list(render.OVERLAYS)
+    assert all(" objects valid" in line for line in out)
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted(f"{name}.yaml" for name in render.OVERLAYS)
