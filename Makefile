@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install run up test proto lint bench bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus config-table clean
+.PHONY: install run up test proto lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus config-table clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,10 +35,42 @@ test: install
 proto: install
 	PYTHON=$(abspath $(PY)) protos/generate.sh
 
-lint: install
+lint: install deploy-lint
 	cd protos && $(abspath $(VENV))/bin/buf lint
-	$(VENV)/bin/ruff check services clients tests bench
-	$(VENV)/bin/ruff format --check services clients tests bench
+	$(VENV)/bin/ruff check services clients tests bench deploy
+	$(VENV)/bin/ruff format --check services clients tests bench deploy
+
+## Deployment files: Containerfiles pass hadolint, every kustomize overlay renders and validates offline,
+## the compose file parses.
+deploy-lint: install k8s-render
+	$(VENV)/bin/hadolint deploy/Containerfile deploy/Containerfile.cuda
+	$(VENV)/bin/podman-compose -f deploy/compose.yaml config --quiet
+
+# --- containers and Kubernetes (docs/deploy.md) ---------------------------------------------------------------------
+# podman unless only a working Docker engine is here (container-test installs podman where neither is).
+CONTAINER_ENGINE ?= $(shell command -v podman >/dev/null 2>&1 && echo podman || (docker info >/dev/null 2>&1 && echo docker || echo podman))
+COMPOSE ?= $(if $(filter podman,$(CONTAINER_ENGINE)),$(VENV)/bin/podman-compose,docker compose)
+
+## The four service images (podman here, docker elsewhere); base image and wheels are prepared on the host.
+images: install
+	CONTAINER_ENGINE=$(CONTAINER_ENGINE) PYTHON=$(PY) deploy/images.sh
+
+## The compose stack (four services + Jaeger); the Scheduler answers on :50051, Jaeger's UI is on :16686.
+compose-up: images
+	$(COMPOSE) -f deploy/compose.yaml up -d
+
+compose-down:
+	$(COMPOSE) -f deploy/compose.yaml down --volumes
+
+## Render every kustomize overlay into deploy/rendered/ and validate it against the Kubernetes schemas.
+k8s-render: install
+	$(PY) deploy/k8s/render.py
+
+## Build the images, run the four containers on host networking, solve, SIGKILL the Verifier, watch it come back.
+container-test: install
+	$(if $(filter podman,$(CONTAINER_ENGINE)),deploy/podman-setup.sh)
+	$(MAKE) images CONTAINER_ENGINE=$(CONTAINER_ENGINE)
+	CONTAINER_ENGINE=$(CONTAINER_ENGINE) $(PY) -m pytest -q -rs tests/container
 
 ## Benchmarks print their figures and write bench/results/<name>.json.
 bench: bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus
