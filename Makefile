@@ -41,10 +41,10 @@ lint: install deploy-lint
 	$(VENV)/bin/ruff format --check services clients tests bench deploy
 
 ## Deployment files: Containerfiles pass hadolint, every kustomize overlay renders and validates offline,
-## the compose file parses.
+## the compose file validates against the Compose Specification.
 deploy-lint: install k8s-render
 	$(VENV)/bin/hadolint deploy/Containerfile deploy/Containerfile.cuda
-	$(VENV)/bin/podman-compose -f deploy/compose.yaml config --quiet
+	$(PY) deploy/check_compose.py
 
 # --- containers and Kubernetes (docs/deploy.md) ---------------------------------------------------------------------
 # podman unless only a working Docker engine is here (container-test installs podman where neither is).
