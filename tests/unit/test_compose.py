@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from deploy.check_compose import check, interpolate
 
 COMPOSE = Path(__file__).resolve().parents[2] / "deploy/compose.yaml"

@@ -8,9 +8,16 @@ __all__ = ["Completion", "Engine", "GenerationEvent", "SamplingParams", "TextDel
 
 
 def load_engine(name: str, model: str = "embedded") -> Engine:
-    """Builds the engine `name` ("transformers") on `model` ("embedded" or a local path)."""
+    """Builds the engine `name` ("transformers" or "vllm") on `model` ("embedded" or a local path).
+
+    vllm needs an HF-format model directory; see `deliberate.engines.vllm_engine`.
+    """
     if name == "transformers":
         from .transformers_engine import TransformersEngine
 
         return TransformersEngine.load(model)
-    raise ValueError(f"unknown engine {name!r}; available: transformers")
+    if name == "vllm":
+        from .vllm_engine import VllmEngine
+
+        return VllmEngine.load(model)
+    raise ValueError(f"unknown engine {name!r}; available: transformers, vllm")

@@ -9,7 +9,7 @@ from .base import SamplingParams
 
 
 class EngineSettings(CommonSettings):
-    engine: str = Field("transformers", description="LLM engine: transformers.")
+    engine: str = Field("transformers", description="LLM engine: transformers (CPU) or vllm (GPU; HF-format model).")
     model: str = Field("embedded", description="Model: embedded (SmolLM2-135M-Instruct GGUF) or a local path.")
     max_prompt_chars: int = Field(8000, description="Longest prompt accepted, in characters.")
     max_new_tokens_limit: int = Field(1024, description="Largest max_new_tokens a request may ask for.")
