@@ -1,9 +1,9 @@
 """A client that cancels mid-stream stops the engines' work: the Drafter and the Refiner abort generation
 promptly instead of finishing their token budgets.
 
-The engine checks for a cancel at every decoding step (~0.1–0.3 s here when the machine is quiet; the log's
-`stopped_within_s` says how long it really took). The bound asserted is looser, 5 s against the ~25 s that
-400 tokens take, so a busy machine cannot fail the test while a missed cancel still does."""
+The engine checks for a cancel at every decoding step; the log's `stopped_within_s` says how long it really
+took (1.0 s and 1.6 s with another build on the same 2 cores). The bound asserted is 5 s against the ~25 s
+that 400 tokens take, so a busy machine cannot fail the test while a missed cancel still does."""
 
 from __future__ import annotations
 
