@@ -89,7 +89,7 @@ k8s-render: install
 container-test: install
 	$(if $(filter podman,$(CONTAINER_ENGINE)),deploy/podman-setup.sh)
 	$(MAKE) images CONTAINER_ENGINE=$(CONTAINER_ENGINE)
-	CONTAINER_ENGINE=$(CONTAINER_ENGINE) $(PY) -m pytest -q -rs tests/container
+	CONTAINER_ENGINE=$(CONTAINER_ENGINE) $(PY) -m pytest -v -rs -p no:cacheprovider tests/container
 
 ## Benchmarks print their figures and write bench/results/<name>.json.
 bench: bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus

