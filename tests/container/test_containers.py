@@ -118,6 +118,8 @@ def containers(engine_socket, otlp_receiver):
             "DELIBERATE_VERIFIER_CONTAINER": container_name("verifier"),
             "DELIBERATE_CONTAINER_SOCKET": SOCKET_IN_CONTAINER,
             "DELIBERATE_WATCHDOG_INTERVAL_S": HEARTBEAT_S,
+            # One drafting round: re-drafting is the integration tests' subject; here it would only triple the time.
+            "DELIBERATE_MAX_REDRAFTS": 0,
         },
     }
     socket_access = [
