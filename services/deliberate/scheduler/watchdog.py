@@ -237,7 +237,7 @@ class KubernetesRestarter:
     def __init__(
         self,
         namespace: str | None = None,
-        label_selector: str = "app.kubernetes.io/name=deliberate-verifier",
+        label_selector: str = "app.kubernetes.io/name=verifier",
         service_account_dir: Path | str = SERVICE_ACCOUNT_DIR,
         api_host: str | None = None,
         api_port: int | str | None = None,
