@@ -223,6 +223,7 @@ def test_watchdog_restarts_a_sigkilled_verifier_container(containers):
     assert restarts[0]["restarter"] == "container"
     assert restarts[0]["failures"] == 3
     assert container_name("verifier") in restarts[0]["action"]
+    print("restart event:", json.dumps(restarts[0]))
 
     wait_healthy("verifier", timeout_s=60)
     with urllib.request.urlopen(f"http://127.0.0.1:{containers['http_port']}/health", timeout=5) as health:
