@@ -16,9 +16,14 @@ import time
 import urllib.request
 from pathlib import Path
 
+import grpc
 import pytest
+from google.protobuf import json_format, struct_pb2
 
+from deliberate.common.v1 import common_pb2
+from deliberate.examples import ads
 from deliberate.scheduler.v1 import scheduler_service_pb2 as pb
+from deliberate.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
 from deliberate_client.cli import example_ad_selection
 from deliberate_client.client import DeliberateClient, build_request
 from deliberate_client.stack import Ports
@@ -201,6 +206,29 @@ def test_solves_the_ad_selection_example_through_four_containers(containers, otl
     print("rules:", sorted({rule.rule_id for report in response.drafts for rule in report.verdict.rule_results}))
     services = wait_for_services(otlp_receiver, response.trace_id)
     assert services == {f"deliberate-{service}" for service in SERVICES}
+
+
+def test_the_verifier_container_audits_a_plan_against_the_catalog_it_ships(containers):
+    """The rule pack and its catalog (package data) made it into the image: true totals, not written ones."""
+    plan = [1, 2, 3, 4, 5]
+    catalog = {ad.id: ad for ad in ads.load_catalog()}  # the same file, from this checkout
+    total = sum(catalog[i].cost for i in plan)
+    assert total > ads.BUDGET  # a plan over budget, whose written total (4999) is a lie
+    context = struct_pb2.Struct()
+    context.update(ads.context())
+    request = verifier_service_pb2.VerifyDraftsRequest(
+        prompt=ads.prompt(),
+        drafts=[common_pb2.Draft(id="d0", text=f'{{"selected_ids": {plan}}} (total 4999)')],
+        output_schema=json.dumps(ads.OUTPUT_SCHEMA),
+        constraints=[json_format.ParseDict(c, common_pb2.Constraint()) for c in ads.CONSTRAINTS],
+        context=context,
+    )
+    with grpc.insecure_channel(f"127.0.0.1:{containers['ports'].verifier}") as channel:
+        (verdict,) = verifier_service_pb2_grpc.VerifierServiceStub(channel).VerifyDrafts(request, timeout=30).verdicts
+    messages = {rule.rule_id: rule.message for rule in verdict.rule_results}
+    assert messages["catalog_check"].startswith("catalog_check passed"), messages
+    assert messages["budget_check"] == f"budget_check failed: sum={total} > {ads.BUDGET}"
+    assert not verdict.valid
 
 
 def test_watchdog_restarts_a_sigkilled_verifier_container(containers):
