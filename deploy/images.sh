@@ -60,6 +60,7 @@ build() {
   $ENGINE images --filter reference='deliberate-*' --format '{{.Repository}}:{{.Tag}} {{.Size}}'
 }
 
+mkdir -p "$BUILD"
 base_image
 host_wheels
 build
