@@ -41,6 +41,14 @@ class OtlpReceiver(trace_service_pb2_grpc.TraceServiceServicer):
                         )
         return trace_service_pb2.ExportTraceServiceResponse()
 
+    def exporter_env(self) -> dict[str, str]:
+        """The environment that makes a service export its spans here, flushed every 200 ms."""
+        return {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{self.port}",
+            "OTEL_BSP_SCHEDULE_DELAY": "200",
+            "DELIBERATE_TRACE_EXPORTER": "otlp",
+        }
+
     def trace(self, trace_id: str) -> list[dict]:
         with self.lock:
             return list(self.spans.get(trace_id, []))

@@ -21,12 +21,13 @@ import pytest
 from google.protobuf import json_format, struct_pb2
 
 from deliberate.common.v1 import common_pb2
+from deliberate.core.config import env_name
 from deliberate.examples import ads
 from deliberate.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
 from deliberate_client.cli import example_ad_selection
 from deliberate_client.client import DeliberateClient, build_request
-from deliberate_client.stack import Ports
+from deliberate_client.stack import Ports, Stack
 from tests.otlp import OtlpReceiver, serving_receiver
 
 ENGINE = os.environ.get("CONTAINER_ENGINE", "podman")
@@ -99,31 +100,17 @@ def otlp_receiver():
 
 @pytest.fixture(scope="module")
 def containers(engine_socket, otlp_receiver):
-    ports = Ports.free()
-    http_port = Ports.free().scheduler
-    common = {
-        "DELIBERATE_HOST": "127.0.0.1",  # host networking: stay on loopback
-        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{otlp_receiver.port}",
-        "OTEL_BSP_SCHEDULE_DELAY": "200",
-        "DELIBERATE_TRACE_EXPORTER": "otlp",
-    }
-    own = {
-        "verifier": {"DELIBERATE_PORT": ports.verifier, "DELIBERATE_HTTP_PORT": http_port},
-        "drafter": {"DELIBERATE_PORT": ports.drafter},
-        "refiner": {"DELIBERATE_PORT": ports.refiner},
-        "scheduler": {
-            "DELIBERATE_PORT": ports.scheduler,
-            "DELIBERATE_DRAFTER_ADDRESS": f"127.0.0.1:{ports.drafter}",
-            "DELIBERATE_VERIFIER_ADDRESS": f"127.0.0.1:{ports.verifier}",
-            "DELIBERATE_REFINER_ADDRESS": f"127.0.0.1:{ports.refiner}",
-            "DELIBERATE_VERIFIER_HEALTH_URL": f"http://127.0.0.1:{http_port}/health",
-            "DELIBERATE_RESTARTER": "container",
-            "DELIBERATE_VERIFIER_CONTAINER": container_name("verifier"),
-            "DELIBERATE_CONTAINER_SOCKET": SOCKET_IN_CONTAINER,
-            "DELIBERATE_WATCHDOG_INTERVAL_S": HEARTBEAT_S,
-            # One drafting round: re-drafting is the integration tests' subject; here it would only triple the time.
-            "DELIBERATE_MAX_REDRAFTS": 0,
-        },
+    # The process stack's wiring (host 127.0.0.1: host networking stays on loopback), as DELIBERATE_* variables.
+    stack = Stack(ports=Ports.free())
+    common = otlp_receiver.exporter_env()
+    own = {service: {env_name(name): value for name, value in stack.wiring(service).items()} for service in SERVICES}
+    own["scheduler"] |= {
+        "DELIBERATE_RESTARTER": "container",
+        "DELIBERATE_VERIFIER_CONTAINER": container_name("verifier"),
+        "DELIBERATE_CONTAINER_SOCKET": SOCKET_IN_CONTAINER,
+        "DELIBERATE_WATCHDOG_INTERVAL_S": HEARTBEAT_S,
+        # One drafting round: re-drafting is the integration tests' subject; here it would only triple the time.
+        "DELIBERATE_MAX_REDRAFTS": 0,
     }
     socket_access = [
         "--volume",
@@ -150,7 +137,7 @@ def containers(engine_socket, otlp_receiver):
             )
         for service in SERVICES:
             wait_healthy(service, timeout_s=300)
-        yield {"ports": ports, "http_port": http_port, "address": f"127.0.0.1:{ports.scheduler}"}
+        yield stack
     finally:
         for service in SERVICES:
             print(f"--- {service} log (tail) ---\n{logs(service)[-2000:]}")
@@ -196,7 +183,7 @@ def test_images_run_as_non_root_with_health_checks_and_read_only_roots(container
 
 
 def test_solves_the_ad_selection_example_through_four_containers(containers, otlp_receiver):
-    with DeliberateClient(containers["address"]) as client:
+    with DeliberateClient(containers.address) as client:
         response = client.solve(ad_selection_request("container-ad-selection"), timeout=300)
     assert response.status in (pb.SOLVE_STATUS_VERIFIED, pb.SOLVE_STATUS_UNVERIFIED), response.status_reason
     assert response.answer
@@ -223,7 +210,7 @@ def test_the_verifier_container_audits_a_plan_against_the_catalog_it_ships(conta
         constraints=[json_format.ParseDict(c, common_pb2.Constraint()) for c in ads.CONSTRAINTS],
         context=context,
     )
-    with grpc.insecure_channel(f"127.0.0.1:{containers['ports'].verifier}") as channel:
+    with grpc.insecure_channel(containers.address_of("verifier")) as channel:
         (verdict,) = verifier_service_pb2_grpc.VerifierServiceStub(channel).VerifyDrafts(request, timeout=30).verdicts
     messages = {rule.rule_id: rule.message for rule in verdict.rule_results}
     assert messages["catalog_check"].startswith("catalog_check passed"), messages
@@ -254,9 +241,9 @@ def test_watchdog_restarts_a_sigkilled_verifier_container(containers):
     print("restart event:", json.dumps(restarts[0]))
 
     wait_healthy("verifier", timeout_s=60)
-    with urllib.request.urlopen(f"http://127.0.0.1:{containers['http_port']}/health", timeout=5) as health:
+    with urllib.request.urlopen(containers.wiring("scheduler")["verifier_health_url"], timeout=5) as health:
         assert json.loads(health.read())["serving"] is True
-    with DeliberateClient(containers["address"]) as client:
+    with DeliberateClient(containers.address) as client:
         state = client.stub.GetState(pb.GetStateRequest(), timeout=10)
         assert state.verifier.restarter == "container"
         assert state.verifier.restarts == 1

@@ -30,12 +30,7 @@ def otlp_receiver():
 @pytest.fixture(scope="session")
 def stack(otlp_receiver, tmp_path_factory):
     log_dir = tmp_path_factory.mktemp("service-logs")
-    env = {
-        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{otlp_receiver.port}",
-        "OTEL_BSP_SCHEDULE_DELAY": "200",
-        "DELIBERATE_TRACE_EXPORTER": "otlp",
-    }
-    with Stack(ports=Ports.free(), env=env, log_dir=log_dir) as running:
+    with Stack(ports=Ports.free(), env=otlp_receiver.exporter_env(), log_dir=log_dir) as running:
         yield running
         for service, process in running.processes.items():
             assert process.poll() is None, f"{service} died during the tests; see {log_dir}"

@@ -18,6 +18,8 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from deliberate.core.config import flag_name
+
 SERVICES = ("drafter", "verifier", "refiner", "scheduler")
 
 
@@ -62,29 +64,34 @@ class Stack:
     def address_of(self, service: str) -> str:
         return f"{self.host}:{getattr(self.ports, service)}"
 
-    def command(self, service: str) -> list[str]:
+    def wiring(self, service: str) -> dict[str, str]:
+        """The settings (field name -> value) that put `service` on its port and connect it to the others.
+
+        `command` passes them as flags; the container test passes them as DELIBERATE_* variables.
+        """
         p = self.ports
-        args = [
-            sys.executable,
-            "-m",
-            f"deliberate.{service}",
-            "--host",
-            self.host,
-            "--port",
-            str(getattr(p, service)),
-        ]
+        settings = {"host": self.host, "port": str(getattr(p, service))}
         if service == "verifier":
-            args += ["--http-port", str(p.verifier_http)]
+            settings["http_port"] = str(p.verifier_http)
+        if service == "scheduler":
+            settings |= {
+                "drafter_address": self.address_of("drafter"),
+                "verifier_address": self.address_of("verifier"),
+                "refiner_address": self.address_of("refiner"),
+                "verifier_health_url": f"http://{self.host}:{p.verifier_http}/health",
+            }
+        return settings
+
+    def command(self, service: str) -> list[str]:
+        args = [sys.executable, "-m", f"deliberate.{service}"]
+        for name, value in self.wiring(service).items():
+            args += [flag_name(name), value]
         if service == "scheduler":
             verifier = shlex.join(self.command("verifier"))
             args += [
-                "--drafter-address", self.address_of("drafter"),
-                "--verifier-address", self.address_of("verifier"),
-                "--refiner-address", self.address_of("refiner"),
                 "--restarter", "process",
                 "--verifier-command", verifier,
-                "--verifier-health-url", f"http://{self.host}:{p.verifier_http}/health",
-                "--weights-path", str(self.state_dir / f"scheduler-state-{p.scheduler}.json"),
+                "--weights-path", str(self.state_dir / f"scheduler-state-{self.ports.scheduler}.json"),
                 *self.scheduler_args,
             ]  # fmt: skip
         return args
