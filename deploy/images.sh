@@ -13,13 +13,13 @@ ENGINE=${CONTAINER_ENGINE:-$(command -v podman >/dev/null && echo podman || echo
 VERSION=${VERSION:-0.1.0}
 BASE_IMAGE=${BASE_IMAGE:-localhost/deliberate-base:bookworm}
 BUILD=deploy/.build
-TARGETS=("${@:-scheduler verifier drafter refiner}")
-read -r -a TARGETS <<<"${TARGETS[*]}"
+TARGETS=("$@")
+[ $# -gt 0 ] || TARGETS=(scheduler verifier drafter refiner)
 
 log() { printf '[images] %s\n' "$*" >&2; }
 
 base_image() {
-  if $ENGINE image exists "$BASE_IMAGE" 2>/dev/null || $ENGINE image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
+  if $ENGINE image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
     log "base image $BASE_IMAGE present"
     return
   fi
