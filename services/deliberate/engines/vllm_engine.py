@@ -160,8 +160,11 @@ class VllmEngine(Engine):
             reason: FinishReason = sequence.finish_reason if sequence.finish_reason in ("stop", "length") else "aborted"
             self._complete(request_id, call, index, reason)
 
+    def _open_ids(self, call: _Call) -> list[str]:
+        return [request_id for request_id in call.request_ids if request_id in self._running]
+
     def _abort(self, call: _Call) -> None:
-        open_ids = [request_id for request_id in call.request_ids if request_id in self._running]
+        open_ids = self._open_ids(call)
         self._engine.abort_request(open_ids)
         for request_id in open_ids:
             _, index = self._running[request_id]
@@ -183,7 +186,7 @@ class VllmEngine(Engine):
             call.done.set()
 
     def _fail(self, call: _Call, error: BaseException) -> None:
-        open_ids = [request_id for request_id in call.request_ids if request_id in self._running]
+        open_ids = self._open_ids(call)
         for request_id in open_ids:
             del self._running[request_id]
         with contextlib.suppress(Exception):  # the engine may be what broke; the caller gets `error`
