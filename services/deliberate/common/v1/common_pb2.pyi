@@ -83,33 +83,39 @@ class Draft(_message.Message):
     def __init__(self, id: _Optional[str] = ..., index: _Optional[int] = ..., strategy: _Optional[str] = ..., text: _Optional[str] = ..., usage: _Optional[_Union[TokenUsage, _Mapping]] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ..., generation_latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class RuleResult(_message.Message):
-    __slots__ = ("rule_id", "passed", "message", "hard", "duration")
+    __slots__ = ("rule_id", "passed", "message", "hard", "duration", "abstained", "substantive")
     RULE_ID_FIELD_NUMBER: _ClassVar[int]
     PASSED_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     HARD_FIELD_NUMBER: _ClassVar[int]
     DURATION_FIELD_NUMBER: _ClassVar[int]
+    ABSTAINED_FIELD_NUMBER: _ClassVar[int]
+    SUBSTANTIVE_FIELD_NUMBER: _ClassVar[int]
     rule_id: str
     passed: bool
     message: str
     hard: bool
     duration: _duration_pb2.Duration
-    def __init__(self, rule_id: _Optional[str] = ..., passed: _Optional[bool] = ..., message: _Optional[str] = ..., hard: _Optional[bool] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    abstained: bool
+    substantive: bool
+    def __init__(self, rule_id: _Optional[str] = ..., passed: _Optional[bool] = ..., message: _Optional[str] = ..., hard: _Optional[bool] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., abstained: _Optional[bool] = ..., substantive: _Optional[bool] = ...) -> None: ...
 
 class JudgeVerdict(_message.Message):
-    __slots__ = ("valid", "score", "error", "latency")
+    __slots__ = ("valid", "score", "error", "latency", "hard")
     VALID_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     LATENCY_FIELD_NUMBER: _ClassVar[int]
+    HARD_FIELD_NUMBER: _ClassVar[int]
     valid: bool
     score: float
     error: str
     latency: _duration_pb2.Duration
-    def __init__(self, valid: _Optional[bool] = ..., score: _Optional[float] = ..., error: _Optional[str] = ..., latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    hard: bool
+    def __init__(self, valid: _Optional[bool] = ..., score: _Optional[float] = ..., error: _Optional[str] = ..., latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., hard: _Optional[bool] = ...) -> None: ...
 
 class DraftVerdict(_message.Message):
-    __slots__ = ("draft_id", "valid", "score", "rule_results", "extracted_answer", "latency", "judge")
+    __slots__ = ("draft_id", "valid", "score", "rule_results", "extracted_answer", "latency", "judge", "evidence")
     DRAFT_ID_FIELD_NUMBER: _ClassVar[int]
     VALID_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
@@ -117,6 +123,7 @@ class DraftVerdict(_message.Message):
     EXTRACTED_ANSWER_FIELD_NUMBER: _ClassVar[int]
     LATENCY_FIELD_NUMBER: _ClassVar[int]
     JUDGE_FIELD_NUMBER: _ClassVar[int]
+    EVIDENCE_FIELD_NUMBER: _ClassVar[int]
     draft_id: str
     valid: bool
     score: float
@@ -124,4 +131,5 @@ class DraftVerdict(_message.Message):
     extracted_answer: str
     latency: _duration_pb2.Duration
     judge: JudgeVerdict
-    def __init__(self, draft_id: _Optional[str] = ..., valid: _Optional[bool] = ..., score: _Optional[float] = ..., rule_results: _Optional[_Iterable[_Union[RuleResult, _Mapping]]] = ..., extracted_answer: _Optional[str] = ..., latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., judge: _Optional[_Union[JudgeVerdict, _Mapping]] = ...) -> None: ...
+    evidence: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, draft_id: _Optional[str] = ..., valid: _Optional[bool] = ..., score: _Optional[float] = ..., rule_results: _Optional[_Iterable[_Union[RuleResult, _Mapping]]] = ..., extracted_answer: _Optional[str] = ..., latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., judge: _Optional[_Union[JudgeVerdict, _Mapping]] = ..., evidence: _Optional[_Iterable[str]] = ...) -> None: ...

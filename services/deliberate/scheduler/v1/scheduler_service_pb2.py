@@ -28,57 +28,57 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n/deliberate/scheduler/v1/scheduler_service.proto\x12\x17\x64\x65liberate.scheduler.v1\x1a!deliberate/common/v1/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8f\x03\n\x0cSolveRequest\x12\x0e\n\x06prompt\x18\x01 \x01(\t\x12\x15\n\routput_schema\x18\x02 \x01(\t\x12\x35\n\x0b\x63onstraints\x18\x03 \x03(\x0b\x32 .deliberate.common.v1.Constraint\x12(\n\x07\x63ontext\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x12\n\nnum_drafts\x18\x05 \x01(\x05\x12\x36\n\x08sampling\x18\x06 \x01(\x0b\x32$.deliberate.common.v1.SamplingParams\x12\x16\n\x0estrategy_hints\x18\x07 \x03(\t\x12\x12\n\nrequest_id\x18\x08 \x01(\t\x12=\n\x0frefine_sampling\x18\t \x01(\x0b\x32$.deliberate.common.v1.SamplingParams\x12\x1e\n\x16\x64isable_thinking_trace\x18\n \x01(\x08\x12 \n\x18\x64isable_consensus_prefix\x18\x0b \x01(\x08\"\x95\x01\n\x0fScoreComponents\x12\r\n\x05score\x18\x01 \x01(\x01\x12\x11\n\tagreement\x18\x02 \x01(\x01\x12\x0f\n\x07latency\x18\x03 \x01(\x01\x12\x14\n\x0c\x61nswer_share\x18\x04 \x01(\x01\x12\r\n\x05\x66inal\x18\x05 \x01(\x01\x12\r\n\x05\x61lpha\x18\x06 \x01(\x01\x12\x0c\n\x04\x62\x65ta\x18\x07 \x01(\x01\x12\r\n\x05gamma\x18\x08 \x01(\x01\"\xe3\x01\n\x0b\x44raftReport\x12*\n\x05\x64raft\x18\x01 \x01(\x0b\x32\x1b.deliberate.common.v1.Draft\x12\x33\n\x07verdict\x18\x02 \x01(\x0b\x32\".deliberate.common.v1.DraftVerdict\x12\x10\n\x08selected\x18\x03 \x01(\x08\x12<\n\ncomponents\x18\x04 \x01(\x0b\x32(.deliberate.scheduler.v1.ScoreComponents\x12\x14\n\x0c\x64uplicate_of\x18\x05 \x01(\t\x12\r\n\x05round\x18\x06 \x01(\x05\"\xe3\x01\n\x0cStageTimings\x12(\n\x05\x64raft\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12)\n\x06verify\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12)\n\x06select\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12)\n\x06refine\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12(\n\x05total\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\"\xf9\x03\n\rSolveResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0e\n\x06\x61nswer\x18\x02 \x01(\t\x12\x34\n\x06status\x18\x03 \x01(\x0e\x32$.deliberate.scheduler.v1.SolveStatus\x12\x15\n\rstatus_reason\x18\x04 \x01(\t\x12\x34\n\x06\x64rafts\x18\x05 \x03(\x0b\x32$.deliberate.scheduler.v1.DraftReport\x12\x1a\n\x12selected_draft_ids\x18\x06 \x03(\t\x12\x16\n\x0ethinking_trace\x18\x07 \x01(\t\x12\x10\n\x08trace_id\x18\x08 \x01(\t\x12\x36\n\x07timings\x18\t \x01(\x0b\x32%.deliberate.scheduler.v1.StageTimings\x12/\n\x05usage\x18\n \x01(\x0b\x32 .deliberate.common.v1.TokenUsage\x12\x12\n\nnum_drafts\x18\x0b \x01(\x05\x12\x19\n\x11num_drafts_reason\x18\x0c \x01(\t\x12\x0e\n\x06rounds\x18\r \x01(\x05\x12\x18\n\x10\x63onsensus_prefix\x18\x0e \x01(\t\x12\x1b\n\x13refine_token_budget\x18\x0f \x01(\x05\x12\x1c\n\x14refine_budget_reason\x18\x10 \x01(\t\"^\n\x15SubmitFeedbackRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x31\n\x07outcome\x18\x02 \x01(\x0e\x32 .deliberate.scheduler.v1.Outcome\"6\n\x16SubmitFeedbackResponse\x12\x1c\n\x14outcomes_until_refit\x18\x01 \x01(\x05\"\x11\n\x0fGetStateRequest\">\n\x10SelectionWeights\x12\r\n\x05\x61lpha\x18\x01 \x01(\x01\x12\x0c\n\x04\x62\x65ta\x18\x02 \x01(\x01\x12\r\n\x05gamma\x18\x03 \x01(\x01\"\x9b\x01\n\x0eVerifierHealth\x12\x0f\n\x07healthy\x18\x01 \x01(\x08\x12\x1c\n\x14\x63onsecutive_failures\x18\x02 \x01(\x05\x12\x10\n\x08restarts\x18\x03 \x01(\x05\x12\x35\n\x11last_restart_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\trestarter\x18\x05 \x01(\t\"\x8b\x01\n\x0e\x46\x65\x65\x64\x62\x61\x63kCounts\x12\x11\n\tsubmitted\x18\x01 \x01(\x03\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\x03\x12\x10\n\x08rejected\x18\x03 \x01(\x03\x12\x17\n\x0funknown_request\x18\x04 \x01(\x03\x12\x0e\n\x06refits\x18\x05 \x01(\x03\x12\x19\n\x11pending_decisions\x18\x06 \x01(\x03\"\xb7\x02\n\x10GetStateResponse\x12:\n\x07weights\x18\x01 \x01(\x0b\x32).deliberate.scheduler.v1.SelectionWeights\x12\x12\n\nnum_drafts\x18\x02 \x01(\x05\x12\x19\n\x11num_drafts_reason\x18\x03 \x01(\t\x12\x11\n\tfast_mode\x18\x04 \x01(\x08\x12\x13\n\x0butilization\x18\x05 \x01(\x01\x12\x1a\n\x12utilization_source\x18\x06 \x01(\t\x12\x39\n\x08verifier\x18\x07 \x01(\x0b\x32\'.deliberate.scheduler.v1.VerifierHealth\x12\x39\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x08 \x01(\x0b\x32\'.deliberate.scheduler.v1.FeedbackCounts\"L\n\x12SolveStreamRequest\x12\x36\n\x07request\x18\x01 \x01(\x0b\x32%.deliberate.scheduler.v1.SolveRequest\"\xe1\x03\n\x13SolveStreamResponse\x12\x42\n\x0f\x64raft_generated\x18\x01 \x01(\x0b\x32\'.deliberate.scheduler.v1.DraftGeneratedH\x00\x12@\n\x0e\x64raft_verified\x18\x02 \x01(\x0b\x32&.deliberate.scheduler.v1.DraftVerifiedH\x00\x12@\n\x0e\x64raft_selected\x18\x03 \x01(\x0b\x32&.deliberate.scheduler.v1.DraftSelectedH\x00\x12\x42\n\x0f\x64raft_discarded\x18\x04 \x01(\x0b\x32\'.deliberate.scheduler.v1.DraftDiscardedH\x00\x12<\n\x0crefine_chunk\x18\x05 \x01(\x0b\x32$.deliberate.scheduler.v1.RefineChunkH\x00\x12\x37\n\x05\x66inal\x18\x06 \x01(\x0b\x32&.deliberate.scheduler.v1.SolveResponseH\x00\x12>\n\rround_started\x18\x07 \x01(\x0b\x32%.deliberate.scheduler.v1.RoundStartedH\x00\x42\x07\n\x05\x65vent\"S\n\x0cRoundStarted\x12\r\n\x05round\x18\x01 \x01(\x05\x12\x12\n\nnum_drafts\x18\x02 \x01(\x05\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x10\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x04 \x01(\t\"<\n\x0e\x44raftGenerated\x12*\n\x05\x64raft\x18\x01 \x01(\x0b\x32\x1b.deliberate.common.v1.Draft\"D\n\rDraftVerified\x12\x33\n\x07verdict\x18\x01 \x01(\x0b\x32\".deliberate.common.v1.DraftVerdict\">\n\rDraftSelected\x12\x10\n\x08\x64raft_id\x18\x01 \x01(\t\x12\x0c\n\x04rank\x18\x02 \x01(\x05\x12\r\n\x05score\x18\x03 \x01(\x01\"2\n\x0e\x44raftDiscarded\x12\x10\n\x08\x64raft_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\x1b\n\x0bRefineChunk\x12\x0c\n\x04text\x18\x01 \x01(\t*|\n\x0bSolveStatus\x12\x1c\n\x18SOLVE_STATUS_UNSPECIFIED\x10\x00\x12\x19\n\x15SOLVE_STATUS_VERIFIED\x10\x01\x12\x1b\n\x17SOLVE_STATUS_UNVERIFIED\x10\x02\x12\x17\n\x13SOLVE_STATUS_FAILED\x10\x03*N\n\x07Outcome\x12\x17\n\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x14\n\x10OUTCOME_ACCEPTED\x10\x01\x12\x14\n\x10OUTCOME_REJECTED\x10\x02\x32\xaa\x03\n\x10SchedulerService\x12V\n\x05Solve\x12%.deliberate.scheduler.v1.SolveRequest\x1a&.deliberate.scheduler.v1.SolveResponse\x12j\n\x0bSolveStream\x12+.deliberate.scheduler.v1.SolveStreamRequest\x1a,.deliberate.scheduler.v1.SolveStreamResponse0\x01\x12q\n\x0eSubmitFeedback\x12..deliberate.scheduler.v1.SubmitFeedbackRequest\x1a/.deliberate.scheduler.v1.SubmitFeedbackResponse\x12_\n\x08GetState\x12(.deliberate.scheduler.v1.GetStateRequest\x1a).deliberate.scheduler.v1.GetStateResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n/deliberate/scheduler/v1/scheduler_service.proto\x12\x17\x64\x65liberate.scheduler.v1\x1a!deliberate/common/v1/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb3\x03\n\x0cSolveRequest\x12\x0e\n\x06prompt\x18\x01 \x01(\t\x12\x15\n\routput_schema\x18\x02 \x01(\t\x12\x35\n\x0b\x63onstraints\x18\x03 \x03(\x0b\x32 .deliberate.common.v1.Constraint\x12(\n\x07\x63ontext\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x12\n\nnum_drafts\x18\x05 \x01(\x05\x12\x36\n\x08sampling\x18\x06 \x01(\x0b\x32$.deliberate.common.v1.SamplingParams\x12\x16\n\x0estrategy_hints\x18\x07 \x03(\t\x12\x12\n\nrequest_id\x18\x08 \x01(\t\x12=\n\x0frefine_sampling\x18\t \x01(\x0b\x32$.deliberate.common.v1.SamplingParams\x12\x1e\n\x16\x64isable_thinking_trace\x18\n \x01(\x08\x12 \n\x18\x64isable_consensus_prefix\x18\x0b \x01(\x08\x12\"\n\x1a\x64isable_default_arithmetic\x18\x0c \x01(\x08\"\xa4\x01\n\x0fScoreComponents\x12\r\n\x05score\x18\x01 \x01(\x01\x12\x11\n\tagreement\x18\x02 \x01(\x01\x12\x0f\n\x07latency\x18\x03 \x01(\x01\x12\x14\n\x0c\x61nswer_share\x18\x04 \x01(\x01\x12\r\n\x05\x66inal\x18\x05 \x01(\x01\x12\r\n\x05\x61lpha\x18\x06 \x01(\x01\x12\x0c\n\x04\x62\x65ta\x18\x07 \x01(\x01\x12\r\n\x05gamma\x18\x08 \x01(\x01\x12\r\n\x05\x64\x65lta\x18\t \x01(\x01\"\xe3\x01\n\x0b\x44raftReport\x12*\n\x05\x64raft\x18\x01 \x01(\x0b\x32\x1b.deliberate.common.v1.Draft\x12\x33\n\x07verdict\x18\x02 \x01(\x0b\x32\".deliberate.common.v1.DraftVerdict\x12\x10\n\x08selected\x18\x03 \x01(\x08\x12<\n\ncomponents\x18\x04 \x01(\x0b\x32(.deliberate.scheduler.v1.ScoreComponents\x12\x14\n\x0c\x64uplicate_of\x18\x05 \x01(\t\x12\r\n\x05round\x18\x06 \x01(\x05\"\xe3\x01\n\x0cStageTimings\x12(\n\x05\x64raft\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12)\n\x06verify\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12)\n\x06select\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12)\n\x06refine\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12(\n\x05total\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\"\x8e\x04\n\rSolveResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0e\n\x06\x61nswer\x18\x02 \x01(\t\x12\x34\n\x06status\x18\x03 \x01(\x0e\x32$.deliberate.scheduler.v1.SolveStatus\x12\x15\n\rstatus_reason\x18\x04 \x01(\t\x12\x34\n\x06\x64rafts\x18\x05 \x03(\x0b\x32$.deliberate.scheduler.v1.DraftReport\x12\x1a\n\x12selected_draft_ids\x18\x06 \x03(\t\x12\x16\n\x0ethinking_trace\x18\x07 \x01(\t\x12\x10\n\x08trace_id\x18\x08 \x01(\t\x12\x36\n\x07timings\x18\t \x01(\x0b\x32%.deliberate.scheduler.v1.StageTimings\x12/\n\x05usage\x18\n \x01(\x0b\x32 .deliberate.common.v1.TokenUsage\x12\x12\n\nnum_drafts\x18\x0b \x01(\x05\x12\x19\n\x11num_drafts_reason\x18\x0c \x01(\t\x12\x0e\n\x06rounds\x18\r \x01(\x05\x12\x18\n\x10\x63onsensus_prefix\x18\x0e \x01(\t\x12\x1b\n\x13refine_token_budget\x18\x0f \x01(\x05\x12\x1c\n\x14refine_budget_reason\x18\x10 \x01(\t\x12\x13\n\x0bverified_by\x18\x11 \x03(\t\"^\n\x15SubmitFeedbackRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x31\n\x07outcome\x18\x02 \x01(\x0e\x32 .deliberate.scheduler.v1.Outcome\"6\n\x16SubmitFeedbackResponse\x12\x1c\n\x14outcomes_until_refit\x18\x01 \x01(\x05\"\x11\n\x0fGetStateRequest\"M\n\x10SelectionWeights\x12\r\n\x05\x61lpha\x18\x01 \x01(\x01\x12\x0c\n\x04\x62\x65ta\x18\x02 \x01(\x01\x12\r\n\x05gamma\x18\x03 \x01(\x01\x12\r\n\x05\x64\x65lta\x18\x04 \x01(\x01\"\x9b\x01\n\x0eVerifierHealth\x12\x0f\n\x07healthy\x18\x01 \x01(\x08\x12\x1c\n\x14\x63onsecutive_failures\x18\x02 \x01(\x05\x12\x10\n\x08restarts\x18\x03 \x01(\x05\x12\x35\n\x11last_restart_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\trestarter\x18\x05 \x01(\t\"\x8b\x01\n\x0e\x46\x65\x65\x64\x62\x61\x63kCounts\x12\x11\n\tsubmitted\x18\x01 \x01(\x03\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\x03\x12\x10\n\x08rejected\x18\x03 \x01(\x03\x12\x17\n\x0funknown_request\x18\x04 \x01(\x03\x12\x0e\n\x06refits\x18\x05 \x01(\x03\x12\x19\n\x11pending_decisions\x18\x06 \x01(\x03\"\xb7\x02\n\x10GetStateResponse\x12:\n\x07weights\x18\x01 \x01(\x0b\x32).deliberate.scheduler.v1.SelectionWeights\x12\x12\n\nnum_drafts\x18\x02 \x01(\x05\x12\x19\n\x11num_drafts_reason\x18\x03 \x01(\t\x12\x11\n\tfast_mode\x18\x04 \x01(\x08\x12\x13\n\x0butilization\x18\x05 \x01(\x01\x12\x1a\n\x12utilization_source\x18\x06 \x01(\t\x12\x39\n\x08verifier\x18\x07 \x01(\x0b\x32\'.deliberate.scheduler.v1.VerifierHealth\x12\x39\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x08 \x01(\x0b\x32\'.deliberate.scheduler.v1.FeedbackCounts\"L\n\x12SolveStreamRequest\x12\x36\n\x07request\x18\x01 \x01(\x0b\x32%.deliberate.scheduler.v1.SolveRequest\"\xe1\x03\n\x13SolveStreamResponse\x12\x42\n\x0f\x64raft_generated\x18\x01 \x01(\x0b\x32\'.deliberate.scheduler.v1.DraftGeneratedH\x00\x12@\n\x0e\x64raft_verified\x18\x02 \x01(\x0b\x32&.deliberate.scheduler.v1.DraftVerifiedH\x00\x12@\n\x0e\x64raft_selected\x18\x03 \x01(\x0b\x32&.deliberate.scheduler.v1.DraftSelectedH\x00\x12\x42\n\x0f\x64raft_discarded\x18\x04 \x01(\x0b\x32\'.deliberate.scheduler.v1.DraftDiscardedH\x00\x12<\n\x0crefine_chunk\x18\x05 \x01(\x0b\x32$.deliberate.scheduler.v1.RefineChunkH\x00\x12\x37\n\x05\x66inal\x18\x06 \x01(\x0b\x32&.deliberate.scheduler.v1.SolveResponseH\x00\x12>\n\rround_started\x18\x07 \x01(\x0b\x32%.deliberate.scheduler.v1.RoundStartedH\x00\x42\x07\n\x05\x65vent\"S\n\x0cRoundStarted\x12\r\n\x05round\x18\x01 \x01(\x05\x12\x12\n\nnum_drafts\x18\x02 \x01(\x05\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x10\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x04 \x01(\t\"<\n\x0e\x44raftGenerated\x12*\n\x05\x64raft\x18\x01 \x01(\x0b\x32\x1b.deliberate.common.v1.Draft\"D\n\rDraftVerified\x12\x33\n\x07verdict\x18\x01 \x01(\x0b\x32\".deliberate.common.v1.DraftVerdict\">\n\rDraftSelected\x12\x10\n\x08\x64raft_id\x18\x01 \x01(\t\x12\x0c\n\x04rank\x18\x02 \x01(\x05\x12\r\n\x05score\x18\x03 \x01(\x01\"2\n\x0e\x44raftDiscarded\x12\x10\n\x08\x64raft_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\x1b\n\x0bRefineChunk\x12\x0c\n\x04text\x18\x01 \x01(\t*\x98\x01\n\x0bSolveStatus\x12\x1c\n\x18SOLVE_STATUS_UNSPECIFIED\x10\x00\x12\x19\n\x15SOLVE_STATUS_VERIFIED\x10\x01\x12\x1b\n\x17SOLVE_STATUS_UNVERIFIED\x10\x02\x12\x17\n\x13SOLVE_STATUS_FAILED\x10\x03\x12\x1a\n\x16SOLVE_STATUS_UNCHECKED\x10\x04*N\n\x07Outcome\x12\x17\n\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x14\n\x10OUTCOME_ACCEPTED\x10\x01\x12\x14\n\x10OUTCOME_REJECTED\x10\x02\x32\xaa\x03\n\x10SchedulerService\x12V\n\x05Solve\x12%.deliberate.scheduler.v1.SolveRequest\x1a&.deliberate.scheduler.v1.SolveResponse\x12j\n\x0bSolveStream\x12+.deliberate.scheduler.v1.SolveStreamRequest\x1a,.deliberate.scheduler.v1.SolveStreamResponse0\x01\x12q\n\x0eSubmitFeedback\x12..deliberate.scheduler.v1.SubmitFeedbackRequest\x1a/.deliberate.scheduler.v1.SubmitFeedbackResponse\x12_\n\x08GetState\x12(.deliberate.scheduler.v1.GetStateRequest\x1a).deliberate.scheduler.v1.GetStateResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'deliberate.scheduler.v1.scheduler_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_SOLVESTATUS']._serialized_start=3501
-  _globals['_SOLVESTATUS']._serialized_end=3625
-  _globals['_OUTCOME']._serialized_start=3627
-  _globals['_OUTCOME']._serialized_end=3705
+  _globals['_SOLVESTATUS']._serialized_start=3589
+  _globals['_SOLVESTATUS']._serialized_end=3741
+  _globals['_OUTCOME']._serialized_start=3743
+  _globals['_OUTCOME']._serialized_end=3821
   _globals['_SOLVEREQUEST']._serialized_start=207
-  _globals['_SOLVEREQUEST']._serialized_end=606
-  _globals['_SCORECOMPONENTS']._serialized_start=609
-  _globals['_SCORECOMPONENTS']._serialized_end=758
-  _globals['_DRAFTREPORT']._serialized_start=761
-  _globals['_DRAFTREPORT']._serialized_end=988
-  _globals['_STAGETIMINGS']._serialized_start=991
-  _globals['_STAGETIMINGS']._serialized_end=1218
-  _globals['_SOLVERESPONSE']._serialized_start=1221
-  _globals['_SOLVERESPONSE']._serialized_end=1726
-  _globals['_SUBMITFEEDBACKREQUEST']._serialized_start=1728
-  _globals['_SUBMITFEEDBACKREQUEST']._serialized_end=1822
-  _globals['_SUBMITFEEDBACKRESPONSE']._serialized_start=1824
-  _globals['_SUBMITFEEDBACKRESPONSE']._serialized_end=1878
-  _globals['_GETSTATEREQUEST']._serialized_start=1880
-  _globals['_GETSTATEREQUEST']._serialized_end=1897
-  _globals['_SELECTIONWEIGHTS']._serialized_start=1899
-  _globals['_SELECTIONWEIGHTS']._serialized_end=1961
-  _globals['_VERIFIERHEALTH']._serialized_start=1964
-  _globals['_VERIFIERHEALTH']._serialized_end=2119
-  _globals['_FEEDBACKCOUNTS']._serialized_start=2122
-  _globals['_FEEDBACKCOUNTS']._serialized_end=2261
-  _globals['_GETSTATERESPONSE']._serialized_start=2264
-  _globals['_GETSTATERESPONSE']._serialized_end=2575
-  _globals['_SOLVESTREAMREQUEST']._serialized_start=2577
-  _globals['_SOLVESTREAMREQUEST']._serialized_end=2653
-  _globals['_SOLVESTREAMRESPONSE']._serialized_start=2656
-  _globals['_SOLVESTREAMRESPONSE']._serialized_end=3137
-  _globals['_ROUNDSTARTED']._serialized_start=3139
-  _globals['_ROUNDSTARTED']._serialized_end=3222
-  _globals['_DRAFTGENERATED']._serialized_start=3224
-  _globals['_DRAFTGENERATED']._serialized_end=3284
-  _globals['_DRAFTVERIFIED']._serialized_start=3286
-  _globals['_DRAFTVERIFIED']._serialized_end=3354
-  _globals['_DRAFTSELECTED']._serialized_start=3356
-  _globals['_DRAFTSELECTED']._serialized_end=3418
-  _globals['_DRAFTDISCARDED']._serialized_start=3420
-  _globals['_DRAFTDISCARDED']._serialized_end=3470
-  _globals['_REFINECHUNK']._serialized_start=3472
-  _globals['_REFINECHUNK']._serialized_end=3499
-  _globals['_SCHEDULERSERVICE']._serialized_start=3708
-  _globals['_SCHEDULERSERVICE']._serialized_end=4134
+  _globals['_SOLVEREQUEST']._serialized_end=642
+  _globals['_SCORECOMPONENTS']._serialized_start=645
+  _globals['_SCORECOMPONENTS']._serialized_end=809
+  _globals['_DRAFTREPORT']._serialized_start=812
+  _globals['_DRAFTREPORT']._serialized_end=1039
+  _globals['_STAGETIMINGS']._serialized_start=1042
+  _globals['_STAGETIMINGS']._serialized_end=1269
+  _globals['_SOLVERESPONSE']._serialized_start=1272
+  _globals['_SOLVERESPONSE']._serialized_end=1798
+  _globals['_SUBMITFEEDBACKREQUEST']._serialized_start=1800
+  _globals['_SUBMITFEEDBACKREQUEST']._serialized_end=1894
+  _globals['_SUBMITFEEDBACKRESPONSE']._serialized_start=1896
+  _globals['_SUBMITFEEDBACKRESPONSE']._serialized_end=1950
+  _globals['_GETSTATEREQUEST']._serialized_start=1952
+  _globals['_GETSTATEREQUEST']._serialized_end=1969
+  _globals['_SELECTIONWEIGHTS']._serialized_start=1971
+  _globals['_SELECTIONWEIGHTS']._serialized_end=2048
+  _globals['_VERIFIERHEALTH']._serialized_start=2051
+  _globals['_VERIFIERHEALTH']._serialized_end=2206
+  _globals['_FEEDBACKCOUNTS']._serialized_start=2209
+  _globals['_FEEDBACKCOUNTS']._serialized_end=2348
+  _globals['_GETSTATERESPONSE']._serialized_start=2351
+  _globals['_GETSTATERESPONSE']._serialized_end=2662
+  _globals['_SOLVESTREAMREQUEST']._serialized_start=2664
+  _globals['_SOLVESTREAMREQUEST']._serialized_end=2740
+  _globals['_SOLVESTREAMRESPONSE']._serialized_start=2743
+  _globals['_SOLVESTREAMRESPONSE']._serialized_end=3224
+  _globals['_ROUNDSTARTED']._serialized_start=3226
+  _globals['_ROUNDSTARTED']._serialized_end=3309
+  _globals['_DRAFTGENERATED']._serialized_start=3311
+  _globals['_DRAFTGENERATED']._serialized_end=3371
+  _globals['_DRAFTVERIFIED']._serialized_start=3373
+  _globals['_DRAFTVERIFIED']._serialized_end=3441
+  _globals['_DRAFTSELECTED']._serialized_start=3443
+  _globals['_DRAFTSELECTED']._serialized_end=3505
+  _globals['_DRAFTDISCARDED']._serialized_start=3507
+  _globals['_DRAFTDISCARDED']._serialized_end=3557
+  _globals['_REFINECHUNK']._serialized_start=3559
+  _globals['_REFINECHUNK']._serialized_end=3586
+  _globals['_SCHEDULERSERVICE']._serialized_start=3824
+  _globals['_SCHEDULERSERVICE']._serialized_end=4250
 # @@protoc_insertion_point(module_scope)

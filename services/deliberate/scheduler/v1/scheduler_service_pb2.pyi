@@ -19,6 +19,7 @@ class SolveStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SOLVE_STATUS_VERIFIED: _ClassVar[SolveStatus]
     SOLVE_STATUS_UNVERIFIED: _ClassVar[SolveStatus]
     SOLVE_STATUS_FAILED: _ClassVar[SolveStatus]
+    SOLVE_STATUS_UNCHECKED: _ClassVar[SolveStatus]
 
 class Outcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -29,12 +30,13 @@ SOLVE_STATUS_UNSPECIFIED: SolveStatus
 SOLVE_STATUS_VERIFIED: SolveStatus
 SOLVE_STATUS_UNVERIFIED: SolveStatus
 SOLVE_STATUS_FAILED: SolveStatus
+SOLVE_STATUS_UNCHECKED: SolveStatus
 OUTCOME_UNSPECIFIED: Outcome
 OUTCOME_ACCEPTED: Outcome
 OUTCOME_REJECTED: Outcome
 
 class SolveRequest(_message.Message):
-    __slots__ = ("prompt", "output_schema", "constraints", "context", "num_drafts", "sampling", "strategy_hints", "request_id", "refine_sampling", "disable_thinking_trace", "disable_consensus_prefix")
+    __slots__ = ("prompt", "output_schema", "constraints", "context", "num_drafts", "sampling", "strategy_hints", "request_id", "refine_sampling", "disable_thinking_trace", "disable_consensus_prefix", "disable_default_arithmetic")
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     CONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
@@ -46,6 +48,7 @@ class SolveRequest(_message.Message):
     REFINE_SAMPLING_FIELD_NUMBER: _ClassVar[int]
     DISABLE_THINKING_TRACE_FIELD_NUMBER: _ClassVar[int]
     DISABLE_CONSENSUS_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    DISABLE_DEFAULT_ARITHMETIC_FIELD_NUMBER: _ClassVar[int]
     prompt: str
     output_schema: str
     constraints: _containers.RepeatedCompositeFieldContainer[_common_pb2.Constraint]
@@ -57,10 +60,11 @@ class SolveRequest(_message.Message):
     refine_sampling: _common_pb2.SamplingParams
     disable_thinking_trace: bool
     disable_consensus_prefix: bool
-    def __init__(self, prompt: _Optional[str] = ..., output_schema: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[_common_pb2.Constraint, _Mapping]]] = ..., context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., num_drafts: _Optional[int] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., strategy_hints: _Optional[_Iterable[str]] = ..., request_id: _Optional[str] = ..., refine_sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., disable_thinking_trace: _Optional[bool] = ..., disable_consensus_prefix: _Optional[bool] = ...) -> None: ...
+    disable_default_arithmetic: bool
+    def __init__(self, prompt: _Optional[str] = ..., output_schema: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[_common_pb2.Constraint, _Mapping]]] = ..., context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., num_drafts: _Optional[int] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., strategy_hints: _Optional[_Iterable[str]] = ..., request_id: _Optional[str] = ..., refine_sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., disable_thinking_trace: _Optional[bool] = ..., disable_consensus_prefix: _Optional[bool] = ..., disable_default_arithmetic: _Optional[bool] = ...) -> None: ...
 
 class ScoreComponents(_message.Message):
-    __slots__ = ("score", "agreement", "latency", "answer_share", "final", "alpha", "beta", "gamma")
+    __slots__ = ("score", "agreement", "latency", "answer_share", "final", "alpha", "beta", "gamma", "delta")
     SCORE_FIELD_NUMBER: _ClassVar[int]
     AGREEMENT_FIELD_NUMBER: _ClassVar[int]
     LATENCY_FIELD_NUMBER: _ClassVar[int]
@@ -69,6 +73,7 @@ class ScoreComponents(_message.Message):
     ALPHA_FIELD_NUMBER: _ClassVar[int]
     BETA_FIELD_NUMBER: _ClassVar[int]
     GAMMA_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FIELD_NUMBER: _ClassVar[int]
     score: float
     agreement: float
     latency: float
@@ -77,7 +82,8 @@ class ScoreComponents(_message.Message):
     alpha: float
     beta: float
     gamma: float
-    def __init__(self, score: _Optional[float] = ..., agreement: _Optional[float] = ..., latency: _Optional[float] = ..., answer_share: _Optional[float] = ..., final: _Optional[float] = ..., alpha: _Optional[float] = ..., beta: _Optional[float] = ..., gamma: _Optional[float] = ...) -> None: ...
+    delta: float
+    def __init__(self, score: _Optional[float] = ..., agreement: _Optional[float] = ..., latency: _Optional[float] = ..., answer_share: _Optional[float] = ..., final: _Optional[float] = ..., alpha: _Optional[float] = ..., beta: _Optional[float] = ..., gamma: _Optional[float] = ..., delta: _Optional[float] = ...) -> None: ...
 
 class DraftReport(_message.Message):
     __slots__ = ("draft", "verdict", "selected", "components", "duplicate_of", "round")
@@ -110,7 +116,7 @@ class StageTimings(_message.Message):
     def __init__(self, draft: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., verify: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., select: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., refine: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., total: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class SolveResponse(_message.Message):
-    __slots__ = ("request_id", "answer", "status", "status_reason", "drafts", "selected_draft_ids", "thinking_trace", "trace_id", "timings", "usage", "num_drafts", "num_drafts_reason", "rounds", "consensus_prefix", "refine_token_budget", "refine_budget_reason")
+    __slots__ = ("request_id", "answer", "status", "status_reason", "drafts", "selected_draft_ids", "thinking_trace", "trace_id", "timings", "usage", "num_drafts", "num_drafts_reason", "rounds", "consensus_prefix", "refine_token_budget", "refine_budget_reason", "verified_by")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     ANSWER_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -127,6 +133,7 @@ class SolveResponse(_message.Message):
     CONSENSUS_PREFIX_FIELD_NUMBER: _ClassVar[int]
     REFINE_TOKEN_BUDGET_FIELD_NUMBER: _ClassVar[int]
     REFINE_BUDGET_REASON_FIELD_NUMBER: _ClassVar[int]
+    VERIFIED_BY_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     answer: str
     status: SolveStatus
@@ -143,7 +150,8 @@ class SolveResponse(_message.Message):
     consensus_prefix: str
     refine_token_budget: int
     refine_budget_reason: str
-    def __init__(self, request_id: _Optional[str] = ..., answer: _Optional[str] = ..., status: _Optional[_Union[SolveStatus, str]] = ..., status_reason: _Optional[str] = ..., drafts: _Optional[_Iterable[_Union[DraftReport, _Mapping]]] = ..., selected_draft_ids: _Optional[_Iterable[str]] = ..., thinking_trace: _Optional[str] = ..., trace_id: _Optional[str] = ..., timings: _Optional[_Union[StageTimings, _Mapping]] = ..., usage: _Optional[_Union[_common_pb2.TokenUsage, _Mapping]] = ..., num_drafts: _Optional[int] = ..., num_drafts_reason: _Optional[str] = ..., rounds: _Optional[int] = ..., consensus_prefix: _Optional[str] = ..., refine_token_budget: _Optional[int] = ..., refine_budget_reason: _Optional[str] = ...) -> None: ...
+    verified_by: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, request_id: _Optional[str] = ..., answer: _Optional[str] = ..., status: _Optional[_Union[SolveStatus, str]] = ..., status_reason: _Optional[str] = ..., drafts: _Optional[_Iterable[_Union[DraftReport, _Mapping]]] = ..., selected_draft_ids: _Optional[_Iterable[str]] = ..., thinking_trace: _Optional[str] = ..., trace_id: _Optional[str] = ..., timings: _Optional[_Union[StageTimings, _Mapping]] = ..., usage: _Optional[_Union[_common_pb2.TokenUsage, _Mapping]] = ..., num_drafts: _Optional[int] = ..., num_drafts_reason: _Optional[str] = ..., rounds: _Optional[int] = ..., consensus_prefix: _Optional[str] = ..., refine_token_budget: _Optional[int] = ..., refine_budget_reason: _Optional[str] = ..., verified_by: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SubmitFeedbackRequest(_message.Message):
     __slots__ = ("request_id", "outcome")
@@ -164,14 +172,16 @@ class GetStateRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class SelectionWeights(_message.Message):
-    __slots__ = ("alpha", "beta", "gamma")
+    __slots__ = ("alpha", "beta", "gamma", "delta")
     ALPHA_FIELD_NUMBER: _ClassVar[int]
     BETA_FIELD_NUMBER: _ClassVar[int]
     GAMMA_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FIELD_NUMBER: _ClassVar[int]
     alpha: float
     beta: float
     gamma: float
-    def __init__(self, alpha: _Optional[float] = ..., beta: _Optional[float] = ..., gamma: _Optional[float] = ...) -> None: ...
+    delta: float
+    def __init__(self, alpha: _Optional[float] = ..., beta: _Optional[float] = ..., gamma: _Optional[float] = ..., delta: _Optional[float] = ...) -> None: ...
 
 class VerifierHealth(_message.Message):
     __slots__ = ("healthy", "consecutive_failures", "restarts", "last_restart_time", "restarter")
