@@ -23,8 +23,11 @@ spaces binds tighter than any operator, so ``60 / 3/4 = 80`` divides by three qu
 * Each ``=`` is checked on its own: the expression immediately left of it against what is
   immediately right. In a chain ``2 + 3 = 5 + 1 = 6`` that is ``2 + 3 = 5 …`` then ``5 + 1 = 6``.
 * A number on the right is right if it equals the exact value, or equals it rounded to the number
-  of decimals written, either way at a tie (``10/3 = 3.33``, ``2/3 = 0.67``, ``100/3 = 33``; not the
-  truncation ``2/3 = 0.66``).
+  of decimals written, either way at a tie (``10/3 = 3.33``, ``2/3 = 0.67``; not the truncation
+  ``2/3 = 0.66``). Rounding to an integer is different: a non-integer value written as an integer
+  (``48 / 5 = 10``, ``100/3 = 33``) is wrong unless its line marks it as approximate (`APPROXIMATE`:
+  "about", "approximately", "roughly", "around", "rounded", "round up", "≈", "~", ``\\approx``), because
+  that is how drafts hide a wrong step (``48 / 5 = 10`` instead of ``48 / 2 = 24``).
 * An expression on the right (``(3 + 4) * 2 = 7 * 2``, or a running total ``48 + 24 = 72 + 10``) is
   right if it has exactly the left side's value or if its first number is right by the rule above,
   unless that number is a numerator: ``1 + 2 = 3/4`` is wrong.
@@ -35,6 +38,9 @@ spaces binds tighter than any operator, so ``60 / 3/4 = 80`` divides by three qu
 * Equations that cannot be read exactly (a number over `MAX_NUMBER_DIGITS` digits, more than
   `MAX_PARENTHESES` parentheses, unbalanced parentheses, a side over `MAX_SIDE_CHARS` characters)
   are skipped and not counted.
+
+LaTeX is read after `latex.to_plain` (``\\frac{48}{2} = 24``, ``48 \\times 2 = 96``, ``\\( 48 + 24 = 72 \\)``,
+``\\left( 3 + 4 \\right) \\cdot 2 = 14``).
 
 Each ``=`` is found with ``str.find``; its right side is matched forwards and its left side
 backwards (an anchored match on the reversed text), so the cost follows the number of ``=`` signs
@@ -47,6 +53,8 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
+
+from .latex import to_plain
 
 # Longer digit runs are identifiers or junk, not arithmetic; also bounds the size of every value.
 MAX_NUMBER_DIGITS = 30
@@ -65,6 +73,13 @@ MAX_SIDE_CHARS = 1_000
 JUDGE_CACHE_SIZE = 1_024
 # Drafts are a few hundred tokens; only the start of anything far larger is read.
 MAX_SCAN_CHARS = 200_000
+# How far around an "=" its line is searched for an approximation marker; bounds the work per "=".
+APPROXIMATE_WINDOW = 200
+# Words and signs that mark a result on the same line as approximate, so an integer rounding is right.
+APPROXIMATE = re.compile(
+    r"\b(?:about|approximately|approx|roughly|around|rounded|rounding|round(?:s|ing)?\s+(?:up|down|off|to))\b|[≈~]",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -146,7 +161,7 @@ def check_arithmetic(text: str) -> ArithmeticReport:
     """
     if not isinstance(text, str) or "=" not in text:  # the common fast path for prose
         return ArithmeticReport(0, ())
-    text = text[:MAX_SCAN_CHARS]
+    text = to_plain(text[:MAX_SCAN_CHARS])
     reversed_text = text[::-1]
     length = len(text)
     checked = 0
@@ -177,7 +192,24 @@ def _check_equals_sign(text: str, reversed_text: str, length: int, position: int
     start = length - left.end("left")
     if _is_fragment(text, start):
         return None
-    return _judge(text[start : length - left.start("left")], right["right"], cents=right["cents"] is not None)
+    approximate = _marked_approximate(text, position)
+    return _judge(
+        text[start : length - left.start("left")],
+        right["right"],
+        cents=right["cents"] is not None,
+        approximate=approximate,
+    )
+
+
+def _marked_approximate(text: str, position: int) -> bool:
+    """Whether the line of the "=" at ``position`` (within `APPROXIMATE_WINDOW` characters) marks its
+    result as approximate."""
+    low = max(0, position - APPROXIMATE_WINDOW)
+    start = text.rfind("\n", low, position) + 1 or low
+    end = text.find("\n", position, position + APPROXIMATE_WINDOW)
+    if end < 0:
+        end = position + APPROXIMATE_WINDOW
+    return APPROXIMATE.search(text, max(start, low), end) is not None
 
 
 def _is_fragment(text: str, start: int) -> bool:
@@ -400,9 +432,10 @@ def _normalize(tokens: list) -> str:
 
 
 @lru_cache(maxsize=JUDGE_CACHE_SIZE)
-def _judge(left: str, right: str, cents: bool = False) -> WrongEquation | bool | None:
+def _judge(left: str, right: str, cents: bool = False, approximate: bool = False) -> WrongEquation | bool | None:
     """True if the equation holds, the `WrongEquation` if not, None if it cannot be read exactly.
-    ``cents``: the right side is followed by "cents", so it may state the value times 100."""
+    ``cents``: the right side is followed by "cents", so it may state the value times 100.
+    ``approximate``: the line marks the result as approximate, so a non-integer may be rounded to an integer."""
     try:
         left_tokens = _tokenize(left)
         right_tokens = _tokenize(right)
@@ -414,7 +447,7 @@ def _judge(left: str, right: str, cents: bool = False) -> WrongEquation | bool |
         return None
     if actual is not None:
         hundredths = cents or "%" in left
-        if _right_side_holds(actual, hundredths, right_tokens):
+        if _right_side_holds(actual, hundredths, right_tokens, approximate):
             return True
         percent = actual[2]
         shown = _format_value(Fraction(actual[0] * (100 if percent else 1), actual[1])) + ("%" if percent else "")
@@ -423,11 +456,11 @@ def _judge(left: str, right: str, cents: bool = False) -> WrongEquation | bool |
     return WrongEquation(_normalize(left_tokens), _normalize(right_tokens), shown)
 
 
-def _right_side_holds(actual: tuple[int, int, bool], hundredths: bool, right: list) -> bool:
+def _right_side_holds(actual: tuple[int, int, bool], hundredths: bool, right: list, approximate: bool) -> bool:
     negative = right[0] == "-" and len(right) > 1
     first = right[1 if negative else 0]
     # A single number, or the start of a running total "= 72 + 10".
-    if type(first) is tuple and _number_holds(actual, hundredths, first, negative):
+    if type(first) is tuple and _number_holds(actual, hundredths, first, negative, approximate):
         return True
     if len(right) <= 1 + negative:
         return False
@@ -438,9 +471,12 @@ def _right_side_holds(actual: tuple[int, int, bool], hundredths: bool, right: li
     return numerator * actual[1] == actual[0] * denominator
 
 
-def _number_holds(actual: tuple[int, int, bool], hundredths: bool, number: tuple, negative: bool) -> bool:
+def _number_holds(
+    actual: tuple[int, int, bool], hundredths: bool, number: tuple, negative: bool, approximate: bool = False
+) -> bool:
     """Equal, or equal once rounded to the decimals written (a tie may round either way): |actual -
-    written| is at most half a unit in the last place written. ``hundredths``: the number may also
+    written| is at most half a unit in the last place written. An integer written for a value that is
+    not one (``48 / 5 = 10``) holds only when ``approximate``. ``hundredths``: the number may also
     state the value times 100 ("%" as a unit label on either side: "25 - 5 = 20%", "15% + 5% = 20";
     cents). A fraction "3/4" must be exact."""
     numerator, denominator = actual[0], actual[1]
@@ -448,12 +484,23 @@ def _number_holds(actual: tuple[int, int, bool], hundredths: bool, number: tuple
     if digits is None:
         return number[1] != 0 and numerator * number[1] == (-number[0] if negative else number[0]) * denominator
     written = -digits if negative else digits
-    scale = 10 ** number[5]
-    if abs(numerator * scale - written * denominator) * 2 <= denominator:
+    places = number[5]
+    scale = 10**places
+    if _rounds_to(numerator * scale, denominator, written, places, approximate):
         return True
     if hundredths or number[2]:
-        return abs(numerator * 100 * scale - written * denominator) * 2 <= denominator
+        return _rounds_to(numerator * 100 * scale, denominator, written, places, approximate)
     return False
+
+
+def _rounds_to(numerator: int, denominator: int, written: int, places: int, approximate: bool) -> bool:
+    """Whether ``numerator / denominator`` (already scaled to the last place written) is ``written``,
+    exactly or rounded; rounded to an integer (no decimal places) only when ``approximate``."""
+    if numerator == written * denominator:
+        return True
+    if places == 0 and not approximate:
+        return False
+    return abs(numerator - written * denominator) * 2 <= denominator
 
 
 def _format_value(value: Fraction) -> str:

@@ -18,11 +18,12 @@ import cel
 from pydantic import ValidationError
 
 from ..core.schemas import compiled_validator, shorten
-from .packs import REGISTRY, RulePack, load_registry
+from .packs import REGISTRY, Abstained, RulePack, load_registry
 from .rules import (
     ANSWER_RULES,
     JSON_RULES,
     MAX_DETAIL_CHARS,
+    Abstain,
     Draft,
     Rule,
     schema_check,
@@ -121,7 +122,7 @@ def constraint_rule(spec: ConstraintSpec, context: dict) -> tuple[Rule, ...]:
     if spec.kind == "cel_expression":
         program = compile_cel(spec)
         environment = CelEnvironment(context)
-        return (Rule(spec.rule_id, hard, lambda d: cel_check(spec, program, environment, d)),)
+        return (Rule(spec.rule_id, hard, lambda d: cel_check(spec, program, environment, d), substantive=True),)
     return pack_rules(spec, context)
 
 
@@ -255,7 +256,10 @@ def pack_rules(spec: ConstraintSpec, context: dict) -> tuple[Rule, ...]:
         shape_id = spec.id or pack_class.name
         rules.append(Rule(shape_id, hard, lambda d: pack_shape_check(spec, pack, shape_id, d)))
     for rule_id, method in pack_class.checks():
-        rules.append(Rule(rule_id, hard, lambda d, r=rule_id, m=method: pack_check(spec, pack, r, m, d)))
+        substantive = getattr(getattr(pack_class, method), "substantive", True)
+        rules.append(
+            Rule(rule_id, hard, lambda d, r=rule_id, m=method: pack_check(spec, pack, r, m, d), substantive=substantive)
+        )
     return tuple(rules)
 
 
@@ -267,14 +271,21 @@ def pack_shape_check(spec: ConstraintSpec, pack: RulePack, rule_id: str, draft: 
     return True, f"{rule_id} passed: answer matches {pack.answer_model.__name__}"
 
 
-def pack_check(spec: ConstraintSpec, pack: RulePack, rule_id: str, method: str, draft: Draft) -> tuple[bool, str]:
+def pack_check(
+    spec: ConstraintSpec, pack: RulePack, rule_id: str, method: str, draft: Draft
+) -> tuple[bool, str] | Abstain:
+    """Runs one check of a pack; it abstains when its input is absent (the answer did not match the
+    pack's model, which its soft shape rule already reported) or when the check itself abstains."""
     if pack.answer_model is None:
         subject = draft.text
     elif spec.index in draft.pack_answers:
         subject = draft.pack_answers[spec.index]
     else:
-        return False, f"{rule_id} failed: skipped, the answer does not match {pack.answer_model.__name__}"
-    passed, detail = getattr(pack, method)(subject)
+        return Abstain(f"{rule_id} abstained: the answer does not match {pack.answer_model.__name__}")
+    result = getattr(pack, method)(subject)
+    if isinstance(result, Abstained):
+        return Abstain(f"{rule_id} abstained: {result.detail}")
+    passed, detail = result
     return passed, f"{rule_id} {'passed' if passed else 'failed'}: {detail}"
 
 

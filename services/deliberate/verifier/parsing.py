@@ -27,6 +27,8 @@ from fractions import Fraction
 
 import json_repair
 
+from .latex import last_boxed, to_plain
+
 MAX_NUMBER_DIGITS = 100
 # Drafts are a few hundred tokens; anything far larger is hostile or broken.
 MAX_JSON_SCAN_CHARS = 200_000
@@ -143,11 +145,14 @@ class FinalAnswer:
 def extract_final_answer(text: str) -> str | None:
     """The answer stated by ``text``, or None when there is none.
 
-    The LAST final-answer line wins ("Final answer: 42", "the final answer is $1,200.50", "#### 72",
+    The LAST ``\\boxed{…}`` wins (LaTeX, as many models mark their answer). Without one, the LAST
+    final-answer line wins ("Final answer: 42", "the final answer is $1,200.50", "#### 72",
     "Answer: 18"; case-insensitive; an empty marker line takes the next non-empty line). Without one,
-    the last number in the text is the answer. Markdown decoration and a trailing period are
-    stripped; an answer that is a single number is returned as its normalized text ("$1,200.50" ->
-    "1200.50", "**72**" -> "72"), any other answer as written ("42 apples").
+    the last number in the text is the answer. LaTeX is read as plain text first (`latex.to_plain`:
+    ``\\frac{3}{4}`` -> "3/4", ``\\( 72 \\)`` -> "72", ``\\$1{,}200`` -> "$1,200"); Markdown decoration,
+    ``$…$`` math delimiters and a trailing period are stripped; an answer that is a single number is
+    returned as its normalized text ("$1,200.50" -> "1200.50", "**72**" -> "72"), any other answer as
+    written ("42 apples").
     """
     answer = find_final_answer(text)
     return answer.text if answer is not None else None
@@ -157,6 +162,12 @@ def find_final_answer(text: str) -> FinalAnswer | None:
     """Like `extract_final_answer`, but also tells whether a final-answer line was found."""
     if not isinstance(text, str):
         return None
+    boxed = last_boxed(text)
+    if boxed is not None:
+        answer = _clean_answer(" ".join(to_plain(boxed).split()))
+        if answer:
+            return FinalAnswer(text=_normalize_if_number(answer), from_final_line=True)
+    text = to_plain(text)
     lines = text.splitlines()
     for index in range(len(lines) - 1, -1, -1):
         match = _FINAL_ANSWER_LINE.search(lines[index])
@@ -189,6 +200,10 @@ def _clean_answer(answer: str) -> str:
     answer = answer.strip(_ANSWER_DECORATION)
     if answer.endswith("."):
         answer = answer[:-1].strip(_ANSWER_DECORATION)
+    if len(answer) > 1 and answer[0] == "$" and answer[-1] == "$":  # math mode "$72$", "$$72$$"
+        answer = answer.strip("$").strip(_ANSWER_DECORATION)
+        if answer.endswith("."):
+            answer = answer[:-1].strip(_ANSWER_DECORATION)
     return answer
 
 

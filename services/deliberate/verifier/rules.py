@@ -12,6 +12,13 @@ With an output schema it must hold JSON valid under that schema:
 
 ``complete`` runs first because it is the cheapest and because it explains the failures after it:
 a draft cut off at the token budget often has no final answer or unclosed JSON.
+
+A rule with nothing to check *abstains* (its check returns `Abstain`): ``arithmetic abstained: no
+equation to recompute``. An abstention never invalidates a draft, but it is not a pass either: it adds
+nothing to the score and is no evidence. A rule is *substantive* when it checks the answer's content
+(arithmetic recomputed, a CEL constraint, a rule pack's checks) rather than its format (everything
+above, JSON Schema, a pack's answer shape). A draft's *evidence* is the hard substantive rules that
+passed without abstaining; SOLVE_STATUS_VERIFIED needs some (see `Verdict.evidence`).
 """
 
 from __future__ import annotations
@@ -32,12 +39,26 @@ MAX_DETAIL_CHARS = 200
 
 
 @dataclass(frozen=True)
+class Abstain:
+    """What a rule's check returns when it had nothing to check; the message starts with the rule id."""
+
+    message: str
+
+
+@dataclass(frozen=True)
 class RuleOutcome:
     rule_id: str
-    passed: bool
+    passed: bool  # True for an abstention too: it never invalidates a draft
     message: str
     hard: bool
     duration_s: float
+    abstained: bool = False
+    substantive: bool = False
+
+    @property
+    def is_evidence(self) -> bool:
+        """A hard substantive rule that ran and passed: evidence that the answer's content holds."""
+        return self.hard and self.substantive and self.passed and not self.abstained
 
 
 @dataclass(frozen=True)
@@ -46,6 +67,14 @@ class Verdict:
     score: float
     outcomes: list[RuleOutcome]
     extracted_answer: str  # the final answer, or the parsed JSON re-serialized compactly; "" if none
+
+    @property
+    def evidence(self) -> list[str]:
+        """Rule ids of the hard substantive rules that passed without abstaining, in order, once each;
+        empty when only the format was checked (or the draft is invalid)."""
+        if not self.valid:
+            return []
+        return list(dict.fromkeys(o.rule_id for o in self.outcomes if o.is_evidence))
 
 
 def verify_text(text: str, output_schema: dict | None, finish_reason: str = "stop") -> Verdict:
@@ -63,9 +92,9 @@ def verify(
     """Check one draft with `rules` (in order, fast-fail) and return its verdict. Never raises.
 
     ``valid`` is False exactly when a hard rule failed (or crashed). ``score`` is the weighted share
-    of the rules that ran and passed, in [0, 1]: hard rules weigh ``HARD_RULE_WEIGHT`` (1.0), soft
-    rules ``SOFT_RULE_WEIGHT`` (0.5); see `score_outcomes`. The same input always yields the same
-    outcomes (durations aside).
+    of the rules that ran and passed, in [0, 1], abstentions left out: hard rules weigh
+    ``HARD_RULE_WEIGHT`` (1.0), soft rules ``SOFT_RULE_WEIGHT`` (0.5); see `score_outcomes`. The same
+    input always yields the same outcomes (durations aside).
     """
     draft = Draft(text=text, finish_reason=finish_reason, output_schema=output_schema, context=context or {})
     outcomes = run_rules(rules, draft)
@@ -78,9 +107,11 @@ def verify(
 
 
 def score_outcomes(outcomes: list[RuleOutcome]) -> float:
-    """Weighted share of passed rules: sum(weight of passed) / sum(weight of run); 0.0 if none ran."""
-    total = sum(_weight(outcome) for outcome in outcomes)
-    passed = sum(_weight(outcome) for outcome in outcomes if outcome.passed)
+    """Weighted share of passed rules: sum(weight of passed) / sum(weight of run), abstentions being
+    neither; 0.0 if none ran."""
+    judged = [outcome for outcome in outcomes if not outcome.abstained]
+    total = sum(_weight(outcome) for outcome in judged)
+    passed = sum(_weight(outcome) for outcome in judged if outcome.passed)
     return passed / total if total else 0.0
 
 
@@ -119,8 +150,10 @@ class Draft:
 class Rule:
     rule_id: str
     hard: bool
-    # Returns (passed, message); the message starts with the rule id.
-    check: Callable[[Draft], tuple[bool, str]] = field(repr=False)
+    # Returns (passed, message), or `Abstain` when there was nothing to check; the message starts with the rule id.
+    check: Callable[[Draft], tuple[bool, str] | Abstain] = field(repr=False)
+    # Checks the answer's content, not only its format (see the module docstring).
+    substantive: bool = False
 
 
 def run_rules(rules: tuple[Rule, ...], draft: Draft) -> list[RuleOutcome]:
@@ -128,13 +161,19 @@ def run_rules(rules: tuple[Rule, ...], draft: Draft) -> list[RuleOutcome]:
     outcomes = []
     for rule in rules:
         started = time.perf_counter()
+        abstained = False
         try:
-            passed, message = rule.check(draft)
+            result = rule.check(draft)
+            if isinstance(result, Abstain):
+                passed, abstained, message = True, True, result.message
+            else:
+                passed, message = result
             hard = rule.hard
         except Exception as exc:  # a buggy rule or hostile input must not take the Verifier down
             passed, hard = False, True
             message = f"{rule.rule_id} crashed: {type(exc).__name__}: {shorten(str(exc), MAX_DETAIL_CHARS)}"
-        outcomes.append(RuleOutcome(rule.rule_id, passed, message, hard, time.perf_counter() - started))
+        duration_s = time.perf_counter() - started
+        outcomes.append(RuleOutcome(rule.rule_id, passed, message, hard, duration_s, abstained, rule.substantive))
         if hard and not passed:
             break
     return outcomes

@@ -110,9 +110,13 @@ class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
             if self.judge is not None and verdict.valid:
                 judged = await self.judge.judge(request.prompt, draft.text)
                 proto.judge.CopyFrom(judged.to_proto())
+                proto.judge.hard = self.judge.hard
                 proto.score = judged.blend(verdict.score)
                 if not judged.valid and self.judge.hard:
                     proto.valid = False
+                    del proto.evidence[:]
+                elif self.judge.hard and judged.usable and judged.valid:  # a hard judge's yes is evidence
+                    proto.evidence.append("judge")
             proto.latency.CopyFrom(duration(time.perf_counter() - started))
             span.set_attributes({telemetry.DRAFT_VALID: proto.valid, telemetry.DRAFT_SCORE: proto.score})
         return proto
@@ -127,8 +131,15 @@ def verdict_to_proto(draft_id: str, verdict: Verdict, latency_s: float) -> commo
         latency=duration(latency_s),
         rule_results=[
             common_pb2.RuleResult(
-                rule_id=o.rule_id, passed=o.passed, message=o.message, hard=o.hard, duration=duration(o.duration_s)
+                rule_id=o.rule_id,
+                passed=o.passed,
+                message=o.message,
+                hard=o.hard,
+                duration=duration(o.duration_s),
+                abstained=o.abstained,
+                substantive=o.substantive,
             )
             for o in verdict.outcomes
         ],
+        evidence=verdict.evidence,
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import ClassVar
 
@@ -21,13 +22,26 @@ log = logging.getLogger("deliberate.verifier.packs")
 
 ENTRY_POINT_GROUP = "deliberate.rule_packs"
 
-# A check returns (passed, detail); the rule message becomes "<check id> passed|failed: <detail>".
-CheckResult = tuple[bool, str]
+
+@dataclass(frozen=True)
+class Abstained:
+    """What a check returns when its inputs are absent (nothing to check): the rule message becomes
+    "<check id> abstained: <detail>". Neither a pass nor evidence; it never invalidates a draft."""
+
+    detail: str
 
 
-def check(rule_id: str) -> Callable:
+# A check returns (passed, detail) or `Abstained`; the rule message becomes "<check id> passed|failed: <detail>".
+CheckResult = tuple[bool, str] | Abstained
+
+
+def check(rule_id: str, substantive: bool = True) -> Callable:
+    """Marks a pack method as a check. ``substantive=False`` for a check that only records something
+    (it always passes) and so is no evidence that the answer holds."""
+
     def mark(method: Callable) -> Callable:
         method.rule_id = rule_id
+        method.substantive = substantive
         return method
 
     return mark

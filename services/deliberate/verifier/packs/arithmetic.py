@@ -1,11 +1,11 @@
-"""The arithmetic pack: every `a op b = c` the draft writes is recomputed exactly."""
+"""The arithmetic pack: every `a op b = c` the draft writes is recomputed exactly; a draft without one abstains."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel
 
 from ..arithmetic import check_arithmetic, format_wrong
-from . import CheckResult, RulePack, check, register
+from . import Abstained, CheckResult, RulePack, check, register
 
 MAX_REPORTED = 5
 
@@ -23,6 +23,8 @@ class ArithmeticPack(RulePack):
     @check("arithmetic")
     def recompute(self, text: str) -> CheckResult:
         report = check_arithmetic(text)
+        if report.checked == 0:
+            return Abstained("no equation to recompute")
         if report.wrong:
             shown = "; ".join(format_wrong(w) for w in report.wrong[:MAX_REPORTED])
             more = f" (+{len(report.wrong) - MAX_REPORTED} more)" if len(report.wrong) > MAX_REPORTED else ""

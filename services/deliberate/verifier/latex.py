@@ -1,0 +1,109 @@
+"""LaTeX as small models write it, turned into the plain arithmetic the other verifier modules read.
+
+Many instruction-tuned models answer in LaTeX: ``\\frac{48}{2} = 24``, ``48 \\times 2 = 96``,
+``\\boxed{72}``, ``\\( 48 + 24 = 72 \\)``, ``\\$1,200``. `to_plain` rewrites exactly that much and
+keeps every line break where it was (line-based rules, such as the approximation markers of
+`arithmetic`, still see the draft's lines):
+
+* ``\\frac{a}{b}`` (also ``\\dfrac``, ``\\tfrac``, nested) -> ``a/b`` when both are plain numbers
+  (a fraction, which binds tighter than any operator), else ``(a / b)``; after a digit (the mixed
+  number ``2\\frac{1}{2}``) always ``(a / b)``, which the arithmetic check skips as a fragment;
+* ``\\times`` -> ``×``, ``\\cdot`` -> ``·``, ``\\div`` -> ``÷``, ``\\approx`` -> ``≈``;
+* ``\\left(`` / ``\\right)`` -> ``(`` / ``)``; ``\\left.`` and ``\\right.`` disappear;
+* the math delimiters ``\\(`` ``\\)`` ``\\[`` ``\\]`` become spaces; ``$`` is left alone (it is also
+  the currency sign, which the number grammar already reads);
+* ``\\boxed{x}``, ``\\text{x}``, ``\\mathrm{x}``, ``\\textbf{x}``, ``\\mathbf{x}`` -> ``x``;
+* ``\\$`` -> ``$``, ``\\%`` -> ``%``, ``{,}`` -> ``,`` (thousands), ``\\,`` ``\\;`` ``\\ `` -> a space,
+  ``\\!`` -> nothing. ``~`` stays: drafts use it for "approximately".
+
+Pure and bounded: no I/O, nothing raises, linear in the text (nesting is unwrapped innermost first,
+at most `MAX_NESTING` times).
+"""
+
+from __future__ import annotations
+
+import re
+
+# Deeper nesting than this is not something a draft writes; bounds the unwrapping loop.
+MAX_NESTING = 8
+
+_WRAPPERS = r"boxed|text|textbf|textrm|mathrm|mathbf|mbox|operatorname"
+# Innermost first: the braces hold no other braces.
+_FRAC = re.compile(r"\\[dt]?frac[ \t]*\{([^{}\n]*)\}[ \t]*\{([^{}\n]*)\}")
+_WRAPPED = re.compile(rf"\\(?:{_WRAPPERS})[ \t]*\{{([^{{}}]*)\}}")
+_SYMBOLS = {
+    "\\times": "×",
+    "\\cdot": "·",
+    "\\div": "÷",
+    "\\approx": "≈",
+    "\\left(": "(",
+    "\\right)": ")",
+    "\\left.": "",
+    "\\right.": "",
+    "\\(": " ",
+    "\\)": " ",
+    "\\[": " ",
+    "\\]": " ",
+    "\\$": "$",
+    "\\%": "%",
+    "{,}": ",",
+    "\\,": " ",
+    "\\;": " ",
+    "\\!": "",
+    "\\ ": " ",
+}
+# Longest first, so "\\times" is not read as "\\t…"; a command must not run on into letters ("\\timesx").
+_SYMBOL = re.compile(
+    "|".join(
+        re.escape(token) + (r"(?![A-Za-z])" if token[-1].isalpha() else "")
+        for token in sorted(_SYMBOLS, key=len, reverse=True)
+    )
+)
+_BOXED = re.compile(r"\\boxed[ \t]*\{")
+
+
+def to_plain(text: str) -> str:
+    """``text`` with the LaTeX above rewritten; text without a backslash or "{," is returned as is."""
+    if not isinstance(text, str) or ("\\" not in text and "{," not in text):
+        return text
+    for _ in range(MAX_NESTING):
+        unwrapped = _FRAC.sub(_fraction, text)
+        unwrapped = _WRAPPED.sub(r"\1", unwrapped)
+        if unwrapped == text:
+            break
+        text = unwrapped
+    return _SYMBOL.sub(lambda match: _SYMBOLS[match.group(0)], text)
+
+
+_PLAIN_NUMBER = re.compile(r"[ \t]*+(-?\d+(?:\.\d+)?)[ \t]*+")
+
+
+def _fraction(match: re.Match[str]) -> str:
+    numerator, denominator = match[1], match[2]
+    before = match.string[max(0, match.start() - 16) : match.start()].rstrip(" \t")[-1:]
+    plain_numerator = _PLAIN_NUMBER.fullmatch(numerator)
+    plain_denominator = _PLAIN_NUMBER.fullmatch(denominator)
+    if plain_numerator and plain_denominator and not before.isdigit():
+        return f"{plain_numerator[1]}/{plain_denominator[1]}"
+    numerator = plain_numerator[1] if plain_numerator else f"({numerator.strip()})"
+    denominator = plain_denominator[1] if plain_denominator else f"({denominator.strip()})"
+    return f"({numerator} / {denominator})"
+
+
+def last_boxed(text: str) -> str | None:
+    """The content of the last ``\\boxed{…}`` in ``text`` (balanced braces, as written), or None when
+    there is none or it is never closed."""
+    if not isinstance(text, str) or "\\boxed" not in text:
+        return None
+    starts = [match.end() for match in _BOXED.finditer(text)]
+    for start in reversed(starts):
+        depth = 1
+        for position in range(start, min(len(text), start + 1_000)):  # an answer is short
+            char = text[position]
+            if char == "{":
+                depth += 1
+            elif char == "}":
+                depth -= 1
+                if depth == 0:
+                    return text[start:position]
+    return None
