@@ -6,19 +6,105 @@ import pytest
 
 from deliberate.common.v1 import common_pb2
 from deliberate.drafter.prompts import draft_user_message
-from deliberate.scheduler.pipeline import late_verdict, verifier_feedback
-from deliberate.scheduler.selection import Scored, select, structural_signature
+from deliberate.scheduler.pipeline import (
+    DEFAULT_ARITHMETIC,
+    effective_constraints,
+    late_verdict,
+    unchecked_detail,
+    verifier_feedback,
+)
+from deliberate.scheduler.selection import Scored, answer_key, select, structural_signature
 from deliberate.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate.scheduler.weights import Weights
 
 
 def test_final_score_follows_the_formula():
-    drafts = [Scored("a", 0, True, 0.9, latency=0.5), Scored("b", 1, True, 0.7, latency=0.0)]
-    selection = select(drafts, max_selected=2, weights=Weights(alpha=1.0, beta=0.3, gamma=0.02))
-    agreement = 1 - 0.1  # population stddev of [0.9, 0.7] is 0.1
-    assert selection.components["a"].agreement == pytest.approx(agreement)
-    assert selection.components["a"].final == pytest.approx(0.9 + 0.3 * agreement - 0.02 * 0.5)
-    assert selection.components["b"].final == pytest.approx(0.7 + 0.3 * agreement)
+    drafts = [
+        Scored("a", 0, True, 0.9, latency=0.5, answer="72"),
+        Scored("b", 1, True, 0.7, latency=0.0, answer="70"),
+        Scored("c", 2, True, 0.7, latency=0.0, answer="70"),
+    ]
+    selection = select(drafts, max_selected=2, weights=Weights(alpha=1.0, beta=0.3, gamma=0.02, delta=0.4))
+    a, b = selection.components["a"], selection.components["b"]
+    assert a.agreement == pytest.approx(1 - 0.0942809, abs=1e-6)  # population stddev of [0.9, 0.7, 0.7]
+    assert (a.answer_share, b.answer_share) == (pytest.approx(1 / 3), pytest.approx(2 / 3))
+    assert a.final == pytest.approx(0.9 + 0.3 * a.agreement + 0.4 / 3 - 0.02 * 0.5)
+    assert b.final == pytest.approx(0.7 + 0.3 * b.agreement + 0.4 * 2 / 3)
+
+
+def test_answer_share_outweighs_a_small_score_lead_only_through_delta():
+    drafts = [
+        Scored("lonely", 0, True, 0.85, answer="41"),
+        Scored("majority", 1, True, 0.8, answer="42"),
+        Scored("also", 2, True, 0.8, answer="42.00"),  # the same number
+    ]
+    assert select(drafts, 1, Weights(delta=0.3)).selected[0].draft_id == "majority"
+    assert select(drafts, 1, Weights(delta=0.0)).selected[0].draft_id == "lonely"
+
+
+def test_answers_are_compared_by_value():
+    assert answer_key("72.00") == answer_key("72") == answer_key(" 72 ")
+    assert answer_key("-0.50") == answer_key("-0.5") != answer_key("0.5")
+    assert answer_key("42 Apples") == answer_key("42  apples") != answer_key("42")
+
+
+def test_the_status_is_verified_only_with_evidence_and_names_it():
+    checked = Scored("checked", 0, True, 1.0, answer="72", evidence=("arithmetic",))
+    unchecked = Scored("unchecked", 1, True, 1.0, answer="72")
+    invalid = Scored("invalid", 2, False, 0.5, answer="20")
+
+    verified = select([checked, unchecked, invalid], 2)
+    assert verified.status == "verified"
+    assert verified.verified_by == ["arithmetic"]
+    assert verified.reason == "2 of 3 drafts passed every hard rule; checked by arithmetic"
+
+    format_only = select([unchecked, invalid], 2)
+    assert format_only.status == "unchecked"
+    assert format_only.verified_by == []
+    assert "no substantive check applied" in format_only.reason
+
+    nothing = select([invalid], 2)
+    assert (nothing.status, nothing.verified_by) == ("unverified", [])
+
+
+def test_the_status_follows_the_best_draft_not_any_draft():
+    best = Scored("best", 0, True, 1.0, answer="72")  # ranks first: higher score, no evidence
+    weaker = Scored("weaker", 1, True, 0.5, answer="70", evidence=("budget_check",))
+    selection = select([best, weaker], 2)
+    assert selection.selected[0].draft_id == "best"
+    assert selection.status == "unchecked"
+
+
+def test_requests_without_an_output_schema_get_the_arithmetic_pack_by_default():
+    cel = common_pb2.Constraint(cel_expression="size(text) > 0")
+    assert effective_constraints(pb.SolveRequest(prompt="q", constraints=[cel])) == [cel, DEFAULT_ARITHMETIC]
+    assert DEFAULT_ARITHMETIC.rule_pack == "arithmetic" and not DEFAULT_ARITHMETIC.soft
+    assert effective_constraints(pb.SolveRequest(prompt="q", disable_default_arithmetic=True)) == []
+    assert effective_constraints(pb.SolveRequest(prompt="q", output_schema='{"type": "object"}')) == []
+    soft = common_pb2.Constraint(rule_pack="arithmetic", soft=True)  # declared by the client: kept as declared
+    assert effective_constraints(pb.SolveRequest(prompt="q", constraints=[soft])) == [soft]
+
+
+def test_an_unchecked_reason_names_what_was_checked_and_what_abstained():
+    verdict = common_pb2.DraftVerdict(
+        valid=True,
+        rule_results=[
+            common_pb2.RuleResult(rule_id="final_answer", passed=True, hard=True),
+            common_pb2.RuleResult(rule_id="numeric_answer", passed=True, hard=True),
+            common_pb2.RuleResult(
+                rule_id="arithmetic",
+                passed=True,
+                hard=True,
+                abstained=True,
+                substantive=True,
+                message="arithmetic abstained: no equation to recompute",
+            ),
+        ],
+    )
+    assert unchecked_detail(verdict) == (
+        "; passed: final_answer, numeric_answer; abstained: arithmetic abstained: no equation to recompute"
+        "; the answer is not verified"
+    )
 
 
 def test_a_slow_verification_loses_when_gamma_is_high():

@@ -1,4 +1,4 @@
-"""Scheduler weights: the final-score formula, γ from load, learning α/β from feedback, and crash-safe persistence."""
+"""Scheduler weights: the final-score formula, γ from load, learning α/β/δ from feedback, and crash-safe persistence."""
 
 import json
 import logging
@@ -12,9 +12,11 @@ from deliberate.scheduler import weights
 from deliberate.scheduler.weights import (
     WEIGHT_SUM,
     DecisionFeatures,
+    Outcome,
     WeightLearner,
     Weights,
     final_score,
+    fit_weights,
     gamma_for_load,
     latency_fraction,
     score_spread,
@@ -46,9 +48,17 @@ def test_final_score_is_alpha_score_plus_beta_agreement_minus_gamma_latency():
     assert final_score(0.0, 0.0, 1.0, Weights(alpha=2.0, beta=0.0, gamma=0.05)) == pytest.approx(-0.05)
 
 
+def test_answer_share_adds_delta_times_the_share():
+    w = Weights(alpha=1.0, beta=0.3, gamma=0.02, delta=0.4)
+    assert final_score(0.8, 0.1, 0.5, w, answer_share=0.75) == pytest.approx(
+        1.0 * 0.8 + 0.3 * 0.9 + 0.4 * 0.75 - 0.02 * 0.5
+    )
+    assert final_score(0.8, 0.1, 0.5, w) == pytest.approx(1.0 * 0.8 + 0.3 * 0.9 - 0.02 * 0.5)  # share 0 by default
+
+
 def test_default_weights():
-    assert Weights() == Weights(alpha=1.0, beta=0.3, gamma=0.02)
-    assert WEIGHT_SUM == pytest.approx(1.3)
+    assert Weights() == Weights(alpha=1.0, beta=0.3, gamma=0.02, delta=0.3)
+    assert WEIGHT_SUM == pytest.approx(1.6)
 
 
 def test_slower_draft_loses_a_tie_and_more_so_under_load():
@@ -140,8 +150,9 @@ def test_beta_grows_when_agreement_predicts_acceptance():
     for _ in range(4):
         feed(learner, rng, 100, lambda f: noisy(rng, f.agreement > 0.75))
     assert learner.weights.beta / learner.weights.alpha > 3 * initial
-    assert learner.weights.alpha + learner.weights.beta == pytest.approx(WEIGHT_SUM)
+    assert sum(learner.weights.learned) == pytest.approx(WEIGHT_SUM)
     assert learner.weights.gamma == Weights().gamma  # never learned
+    assert learner.weights.delta == Weights().delta  # answer_share was not recorded: δ is not fitted
 
 
 def test_alpha_grows_when_score_predicts_acceptance():
@@ -152,7 +163,48 @@ def test_alpha_grows_when_score_predicts_acceptance():
     for _ in range(6):
         feed(learner, rng, 100, lambda f: noisy(rng, f.score > 0.5))
     assert learner.weights.alpha / learner.weights.beta > 1.5 * initial
-    assert learner.weights.alpha + learner.weights.beta == pytest.approx(WEIGHT_SUM)
+    assert sum(learner.weights.learned) == pytest.approx(WEIGHT_SUM)
+
+
+def feed_with_share(learner: WeightLearner, rng: random.Random, count: int, accepted_when) -> None:
+    for i in range(count):
+        features = DecisionFeatures(
+            score=rng.uniform(0.0, 1.0), agreement=rng.uniform(0.5, 1.0), latency=0.1, answer_share=rng.uniform(0, 1)
+        )
+        learner.record(f"s{i}-{rng.getrandbits(32)}", features)
+        assert learner.submit(next(reversed(learner.pending)), accepted_when(features))
+
+
+def test_delta_grows_when_answer_share_predicts_acceptance():
+    learner, rng = WeightLearner(), random.Random(17)
+    for _ in range(4):
+        feed_with_share(learner, rng, 100, lambda f: noisy(rng, f.answer_share > 0.5))
+    assert learner.weights.delta > 2 * Weights().delta
+    assert learner.weights.delta > learner.weights.beta
+    assert sum(learner.weights.learned) == pytest.approx(WEIGHT_SUM)
+
+
+def test_a_feature_that_did_not_vary_keeps_its_weight_while_the_others_are_fitted():
+    rng = random.Random(19)
+    outcomes = []
+    for _ in range(200):
+        features = DecisionFeatures(rng.uniform(0, 1), rng.uniform(0.5, 1), 0.0, answer_share=1.0)
+        outcomes.append(Outcome(features, noisy(rng, features.score > 0.5)))
+    current = Weights(alpha=0.5, beta=0.5, delta=0.6)
+    fitted = fit_weights(outcomes, current)
+    assert fitted is not None
+    assert fitted.delta == 0.6  # constant answer share: undetermined, kept
+    assert fitted.alpha + fitted.beta == pytest.approx(1.0)  # the two fitted weights share what they had
+    assert fitted.alpha > 0.9
+
+
+def test_one_fittable_feature_is_no_signal():
+    rng = random.Random(23)
+    outcomes = [
+        Outcome(DecisionFeatures(score, 1.0, 0.0), noisy(rng, score > 0.5))
+        for score in (rng.uniform(0, 1) for _ in range(100))
+    ]
+    assert fit_weights(outcomes) is None  # agreement constant, answer_share unrecorded: nothing to split
 
 
 def test_each_refit_moves_weights_by_the_blend_factor_only():
@@ -179,8 +231,8 @@ def test_learned_weights_stay_positive_on_a_stable_scale(samples):
     for i, (score, agreement, accepted) in enumerate(samples):
         learner.record(f"r{i}", DecisionFeatures(score, agreement, 0.0))
         learner.submit(f"r{i}", accepted)
-    assert learner.weights.alpha >= 0 and learner.weights.beta >= 0
-    assert learner.weights.alpha + learner.weights.beta == pytest.approx(WEIGHT_SUM)
+    assert min(learner.weights.learned) >= 0
+    assert sum(learner.weights.learned) == pytest.approx(WEIGHT_SUM)
 
 
 def test_pending_is_bounded_dropping_the_oldest():
@@ -228,6 +280,44 @@ def test_explicit_save_and_load_round_trip(tmp_path):
     assert WeightLearner.load(tmp_path / "state.json").snapshot() == learner.snapshot()
 
 
+def test_answer_share_and_delta_survive_a_restart(tmp_path):
+    path = tmp_path / "weights.json"
+    learner, rng = WeightLearner.load(path), random.Random(29)
+    feed_with_share(learner, rng, 100, lambda f: noisy(rng, f.answer_share > 0.5))
+    learner.record("pending", DecisionFeatures(0.5, 0.9, 0.1, answer_share=0.6))
+
+    restarted = WeightLearner.load(path)
+
+    assert restarted.weights.delta == learner.weights.delta != Weights().delta
+    assert restarted.pending["pending"].answer_share == 0.6
+    assert json.loads(path.read_text())["weights"]["delta"] == learner.weights.delta
+
+
+def test_a_version_1_file_without_delta_still_loads(tmp_path):
+    path = tmp_path / "weights.json"
+    path.write_text(
+        json.dumps(
+            {
+                "schema_version": 1,
+                "weights": {"alpha": 0.9, "beta": 0.4},
+                "counters": {"submitted": 3, "accepted": 2, "rejected": 1},
+                "pending": [["old", 0.7, 0.8, 0.1]],
+                "outcomes": [[0.7, 0.8, 0.1, True]],
+            }
+        )
+    )
+
+    learner = WeightLearner.load(path)
+
+    assert (learner.weights.alpha, learner.weights.beta, learner.weights.delta) == (0.9, 0.4, Weights().delta)
+    assert learner.pending["old"] == DecisionFeatures(0.7, 0.8, 0.1, answer_share=None)
+    assert learner.outcomes == [Outcome(DecisionFeatures(0.7, 0.8, 0.1), True)]
+    assert learner.counters.accepted == 2
+    assert not list(tmp_path.glob("weights.json.corrupt-*"))
+    learner.record("new", DecisionFeatures(0.5, 0.9, 0.0, answer_share=1.0))  # rewritten as the new version
+    assert json.loads(path.read_text())["schema_version"] == weights.SCHEMA_VERSION == 2
+
+
 def test_missing_file_gives_defaults(tmp_path):
     learner = WeightLearner.load(tmp_path / "absent" / "weights.json")
     assert learner.weights == Weights()
@@ -248,6 +338,10 @@ def test_missing_file_gives_defaults(tmp_path):
         ' "outcomes": []}',
         '{"schema_version": 1, "weights": {"alpha": 1, "beta": 0.3}, "counters": {}, "pending": [["r", 1]],'
         ' "outcomes": []}',
+        '{"schema_version": 2, "weights": {"alpha": 1, "beta": 0.3, "delta": -0.1}, "counters": {}, "pending": [],'
+        ' "outcomes": []}',
+        '{"schema_version": 2, "weights": {"alpha": 1, "beta": 0.3, "delta": 0.3}, "counters": {},'
+        ' "pending": [["r", 1, 1, 0, 0.5, 9]], "outcomes": []}',
     ],
 )
 def test_corrupt_file_is_set_aside_and_defaults_used(tmp_path, caplog, content):

@@ -5,6 +5,10 @@ opened when the draft arrives and ended when it is selected or discarded; the Ve
 draft is its child. When no draft of a round passes the hard rules, another round runs with other
 strategy hints, a higher temperature and the Verifier's messages in the prompt, up to the configured
 number of re-drafts; after that the best attempt is answered as UNVERIFIED with every error.
+
+A request without an output schema gets the arithmetic rule pack (hard) unless it turns that off
+(`SolveRequest.disable_default_arithmetic`). An answer is VERIFIED only when its best draft passed a
+substantive check (`selection`); a draft that passed every hard rule on format alone makes it UNCHECKED.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from deliberate.verifier.v1 import verifier_service_pb2, verifier_service_pb2_gr
 from ..core import telemetry
 from ..core.convert import duration
 from .load import Decision, LoadMonitor
-from .selection import Scored, Selection, select, structural_signature
+from .selection import Scored, Selection, answer_key, select, structural_signature
 from .settings import SchedulerSettings
 from .watchdog import Watchdog
 from .weights import DecisionFeatures, WeightLearner, latency_fraction
@@ -40,6 +44,19 @@ Emit = Callable[[pb.SolveStreamResponse], None]
 
 # How many distinct Verifier messages a re-draft prompt carries.
 MAX_FEEDBACK_MESSAGES = 3
+# The rule pack every request without an output schema gets, unless it sets disable_default_arithmetic.
+DEFAULT_ARITHMETIC = common_pb2.Constraint(rule_pack="arithmetic")
+
+
+def effective_constraints(request: pb.SolveRequest) -> list[common_pb2.Constraint]:
+    """The request's constraints, plus the arithmetic pack (hard) by default for a request without an
+    output schema that did not declare it itself and did not turn the default off."""
+    constraints = list(request.constraints)
+    if request.output_schema.strip() or request.disable_default_arithmetic:
+        return constraints
+    if any(c.WhichOneof("kind") == "rule_pack" and c.rule_pack == "arithmetic" for c in constraints):
+        return constraints
+    return [*constraints, DEFAULT_ARITHMETIC]
 
 
 class StageError(Exception):
@@ -115,6 +132,7 @@ class Solve:
     signatures: dict[str, str] = field(default_factory=dict)  # structural signature → first draft id
     timings: dict[str, float] = field(default_factory=dict)
     rounds: int = 0
+    constraints: list[common_pb2.Constraint] = field(default_factory=list)  # see `effective_constraints`
 
     def reports(self) -> list[pb.DraftReport]:
         return [state.report for state in self.drafts.values()]
@@ -144,6 +162,7 @@ class Pipeline:
 
     async def solve(self, request: pb.SolveRequest, deadline_s: float, emit: Emit) -> pb.SolveResponse:
         solve = Solve(request, request.request_id or uuid.uuid4().hex[:16], Deadline(deadline_s), emit)
+        solve.constraints = effective_constraints(request)
         span = trace.get_current_span()
         span.set_attribute(telemetry.REQUEST_ID, solve.request_id)
         decision = self.draft_count(request.num_drafts)
@@ -174,7 +193,7 @@ class Pipeline:
         if not (request.constraints or request.output_schema):
             return
         check = verifier_service_pb2.CheckConstraintsRequest(
-            output_schema=request.output_schema, constraints=request.constraints, context=request.context
+            output_schema=request.output_schema, constraints=solve.constraints, context=request.context
         )
         await self.call_verifier(solve, self.stubs.verifier.CheckConstraints, check, "checking constraints")
 
@@ -269,7 +288,7 @@ class Pipeline:
             prompt=request.prompt,
             drafts=[state.report.draft],
             output_schema=request.output_schema,
-            constraints=request.constraints,
+            constraints=solve.constraints,
             context=request.context,
         )
         timeout = self.settings.verify_timeout_s
@@ -341,6 +360,7 @@ class Pipeline:
                         s.report.verdict.latency.ToTimedelta().total_seconds(), self.settings.verify_timeout_s
                     ),
                     s.report.verdict.extracted_answer,
+                    tuple(s.report.verdict.evidence),
                 )
                 for s in solve.drafts.values()
             ],
@@ -358,10 +378,13 @@ class Pipeline:
                     alpha=weights.alpha,
                     beta=weights.beta,
                     gamma=weights.gamma,
+                    delta=weights.delta,
                 )
             )
         best = selection.components[selection.selected[0].draft_id]
-        self.learner.record(solve.request_id, DecisionFeatures(best.score, best.agreement, best.latency))
+        self.learner.record(
+            solve.request_id, DecisionFeatures(best.score, best.agreement, best.latency, best.answer_share)
+        )
         self.announce(solve, selection)
         solve.timings["select"] = time.perf_counter() - started
 
@@ -375,19 +398,23 @@ class Pipeline:
             completion_tokens=sum(r.draft.usage.completion_tokens for r in reports) + refined.usage.completion_tokens,
         )
         reason, answer = selection.reason, refined.text
+        best_report = solve.drafts[selection.selected[0].draft_id].report
         if selection.status == "unverified":
             reason += f" after {solve.rounds} round(s); errors: {verifier_feedback(reports, limit=None)}"
         else:
-            broken = await self.recheck_refined(solve, refined)
+            if selection.status == "unchecked":
+                reason += unchecked_detail(best_report.verdict)
+            broken = await self.recheck_refined(solve, refined, best_report.verdict)
             if broken:  # the refined answer may never be worse than the best verified draft
-                best = solve.drafts[selection.selected[0].draft_id].report.draft
+                best = best_report.draft
                 answer = f"{refined.thinking_trace}\n{best.text}" if refined.thinking_trace else best.text
-                reason += f"; refinement rejected ({broken}); answering with the best verified draft #{best.index}"
+                reason += f"; refinement rejected ({broken}); answering with the best draft #{best.index}"
         return pb.SolveResponse(
             request_id=solve.request_id,
             answer=answer,
-            status=pb.SOLVE_STATUS_VERIFIED if selection.status == "verified" else pb.SOLVE_STATUS_UNVERIFIED,
+            status=STATUS[selection.status],
             status_reason=reason,
+            verified_by=selection.verified_by,
             drafts=reports,
             selected_draft_ids=[d.draft_id for d in selection.selected],
             thinking_trace=refined.thinking_trace,
@@ -397,9 +424,13 @@ class Pipeline:
             refine_budget_reason=refined.budget_reason,
         )
 
-    async def recheck_refined(self, solve: Solve, refined: refiner_service_pb2.RefineFinal) -> str:
+    async def recheck_refined(
+        self, solve: Solve, refined: refiner_service_pb2.RefineFinal, best: common_pb2.DraftVerdict
+    ) -> str:
         """Verifies the refined answer against the request's hard rules; returns why it fails ("" when it passes).
-        An answer that cannot be checked counts as failing: the verified draft is the safe answer."""
+        An answer that cannot be checked counts as failing: the verified draft is the safe answer. So does
+        a refined answer that states another final answer than the best draft without evidence of its own:
+        the status rests on the draft's checks, which say nothing about a different answer."""
         request = solve.request
         text = refined.text.removeprefix(refined.thinking_trace).lstrip("\n")
         check = verifier_service_pb2.VerifyDraftsRequest(
@@ -407,7 +438,7 @@ class Pipeline:
             prompt=request.prompt,
             drafts=[common_pb2.Draft(id=f"{solve.request_id}-refined", text=text, finish_reason=refined.finish_reason)],
             output_schema=request.output_schema,
-            constraints=request.constraints,
+            constraints=solve.constraints,
             context=request.context,
         )
         try:
@@ -421,7 +452,18 @@ class Pipeline:
                 raise
             return f"could not be re-verified: {error.message}"
         trace.get_current_span().add_event("refined.verified", {telemetry.DRAFT_VALID: verdict.valid})
-        return "" if verdict.valid else "; ".join(r.message for r in verdict.rule_results if r.hard and not r.passed)
+        if not verdict.valid:
+            return "; ".join(r.message for r in verdict.rule_results if r.hard and not r.passed)
+        if (
+            best.evidence
+            and not verdict.evidence
+            and answer_key(verdict.extracted_answer) != answer_key(best.extracted_answer)
+        ):
+            return (
+                f"its answer {verdict.extracted_answer!r} differs from the checked draft's "
+                f"{best.extracted_answer!r} and no substantive check applied to it"
+            )
+        return ""
 
     def announce(self, solve: Solve, selection: Selection) -> None:
         ranks = {d.draft_id: rank for rank, d in enumerate(selection.selected)}
@@ -465,6 +507,24 @@ class Pipeline:
                 else:
                     return message.final
         raise StageError(grpc.StatusCode.INTERNAL, "refiner ended its stream without a final message")
+
+
+STATUS = {
+    "verified": pb.SOLVE_STATUS_VERIFIED,
+    "unchecked": pb.SOLVE_STATUS_UNCHECKED,
+    "unverified": pb.SOLVE_STATUS_UNVERIFIED,
+}
+
+
+def unchecked_detail(verdict: common_pb2.DraftVerdict) -> str:
+    """What the best draft of an UNCHECKED answer was checked on, e.g. "; passed: final_answer,
+    numeric_answer; abstained: arithmetic abstained: no equation to recompute"."""
+    format_checks = [r.rule_id for r in verdict.rule_results if r.passed and not r.abstained]
+    abstained = [r.message for r in verdict.rule_results if r.abstained]
+    detail = f"; passed: {', '.join(format_checks)}" if format_checks else ""
+    if abstained:
+        detail += f"; abstained: {'; '.join(abstained)}"
+    return detail + "; the answer is not verified"
 
 
 def late_verdict(draft_id: str, timeout_s: float) -> common_pb2.DraftVerdict:

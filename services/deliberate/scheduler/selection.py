@@ -1,10 +1,15 @@
 """Which drafts the Refiner sees, and what status the answer gets. Pure functions, no gRPC.
 
 Among drafts that pass every hard rule:
-    final_i = α·score_i + β·(1 − stddev(scores of this request's drafts)) − γ·latency_i
-with latency_i the draft's verification latency over the verification timeout (in [0, 1]). Agreement
-matters too: the share of valid drafts reaching the same final answer is recorded and breaks ties
-(self-consistency).
+    final_i = α·score_i + β·(1 − stddev(scores of this request's drafts)) + δ·answer_share_i − γ·latency_i
+with answer_share_i the share of valid drafts reaching draft i's final answer (self-consistency; answers
+compared by value, so "72" and "72.00" agree) and latency_i the draft's verification latency over the
+verification timeout (in [0, 1]). Equal finals are broken by answer share, then by the earlier draft.
+
+The status is that of the best selected draft: ``verified`` when it passed every hard rule and at least
+one substantive check (its `evidence`, named in the reason), ``unchecked`` when it passed every hard rule
+but nothing substantive applied (only format checks, or every substantive rule abstained), and
+``unverified`` when no draft passed every hard rule.
 """
 
 from __future__ import annotations
@@ -12,11 +17,12 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from typing import Literal
 
 from .weights import Weights, final_score, score_spread
 
-Status = Literal["verified", "unverified"]
+Status = Literal["verified", "unchecked", "unverified"]
 DEFAULT_WEIGHTS = Weights()
 
 
@@ -28,6 +34,7 @@ class Scored:
     score: float
     latency: float = 0.0  # verification latency / verification timeout, clamped to [0, 1]
     answer: str = ""  # the final answer the Verifier extracted
+    evidence: tuple[str, ...] = ()  # the substantive checks the draft passed (DraftVerdict.evidence)
 
 
 @dataclass(frozen=True)
@@ -46,29 +53,35 @@ class Selection:
     reason: str
     components: dict[str, Components]  # by draft id
 
+    @property
+    def verified_by(self) -> list[str]:
+        """The substantive checks behind a ``verified`` status (the best draft's evidence); [] otherwise."""
+        return list(self.selected[0].evidence) if self.status == "verified" else []
+
 
 def select(drafts: list[Scored], max_selected: int, weights: Weights = DEFAULT_WEIGHTS) -> Selection:
     """The best drafts by `final`, then answer share, then earlier index; only valid drafts compete.
 
     When no draft is valid, the best-scoring invalid draft is selected alone and the answer is marked
-    unverified — never presented as verified.
+    unverified — never presented as verified. When the best valid draft has no evidence, the answer is
+    marked unchecked.
     """
     if not drafts:
         raise ValueError("no drafts to select from")
     scores = [d.score for d in drafts]
     agreement = 1.0 - score_spread(scores)
-    answers = Counter(d.answer for d in drafts if d.valid and d.answer)
+    answers = Counter(answer_key(d.answer) for d in drafts if d.valid and d.answer)
     valid_count = sum(d.valid for d in drafts)
-    components = {
-        d.draft_id: Components(
+    components = {}
+    for d in drafts:
+        share = answers[answer_key(d.answer)] / valid_count if d.valid and d.answer else 0.0
+        components[d.draft_id] = Components(
             score=d.score,
             agreement=agreement,
             latency=d.latency,
-            answer_share=answers[d.answer] / valid_count if d.valid and d.answer else 0.0,
-            final=final_score(d.score, 1.0 - agreement, d.latency, weights),
+            answer_share=share,
+            final=final_score(d.score, 1.0 - agreement, d.latency, weights, answer_share=share),
         )
-        for d in drafts
-    }
 
     def rank(d: Scored) -> tuple:
         c = components[d.draft_id]
@@ -77,9 +90,29 @@ def select(drafts: list[Scored], max_selected: int, weights: Weights = DEFAULT_W
     valid = sorted((d for d in drafts if d.valid), key=rank)
     if valid:
         chosen = valid[:max_selected]
-        return Selection(chosen, "verified", f"{len(valid)} of {len(drafts)} drafts passed every hard rule", components)
+        passed = f"{len(valid)} of {len(drafts)} drafts passed every hard rule"
+        if chosen[0].evidence:
+            return Selection(chosen, "verified", f"{passed}; checked by {', '.join(chosen[0].evidence)}", components)
+        reason = f"{passed}, but no substantive check applied to the best of them (only format checks)"
+        return Selection(chosen, "unchecked", reason, components)
     best = min(drafts, key=lambda d: (-d.score, d.index))
     return Selection([best], "unverified", f"none of {len(drafts)} drafts passed every hard rule", components)
+
+
+_NUMBER_ANSWER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def answer_key(answer: str) -> str:
+    """What two answers must share to count as the same: a number by its value ("72.00" and "72"),
+    any other answer by its whitespace-normalized, case-folded text."""
+    text = " ".join(answer.split())
+    if _NUMBER_ANSWER.fullmatch(text) and len(text) <= 60:
+        try:
+            value = Decimal(text).normalize()
+        except InvalidOperation:  # not reachable for the pattern above; never crash selection
+            return text.casefold()
+        return format(value, "f")
+    return text.casefold()
 
 
 NUMBER = r"\d[\d,]*(?:\.\d+)?"

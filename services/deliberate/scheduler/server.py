@@ -93,7 +93,9 @@ class SchedulerServicer(scheduler_service_pb2_grpc.SchedulerServiceServicer):
         counters = learned["counters"]
         weights = pipeline.learner.weights_for_load(decision.utilization)
         state = pb.GetStateResponse(
-            weights=pb.SelectionWeights(alpha=weights.alpha, beta=weights.beta, gamma=weights.gamma),
+            weights=pb.SelectionWeights(
+                alpha=weights.alpha, beta=weights.beta, gamma=weights.gamma, delta=weights.delta
+            ),
             num_drafts=decision.num_drafts,
             num_drafts_reason=decision.reason,
             fast_mode=decision.fast_mode,

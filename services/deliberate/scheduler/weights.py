@@ -2,15 +2,17 @@
 
 Among drafts that pass every hard rule the Scheduler ranks by
 
-    final_i = α·score_i + β·(1 − spread) − γ·latency_i
+    final_i = α·score_i + β·(1 − spread) + δ·answer_share_i − γ·latency_i
 
-where ``spread`` is the stddev of the scores of this request's drafts (low spread = drafts agree) and
-``latency_i`` is the draft's verification latency as a fraction of the verification timeout.
+where ``spread`` is the stddev of the scores of this request's drafts (low spread = drafts agree),
+``answer_share_i`` the share of the valid drafts that reached draft i's final answer (self-consistency) and
+``latency_i`` the draft's verification latency as a fraction of the verification timeout.
 
-γ follows load (`gamma_for_load`): when the service is saturated, a slow draft costs more. α and β are
+γ follows load (`gamma_for_load`): when the service is saturated, a slow draft costs more. α, β and δ are
 learned online by `WeightLearner`: at solve time the Scheduler records what it knew about the chosen answer
 (`record`); a later ``SubmitFeedback`` says whether that answer was accepted (`submit`). Every ``refit_every``
-outcomes a logistic regression of outcome on (score, agreement) is fitted and blended into α, β by EWMA.
+outcomes a logistic regression of outcome on (score, agreement, answer_share) is fitted and blended into α, β,
+δ by EWMA (see `fit_weights` for features that did not vary or were not recorded).
 
 Persistence: with a ``path``, every `record` and `submit` rewrites the state file atomically before returning
 (autosave), so a restart — crash or not — loses nothing that a call has returned from. The price is a full
@@ -39,7 +41,10 @@ from pathlib import Path
 
 log = logging.getLogger("deliberate.scheduler.weights")
 
-SCHEMA_VERSION = 1
+# 2 added δ and answer_share (rows of 5 values); files of version 1 still load: δ takes its default and
+# their decisions have no answer_share (None), which keeps δ out of a fit that includes them.
+SCHEMA_VERSION = 2
+READABLE_SCHEMA_VERSIONS = (1, 2)
 GAMMA_IDLE = 0.01
 GAMMA_SATURATED = 0.05
 
@@ -49,15 +54,24 @@ class Weights:
     alpha: float = 1.0  # weight of the draft's verification score
     beta: float = 0.3  # weight of agreement among the request's drafts
     gamma: float = 0.02  # penalty per unit of normalized verification latency; set from load, never learned
+    delta: float = 0.3  # weight of the draft's answer share (self-consistency)
+
+    @property
+    def learned(self) -> tuple[float, float, float]:
+        """α, β, δ: the weights learned from feedback, in the order of `LEARNED_FEATURES`."""
+        return (self.alpha, self.beta, self.delta)
 
 
-# Learning moves weight between α and β but keeps their sum, so final scores stay on one scale over time.
-WEIGHT_SUM = Weights().alpha + Weights().beta
+# Learning moves weight among α, β and δ but keeps their sum, so final scores stay on one scale over time.
+WEIGHT_SUM = sum(Weights().learned)
+LEARNED_FEATURES = ("score", "agreement", "answer_share")
+_LEARNED_WEIGHTS = ("alpha", "beta", "delta")
 
 
-def final_score(score: float, spread: float, latency: float, w: Weights) -> float:
-    """α·score + β·(1 − spread) − γ·latency; `latency` is already normalized to [0, 1] (see `latency_fraction`)."""
-    return w.alpha * score + w.beta * (1.0 - spread) - w.gamma * latency
+def final_score(score: float, spread: float, latency: float, w: Weights, answer_share: float = 0.0) -> float:
+    """α·score + β·(1 − spread) + δ·answer_share − γ·latency; `latency` is already normalized to [0, 1]
+    (see `latency_fraction`)."""
+    return w.alpha * score + w.beta * (1.0 - spread) + w.delta * answer_share - w.gamma * latency
 
 
 def score_spread(scores: list[float]) -> float:
@@ -84,10 +98,17 @@ class DecisionFeatures:
     score: float
     agreement: float  # 1 − spread of the request's draft scores
     latency: float  # normalized verification latency; kept for analysis, not used by the fit
+    answer_share: float | None = None  # None: not recorded (a decision from a version-1 state file)
 
     def __post_init__(self) -> None:
         # NaN or infinity would poison every later fit and cannot be written as JSON.
-        if not all(math.isfinite(value) for value in (self.score, self.agreement, self.latency)):
+        values = (
+            self.score,
+            self.agreement,
+            self.latency,
+            *(() if self.answer_share is None else (self.answer_share,)),
+        )
+        if not all(math.isfinite(value) for value in values):
             raise ValueError(f"decision features must be finite: {self}")
 
 
@@ -140,7 +161,7 @@ class WeightLearner:
         self._dirty = False
 
     def weights_for_load(self, utilization: float) -> Weights:
-        """The learned α, β with γ for the current load."""
+        """The learned α, β, δ with γ for the current load."""
         return replace(self.weights, gamma=gamma_for_load(utilization))
 
     def record(self, request_id: str, features: DecisionFeatures) -> None:
@@ -178,32 +199,36 @@ class WeightLearner:
     def snapshot(self) -> dict:
         """What GetState reports."""
         return {
-            "weights": {"alpha": self.weights.alpha, "beta": self.weights.beta},
+            "weights": self._learned_weights(),
             "counters": asdict(self.counters),
             "pending": len(self.pending),
             "outcomes_until_refit": max(self.refit_every - len(self.outcomes), 0),
         }
 
+    def _learned_weights(self) -> dict[str, float]:
+        return {name: getattr(self.weights, name) for name in _LEARNED_WEIGHTS}
+
     def _refit(self) -> None:
-        fitted = fit_weights(self.outcomes)
+        fitted = fit_weights(self.outcomes, self.weights)
         self.outcomes = []
         if fitted is None:
             self.counters.refits_skipped += 1
-            log.info("weights refit skipped: the window carries no signal about score vs agreement")
+            log.info("weights refit skipped: the window carries no signal about how to split the weights")
             return
         lam, old = self.blend, self.weights
         self.weights = replace(
             old,
-            alpha=(1 - lam) * old.alpha + lam * fitted.alpha,
-            beta=(1 - lam) * old.beta + lam * fitted.beta,
+            **{name: (1 - lam) * getattr(old, name) + lam * getattr(fitted, name) for name in _LEARNED_WEIGHTS},
         )
         self.counters.refits += 1
         log.info(
-            "weights refit: alpha %.3f -> %.3f, beta %.3f -> %.3f",
+            "weights refit: alpha %.3f -> %.3f, beta %.3f -> %.3f, delta %.3f -> %.3f",
             old.alpha,
             self.weights.alpha,
             old.beta,
             self.weights.beta,
+            old.delta,
+            self.weights.delta,
         )
 
     # ----------------------------------------------------------------------------------------------
@@ -234,7 +259,7 @@ class WeightLearner:
     def to_json(self) -> dict:
         return {
             "schema_version": SCHEMA_VERSION,
-            "weights": {"alpha": self.weights.alpha, "beta": self.weights.beta},
+            "weights": self._learned_weights(),
             "counters": asdict(self.counters),
             # Compact rows, oldest first: up to max_pending of them are rewritten on every change.
             "pending": [[request_id, *_row(features)] for request_id, features in self.pending.items()],
@@ -259,21 +284,27 @@ class WeightLearner:
         return learner
 
     def _restore(self, data: dict) -> None:
-        if data.get("schema_version") != SCHEMA_VERSION:
-            raise ValueError(f"unsupported schema_version {data.get('schema_version')!r}")
-        alpha, beta = float(data["weights"]["alpha"]), float(data["weights"]["beta"])
-        if not (math.isfinite(alpha) and math.isfinite(beta) and alpha >= 0 and beta >= 0):
-            raise ValueError(f"invalid weights alpha={alpha} beta={beta}")
-        self.weights = replace(self.weights, alpha=alpha, beta=beta)
+        version = data.get("schema_version")
+        if version not in READABLE_SCHEMA_VERSIONS:
+            raise ValueError(f"unsupported schema_version {version!r}")
+        stored = data["weights"]
+        learned = {
+            "alpha": float(stored["alpha"]),
+            "beta": float(stored["beta"]),
+            "delta": float(stored["delta"]) if "delta" in stored else Weights().delta,  # version 1 has no δ
+        }
+        if not all(math.isfinite(value) and value >= 0 for value in learned.values()):
+            raise ValueError(f"invalid weights {learned}")
+        self.weights = replace(self.weights, **learned)
         self.counters = FeedbackCounters(**{name: _as_count(value) for name, value in data["counters"].items()})
-        for request_id, score, agreement, latency in data["pending"]:
+        for request_id, *row in data["pending"]:
             if not isinstance(request_id, str) or not request_id:
                 raise ValueError(f"invalid request id {request_id!r}")
-            self.pending[request_id] = DecisionFeatures(float(score), float(agreement), float(latency))
-        for score, agreement, latency, accepted in data["outcomes"]:
+            self.pending[request_id] = _features(row)
+        for *row, accepted in data["outcomes"]:
             if not isinstance(accepted, bool):
                 raise ValueError(f"invalid outcome {accepted!r}")
-            self.outcomes.append(Outcome(DecisionFeatures(float(score), float(agreement), float(latency)), accepted))
+            self.outcomes.append(Outcome(_features(row), accepted))
         # A smaller bound than the file was written with: keep the newest, as `record` would have.
         while len(self.pending) > self.max_pending:
             self.pending.popitem(last=False)
@@ -314,8 +345,18 @@ def _fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def _row(features: DecisionFeatures) -> list[float]:
-    return [features.score, features.agreement, features.latency]
+def _row(features: DecisionFeatures) -> list[float | None]:
+    return [features.score, features.agreement, features.latency, features.answer_share]
+
+
+def _features(row: list) -> DecisionFeatures:
+    """A stored row: [score, agreement, latency] (version 1) or [..., answer_share or null] (version 2)."""
+    if len(row) == 3:
+        return DecisionFeatures(float(row[0]), float(row[1]), float(row[2]))
+    if len(row) == 4:
+        share = None if row[3] is None else float(row[3])
+        return DecisionFeatures(float(row[0]), float(row[1]), float(row[2]), share)
+    raise ValueError(f"invalid decision row {row!r}")
 
 
 def _set_aside(path: Path, reason: str) -> None:
@@ -345,24 +386,37 @@ FIT_L2 = 1e-3  # keeps coefficients finite when a feature separates the outcomes
 MIN_FEATURE_SPREAD = 1e-6
 
 
-def fit_weights(outcomes: list[Outcome]) -> Weights | None:
-    """α, β that rank answers the way the outcomes say, scaled so α + β = `WEIGHT_SUM`; None if no signal.
+def fit_weights(outcomes: list[Outcome], current: Weights | None = None) -> Weights | None:
+    """α, β, δ that rank answers the way the outcomes say; None if the window carries no signal.
 
-    Fits P(accepted) = σ(b + c_s·score + c_a·agreement) and splits `WEIGHT_SUM` in proportion to the
-    positive parts of c_s and c_a. The coefficients are on the raw features, the same scale `final_score`
-    uses them on, so the split means "how much one unit of score is worth against one unit of agreement".
-    The price of the raw scale: a feature with a narrow range (agreement lies in [0.5, 1]) gets its
-    estimation noise magnified, and clamping at zero turns a useless feature's noise into a small positive
-    weight. One window is noisy; the EWMA across windows is what the Scheduler should trust.
+    Fits P(accepted) = σ(b + c_s·score + c_a·agreement + c_d·answer_share) over the *fittable* features
+    and splits their current weights' sum (`WEIGHT_SUM` when all three are fittable) in proportion to the
+    positive parts of their coefficients; the other weights keep their `current` values. A feature is
+    fittable when every outcome recorded it (answer_share may be missing from decisions of an old state
+    file) and it varied (else its coefficient is undetermined). The coefficients are on the raw features,
+    the same scale `final_score` uses them on, so the split means "how much one unit of score is worth
+    against one unit of agreement". The price of the raw scale: a feature with a narrow range (agreement
+    lies in [0.5, 1]) gets its estimation noise magnified, and clamping at zero turns a useless feature's
+    noise into a small positive weight. One window is noisy; the EWMA across windows is what the Scheduler
+    should trust.
 
     No signal, and the weights stay as they are, when: all outcomes agree (every coefficient would just
-    follow the features' means), a feature did not vary (its coefficient is undetermined), or neither
-    feature predicts acceptance (both coefficients <= 0).
+    follow the features' means), fewer than two features are fittable (nothing to split), or no fittable
+    feature predicts acceptance (every coefficient <= 0).
     """
+    current = current or Weights()
     labels = [1.0 if outcome.accepted else 0.0 for outcome in outcomes]
     if not outcomes or min(labels) == max(labels):
         return None
-    rows = [(outcome.features.score, outcome.features.agreement) for outcome in outcomes]
+    columns = {name: [getattr(outcome.features, name) for outcome in outcomes] for name in LEARNED_FEATURES}
+    fittable = [
+        index
+        for index, name in enumerate(LEARNED_FEATURES)
+        if None not in columns[name] and _spread(columns[name]) >= MIN_FEATURE_SPREAD
+    ]
+    if len(fittable) < 2:
+        return None
+    rows = [tuple(columns[LEARNED_FEATURES[j]][i] for j in fittable) for i in range(len(outcomes))]
     coefficients = logistic_coefficients(rows, labels)
     if coefficients is None:
         return None
@@ -370,7 +424,14 @@ def fit_weights(outcomes: list[Outcome]) -> Weights | None:
     total = sum(positive)
     if total <= 0.0:
         return None
-    return Weights(alpha=WEIGHT_SUM * positive[0] / total, beta=WEIGHT_SUM * positive[1] / total)
+    free = sum(current.learned[j] for j in fittable)
+    fitted = {_LEARNED_WEIGHTS[j]: free * p / total for j, p in zip(fittable, positive, strict=True)}
+    return replace(current, **fitted)
+
+
+def _spread(values: list[float]) -> float:
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
 
 
 def logistic_coefficients(rows: list[tuple[float, ...]], labels: list[float]) -> list[float] | None:
