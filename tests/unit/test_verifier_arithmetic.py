@@ -391,3 +391,119 @@ def test_hostile_inputs_are_bounded_not_ignored():
 @pytest.mark.parametrize("not_text", [None, b"1 + 1 = 3", 42])
 def test_non_text_input_does_not_raise(not_text):
     assert check_arithmetic(not_text) == ArithmeticReport(checked=0, wrong=())
+
+
+# --------------------------------------------------------------------------------------------------
+# Rounding to an integer, and approximation markers
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("In May she sold 48 / 5 = 10 clips.", "48 / 5 = 10 (actually 9.6)"),
+        ("100/3 = 33", "100/3 = 33 (actually 100/3)"),
+        ("7 / 2 = 4", "7 / 2 = 4 (actually 3.5)"),  # even at a tie
+        ("-264 / 7 = -38", "-264 / 7 = -38 (actually -264/7)"),
+        ("48/5 = 10\nThat is about right.", "48/5 = 10 (actually 9.6)"),  # the marker is on another line
+    ],
+)
+def test_a_non_integer_rounded_to_an_integer_is_wrong(text, message):
+    report = check_arithmetic(text)
+
+    assert report.checked == 1
+    assert [format_wrong(wrong) for wrong in report.wrong] == [message]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "She sold about 48 / 5 = 10 clips.",
+        "48 / 5 = 10 approximately",
+        "Approximately: 100/3 = 33",
+        "100/3 = 33 (rounded)",
+        "48 / 5 = 9.6, so round up: 48/5 = 10 buses",
+        "roughly 48 / 5 = 10",
+        "~ 48 / 5 = 10",
+        "48 / 5 = 10 ≈ ten",
+        "48 \\div 5 = 10 \\approx 10",
+    ],
+)
+def test_an_integer_rounding_marked_approximate_on_its_line_is_right(text):
+    report = check_arithmetic(text)
+
+    assert report.checked >= 1
+    assert report.wrong == ()
+
+
+@pytest.mark.parametrize("text", ["100/3 = 33.33", "100/3 = 33.3", "2/3 = 0.67", "48 / 5 = 9.6", "48 / 2 = 24"])
+def test_decimals_rounded_to_the_places_written_and_exact_integers_stay_right(text):
+    assert check_arithmetic(text) == ArithmeticReport(checked=1, wrong=())
+
+
+def test_the_approximation_marker_of_one_line_does_not_excuse_the_next():
+    report = check_arithmetic("about 48 / 5 = 10 boxes\n100 / 3 = 33 each")
+
+    assert report.checked == 2
+    assert [format_wrong(w) for w in report.wrong] == ["100 / 3 = 33 (actually 100/3)"]
+
+
+@settings(deadline=None, max_examples=50)
+@given(st.integers(min_value=1, max_value=10**6), st.integers(min_value=2, max_value=999))
+def test_an_integer_result_is_right_exactly_when_the_division_is_exact(numerator, denominator):
+    rounded = round(Fraction(numerator, denominator))
+    report = check_arithmetic(f"{numerator} / {denominator} = {rounded}")
+
+    assert report.checked == 1
+    assert (report.wrong == ()) == (numerator % denominator == 0)
+
+
+# --------------------------------------------------------------------------------------------------
+# LaTeX
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\\frac{48}{2} = 24",
+        "\\dfrac{48}{2} = 24",
+        "48 \\times 2 = 96",
+        "48\\times2 = 96",
+        "48 \\cdot 2 = 96",
+        "48 \\div 2 = 24",
+        "\\( 48 + 24 = 72 \\)",
+        "\\[ 48 + 24 = 72 \\]",
+        "$48 + 24 = 72$",
+        "\\left( 3 + 4 \\right) \\times 2 = 14",
+        "\\frac{48 + 24}{2} = 36",
+        "60 \\div \\frac{3}{4} = 80",
+        "\\$1{,}200 \\div 4 = \\$300",
+        "\\boxed{48 + 24 = 72}",
+        "\\text{Total} = 48 + 24 = 72",
+    ],
+)
+def test_latex_equations_are_read_and_right(text):
+    assert check_arithmetic(text) == ArithmeticReport(checked=1, wrong=())
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("\\frac{48}{2} = 25", "48/2 = 25 (actually 24)"),
+        ("48 \\times 2 = 86", "48 * 2 = 86 (actually 96)"),
+        ("\\( 48 + 24 = 73 \\)", "48 + 24 = 73 (actually 72)"),
+        ("\\left( 3 + 4 \\right) \\cdot 2 = 15", "(3 + 4) * 2 = 15 (actually 14)"),
+        ("\\frac{48}{5} = 10", "48/5 = 10 (actually 9.6)"),
+    ],
+)
+def test_wrong_latex_equations_are_explained(text, message):
+    report = check_arithmetic(text)
+
+    assert report.checked == 1
+    assert [format_wrong(wrong) for wrong in report.wrong] == [message]
+
+
+def test_a_latex_mixed_number_is_skipped_not_misread():
+    # 2\frac{1}{2} is two and a half; read as "21/2" it would make a right equation wrong.
+    assert check_arithmetic("2\\frac{1}{2} \\times 2 = 5") == ArithmeticReport(checked=0, wrong=())

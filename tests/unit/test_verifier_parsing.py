@@ -283,3 +283,40 @@ def test_non_text_input_does_not_raise(not_text):
     assert extract_final_answer(not_text) is None
     assert extract_number(not_text) is None
     assert extract_json(not_text)[0] is None
+
+
+# --------------------------------------------------------------------------------------------------
+# LaTeX answers
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "answer"),
+    [
+        ("So she sold \\boxed{72} clips.", "72"),
+        ("First \\boxed{24}, then in total \\boxed{72}.", "72"),  # the last boxed wins
+        ("\\boxed{72}\nFinal answer: 70", "72"),  # boxed is the model's own answer mark
+        ("The answer is \\boxed{\\$1,200}.", "1200"),
+        ("\\[ \\boxed{\\frac{3}{4}} \\]", "3/4"),
+        ("\\boxed{72 \\text{ clips}}", "72 clips"),
+        ("\\boxed{{72}}", "72"),
+        ("Final answer: \\( 72 \\)", "72"),
+        ("Final answer: $72$.", "72"),
+        ("The answer is $$1{,}200$$", "1200"),
+        ("The answer is \\$1{,}200.", "1200"),
+        ("48 + 24 = \\frac{144}{2}", "144/2"),  # the last number, LaTeX read first
+    ],
+)
+def test_latex_answers_are_read(text, answer):
+    found = find_final_answer(text)
+    assert found is not None and found.text == answer
+
+
+def test_an_unclosed_boxed_falls_back_to_the_usual_rules():
+    found = find_final_answer("Final answer: 72\n\\boxed{7")
+    assert found is not None and found.text == "72"
+
+
+def test_boxed_extraction_is_bounded_on_hostile_input():
+    text = "\\boxed{" * 20_000 + "1"
+    assert find_final_answer(text) is not None  # no crash, no quadratic blow-up

@@ -26,6 +26,8 @@ import re
 
 # Deeper nesting than this is not something a draft writes; bounds the unwrapping loop.
 MAX_NESTING = 8
+# Unclosed \boxed{ tried from the last one backwards before giving up; bounds `last_boxed`.
+MAX_BOXED_TRIED = 4
 
 _WRAPPERS = r"boxed|text|textbf|textrm|mathrm|mathbf|mbox|operatorname"
 # Innermost first: the braces hold no other braces.
@@ -92,11 +94,12 @@ def _fraction(match: re.Match[str]) -> str:
 
 def last_boxed(text: str) -> str | None:
     """The content of the last ``\\boxed{…}`` in ``text`` (balanced braces, as written), or None when
-    there is none or it is never closed."""
+    there is none or it is never closed (only the last `MAX_BOXED_TRIED` are tried, each over at most
+    1,000 characters)."""
     if not isinstance(text, str) or "\\boxed" not in text:
         return None
     starts = [match.end() for match in _BOXED.finditer(text)]
-    for start in reversed(starts):
+    for start in reversed(starts[-MAX_BOXED_TRIED:]):
         depth = 1
         for position in range(start, min(len(text), start + 1_000)):  # an answer is short
             char = text[position]

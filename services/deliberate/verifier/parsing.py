@@ -164,7 +164,8 @@ def find_final_answer(text: str) -> FinalAnswer | None:
         return None
     boxed = last_boxed(text)
     if boxed is not None:
-        answer = _clean_answer(" ".join(to_plain(boxed).split()))
+        # Braces left after the LaTeX rewrite only group ("\\boxed{{72}}"); an answer does not need them.
+        answer = _clean_answer(" ".join(to_plain(boxed).replace("{", " ").replace("}", " ").split()))
         if answer:
             return FinalAnswer(text=_normalize_if_number(answer), from_final_line=True)
     text = to_plain(text)
