@@ -57,7 +57,16 @@ def add_solve_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--constraints", type=Path, help="file with a JSON list of constraints (protobuf JSON mapping of Constraint)"
     )
-    parser.add_argument("--check-arithmetic", action="store_true", help="add the arithmetic rule pack")
+    parser.add_argument(
+        "--check-arithmetic",
+        action="store_true",
+        help="declare the arithmetic rule pack (the Scheduler adds it by default to a request without --schema)",
+    )
+    parser.add_argument(
+        "--no-default-arithmetic",
+        action="store_true",
+        help="do not add the arithmetic rule pack by default (SolveRequest.disable_default_arithmetic)",
+    )
     parser.add_argument("--timeout", type=float, default=300.0, help="deadline in seconds")
     parser.add_argument("--json", action="store_true", help="print the final response in protobuf's JSON mapping")
 
@@ -146,6 +155,7 @@ def request_from_args(args: argparse.Namespace):
         output_schema=args.schema.read_text() if args.schema else example.get("output_schema", ""),
         context=json.loads(args.context.read_text()) if args.context else example.get("context"),
         constraints=constraints,
+        disable_default_arithmetic=getattr(args, "no_default_arithmetic", False),
     )
 
 
@@ -200,8 +210,12 @@ class ProgressView:
             v = event.draft_verified.verdict
             mark = "valid  " if v.valid else "INVALID"
             failed = [r.message for r in v.rule_results if not r.passed]
-            detail = f"  ({'; '.join(failed)})" if failed else ""
-            self.say(f"  draft #{self.index.get(v.draft_id, '?')} verified   {mark} score {v.score:.2f}{detail}")
+            abstained = [r.message for r in v.rule_results if r.abstained]
+            detail = f"  ({'; '.join(failed + abstained)})" if failed or abstained else ""
+            checked = f"  checked by {', '.join(v.evidence)}" if v.evidence else ("  format only" if v.valid else "")
+            self.say(
+                f"  draft #{self.index.get(v.draft_id, '?')} verified   {mark} score {v.score:.2f}{checked}{detail}"
+            )
         elif kind == "draft_selected":
             s = event.draft_selected
             self.say(f"  draft #{self.index.get(s.draft_id, '?')} selected   rank {s.rank}, score {s.score:.2f}")
@@ -222,6 +236,8 @@ class ProgressView:
         stages = ("draft", "verify", "select", "refine", "total")
         timing = "  ".join(f"{s} {getattr(t, s).ToTimedelta().total_seconds():.2f}s" for s in stages)
         self.say(f"\n\nstatus  {pb.SolveStatus.Name(r.status).removeprefix('SOLVE_STATUS_')} — {r.status_reason}")
+        for line in verified_by_lines(r):
+            self.say(line)
         self.say(f"drafts  {r.num_drafts} per round ({r.num_drafts_reason}); rounds {r.rounds}; verdicts:")
         for report in r.drafts:
             v, c = report.verdict, report.components
@@ -229,7 +245,7 @@ class ProgressView:
             self.say(
                 f" {mark} r{report.round} #{report.draft.index} {'valid  ' if v.valid else 'invalid'} "
                 f"final {c.final:.3f} = {c.alpha:.2f}·{c.score:.2f} + {c.beta:.2f}·{c.agreement:.2f} "
-                f"− {c.gamma:.3f}·{c.latency:.2f}  answer share {c.answer_share:.2f}"
+                f"+ {c.delta:.2f}·{c.answer_share:.2f} − {c.gamma:.3f}·{c.latency:.2f}"
                 + (f"  duplicate of {report.duplicate_of}" if report.duplicate_of else "")
             )
             self.say("      " + "; ".join(x.message for x in v.rule_results))
@@ -239,6 +255,19 @@ class ProgressView:
         self.say(f"tokens  prompt {r.usage.prompt_tokens}, completion {r.usage.completion_tokens}")
         self.say(f"timings {timing}")
         self.say(f"trace   {r.trace_id}   request {r.request_id}")
+
+
+def verified_by_lines(r: pb.SolveResponse) -> list[str]:
+    """The checks behind a VERIFIED status, each with the best selected draft's message for it:
+    ``checked arithmetic passed: 2 equations recomputed, all correct``."""
+    if r.status != pb.SOLVE_STATUS_VERIFIED or not r.verified_by:
+        return []
+    best = next((d for d in r.drafts if r.selected_draft_ids and d.draft.id == r.selected_draft_ids[0]), None)
+    messages = {x.rule_id: x.message for x in best.verdict.rule_results} if best else {}
+    if best is not None and best.verdict.HasField("judge"):
+        judge = best.verdict.judge
+        messages["judge"] = f"judge (hard) found it valid, score {judge.score:.2f}"
+    return [f"checked {messages.get(rule_id, rule_id)}" for rule_id in r.verified_by]
 
 
 if __name__ == "__main__":

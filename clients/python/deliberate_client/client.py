@@ -26,6 +26,7 @@ def build_request(
     strategy_hints: list[str] | None = None,
     request_id: str = "",
     disable_thinking_trace: bool = False,
+    disable_default_arithmetic: bool = False,
 ) -> pb.SolveRequest:
     sampling = common_pb2.SamplingParams()
     if max_new_tokens is not None:
@@ -51,6 +52,7 @@ def build_request(
         strategy_hints=strategy_hints or [],
         request_id=request_id,
         disable_thinking_trace=disable_thinking_trace,
+        disable_default_arithmetic=disable_default_arithmetic,
     )
 
 

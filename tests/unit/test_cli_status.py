@@ -1,0 +1,74 @@
+"""What the `deliberate solve` CLI says about the status and the checks behind it."""
+
+from __future__ import annotations
+
+import argparse
+
+from deliberate.common.v1 import common_pb2
+from deliberate.scheduler.v1 import scheduler_service_pb2 as pb
+from deliberate_client.cli import ProgressView, request_from_args, verified_by_lines
+
+
+def solve_args(**overrides) -> argparse.Namespace:
+    args = dict(
+        prompt="What is 48 + 24?", example=None, constraints=None, check_arithmetic=False, num_drafts=1,
+        max_new_tokens=None, refine_max_new_tokens=None, temperature=None, seed=None, schema=None, context=None,
+    )  # fmt: skip
+    args.update(overrides)
+    return argparse.Namespace(**args)
+
+
+def response(status, verified_by=(), judge=None) -> pb.SolveResponse:
+    verdict = common_pb2.DraftVerdict(
+        draft_id="d0",
+        valid=True,
+        rule_results=[
+            common_pb2.RuleResult(rule_id="final_answer", passed=True, hard=True, message="final_answer passed: 72"),
+            common_pb2.RuleResult(
+                rule_id="arithmetic",
+                passed=True,
+                hard=True,
+                substantive=True,
+                message="arithmetic passed: 2 equations recomputed, all correct",
+            ),
+        ],
+        evidence=list(verified_by),
+    )
+    if judge is not None:
+        verdict.judge.CopyFrom(judge)
+    return pb.SolveResponse(
+        status=status,
+        status_reason="reason",
+        verified_by=list(verified_by),
+        selected_draft_ids=["d0"],
+        drafts=[pb.DraftReport(draft=common_pb2.Draft(id="d0"), verdict=verdict, selected=True)],
+    )
+
+
+def test_a_verified_answer_names_each_check_with_its_message():
+    judge = common_pb2.JudgeVerdict(valid=True, score=0.9, hard=True)
+    lines = verified_by_lines(response(pb.SOLVE_STATUS_VERIFIED, ["arithmetic", "judge"], judge))
+    assert lines == [
+        "checked arithmetic passed: 2 equations recomputed, all correct",
+        "checked judge (hard) found it valid, score 0.90",
+    ]
+
+
+def test_other_statuses_name_no_checks():
+    assert verified_by_lines(response(pb.SOLVE_STATUS_UNCHECKED)) == []
+    assert verified_by_lines(response(pb.SOLVE_STATUS_UNVERIFIED, ["arithmetic"])) == []
+
+
+def test_the_summary_prints_the_unchecked_status_and_the_delta_term(capsys):
+    r = response(pb.SOLVE_STATUS_UNCHECKED)
+    r.drafts[0].components.CopyFrom(pb.ScoreComponents(alpha=1.0, beta=0.3, delta=0.3, answer_share=1.0, score=1.0))
+    ProgressView().summary(r)
+    out = capsys.readouterr().out
+    assert "status  UNCHECKED — reason" in out
+    assert "+ 0.30·1.00" in out  # δ·answer_share
+    assert "checked arithmetic" not in out
+
+
+def test_no_default_arithmetic_reaches_the_request():
+    assert request_from_args(solve_args(no_default_arithmetic=True)).disable_default_arithmetic
+    assert not request_from_args(solve_args()).disable_default_arithmetic
