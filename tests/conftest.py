@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# Tests run on the small, fast embedded model; services started by tests inherit it.
+TEST_MODEL = "smollm2-135m"
+os.environ.setdefault("DELIBERATE_MODEL", TEST_MODEL)
 
 
 @pytest.fixture(scope="session")
@@ -10,4 +16,12 @@ def embedded_engine():
     """The embedded SmolLM2 engine, loaded once per test session (~10-30 s on 2 CPUs)."""
     from deliberate.engines.transformers_engine import TransformersEngine
 
-    return TransformersEngine.load("embedded")
+    return TransformersEngine.load(TEST_MODEL)
+
+
+@pytest.fixture(scope="session")
+def llamacpp_engine():
+    """The llama.cpp engine on the small embedded model, loaded once per test session (~2 s)."""
+    from deliberate.engines.llamacpp_engine import LlamaCppEngine
+
+    return LlamaCppEngine.load(TEST_MODEL, parallel=4, context_per_slot=2048)

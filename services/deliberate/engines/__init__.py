@@ -7,11 +7,19 @@ from .base import Completion, Engine, GenerationEvent, SamplingParams, TextDelta
 __all__ = ["Completion", "Engine", "GenerationEvent", "SamplingParams", "TextDelta", "load_engine"]
 
 
-def load_engine(name: str, model: str = "embedded") -> Engine:
-    """Builds the engine `name` ("transformers" or "vllm") on `model` ("embedded" or a local path).
+ENGINES = ("llamacpp", "transformers", "vllm")
 
-    vllm needs an HF-format model directory; see `deliberate.engines.vllm_engine`.
+
+def load_engine(name: str, model: str = "embedded") -> Engine:
+    """Builds the engine `name` (one of ENGINES) on `model` (an embedded model's name or a local path).
+
+    llamacpp runs GGUF files; transformers GGUF or HF-format directories (the `transformers` extra);
+    vllm needs an HF-format model directory (see `deliberate.engines.vllm_engine`).
     """
+    if name == "llamacpp":
+        from .llamacpp_engine import LlamaCppEngine
+
+        return LlamaCppEngine.load(model)
     if name == "transformers":
         from .transformers_engine import TransformersEngine
 
@@ -20,4 +28,4 @@ def load_engine(name: str, model: str = "embedded") -> Engine:
         from .vllm_engine import VllmEngine
 
         return VllmEngine.load(model)
-    raise ValueError(f"unknown engine {name!r}; available: transformers, vllm")
+    raise ValueError(f"unknown engine {name!r}; available: {', '.join(ENGINES)}")

@@ -1,9 +1,18 @@
-"""The one interface every LLM engine implements (transformers, vllm, remote)."""
+"""The one interface every LLM engine implements (llamacpp, transformers, vllm).
+
+What each engine can do beyond plain generation (`EngineCapabilities`):
+- llamacpp: a seed per sequence, cancelling one sequence alone, decoding constrained to a JSON Schema;
+- vllm: a seed per sequence and cancelling one sequence alone; no schema constraint yet;
+- transformers: one seed per batch (the first), cancel stops the whole batch, no schema constraint.
+An engine that cannot honour a request's schema generates unconstrained and says so in `capabilities`;
+the Verifier still checks every draft against the schema.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -55,6 +64,51 @@ GenerationEvent = TextDelta | Completion
 EventSink = Callable[[GenerationEvent], None]
 
 
+class Cancellation(threading.Event):
+    """Cancels a whole generation (`set()`) or single sequences of it (`cancel_sequence(i)`).
+
+    An Event, so an engine that can only stop its whole batch treats it as before.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._sequences: set[int] = set()
+
+    def cancel_sequence(self, index: int) -> None:
+        self._sequences.add(index)
+
+    def is_cancelled(self, index: int) -> bool:
+        return self.is_set() or index in self._sequences
+
+
+def sequence_cancelled(cancel: threading.Event, index: int) -> bool:
+    """Whether sequence `index` is to stop: its own cancel, or the whole generation's."""
+    return cancel.is_cancelled(index) if isinstance(cancel, Cancellation) else cancel.is_set()
+
+
+@dataclass(frozen=True)
+class EngineCapabilities:
+    seed_per_sequence: bool = False
+    cancel_one_sequence: bool = False
+    output_schema: bool = False
+
+
+def sequence_seeds(params: SamplingParams, count: int) -> list[int | None]:
+    """One seed per sequence: params.seed + index, so a seeded request is reproducible and its
+    sequences still differ; None (random) when the request gave no seed."""
+    if params.seed is None:
+        return [None] * count
+    return [params.seed + index for index in range(count)]
+
+
+def cpu_count() -> int:
+    """The CPUs this process may run on (its affinity), not the host's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
 def chat_prompt(tokenizer, system: str, user: str) -> str:
     """A system + user message rendered with a Hugging Face tokenizer's chat template, ready for generation."""
     messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
@@ -68,6 +122,7 @@ class Engine(ABC):
     """
 
     name: str = "engine"
+    capabilities = EngineCapabilities()
 
     @abstractmethod
     def format_chat(self, system: str, user: str) -> str:
@@ -80,12 +135,18 @@ class Engine(ABC):
         params: SamplingParams,
         on_event: EventSink,
         cancel: threading.Event,
+        *,
+        output_schema: dict | None = None,
     ) -> list[Completion]:
         """Blocking. One batched generation for all prompts.
 
         Calls `on_event` with TextDelta while decoding and with each Completion as its sequence
         stops. Setting `cancel` aborts the whole batch within one decoding step; unfinished
-        sequences then complete with finish_reason "aborted". Returns completions in prompt order.
+        sequences then complete with finish_reason "aborted". A `Cancellation` can also stop one
+        sequence (where `capabilities.cancel_one_sequence`). Sequence i is seeded with
+        `sequence_seeds(params, n)[i]` where the engine can (`capabilities.seed_per_sequence`).
+        With `output_schema`, decoding is constrained to it where `capabilities.output_schema`.
+        Returns completions in prompt order.
         """
 
     # Updated by _record_speed after each generation; None until the first one.
@@ -107,21 +168,29 @@ class Engine(ABC):
             measured if previous is None else SPEED_EWMA_ALPHA * measured + (1 - SPEED_EWMA_ALPHA) * previous
         )
 
-    async def stream(self, prompts: Sequence[str], params: SamplingParams) -> AsyncIterator[GenerationEvent]:
+    async def stream(
+        self,
+        prompts: Sequence[str],
+        params: SamplingParams,
+        *,
+        output_schema: dict | None = None,
+        cancel: Cancellation | None = None,
+    ) -> AsyncIterator[GenerationEvent]:
         """Runs `generate` in a worker thread and yields its events as they happen.
 
-        Closing the iterator early (client cancel, deadline) aborts the engine's work.
+        Closing the iterator early (client cancel, deadline) aborts the engine's work; `cancel`
+        lets the caller stop single sequences meanwhile.
         """
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[GenerationEvent | BaseException | None] = asyncio.Queue()
-        cancel = threading.Event()
+        cancel = cancel if cancel is not None else Cancellation()
 
         def emit(event: GenerationEvent | BaseException | None) -> None:
             loop.call_soon_threadsafe(queue.put_nowait, event)
 
         def work() -> None:
             try:
-                self.generate(prompts, params, emit, cancel)
+                self.generate(prompts, params, emit, cancel, output_schema=output_schema)
                 emit(None)
             except BaseException as error:  # handed to the consumer, never lost in the thread
                 emit(error)

@@ -9,8 +9,16 @@ from .base import SamplingParams
 
 
 class EngineSettings(CommonSettings):
-    engine: str = Field("transformers", description="LLM engine: transformers (CPU) or vllm (GPU; HF-format model).")
-    model: str = Field("embedded", description="Model: embedded (SmolLM2-135M-Instruct GGUF) or a local path.")
+    engine: str = Field(
+        "llamacpp",
+        description="LLM engine: llamacpp (GGUF, CPU), transformers (CPU, needs the `transformers` extra) "
+        "or vllm (GPU; HF-format model).",
+    )
+    model: str = Field(
+        "embedded",
+        description="Model: embedded (= qwen2.5-coder-0.5b), smollm2-135m, or a path to a .gguf file or "
+        "model directory.",
+    )
     max_prompt_chars: int = Field(8000, description="Longest prompt accepted, in characters.")
     max_new_tokens_limit: int = Field(1024, description="Largest max_new_tokens a request may ask for.")
     temperature: float = Field(0.3, description="Default sampling temperature.")

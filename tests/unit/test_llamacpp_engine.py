@@ -1,0 +1,136 @@
+"""LlamaCppEngine on the small embedded model (SmolLM2-135M GGUF) with short token budgets: the chat
+template, streaming, per-sequence seeds and cancellation, and schema-constrained decoding."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+
+import jsonschema
+import pytest
+
+from deliberate.engines import Completion, SamplingParams, TextDelta
+from deliberate.engines.base import Cancellation
+from deliberate.engines.llamacpp_engine import EngineError
+
+pytestmark = pytest.mark.model
+
+QUESTION = "What is 17 * 3? Reply with one number."
+
+
+def _prompt(engine, question: str = QUESTION) -> str:
+    return engine.format_chat("You are brief.", question)
+
+
+def test_format_chat_renders_the_models_own_template(llamacpp_engine):
+    prompt = llamacpp_engine.format_chat("SYSTEM TEXT", "USER TEXT")
+    assert prompt == (
+        "<|im_start|>system\nSYSTEM TEXT<|im_end|>\n<|im_start|>user\nUSER TEXT<|im_end|>\n<|im_start|>assistant\n"
+    )
+
+
+def test_batch_streams_deltas_and_one_completion_per_sequence(llamacpp_engine):
+    events = []
+    params = SamplingParams(max_new_tokens=12, min_new_tokens=12, seed=5)
+    completions = llamacpp_engine.generate([_prompt(llamacpp_engine)] * 3, params, events.append, threading.Event())
+
+    assert [c.index for c in completions] == [0, 1, 2]
+    for completion in completions:
+        deltas = "".join(e.text for e in events if isinstance(e, TextDelta) and e.index == completion.index)
+        assert deltas == completion.text and completion.text
+        assert completion.completion_tokens == 12 and completion.finish_reason == "length"
+        assert completion.prompt_tokens > 10
+    finished = [e for e in events if isinstance(e, Completion)]
+    assert sorted(e.index for e in finished) == [0, 1, 2]
+    assert llamacpp_engine.tokens_per_second > 0
+
+
+def test_each_sequence_has_its_own_seed(llamacpp_engine):
+    params = SamplingParams(temperature=1.2, top_p=1.0, max_new_tokens=16, seed=11)
+    texts = [
+        c.text
+        for c in llamacpp_engine.generate([_prompt(llamacpp_engine)] * 3, params, lambda e: None, threading.Event())
+    ]
+    assert len(set(texts)) == 3  # one shared seed would give three equal prompts three equal texts
+
+
+def test_greedy_sequences_of_equal_prompts_agree(llamacpp_engine):
+    params = SamplingParams(temperature=0.0, max_new_tokens=12)
+    texts = [
+        c.text
+        for c in llamacpp_engine.generate([_prompt(llamacpp_engine)] * 2, params, lambda e: None, threading.Event())
+    ]
+    assert texts[0] == texts[1]
+
+
+def test_one_sequence_is_cancelled_without_the_others(llamacpp_engine):
+    cancel = Cancellation()
+
+    def on_event(event):
+        if isinstance(event, TextDelta) and event.index == 1:
+            cancel.cancel_sequence(1)
+
+    params = SamplingParams(max_new_tokens=24, min_new_tokens=24, seed=3)
+    completions = llamacpp_engine.generate([_prompt(llamacpp_engine)] * 3, params, on_event, cancel)
+    assert completions[1].finish_reason == "aborted"
+    assert completions[1].completion_tokens <= 2  # stopped within a decoding step of the cancel
+    assert [completions[i].finish_reason for i in (0, 2)] == ["length", "length"]
+    assert [completions[i].completion_tokens for i in (0, 2)] == [24, 24]
+
+
+def test_cancel_from_another_thread_stops_every_sequence(llamacpp_engine):
+    cancel = Cancellation()
+    threading.Timer(0.5, cancel.set).start()
+    started = time.monotonic()
+    params = SamplingParams(max_new_tokens=400, min_new_tokens=400)
+    completions = llamacpp_engine.generate([_prompt(llamacpp_engine)] * 2, params, lambda e: None, cancel)
+    assert {c.finish_reason for c in completions} == {"aborted"}
+    assert all(c.completion_tokens < 400 for c in completions)
+    assert time.monotonic() - started < 60  # 800 tokens would take far longer on these CPUs
+
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"answer": {"type": "integer"}, "unit": {"type": "string", "enum": ["clips", "dollars"]}},
+    "required": ["answer", "unit"],
+    "additionalProperties": False,
+}
+
+
+def test_output_schema_constrains_decoding(llamacpp_engine):
+    prompt = _prompt(llamacpp_engine, "Natalia sold 48 clips in April and half as many in May. How many in all? JSON.")
+    completions = llamacpp_engine.generate(
+        [prompt] * 2, SamplingParams(max_new_tokens=60, seed=1), lambda e: None, threading.Event(), output_schema=SCHEMA
+    )
+    for completion in completions:
+        assert completion.finish_reason == "stop"
+        jsonschema.validate(json.loads(completion.text), SCHEMA)  # a draft that stops by itself parses
+
+
+def test_closing_the_stream_aborts(llamacpp_engine):
+    async def first_delta_then_leave():
+        stream = llamacpp_engine.stream(
+            [_prompt(llamacpp_engine)], SamplingParams(max_new_tokens=300, min_new_tokens=300)
+        )
+        async for event in stream:
+            if isinstance(event, TextDelta):
+                break
+        await stream.aclose()
+
+    started = time.monotonic()
+    asyncio.run(first_delta_then_leave())
+    assert time.monotonic() - started < 30
+
+
+def test_a_prompt_longer_than_the_context_is_refused_at_once(llamacpp_engine):
+    started = time.monotonic()
+    with pytest.raises(EngineError, match="exceeds the available context size"):
+        llamacpp_engine.generate(
+            [_prompt(llamacpp_engine, "word " * 9000)],
+            SamplingParams(max_new_tokens=4),
+            lambda e: None,
+            threading.Event(),
+        )
+    assert time.monotonic() - started < 5  # refused before any prompt evaluation
