@@ -12,15 +12,44 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def machine() -> dict:
-    import torch
-
-    return {
+    facts = {
         "cpu_count": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
         "platform": platform.platform(),
         "python": platform.python_version(),
-        "torch": torch.__version__,
+        "load_average_1m": round(os.getloadavg()[0], 2),  # other work on the machine while measuring
     }
+    try:  # torch is the optional `transformers` extra
+        import torch
+    except ImportError:
+        return facts
+    return {**facts, "torch_threads": torch.get_num_threads(), "torch": torch.__version__}
+
+
+QUESTION = (
+    "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
+    "How many clips did Natalia sell altogether in April and May?"
+)
+
+
+def draft_prompts(engine, count: int, question: str = QUESTION) -> list[str]:
+    """`count` draft prompts for `question`, one strategy hint each, as the Drafter builds them."""
+    from deliberate.drafter.prompts import SYSTEM_PROMPT, draft_user_message, strategies_for
+
+    return [
+        engine.format_chat(SYSTEM_PROMPT, draft_user_message(question, strategy, None))
+        for strategy in strategies_for(count, [])
+    ]
+
+
+def timed_generate(engine, prompts: list[str], params) -> float:
+    """Seconds for one generation of exactly params.max_new_tokens tokens per prompt (checked, not assumed)."""
+    import threading
+
+    started = time.perf_counter()
+    completions = engine.generate(prompts, params, lambda event: None, threading.Event())
+    elapsed = time.perf_counter() - started
+    assert all(c.completion_tokens == params.max_new_tokens for c in completions), completions
+    return elapsed
 
 
 def write_result(name: str, figures: dict) -> Path:

@@ -16,11 +16,18 @@ DEFAULT_STRATEGIES = (
     "Use a table of the values involved, then compute the result.",
 )
 
-SYSTEM_PROMPT = "You are a careful problem solver. Show your reasoning, then state the result."
+# Brief on purpose: the default model (Qwen2.5-Coder-0.5B) otherwise writes code and long prose, and most
+# drafts ran out of tokens before their final line (bench/prompt_budget.py, docs/models.md).
+SYSTEM_PROMPT = (
+    "You are a careful problem solver. Reason in short steps, one calculation per line, in plain text "
+    "(no code). Then state the result."
+)
 
-FREE_TEXT_ENDING = "End with a last line of the form 'Final answer: <answer>'."
+FREE_TEXT_ENDING = "Be brief. End with a last line of the form 'Final answer: <answer>'."
 # Small models tend to echo a schema back; asking for "the object, not the schema" curbs it.
 JSON_ENDING = "End with your answer as one JSON object (the object itself, not the schema) that follows:\n{schema}"
+# Decoding constrained to the schema: the whole draft is the object, so the reasoning goes into it or nowhere.
+CONSTRAINED_JSON_ENDING = "Answer with one JSON object (the object itself, not the schema) that follows:\n{schema}"
 
 
 def strategies_for(num_drafts: int, hints: Sequence[str], round_: int = 0) -> list[str]:
@@ -34,8 +41,13 @@ def strategies_for(num_drafts: int, hints: Sequence[str], round_: int = 0) -> li
     return chosen
 
 
-def draft_user_message(question: str, strategy: str, output_schema: dict | None, feedback: str = "") -> str:
-    ending = JSON_ENDING.format(schema=json.dumps(output_schema)) if output_schema else FREE_TEXT_ENDING
+def draft_user_message(
+    question: str, strategy: str, output_schema: dict | None, feedback: str = "", constrained: bool = False
+) -> str:
+    if output_schema:
+        ending = (CONSTRAINED_JSON_ENDING if constrained else JSON_ENDING).format(schema=json.dumps(output_schema))
+    else:
+        ending = FREE_TEXT_ENDING
     parts = [question.strip(), f"Approach: {strategy}"]
     if feedback.strip():
         parts.append(f"Avoid these problems of earlier attempts: {feedback.strip()}")

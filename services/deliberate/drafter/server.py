@@ -60,13 +60,17 @@ class DrafterServicer(drafter_service_pb2_grpc.DrafterServiceServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
 
         strategies = strategies_for(request.num_drafts, request.strategies, request.round)
+        # Where the engine constrains decoding to the schema, a draft is the JSON object and nothing else.
+        constrained = schema is not None and self.engine.capabilities.output_schema
         prompts = [
-            self.engine.format_chat(SYSTEM_PROMPT, draft_user_message(request.prompt, s, schema, request.feedback))
+            self.engine.format_chat(
+                SYSTEM_PROMPT, draft_user_message(request.prompt, s, schema, request.feedback, constrained)
+            )
             for s in strategies
         ]
         started_ns = time.time_ns()
         log.info("drafting", extra={"request_id": request.request_id, "num_drafts": len(prompts)})
-        async for event in self.engine.stream(prompts, sampling):
+        async for event in self.engine.stream(prompts, sampling, output_schema=schema if constrained else None):
             if not isinstance(event, Completion):
                 continue
             draft = common_pb2.Draft(
