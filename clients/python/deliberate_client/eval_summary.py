@@ -1,0 +1,500 @@
+"""From the raw runs of `deliberate eval` to the committed results: every configuration's answers derived per
+problem, then accuracy with a Wilson interval, the paired bootstrap difference to the single pass, latency
+percentiles, tokens and memory — written as JSON, a Markdown table and a PNG plot. Pure apart from writing
+the three files; what each configuration means is in docs/eval.md.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from .eval_stats import (
+    TERMS,
+    DraftView,
+    RankWeights,
+    infer_delta,
+    is_correct,
+    majority,
+    paired_bootstrap,
+    parse_gold,
+    percentile,
+    rank,
+    wilson,
+)
+
+STAGES = ("draft", "verify", "select", "refine", "total")
+MAX_SELECTED = 2  # drafts the Scheduler sends to the Refiner (its --max-selected default)
+ABLATION_TERMS = tuple(TERMS[: k + 1] for k in range(len(TERMS)))  # score / +stddev / +latency / +agreement
+ABLATION_NAMES = ["select:" + "+".join(terms) for terms in ABLATION_TERMS]
+# Which service processes each kind of configuration runs on (for its memory figure).
+SERVICES_USED = {
+    "single": ("drafter",),
+    "majority": ("drafter",),
+    "best_of": ("drafter", "verifier"),
+    "select": ("drafter", "verifier"),
+    "pipeline": ("drafter", "verifier", "refiner", "scheduler"),
+}
+BOOTSTRAP_SEED = 2026
+BOOTSTRAP_RESAMPLES = 10_000
+
+
+@dataclass(frozen=True)
+class Paths:
+    directory: Path
+    name: str
+
+    @property
+    def runs(self) -> Path:
+        return self.directory / f"{self.name}.runs.jsonl"
+
+    @property
+    def json(self) -> Path:
+        return self.directory / f"{self.name}.json"
+
+    @property
+    def markdown(self) -> Path:
+        return self.directory / f"{self.name}.md"
+
+    @property
+    def png(self) -> Path:
+        return self.directory / f"{self.name}.png"
+
+
+@dataclass
+class Outcome:
+    """One configuration's result on one problem."""
+
+    answer: str | None
+    correct: bool
+    latency_s: float | None
+    tokens: int
+    status: str | None = None  # pipeline: VERIFIED, UNVERIFIED, …
+    failure: str | None = None  # for wrong answers: no_answer, cut_off, flagged, unflagged, wrong
+
+
+def weights_of(drafts: list[dict]) -> RankWeights:
+    """The Scheduler's weights as it reported them in the draft components (α, β, γ, and δ for answer_share —
+    read back from `final` where the components carry no δ)."""
+    components = [d["components"] for d in drafts if d.get("components")]
+    if not components:
+        return RankWeights()
+    c = components[0]
+    delta = c["delta"] if "delta" in c else infer_delta(components)  # older Schedulers report no δ
+    return RankWeights(c.get("alpha", 1.0), c.get("beta", 0.3), c.get("gamma", 0.02), delta)
+
+
+def first_drafts(solve: dict, n: int) -> list[dict]:
+    """The first n drafts of round 0 — what a request with num_drafts = n would have drafted (same prompts and
+    strategies; the batch was sampled once, with N = the largest size)."""
+    return sorted((d for d in solve.get("drafts", []) if d["round"] == 0 and d["index"] < n), key=lambda d: d["index"])
+
+
+def draft_views(drafts: list[dict]) -> list[DraftView]:
+    return [
+        DraftView(d["index"], d["valid"], d["score"], d["components"].get("latency", 0.0), d["answer"]) for d in drafts
+    ]
+
+
+def wrong_because(answer: str | None, cut: bool, status: str | None = None) -> str:
+    if answer is None:
+        return "no_answer"
+    if cut:
+        return "cut_off"
+    if status is None:
+        return "wrong"
+    return {"VERIFIED": "unflagged", "UNCHECKED": "unchecked"}.get(status, "flagged")
+
+
+def outcomes(record: dict, sizes: list[int]) -> dict[str, Outcome]:
+    """Every configuration's outcome on one GSM8K problem."""
+    gold = parse_gold("#### " + record["gold"])
+    found: dict[str, Outcome] = {}
+
+    def add(name, answer, latency, tokens, status=None, cut=False):
+        correct = is_correct(answer, gold)
+        failure = None if correct else wrong_because(answer, cut, status)
+        found[name] = Outcome(answer, correct, latency, tokens, status, failure)
+
+    single = record["single"]
+    add(
+        "single",
+        single.get("answer"),
+        single.get("latency_s"),
+        single.get("completion_tokens", 0),
+        cut=single.get("finish_reason") == "LENGTH",
+    )
+    solve = record["solve"]
+    largest = max(sizes)
+    weights = weights_of(solve.get("drafts", []))
+    for n in sorted(sizes):
+        drafts = first_drafts(solve, n)
+        tokens = sum(d["completion_tokens"] for d in drafts)
+        draft_s = max((d["generation_latency_s"] for d in drafts), default=None)
+        verified_s = max((d["generation_latency_s"] + d["verify_latency_s"] for d in drafts), default=None)
+        add(f"majority@{n}", majority([d["answer"] for d in drafts]), draft_s, tokens)
+        ranked = rank(draft_views(drafts), ("score",), weights)
+        best = ranked[0].answer if ranked else None
+        add(f"best_of@{n}", best, verified_s, tokens, cut=bool(ranked) and by_index(drafts, ranked[0]) == "LENGTH")
+        if n == largest:
+            budget = solve.get("refine_token_budget", 0)
+            cut = budget > 0 and solve.get("refine_tokens", 0) >= budget
+            add(
+                f"pipeline@{n}",
+                solve.get("answer"),
+                solve.get("latency_s"),
+                solve.get("completion_tokens", 0),
+                status=solve.get("status", "FAILED"),
+                cut=cut,
+            )
+            # The Scheduler's own answer shares (its answer comparison), so the last row is its ranking.
+            shares = {d["index"]: d["components"].get("answer_share", 0.0) for d in drafts}
+            for name, terms in zip(ABLATION_NAMES, ABLATION_TERMS, strict=True):
+                ranked = rank(draft_views(drafts), terms, weights, shares)
+                add(name, ranked[0].answer if ranked else None, verified_s, tokens)
+        else:
+            subset = record.get("subsets", {}).get(str(n))
+            if subset is not None:
+                add(
+                    f"pipeline@{n}",
+                    subset.get("answer"),
+                    subset.get("latency_s"),
+                    subset.get("completion_tokens", 0),
+                    status=subset.get("status", "FAILED"),
+                    cut=subset.get("finish_reason") == "LENGTH",
+                )
+    return found
+
+
+def by_index(drafts: list[dict], view: DraftView) -> str | None:
+    return next((d["finish_reason"] for d in drafts if d["index"] == view.index), None)
+
+
+def kind_of(name: str) -> str:
+    return name.split("@")[0].split(":")[0]
+
+
+def order_key(name: str) -> tuple:
+    kinds = ["single", "majority", "best_of", "pipeline", "select"]
+    n = int(name.split("@")[1]) if "@" in name else 0
+    ablation = ABLATION_NAMES.index(name) if name in ABLATION_NAMES else -1
+    return (kinds.index(kind_of(name)), n, ablation)
+
+
+def peak_memory(records: list[dict]) -> dict[str, float] | None:
+    """The highest VmHWM seen per service over all records; None when no record has one."""
+    peaks: dict[str, float] = {}
+    for record in records:
+        for service, mb in (record.get("rss_mb") or {}).items():
+            peaks[service] = max(peaks.get(service, 0.0), mb)
+    return peaks or None
+
+
+def rounded(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def config_summary(
+    name: str, per_problem: list[Outcome], single: list[Outcome], memory: dict | None, largest: int
+) -> dict:
+    n_problems = len(per_problem)
+    correct = sum(o.correct for o in per_problem)
+    low, high = wilson(correct, n_problems)
+    latencies = [o.latency_s for o in per_problem if o.latency_s is not None]
+    entry = {
+        "name": name,
+        "n": 1 if name == "single" else int(name.split("@")[1]) if "@" in name else largest,
+        "problems": n_problems,
+        "correct": correct,
+        "accuracy": rounded(correct / n_problems if n_problems else None),
+        "ci_low": rounded(low),
+        "ci_high": rounded(high),
+        "diff_vs_single": None,
+        "diff_ci_low": None,
+        "diff_ci_high": None,
+        "latency_mean_s": rounded(statistics.fmean(latencies) if latencies else None, 3),
+        "latency_p50_s": rounded(percentile(latencies, 0.50), 3),
+        "latency_p95_s": rounded(percentile(latencies, 0.95), 3),
+        "latency_p99_s": rounded(percentile(latencies, 0.99), 3),
+        "tokens_per_problem": rounded(statistics.fmean(o.tokens for o in per_problem) if per_problem else None, 1),
+        "peak_rss_mb": rounded(sum(memory.get(s, 0.0) for s in SERVICES_USED[kind_of(name)]), 1) if memory else None,
+    }
+    if name != "single" and len(single) == n_problems and n_problems:
+        diff, d_low, d_high = paired_bootstrap(
+            [o.correct for o in per_problem],
+            [o.correct for o in single],
+            seed=BOOTSTRAP_SEED,
+            resamples=BOOTSTRAP_RESAMPLES,
+        )
+        entry |= {"diff_vs_single": rounded(diff), "diff_ci_low": rounded(d_low), "diff_ci_high": rounded(d_high)}
+    wrong = [o for o in per_problem if not o.correct]
+    entry["failures"] = dict(sorted(Counter(o.failure for o in wrong).items()))
+    if kind_of(name) == "pipeline":
+        verified = [o for o in per_problem if o.status == "VERIFIED"]
+        rest = [o for o in per_problem if o.status != "VERIFIED"]
+        entry["verified"] = len(verified)
+        entry["verified_precision"] = rounded(sum(o.correct for o in verified) / len(verified) if verified else None)
+        entry["unverified_accuracy"] = rounded(sum(o.correct for o in rest) / len(rest) if rest else None)
+        entry["statuses"] = dict(sorted(Counter(o.status for o in per_problem).items()))
+    return entry
+
+
+def summarize_gsm8k(records: list[dict], sizes: list[int], memory: dict | None) -> list[dict]:
+    per_config: dict[str, list[Outcome]] = {}
+    for record in records:
+        for name, outcome in outcomes(record, sizes).items():
+            per_config.setdefault(name, []).append(outcome)
+    single = per_config.get("single", [])
+    configs = []
+    for name in sorted(per_config, key=order_key):
+        # A configuration missing on some problems (a pipeline@n skipped in an earlier run) is not paired.
+        paired = single if len(per_config[name]) == len(records) else []
+        configs.append(config_summary(name, per_config[name], paired, memory, max(sizes)))
+    return configs
+
+
+def summarize_ads(records: list[dict], memory: dict | None) -> dict | None:
+    if not records:
+        return None
+    configs = []
+    for name, part in (("single", "single"), (f"pipeline@{records[0]['settings']['sizes'][-1]}", "solve")):
+        results = [r[part] for r in records]
+        satisfied = sum(bool(x.get("satisfied")) for x in results)
+        low, high = wilson(satisfied, len(results))
+        latencies = [x["latency_s"] for x in results if x.get("latency_s") is not None]
+        entry = {
+            "name": name,
+            "instances": len(results),
+            "satisfied": satisfied,
+            "satisfied_share": rounded(satisfied / len(results)),
+            "ci_low": rounded(low),
+            "ci_high": rounded(high),
+            "latency_p50_s": rounded(percentile(latencies, 0.5), 3),
+            "latency_p95_s": rounded(percentile(latencies, 0.95), 3),
+            "tokens_per_problem": rounded(statistics.fmean(x.get("completion_tokens", 0) for x in results), 1),
+            "peak_rss_mb": rounded(sum(memory.get(s, 0.0) for s in SERVICES_USED[kind_of(name)]), 1)
+            if memory
+            else None,
+        }
+        if part == "solve":
+            verified = [x for x in results if x.get("status") == "VERIFIED"]
+            entry["verified"] = len(verified)
+            entry["verified_satisfied"] = sum(bool(x.get("satisfied")) for x in verified)
+        configs.append(entry)
+    return {"instances": len(records), "catalog_seeds": [r["catalog_seed"] for r in records], "configs": configs}
+
+
+def summary(records: list[dict]) -> dict:
+    gsm8k = [r for r in records if r.get("task") == "gsm8k"]
+    ads = [r for r in records if r.get("task") == "ads"]
+    settings = (records[0].get("settings") if records else None) or {}
+    sizes = settings.get("sizes") or [5]
+    memory = peak_memory(records)
+    return {
+        "problems": len(gsm8k),
+        "model": settings.get("model"),
+        "engine": settings.get("engine"),
+        "seed": settings.get("seed"),
+        "sizes": sizes,
+        "settings": settings,
+        "errors": sum(1 for r in gsm8k if "error" in r["single"] or "error" in r["solve"]),
+        "peak_rss_mb_by_service": memory,
+        "configs": summarize_gsm8k(gsm8k, sizes, memory),
+        "ad_selection": summarize_ads(ads, memory),
+        "bootstrap": {"seed": BOOTSTRAP_SEED, "resamples": BOOTSTRAP_RESAMPLES},
+        "summarized_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# Presentation
+# --------------------------------------------------------------------------------------------------
+
+
+def pct(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.1f} %"
+
+
+def points(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:+.1f}"
+
+
+def observation(config: dict, by_name: dict[str, dict]) -> str:
+    name = config["name"]
+    notes = []
+    if name == "single":
+        notes.append("one greedy draft, no verification")
+    elif config["diff_ci_low"] is not None:
+        if config["diff_ci_low"] > 0:
+            notes.append("beats single pass (interval above 0)")
+        elif config["diff_ci_high"] < 0:
+            notes.append("worse than single pass (interval below 0)")
+        else:
+            notes.append("no clear difference to single pass")
+    if config.get("verified_precision") is not None or config.get("unverified_accuracy") is not None:
+        notes.append(
+            f"VERIFIED {config['verified']}: {pct(config['verified_precision'])} right; "
+            f"rest {pct(config['unverified_accuracy'])}"
+        )
+    if name in ABLATION_NAMES[1:]:
+        previous = by_name.get(ABLATION_NAMES[ABLATION_NAMES.index(name) - 1])
+        if previous is not None and previous["correct"] == config["correct"]:
+            notes.append("same accuracy as the row above")
+    failures = config.get("failures") or {}
+    if failures and (name == "single" or kind_of(name) == "pipeline"):
+        notes.append("wrong: " + ", ".join(f"{k} {v}" for k, v in failures.items()))
+    return "; ".join(notes)
+
+
+def markdown(result: dict) -> str:
+    by_name = {c["name"]: c for c in result["configs"]}
+    lines = [
+        f"GSM8K, {result['problems']} problems (seed {result['seed']}), engine `{result['engine']}`, "
+        f"model `{result['model']}`; 95 % Wilson intervals, paired bootstrap for the difference to single pass.",
+        "",
+        "| configuration | drafts | mean latency | p95 latency | accuracy (95 % CI) | vs single, points (95 % CI) "
+        "| tokens / problem | memory | observation |",
+        "|---|---:|---:|---:|---|---|---:|---:|---|",
+    ]
+    for c in result["configs"]:
+        ci = f"{pct(c['accuracy'])} ({pct(c['ci_low'])}–{pct(c['ci_high'])})"
+        diff = (
+            f"{points(c['diff_vs_single'])} ({points(c['diff_ci_low'])} to {points(c['diff_ci_high'])})"
+            if c["diff_vs_single"] is not None
+            else "—"
+        )
+        latency = "—" if c["latency_mean_s"] is None else f"{c['latency_mean_s']:.1f} s"
+        p95 = "—" if c["latency_p95_s"] is None else f"{c['latency_p95_s']:.1f} s"
+        memory = "—" if c["peak_rss_mb"] is None else f"{c['peak_rss_mb']:.0f} MB"
+        lines.append(
+            f"| `{c['name']}` | {c['n']} | {latency} | {p95} | {ci} | {diff} | {c['tokens_per_problem']} | {memory} "
+            f"| {observation(c, by_name)} |"
+        )
+    ads = result.get("ad_selection")
+    if ads:
+        lines += [
+            "",
+            f"Ad selection, {ads['instances']} catalogs (`generate_catalog(seed)`, seeds "
+            f"{ads['catalog_seeds'][0]}…{ads['catalog_seeds'][-1]}): share of final answers satisfying every "
+            "constraint, checked from the catalog by the evaluation itself.",
+            "",
+            "| configuration | satisfied (95 % CI) | p50 latency | tokens / instance | VERIFIED (of them satisfied) |",
+            "|---|---|---:|---:|---|",
+        ]
+        for c in ads["configs"]:
+            verified = f"{c['verified']} ({c['verified_satisfied']})" if "verified" in c else "—"
+            p50 = "—" if c["latency_p50_s"] is None else f"{c['latency_p50_s']:.1f} s"
+            lines.append(
+                f"| `{c['name']}` | {c['satisfied']}/{c['instances']} = {pct(c['satisfied_share'])} "
+                f"({pct(c['ci_low'])}–{pct(c['ci_high'])}) | {p50} | {c['tokens_per_problem']} | {verified} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def plot(result: dict, path: Path) -> bool:
+    """Accuracy against mean latency, one point per configuration with its Wilson interval. False (and no
+    file) when matplotlib is not installed or there is nothing to plot."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    configs = [c for c in result["configs"] if c["latency_mean_s"] is not None and c["accuracy"] is not None]
+    if not configs:
+        return False
+    colours = {"single": "black", "majority": "tab:blue", "best_of": "tab:orange", "pipeline": "tab:green"}
+    figure, axes = plt.subplots(figsize=(9, 6))
+    for c in configs:
+        kind = kind_of(c["name"])
+        y = 100 * c["accuracy"]
+        error = [[y - 100 * c["ci_low"]], [100 * c["ci_high"] - y]]
+        axes.errorbar(
+            c["latency_mean_s"],
+            y,
+            yerr=error,
+            fmt="s" if kind == "select" else "o",
+            color=colours.get(kind, "tab:purple"),
+            capsize=3,
+            alpha=0.8,
+        )
+    for (x, y), names in label_groups(configs).items():
+        axes.annotate("\n".join(names), (x, y), textcoords="offset points", xytext=(6, 3), fontsize=7.5)
+    axes.set_xlabel("mean latency per problem (s)")
+    axes.set_ylabel("accuracy (%), 95 % Wilson interval")
+    axes.set_title(
+        f"GSM8K, {result['problems']} problems — {result['engine']}, {result['model']}".replace("$", ""), fontsize=10
+    )
+    axes.grid(alpha=0.3)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return True
+
+
+def read_runs(path: Path) -> list[dict]:
+    """Every complete record; a last line cut short by an interrupted write is ignored."""
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
+
+
+def label_groups(configs: list[dict]) -> dict[tuple[float, float], list[str]]:
+    """Configurations at about the same spot (same accuracy, latency within 3 % of the plotted range) share
+    one label, so names do not print over each other."""
+    xs = [c["latency_mean_s"] for c in configs]
+    close = 0.03 * ((max(xs) - min(xs)) or 1.0)
+    groups: dict[tuple[float, float], list[str]] = {}
+    for c in sorted(configs, key=lambda c: (c["accuracy"], c["latency_mean_s"])):
+        x, y = c["latency_mean_s"], 100 * c["accuracy"]
+        spot = next((k for k in groups if abs(k[1] - y) < 0.05 and abs(k[0] - x) <= close), (x, y))
+        groups.setdefault(spot, []).append(c["name"])
+    return groups
+
+
+def write_all(paths: Paths, quiet: bool = False) -> dict:
+    result = summary(read_runs(paths.runs))
+    paths.json.parent.mkdir(parents=True, exist_ok=True)
+    paths.json.write_text(json.dumps(result, indent=2) + "\n")
+    paths.markdown.write_text(markdown(result))
+    if not plot(result, paths.png) and not quiet:
+        print("note: matplotlib is not installed; no plot (pip install matplotlib)")
+    return result
+
+
+class Tally:
+    """Running accuracy for the progress bar."""
+
+    def __init__(self, records: list[dict]):
+        self.records = [r for r in records if r.get("task") == "gsm8k"]
+        self.ads = [r for r in records if r.get("task") == "ads"]
+
+    def add(self, record: dict) -> None:
+        (self.records if record.get("task") == "gsm8k" else self.ads).append(record)
+
+    def note(self) -> str:
+        if not self.records:
+            return ""
+        sizes = self.records[0]["settings"]["sizes"]
+        n = len(self.records)
+        right = Counter()
+        for record in self.records:
+            found = outcomes(record, sizes)
+            for name in ("single", f"majority@{max(sizes)}", f"pipeline@{max(sizes)}"):
+                right[name] += found[name].correct if name in found else 0
+        text = " ".join(f"{name} {right[name]}/{n}" for name in right)
+        if self.ads:
+            text += f" ads {sum(bool(r['solve'].get('satisfied')) for r in self.ads)}/{len(self.ads)}"
+        return text

@@ -1,0 +1,680 @@
+"""`deliberate eval`: does staged reasoning answer better than one pass? Measured on the real services.
+
+Per GSM8K problem, two calls give every configuration, all on the same problems (paired):
+
+* one greedy draft (temperature 0) straight from the Drafter — the single pass, no verification;
+* one Scheduler `Solve` with N = the largest size — its draft reports (verdict, extracted answer, score
+  components) give majority@n, best_of@n and the selection ablation for every n ≤ N offline, and its final
+  answer is pipeline@N;
+* for each smaller n, one Refiner call on the Scheduler's selection rule applied to the first n drafts
+  (pipeline@n; `--no-refine-subsets` skips it).
+
+Each finished problem is appended to `<name>.runs.jsonl` at once, so a rerun resumes where it stopped; the
+summary (`<name>.json`, `.md`, `.png`) is always rebuilt from that file (`--summarize-only` does only that).
+Method and fields: docs/eval.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+
+from deliberate.common.v1 import common_pb2
+from deliberate.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
+from deliberate.refiner.v1 import refiner_service_pb2, refiner_service_pb2_grpc
+from deliberate.scheduler.v1 import scheduler_service_pb2 as pb
+from deliberate.scheduler.v1 import scheduler_service_pb2_grpc
+from deliberate.verifier.parsing import extract_final_answer, extract_json
+
+from . import eval_summary
+from .client import build_request
+from .eval_stats import DraftView, parse_gold, rank
+from .eval_summary import read_runs
+from .stack import Ports, Stack
+
+ROOT = Path(__file__).resolve().parents[3]
+DEFAULT_DATA = ROOT.parent / "shared/data/gsm8k/train.jsonl"
+DEFAULT_EXCLUDE = ROOT / "bench/eval/tuning_problems.txt"
+RESULTS = ROOT / "bench/results"
+DEFAULT_SEED = 2026
+SCHEDULER_SERVICES = ("drafter", "verifier", "refiner", "scheduler")
+
+
+# --------------------------------------------------------------------------------------------------
+# Problems
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Problem:
+    id: str  # "<file stem>:<0-based line>", stable across runs
+    line: int
+    question: str
+    gold: str  # the number after "####", as written
+
+
+def read_exclusions(path: Path | None) -> set[int]:
+    """0-based line numbers, one per line or as ranges `a-b` (inclusive); `#` starts a comment."""
+    if path is None or not path.exists():
+        return set()
+    excluded: set[int] = set()
+    for raw in path.read_text().splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if "-" in line:
+            low, high = (int(part) for part in line.split("-", 1))
+            excluded.update(range(low, high + 1))
+        else:
+            excluded.add(int(line))
+    return excluded
+
+
+def load_problems(path: Path, limit: int, seed: int, exclude: set[int]) -> list[Problem]:
+    """A fixed random sample: the non-excluded lines shuffled with `seed`, the first `limit` taken — so a
+    larger limit extends a smaller one's sample instead of redrawing it."""
+    with path.open() as lines:
+        rows = [(i, json.loads(line)) for i, line in enumerate(lines) if line.strip()]
+    candidates = [(i, row) for i, row in rows if i not in exclude]
+    random.Random(seed).shuffle(candidates)
+    problems = []
+    for i, row in candidates[:limit]:
+        gold = row["answer"].rsplit("####", 1)[-1].strip()
+        parse_gold(row["answer"])  # refuse a malformed gold answer before spending model time on it
+        problems.append(Problem(f"{path.stem}:{i}", i, row["question"], gold))
+    return problems
+
+
+# --------------------------------------------------------------------------------------------------
+# The runs file
+# --------------------------------------------------------------------------------------------------
+
+
+def append_run(path: Path, record: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as out:
+        out.write(json.dumps(record) + "\n")
+        out.flush()
+        os.fsync(out.fileno())
+
+
+# --------------------------------------------------------------------------------------------------
+# Calling the services
+# --------------------------------------------------------------------------------------------------
+
+
+def seconds(duration) -> float:
+    return duration.ToTimedelta().total_seconds()
+
+
+def finish_name(reason: int) -> str:
+    return common_pb2.FinishReason.Name(reason).removeprefix("FINISH_REASON_")
+
+
+def components_dict(components: pb.ScoreComponents) -> dict:
+    """Every field of ScoreComponents, new ones included."""
+    return {f.name: getattr(components, f.name) for f in components.DESCRIPTOR.fields}
+
+
+def strip_trace(text: str, trace: str) -> str:
+    return text.removeprefix(trace).strip() if trace else text.strip()
+
+
+@dataclass
+class Settings:
+    sizes: list[int]
+    max_new_tokens: int | None
+    refine_max_new_tokens: int | None
+    temperature: float | None
+    seed: int
+    check_arithmetic: bool
+    refine_subsets: bool
+    timeout_s: float
+    engine: str
+    model: str
+
+    @property
+    def largest(self) -> int:
+        return max(self.sizes)
+
+    def fingerprint(self) -> dict:
+        """What must match for records of two runs to be pooled."""
+        return {
+            "sizes": sorted(self.sizes),
+            "max_new_tokens": self.max_new_tokens,
+            "refine_max_new_tokens": self.refine_max_new_tokens,
+            "temperature": self.temperature,
+            "seed": self.seed,
+            "check_arithmetic": self.check_arithmetic,
+            "engine": self.engine,
+            "model": self.model,
+        }
+
+
+class Services:
+    """Stubs of the Scheduler, Drafter and Refiner."""
+
+    def __init__(self, scheduler: str, drafter: str, refiner: str):
+        options = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
+        self.channels = [grpc.insecure_channel(a, options=options) for a in (scheduler, drafter, refiner)]
+        self.scheduler = scheduler_service_pb2_grpc.SchedulerServiceStub(self.channels[0])
+        self.drafter = drafter_service_pb2_grpc.DrafterServiceStub(self.channels[1])
+        self.refiner = refiner_service_pb2_grpc.RefinerServiceStub(self.channels[2])
+
+    def close(self) -> None:
+        for channel in self.channels:
+            channel.close()
+
+
+def error_text(error: grpc.RpcError) -> str:
+    return f"{error.code().name}: {error.details()}"
+
+
+def single_pass(services: Services, s: Settings, request_id: str, prompt: str, output_schema: str = "") -> dict:
+    """One greedy draft from the Drafter, no verification."""
+    sampling = common_pb2.SamplingParams(temperature=0.0)
+    if s.max_new_tokens is not None:
+        sampling.max_new_tokens = s.max_new_tokens
+    request = drafter_service_pb2.GenerateDraftsRequest(
+        request_id=request_id, prompt=prompt, num_drafts=1, sampling=sampling, output_schema=output_schema
+    )
+    started = time.perf_counter()
+    try:
+        drafts = [m.draft for m in services.drafter.GenerateDrafts(request, timeout=s.timeout_s)]
+    except grpc.RpcError as error:
+        return {"error": error_text(error), "answer": None, "latency_s": time.perf_counter() - started}
+    latency = time.perf_counter() - started
+    draft = drafts[0]
+    return {
+        "text": draft.text,
+        "answer": extract_final_answer(draft.text),
+        "finish_reason": finish_name(draft.finish_reason),
+        "prompt_tokens": draft.usage.prompt_tokens,
+        "completion_tokens": draft.usage.completion_tokens,
+        "latency_s": round(latency, 3),
+    }
+
+
+def solve(services: Services, s: Settings, request: pb.SolveRequest) -> tuple[dict, pb.SolveResponse | None]:
+    """One Scheduler Solve with N = the largest size; every draft report kept."""
+    started = time.perf_counter()
+    try:
+        response = services.scheduler.Solve(request, timeout=s.timeout_s)
+    except grpc.RpcError as error:
+        return {"error": error_text(error), "answer": None, "latency_s": time.perf_counter() - started}, None
+    latency = time.perf_counter() - started
+    answer_text = strip_trace(response.answer, response.thinking_trace)
+    draft_tokens = sum(r.draft.usage.completion_tokens for r in response.drafts)
+    drafts = [
+        {
+            "round": r.round,
+            "index": r.draft.index,
+            "text": r.draft.text,
+            "answer": r.verdict.extracted_answer or None,
+            "valid": r.verdict.valid,
+            "score": r.verdict.score,
+            "finish_reason": finish_name(r.draft.finish_reason),
+            "prompt_tokens": r.draft.usage.prompt_tokens,
+            "completion_tokens": r.draft.usage.completion_tokens,
+            "generation_latency_s": round(seconds(r.draft.generation_latency), 3),
+            "verify_latency_s": round(seconds(r.verdict.latency), 4),
+            "components": components_dict(r.components),
+            "selected": r.selected,
+            "duplicate_of": r.duplicate_of,
+            "evidence": list(r.verdict.evidence),
+            "failed_rules": [
+                {"rule_id": x.rule_id, "hard": x.hard, "message": x.message}
+                for x in r.verdict.rule_results
+                if not x.passed
+            ],
+        }
+        for r in response.drafts
+    ]
+    record = {
+        "answer_text": answer_text,
+        "answer": extract_final_answer(answer_text),
+        "status": pb.SolveStatus.Name(response.status).removeprefix("SOLVE_STATUS_"),
+        "status_reason": response.status_reason,
+        "latency_s": round(latency, 3),
+        "prompt_tokens": response.usage.prompt_tokens,
+        "completion_tokens": response.usage.completion_tokens,
+        "refine_tokens": response.usage.completion_tokens - draft_tokens,
+        "refine_token_budget": response.refine_token_budget,
+        "rounds": response.rounds,
+        "num_drafts": response.num_drafts,
+        "timings": {k: round(seconds(getattr(response.timings, k)), 3) for k in eval_summary.STAGES},
+        "drafts": drafts,
+    }
+    return record, response
+
+
+def views(drafts: list[dict]) -> list[DraftView]:
+    return [
+        DraftView(d["index"], d["valid"], d["score"], d["components"].get("latency", 0.0), d["answer"]) for d in drafts
+    ]
+
+
+def refine_subset(
+    services: Services, s: Settings, request: pb.SolveRequest, response: pb.SolveResponse, record: dict, n: int
+) -> dict:
+    """pipeline@n for n below the largest size: the Scheduler's ranking (its weights, read from the Solve) on
+    the first n drafts of round 0, the best 2 sent to the Refiner with those n drafts — no re-draft round and
+    no re-check of the refined answer (see docs/eval.md)."""
+    first = [d for d in record["drafts"] if d["round"] == 0 and d["index"] < n]
+    if not first:
+        return {"error": "no drafts", "answer": None}
+    weights = eval_summary.weights_of(record["drafts"])
+    ranked = rank(views(first), eval_summary.ABLATION_TERMS[-1], weights)
+    valid = [v for v in ranked if v.valid]
+    chosen = (valid or ranked)[: eval_summary.MAX_SELECTED]
+    reports = {(r.round, r.draft.index): r for r in response.drafts}
+    selected = [reports[(0, v.index)] for v in chosen]
+    call = refiner_service_pb2.RefineRequest(
+        request_id=f"{request.request_id}-refine{n}",
+        prompt=request.prompt,
+        selected=[refiner_service_pb2.VerifiedDraft(draft=r.draft, verdict=r.verdict) for r in selected],
+        all_drafts=[reports[(0, d["index"])].draft for d in first],
+        sampling=request.refine_sampling,
+        output_schema=request.output_schema,
+    )
+    started = time.perf_counter()
+    try:
+        final = None
+        for event in services.refiner.Refine(call, timeout=s.timeout_s):
+            if event.WhichOneof("event") == "final":
+                final = event.final
+    except grpc.RpcError as error:
+        return {"error": error_text(error), "answer": None}
+    refine_s = time.perf_counter() - started
+    if final is None:
+        return {"error": "the refiner sent no final message", "answer": None}
+    drafting_s = max(d["generation_latency_s"] + d["verify_latency_s"] for d in first)
+    answer_text = strip_trace(final.text, final.thinking_trace)
+    return {
+        "answer_text": answer_text,
+        "answer": extract_final_answer(answer_text),
+        "status": subset_status(chosen[0], first),
+        "selected_indices": [v.index for v in chosen],
+        "latency_s": round(drafting_s + refine_s, 3),
+        "refine_latency_s": round(refine_s, 3),
+        "completion_tokens": sum(d["completion_tokens"] for d in first) + final.usage.completion_tokens,
+        "refine_tokens": final.usage.completion_tokens,
+        "refine_token_budget": final.token_budget,
+        "finish_reason": finish_name(final.finish_reason),
+    }
+
+
+def subset_status(best: DraftView, drafts: list[dict]) -> str:
+    """The status the Scheduler's rule gives a selection: VERIFIED when the best draft passed every hard rule
+    and a substantive check (its evidence), UNCHECKED when it passed on format alone, else UNVERIFIED."""
+    if not best.valid:
+        return "UNVERIFIED"
+    evidence = next((d.get("evidence") for d in drafts if d["index"] == best.index), None)
+    return "VERIFIED" if evidence else "UNCHECKED"
+
+
+def gsm8k_request(problem: Problem, s: Settings) -> pb.SolveRequest:
+    """The question alone: the Scheduler adds its default arithmetic pack (unless --no-check-arithmetic)."""
+    request = build_request(
+        problem.question,
+        num_drafts=s.largest,
+        max_new_tokens=s.max_new_tokens,
+        refine_max_new_tokens=s.refine_max_new_tokens,
+        temperature=s.temperature,
+        seed=s.seed,
+        request_id=f"eval-{problem.id}",
+    )
+    request.disable_default_arithmetic = not s.check_arithmetic
+    return request
+
+
+def run_problem(services: Services, s: Settings, problem: Problem) -> dict:
+    single = single_pass(services, s, f"eval-{problem.id}-single", problem.question)
+    request = gsm8k_request(problem, s)
+    solved, response = solve(services, s, request)
+    subsets = {}
+    if s.refine_subsets and response is not None:
+        for n in sorted(s.sizes):
+            if n < s.largest:
+                subsets[str(n)] = refine_subset(services, s, request, response, solved, n)
+    return {
+        "task": "gsm8k",
+        "id": problem.id,
+        "line": problem.line,
+        "question": problem.question,
+        "gold": problem.gold,
+        "single": single,
+        "solve": solved,
+        "subsets": subsets,
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# Ad selection
+# --------------------------------------------------------------------------------------------------
+
+
+def ad_instance(seed: int, size: int = 100):
+    from deliberate.examples import ads
+
+    catalog = ads.generate_catalog(seed, size)
+    constraints = [dict(c) for c in ads.CONSTRAINTS]
+    for c in constraints:
+        if c.get("rulePack") == "ad_selection":  # the Verifier must check this catalog, not the shipped one
+            c["params"] = {"budget": ads.BUDGET, "catalog": [ad.model_dump() for ad in catalog]}
+    return catalog, ads.prompt(catalog), json.dumps(ads.OUTPUT_SCHEMA), constraints, ads.context(catalog)
+
+
+def check_ad_plan(text: str | None, catalog, budget: float | None = None, picks: int | None = None) -> tuple[bool, str]:
+    """Does the answer satisfy every constraint of the ad task? Checked here from the catalog, independently of
+    the Verifier: JSON with `selected_ids`, exactly `picks` distinct ids, all in the catalog, total cost within
+    budget, no two ads of one category."""
+    from deliberate.examples import ads
+
+    budget = ads.BUDGET if budget is None else budget
+    picks = ads.PICKS if picks is None else picks
+    value, error = extract_json(text or "")
+    if error is not None or not isinstance(value, dict):
+        return False, f"no JSON object: {error or type(value).__name__}"
+    ids = value.get("selected_ids")
+    if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        return False, "selected_ids is not a list of integers"
+    if len(ids) != picks or len(set(ids)) != picks:
+        return False, f"{len(set(ids))} distinct ids of {len(ids)}, need {picks}"
+    by_id = {ad.id: ad for ad in catalog}
+    unknown = [i for i in ids if i not in by_id]
+    if unknown:
+        return False, f"ids not in the catalog: {unknown}"
+    total = sum(by_id[i].cost for i in ids)
+    if total > budget:
+        return False, f"cost {total} > {budget:g}"
+    categories = [by_id[i].category for i in ids]
+    if len(set(categories)) != len(categories):
+        return False, "two ads of one category"
+    return True, f"cost {total}, ctr {sum(by_id[i].ctr for i in ids):.4f}"
+
+
+def run_ads(services: Services, s: Settings, seed: int, size: int) -> dict:
+    catalog, prompt, schema, constraints, context = ad_instance(seed, size)
+    single = single_pass(services, s, f"eval-ads-{seed}-single", prompt, schema)
+    request = build_request(
+        prompt,
+        num_drafts=s.largest,
+        max_new_tokens=s.max_new_tokens,
+        refine_max_new_tokens=s.refine_max_new_tokens,
+        temperature=s.temperature,
+        seed=s.seed,
+        output_schema=schema,
+        context=context,
+        constraints=constraints,
+        request_id=f"eval-ads-{seed}",
+    )
+    solved, _ = solve(services, s, request)
+    for part, text in ((single, single.get("text")), (solved, solved.get("answer_text"))):
+        part["satisfied"], part["check"] = check_ad_plan(text, catalog)
+    solved.pop("drafts", None)  # the plans are in answer_text; draft texts would only bloat the file
+    return {
+        "task": "ads",
+        "id": f"ads:{seed}",
+        "catalog_seed": seed,
+        "catalog_size": size,
+        "single": single,
+        "solve": solved,
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# Memory, progress
+# --------------------------------------------------------------------------------------------------
+
+
+def vm_hwm_mb(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        return None
+    return None
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return found
+
+
+def peak_rss(stack: Stack | None) -> dict[str, float] | None:
+    """Peak resident memory (VmHWM) of each service process this eval started; the Verifier is the
+    Scheduler's child. None when the services were started elsewhere (`--address`)."""
+    if stack is None:
+        return None
+    peaks = {}
+    for service, process in stack.processes.items():
+        peak = vm_hwm_mb(process.pid)
+        if peak is not None:
+            peaks[service] = peak
+        if service == "scheduler":
+            for child in children(process.pid):
+                peak = vm_hwm_mb(child)
+                if peak is not None:
+                    peaks["verifier"] = max(peaks.get("verifier", 0.0), peak)
+    return peaks
+
+
+class Progress:
+    """tqdm on stderr when it is installed, else one line rewritten in place with a count and an ETA."""
+
+    def __init__(self, total: int, done: int):
+        self.total, self.done, self.started, self.start_done = total, done, time.monotonic(), done
+        try:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, initial=done, unit="problem", file=sys.stderr, dynamic_ncols=True)
+        except ImportError:
+            self.bar = None
+        self.show("")
+
+    def update(self, note: str) -> None:
+        self.done += 1
+        if self.bar is not None:
+            self.bar.set_postfix_str(note, refresh=False)
+            self.bar.update(1)
+        else:
+            self.show(note)
+
+    def show(self, note: str) -> None:
+        if self.bar is not None:
+            return
+        elapsed = time.monotonic() - self.started
+        made = self.done - self.start_done
+        eta = f"{(self.total - self.done) * elapsed / made / 60:.0f} min" if made else "?"
+        line = f"\reval {self.done}/{self.total}  elapsed {elapsed / 60:.1f} min  ETA {eta}  {note}"
+        print(line, end="", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        else:
+            print(file=sys.stderr)
+
+
+# --------------------------------------------------------------------------------------------------
+# The command
+# --------------------------------------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="JSONL of GSM8K-format problems")
+    parser.add_argument(
+        "--exclude",
+        type=Path,
+        help=f"line numbers never sampled (default for the default data: {DEFAULT_EXCLUDE.relative_to(ROOT)})",
+    )
+    parser.add_argument("--limit", type=int, default=100, help="problems sampled (default 100)")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="sample and sampling seed (default 2026)")
+    parser.add_argument("--sizes", default="3,5", help="draft counts compared, comma-separated (default 3,5)")
+    parser.add_argument("--ads", type=int, default=20, help="ad-selection instances (0: none; default 20)")
+    parser.add_argument("--ads-catalog-size", type=int, default=100, help="ads per catalog (default 100)")
+    parser.add_argument("--max-new-tokens", type=int, help="per draft and single pass (default: the server's)")
+    parser.add_argument("--refine-max-new-tokens", type=int, help="for the refined answer (default: the server's)")
+    parser.add_argument("--temperature", type=float, help="of the pipeline's drafts (default: the server's)")
+    parser.add_argument(
+        "--no-check-arithmetic",
+        dest="check_arithmetic",
+        action="store_false",
+        help="turn off the Scheduler's default arithmetic pack",
+    )
+    parser.add_argument(
+        "--no-refine-subsets",
+        dest="refine_subsets",
+        action="store_false",
+        help="skip pipeline@n for n below the largest size (one Refiner call per n and problem)",
+    )
+    parser.add_argument("--name", default="eval-gsm8k", help="results: <results-dir>/<name>.{runs.jsonl,json,md,png}")
+    parser.add_argument("--results-dir", type=Path, default=RESULTS)
+    parser.add_argument("--fresh", action="store_true", help="discard the runs file and start over")
+    parser.add_argument("--summarize-only", action="store_true", help="rebuild the summary from the runs file")
+    parser.add_argument("--address", help="a running Scheduler's host:port (default: start the stack here)")
+    parser.add_argument("--drafter-address", help="with --address (default: the Scheduler's port + 1)")
+    parser.add_argument("--refiner-address", help="with --address (default: the Scheduler's port + 3)")
+    parser.add_argument("--timeout", type=float, default=900.0, help="deadline per call in seconds")
+    parser.add_argument("--log-dir", type=Path, default=Path(".deliberate/eval-logs"), help="service logs")
+
+
+def engine_and_model() -> tuple[str, str]:
+    """What DELIBERATE_ENGINE / DELIBERATE_MODEL select (the services read the same variables)."""
+    try:
+        from deliberate.core.config import parse_settings
+        from deliberate.engines.settings import EngineSettings
+
+        settings = parse_settings(EngineSettings, [])
+        return settings.engine, settings.model
+    except Exception:  # the server package may be absent where only the client is installed
+        return os.environ.get("DELIBERATE_ENGINE", "unknown"), os.environ.get("DELIBERATE_MODEL", "unknown")
+
+
+def interrupted(*_: object) -> None:
+    raise KeyboardInterrupt
+
+
+def neighbour(address: str, offset: int) -> str:
+    host, port = address.rsplit(":", 1)
+    return f"{host}:{int(port) + offset}"
+
+
+def run(args: argparse.Namespace) -> int:
+    paths = eval_summary.Paths(args.results_dir, args.name)
+    sizes = sorted({int(n) for n in str(args.sizes).split(",") if n.strip()})
+    if not sizes or min(sizes) < 1 or max(sizes) > 8:
+        print("error: --sizes must be draft counts in 1..8", file=sys.stderr)
+        return 2
+    engine, model = engine_and_model()
+    s = Settings(
+        sizes=sizes,
+        max_new_tokens=args.max_new_tokens,
+        refine_max_new_tokens=args.refine_max_new_tokens,
+        temperature=args.temperature,
+        seed=args.seed,
+        check_arithmetic=args.check_arithmetic,
+        refine_subsets=args.refine_subsets,
+        timeout_s=args.timeout,
+        engine=engine,
+        model=model,
+    )
+    if args.summarize_only:
+        return summarize(paths)
+    if args.fresh and paths.runs.exists():
+        paths.runs.unlink()
+
+    records = read_runs(paths.runs)
+    for record in records:
+        if record.get("settings") != s.fingerprint():
+            print(
+                f"error: {paths.runs} holds runs made with other settings ({record.get('settings')}); "
+                "pass the same options, --fresh to start over, or another --name",
+                file=sys.stderr,
+            )
+            return 2
+    done = {r["id"] for r in records}
+    exclude = read_exclusions(args.exclude or (DEFAULT_EXCLUDE if args.data == DEFAULT_DATA else None))
+    problems = load_problems(args.data, args.limit, args.seed, exclude)
+    ad_seeds = [args.seed + k for k in range(1, args.ads + 1)]
+    todo = [p for p in problems if p.id not in done]
+    ads_todo = [seed for seed in ad_seeds if f"ads:{seed}" not in done]
+    total = len(problems) + len(ad_seeds)
+    print(
+        f"eval: {len(problems)} problems from {args.data} (seed {args.seed}, {len(exclude)} lines excluded) and "
+        f"{len(ad_seeds)} ad-selection instances; {total - len(todo) - len(ads_todo)} already in {paths.runs}",
+        file=sys.stderr,
+    )
+    if not todo and not ads_todo:
+        return summarize(paths)
+
+    signal.signal(signal.SIGTERM, interrupted)  # `timeout`, `kill`: stop the services too
+    stack = None
+    if args.address:
+        scheduler = args.address
+        drafter = args.drafter_address or neighbour(scheduler, 1)
+        refiner = args.refiner_address or neighbour(scheduler, 3)
+    else:
+        state_dir = Path(tempfile.mkdtemp(prefix="deliberate-eval-"))
+        stack = Stack(ports=Ports.free(), log_dir=args.log_dir, state_dir=state_dir)
+        print(f"starting the four services ({engine}, {model}; logs in {args.log_dir}/) …", file=sys.stderr)
+        try:
+            stack.up(timeout_s=600)
+        except (RuntimeError, TimeoutError, KeyboardInterrupt) as error:
+            print(f"error: {error or 'interrupted'}", file=sys.stderr)
+            stack.down()
+            return 1
+        scheduler, drafter, refiner = (stack.address_of(x) for x in ("scheduler", "drafter", "refiner"))
+
+    services = Services(scheduler, drafter, refiner)
+    progress = Progress(total, total - len(todo) - len(ads_todo))
+    tally = eval_summary.Tally(records)
+    try:
+        jobs = [(p.id, lambda p=p: run_problem(services, s, p)) for p in todo]
+        size = args.ads_catalog_size
+        jobs += [(f"ads:{seed}", lambda seed=seed: run_ads(services, s, seed, size)) for seed in ads_todo]
+        for count, (_, job) in enumerate(jobs, start=1):
+            record = job()
+            record["settings"] = s.fingerprint()
+            record["rss_mb"] = peak_rss(stack)
+            record["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            append_run(paths.runs, record)
+            tally.add(record)
+            progress.update(tally.note())
+            if count % 10 == 0:
+                eval_summary.write_all(paths, quiet=True)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted; {paths.runs} keeps what finished — rerun to resume", file=sys.stderr)
+    finally:
+        progress.close()
+        services.close()
+        if stack is not None:
+            stack.down()
+    return summarize(paths)
+
+
+def summarize(paths: eval_summary.Paths) -> int:
+    if not paths.runs.exists():
+        print(f"error: no runs in {paths.runs}", file=sys.stderr)
+        return 2
+    summary = eval_summary.write_all(paths)
+    print(eval_summary.markdown(summary))
+    print(f"wrote {paths.json}, {paths.markdown}" + (f", {paths.png}" if paths.png.exists() else ""), file=sys.stderr)
+    return 0
