@@ -328,6 +328,8 @@ def observation(config: dict, by_name: dict[str, dict]) -> str:
     notes = []
     if name == "single":
         notes.append("one greedy draft, no verification")
+    elif config["diff_vs_single"] is None:
+        notes.append(f"run on {config['problems']} of the problems only: not paired with single pass")
     elif config["diff_ci_low"] is not None:
         if config["diff_ci_low"] > 0:
             notes.append("beats single pass (interval above 0)")

@@ -1,0 +1,313 @@
+"""`deliberate eval`'s pure parts: answers as numbers, gold parsing, voting, ranking, statistics, the sample,
+and the summary built from runs records."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+import pytest
+
+from deliberate_client import eval_summary
+from deliberate_client.eval_stats import (
+    DraftView,
+    RankWeights,
+    answer_value,
+    infer_delta,
+    is_correct,
+    majority,
+    paired_bootstrap,
+    parse_gold,
+    percentile,
+    rank,
+    wilson,
+)
+from deliberate_client.evaluation import check_ad_plan, load_problems, read_exclusions
+
+# --- answers -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("answer", "value"),
+    [
+        ("72", Fraction(72)),
+        ("72.0", Fraction(72)),
+        ("$1,200.50", Fraction(2401, 2)),
+        ("\\boxed{72}", Fraction(72)),
+        ("The total is \\boxed{\\$1{,}200}", Fraction(1200)),
+        ("\\frac{3}{4}", Fraction(3, 4)),
+        ("\\dfrac{10}{4} \\text{ hours}", Fraction(5, 2)),
+        ("72 clips", Fraction(72)),
+        ("48 + 24 = 72", Fraction(72)),
+        ("-5 degrees", Fraction(-5)),
+        ("15%", Fraction(15)),
+        ("no idea", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_answer_value_reads_numbers_latex_and_units(answer, value):
+    assert answer_value(answer) == value
+
+
+def test_is_correct_compares_numerically():
+    assert is_correct("72.00", "72")
+    assert is_correct("$72", Fraction(72))
+    assert is_correct("\\frac{1}{4}", "0.25")
+    assert not is_correct("73", "72")
+    assert not is_correct(None, "72")
+    assert not is_correct("0.33", "1/3")  # only within a relative 1e-6
+
+
+def test_parse_gold_takes_the_number_after_the_last_marker():
+    assert parse_gold("48/2 = 24 clips in May.\n#### 72") == 72
+    assert parse_gold("Weng earns 12/60 = $0.2 per minute.\n#### 1,000") == 1000
+    assert parse_gold("#### -3") == -3
+    with pytest.raises(ValueError, match="####"):
+        parse_gold("72")
+    with pytest.raises(ValueError, match="no number"):
+        parse_gold("#### many")
+
+
+def test_majority_counts_values_ignores_missing_answers_and_breaks_ties_by_first():
+    assert majority(["72", "72.00", "5", None, "5", "$72"]) == "72"
+    assert majority(["5", "72", "72", "5"]) == "5"  # tie: the answer given first
+    assert majority([None, "", "  "]) is None
+    assert majority(["seven", "Seven", "8"]) == "seven"
+
+
+# --- ranking (the selection ablation) --------------------------------------------------------------
+
+W = RankWeights(alpha=1.0, beta=0.3, gamma=0.5, delta=0.0)
+
+
+def test_stddev_term_never_reorders_drafts_of_one_request():
+    drafts = [DraftView(0, True, 0.6, 0.0, "1"), DraftView(1, True, 0.9, 0.0, "2"), DraftView(2, False, 1.0, 0.0, "3")]
+    assert [d.index for d in rank(drafts, ("score",), W)] == [1, 0]  # invalid drafts do not compete
+    assert [d.index for d in rank(drafts, ("score", "stddev"), W)] == [1, 0]
+
+
+def test_latency_and_agreement_terms_change_the_pick():
+    drafts = [
+        DraftView(0, True, 0.90, 1.0, "10"),  # best score, slow verification
+        DraftView(1, True, 0.80, 0.0, "12"),
+        DraftView(2, True, 0.80, 0.0, "12.0"),  # agrees with draft 1 by value
+        DraftView(3, True, 0.85, 0.0, "11"),
+    ]
+    assert rank(drafts, ("score", "stddev"), W)[0].index == 0
+    assert rank(drafts, ("score", "stddev", "latency"), W)[0].index == 3  # 0.90 − 0.5 < 0.85
+    # the agreeing pair has answer share 0.5, the others 0.25: δ = 0.3 lifts it to 0.95 over 0.85 + 0.075
+    ranked = rank(drafts, ("score", "stddev", "latency", "agreement"), RankWeights(1.0, 0.3, 0.5, 0.3))
+    assert ranked[0].index == 1
+
+
+def test_without_a_valid_draft_the_best_score_comes_first():
+    drafts = [DraftView(0, False, 0.2, 0.0, "1"), DraftView(1, False, 0.4, 0.9, "2")]
+    assert rank(drafts, ("score", "stddev", "latency"), W)[0].index == 1
+
+
+def test_infer_delta_reads_the_answer_share_weight_back_from_final():
+    plain = {"score": 0.8, "agreement": 0.9, "latency": 0.1, "alpha": 1.0, "beta": 0.3, "gamma": 0.02}
+    assert infer_delta([plain | {"answer_share": 0.5, "final": 0.8 + 0.27 - 0.002}]) == 0.0
+    assert infer_delta([plain | {"answer_share": 0.5, "final": 0.8 + 0.27 - 0.002 + 0.1}]) == pytest.approx(0.2)
+
+
+# --- statistics -----------------------------------------------------------------------------------
+
+
+def test_wilson_interval_matches_known_values():
+    low, high = wilson(81, 100)
+    assert low == pytest.approx(0.7222, abs=1e-4)
+    assert high == pytest.approx(0.8749, abs=1e-4)
+    assert wilson(0, 10) == (0.0, pytest.approx(0.2775, abs=1e-4))
+    assert wilson(10, 10)[0] == pytest.approx(0.7225, abs=1e-4)
+    assert wilson(0, 0) == (0.0, 1.0)
+
+
+def test_paired_bootstrap_difference_and_interval():
+    assert paired_bootstrap([True] * 20, [True] * 20) == (0.0, 0.0, 0.0)
+    assert paired_bootstrap([True] * 20, [False] * 20) == (1.0, 1.0, 1.0)
+    better = [True] * 30 + [False] * 70
+    worse = [False] * 10 + [True] * 10 + [False] * 10 + [True] * 10 + [False] * 60  # 20 gains, 10 losses
+    diff, low, high = paired_bootstrap(better, worse, seed=7, resamples=4000)
+    assert diff == pytest.approx(0.10)
+    assert low < diff < high
+    assert -0.1 < low < 0.1 < high < 0.3
+    assert paired_bootstrap(better, worse, seed=7, resamples=4000) == (diff, low, high)  # fixed seed
+    with pytest.raises(ValueError):
+        paired_bootstrap([True], [True, False])
+
+
+def test_percentiles_interpolate_linearly():
+    values = list(range(1, 101))
+    assert percentile(values, 0.50) == pytest.approx(50.5)
+    assert percentile(values, 0.95) == pytest.approx(95.05)
+    assert percentile(values, 0.99) == pytest.approx(99.01)
+    assert percentile([], 0.5) is None
+
+
+# --- the sample -----------------------------------------------------------------------------------
+
+
+def test_sample_excludes_tuning_lines_and_grows_by_prefix(tmp_path):
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps({"question": f"q{i}", "answer": f"… #### {i}"}) + "\n" for i in range(40)))
+    exclude = tmp_path / "tuning.txt"
+    exclude.write_text("# tuned on these\n0-9\n15  # and this one\n")
+    excluded = read_exclusions(exclude)
+    assert excluded == set(range(10)) | {15}
+    small = load_problems(data, 5, 2026, excluded)
+    large = load_problems(data, 20, 2026, excluded)
+    assert [p.id for p in large[:5]] == [p.id for p in small]
+    every = load_problems(data, 100, 2026, excluded)
+    assert len(every) == 29 and not {p.line for p in every} & excluded
+    assert {p.gold for p in every} == {str(p.line) for p in every}
+
+
+def test_committed_tuning_list_excludes_the_first_50_lines():
+    from deliberate_client.evaluation import DEFAULT_EXCLUDE
+
+    assert set(range(50)) <= read_exclusions(DEFAULT_EXCLUDE)
+
+
+# --- ad plans -------------------------------------------------------------------------------------
+
+
+def test_ad_plans_are_checked_against_the_catalog():
+    from deliberate.examples.ads import Ad
+
+    catalog = [Ad(id=i, cost=900, ctr=0.01 * i, category=f"c{i}") for i in range(1, 8)]
+    catalog.append(Ad(id=8, cost=900, ctr=0.05, category="c1"))
+    assert check_ad_plan('{"selected_ids": [1, 2, 3, 4, 5]}', catalog) == (True, "cost 4500, ctr 0.1500")
+    assert check_ad_plan('{"selected_ids": [1, 2, 3, 4, 8]}', catalog)[1] == "two ads of one category"
+    assert check_ad_plan('{"selected_ids": [1, 2, 3, 4, 99]}', catalog)[1] == "ids not in the catalog: [99]"
+    assert not check_ad_plan('{"selected_ids": [1, 2, 3, 4]}', catalog)[0]
+    assert not check_ad_plan('{"selected_ids": [1, 1, 2, 3, 4]}', catalog)[0]
+    assert not check_ad_plan("I pick the best ones.", catalog)[0]
+    pricey = [Ad(id=i, cost=1500, ctr=0.01, category=f"c{i}") for i in range(1, 6)]
+    assert check_ad_plan('{"selected_ids": [1, 2, 3, 4, 5]}', pricey)[1] == "cost 7500 > 5000"
+
+
+# --- the summary ----------------------------------------------------------------------------------
+
+
+def draft(index, answer, valid=True, score=1.0, **extra):
+    components = {"score": score, "agreement": 1.0, "latency": 0.0, "answer_share": 0.0, "final": score}
+    components |= {"alpha": 1.0, "beta": 0.3, "gamma": 0.02}
+    return {
+        "round": 0,
+        "index": index,
+        "answer": answer,
+        "valid": valid,
+        "score": score,
+        "finish_reason": "STOP",
+        "completion_tokens": 10,
+        "generation_latency_s": 1.0 + index,
+        "verify_latency_s": 0.5,
+        "components": components,
+        "evidence": ["arithmetic"] if valid else [],
+    } | extra
+
+
+def record(i, gold, single, drafts, final, status, subset=None):
+    return {
+        "task": "gsm8k",
+        "id": f"train:{i}",
+        "gold": gold,
+        "settings": {"sizes": [2, 3], "seed": 2026, "engine": "llamacpp", "model": "m"},
+        "single": {"answer": single, "finish_reason": "STOP", "completion_tokens": 10, "latency_s": 2.0},
+        "solve": {
+            "answer": final,
+            "status": status,
+            "latency_s": 8.0,
+            "completion_tokens": 40,
+            "refine_tokens": 10,
+            "refine_token_budget": 64,
+            "drafts": drafts,
+        },
+        "subsets": {"2": subset} if subset else {},
+        "rss_mb": {"drafter": 500.0, "verifier": 50.0, "refiner": 400.0, "scheduler": 40.0},
+    }
+
+
+RECORDS = [
+    # single wrong; drafts 7, 7, 9 (draft 2 scores best) — majority right, best_of@3 wrong, pipeline right
+    record(
+        0,
+        "7",
+        "8",
+        [draft(0, "7", score=0.5), draft(1, "7", score=0.5), draft(2, "9", score=0.9)],
+        "7",
+        "VERIFIED",
+        {"answer": "7", "status": "VERIFIED", "latency_s": 5.0, "completion_tokens": 30},
+    ),
+    # everything right
+    record(
+        1,
+        "3",
+        "3",
+        [draft(0, "3"), draft(1, "3"), draft(2, "3")],
+        "3",
+        "VERIFIED",
+        {"answer": "3", "status": "VERIFIED", "latency_s": 5.0, "completion_tokens": 30},
+    ),
+    # nothing valid, no answer anywhere
+    record(
+        2,
+        "4",
+        None,
+        [draft(0, None, valid=False, score=0.0), draft(1, "5", valid=False, score=0.2), draft(2, None, valid=False)],
+        "5",
+        "UNVERIFIED",
+    ),
+]
+
+
+def test_summary_counts_add_up_and_pairs_problems():
+    result = eval_summary.summary(RECORDS)
+    assert result["problems"] == 3 and result["engine"] == "llamacpp" and result["seed"] == 2026
+    configs = {c["name"]: c for c in result["configs"]}
+    assert list(configs)[:3] == ["single", "majority@2", "majority@3"]
+    assert set(eval_summary.ABLATION_NAMES) <= set(configs)
+    partial = configs.pop("pipeline@2")  # run on 2 of the 3 problems only: reported, but not paired
+    assert partial["problems"] == 2 and partial["correct"] == 2 and partial["diff_vs_single"] is None
+    for c in configs.values():
+        assert c["problems"] == 3
+        assert c["correct"] + sum(c["failures"].values()) == 3
+    assert configs["single"]["correct"] == 1 and configs["single"]["failures"] == {"no_answer": 1, "wrong": 1}
+    assert configs["majority@3"]["correct"] == 2
+    assert configs["best_of@3"]["correct"] == 1
+    assert configs["select:score"]["correct"] == configs["best_of@3"]["correct"]
+    pipeline = configs["pipeline@3"]
+    assert pipeline["correct"] == 2 and pipeline["failures"] == {"flagged": 1}
+    assert pipeline["verified_precision"] == 1.0 and pipeline["unverified_accuracy"] == 0.0
+    assert pipeline["statuses"] == {"UNVERIFIED": 1, "VERIFIED": 2}
+    assert pipeline["diff_vs_single"] == pytest.approx(1 / 3, abs=1e-4)
+    assert pipeline["peak_rss_mb"] == 990.0 and configs["single"]["peak_rss_mb"] == 500.0
+    assert configs["majority@3"]["tokens_per_problem"] == 30.0
+    assert configs["majority@3"]["latency_p50_s"] == 3.0  # the slowest of the 3 drafts
+    assert configs["best_of@3"]["latency_p50_s"] == 3.5  # … plus its verification
+    for key in ("accuracy", "ci_low", "ci_high", "diff_ci_low", "diff_ci_high", "latency_p95_s", "latency_p99_s"):
+        assert key in pipeline
+    table = eval_summary.markdown(result)
+    assert "| `pipeline@3` | 3 |" in table and "VERIFIED 2: 100.0 % right" in table
+
+
+def test_ad_selection_summary():
+    ads = [
+        {
+            "task": "ads",
+            "id": f"ads:{seed}",
+            "catalog_seed": seed,
+            "settings": {"sizes": [3, 5]},
+            "single": {"satisfied": False, "latency_s": 3.0, "completion_tokens": 40},
+            "solve": {"satisfied": seed % 2 == 0, "status": "VERIFIED", "latency_s": 9.0, "completion_tokens": 90},
+        }
+        for seed in range(2027, 2031)
+    ]
+    result = eval_summary.summary(ads)["ad_selection"]
+    assert result["instances"] == 4 and result["catalog_seeds"] == [2027, 2028, 2029, 2030]
+    single, pipeline = result["configs"]
+    assert single["name"] == "single" and single["satisfied"] == 0
+    assert pipeline["name"] == "pipeline@5" and pipeline["satisfied_share"] == 0.5
+    assert pipeline["verified"] == 4 and pipeline["verified_satisfied"] == 2
