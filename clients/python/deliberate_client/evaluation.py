@@ -611,7 +611,11 @@ def run(args: argparse.Namespace) -> int:
             )
             return 2
     done = {r["id"] for r in records}
-    exclude = read_exclusions(args.exclude or (DEFAULT_EXCLUDE if args.data == DEFAULT_DATA else None))
+    if not args.data.exists():
+        print(f"error: no problems at {args.data} (give a GSM8K-format JSONL with --data)", file=sys.stderr)
+        return 2
+    default_data = args.data.resolve() == DEFAULT_DATA.resolve()
+    exclude = read_exclusions(args.exclude or (DEFAULT_EXCLUDE if default_data else None))
     problems = load_problems(args.data, args.limit, args.seed, exclude)
     ad_seeds = [args.seed + k for k in range(1, args.ads + 1)]
     todo = [p for p in problems if p.id not in done]
