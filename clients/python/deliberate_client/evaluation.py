@@ -139,6 +139,7 @@ class Settings:
     seed: int
     check_arithmetic: bool
     refine_subsets: bool
+    ads_catalog_size: int
     timeout_s: float
     engine: str
     model: str
@@ -156,6 +157,7 @@ class Settings:
             "temperature": self.temperature,
             "seed": self.seed,
             "check_arithmetic": self.check_arithmetic,
+            "ads_catalog_size": self.ads_catalog_size,
             "engine": self.engine,
             "model": self.model,
         }
@@ -568,6 +570,12 @@ def engine_and_model() -> tuple[str, str]:
         return os.environ.get("DELIBERATE_ENGINE", "unknown"), os.environ.get("DELIBERATE_MODEL", "unknown")
 
 
+def unavailable(record: dict) -> str | None:
+    """The error of a call that found a service unreachable (not a result of the problem), if any."""
+    parts = [record.get("single", {}), record.get("solve", {}), *record.get("subsets", {}).values()]
+    return next((p["error"] for p in parts if str(p.get("error", "")).startswith("UNAVAILABLE")), None)
+
+
 def interrupted(*_: object) -> None:
     raise KeyboardInterrupt
 
@@ -592,6 +600,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         check_arithmetic=args.check_arithmetic,
         refine_subsets=args.refine_subsets,
+        ads_catalog_size=args.ads_catalog_size,
         timeout_s=args.timeout,
         engine=engine,
         model=model,
@@ -629,8 +638,29 @@ def run(args: argparse.Namespace) -> int:
     if not todo and not ads_todo:
         return summarize(paths)
 
-    signal.signal(signal.SIGTERM, interrupted)  # `timeout`, `kill`: stop the services too
+    try:
+        previous_handler = signal.signal(signal.SIGTERM, interrupted)  # `timeout`, `kill`: stop the services too
+    except ValueError:  # not the main thread (embedded use): no handler
+        previous_handler = None
+    try:
+        return evaluate(args, s, paths, records, todo, ads_todo, total)
+    finally:
+        if previous_handler is not None:
+            signal.signal(signal.SIGTERM, previous_handler)
+
+
+def evaluate(
+    args: argparse.Namespace,
+    s: Settings,
+    paths: eval_summary.Paths,
+    records: list[dict],
+    todo: list[Problem],
+    ads_todo: list[int],
+    total: int,
+) -> int:
+    """Runs what is not done yet on the services (started here unless --address), then summarizes."""
     stack = None
+    stopped = False
     if args.address:
         scheduler = args.address
         drafter = args.drafter_address or neighbour(scheduler, 1)
@@ -638,7 +668,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         state_dir = Path(tempfile.mkdtemp(prefix="deliberate-eval-"))
         stack = Stack(ports=Ports.free(), log_dir=args.log_dir, state_dir=state_dir)
-        print(f"starting the four services ({engine}, {model}; logs in {args.log_dir}/) …", file=sys.stderr)
+        print(f"starting the four services ({s.engine}, {s.model}; logs in {args.log_dir}/) …", file=sys.stderr)
         try:
             stack.up(timeout_s=600)
         except (RuntimeError, TimeoutError, KeyboardInterrupt) as error:
@@ -652,10 +682,15 @@ def run(args: argparse.Namespace) -> int:
     tally = eval_summary.Tally(records)
     try:
         jobs = [(p.id, lambda p=p: run_problem(services, s, p)) for p in todo]
-        size = args.ads_catalog_size
+        size = s.ads_catalog_size
         jobs += [(f"ads:{seed}", lambda seed=seed: run_ads(services, s, seed, size)) for seed in ads_todo]
         for count, (_, job) in enumerate(jobs, start=1):
             record = job()
+            down = unavailable(record)
+            if down:  # a service is gone: stop rather than record every remaining problem as failed
+                print(f"\nerror: {down}; stopping — rerun to resume", file=sys.stderr)
+                stopped = True
+                break
             record["settings"] = s.fingerprint()
             record["rss_mb"] = peak_rss(stack)
             record["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -671,7 +706,8 @@ def run(args: argparse.Namespace) -> int:
         services.close()
         if stack is not None:
             stack.down()
-    return summarize(paths)
+    code = summarize(paths) if paths.runs.exists() else 0
+    return 1 if stopped else code
 
 
 def summarize(paths: eval_summary.Paths) -> int:
