@@ -57,7 +57,7 @@ def in_process_solve(engine: TransformersEngine, question: str, drafts: int, tok
             completions[int(d.draft_id)].text,
             d.score,
             d.valid,
-            tuple(o.rule_id for o in verdicts[int(d.draft_id)].outcomes if o.passed),
+            tuple(o.rule_id for o in verdicts[int(d.draft_id)].outcomes if o.passed and not o.abstained),
             tuple(o.rule_id for o in verdicts[int(d.draft_id)].outcomes if not o.passed),
         )
         for d in selection.selected

@@ -200,8 +200,8 @@ def test_stream_yields_events_and_closing_it_aborts(embedded_engine, monkeypatch
     results = []
     generate = embedded_engine.generate
 
-    def recording_generate(*args):
-        results.append(generate(*args))
+    def recording_generate(*args, **kwargs):
+        results.append(generate(*args, **kwargs))
         return results[-1]
 
     monkeypatch.setattr(embedded_engine, "generate", recording_generate)

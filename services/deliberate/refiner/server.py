@@ -115,6 +115,7 @@ def selected_draft(item: refiner_service_pb2.VerifiedDraft) -> SelectedDraft:
         text=item.draft.text,
         score=item.verdict.score,
         valid=item.verdict.valid,
-        passed_rules=tuple(r.rule_id for r in rules if r.passed),
+        # An abstained rule checked nothing: the trace names only rules that passed a real check.
+        passed_rules=tuple(r.rule_id for r in rules if r.passed and not r.abstained),
         failed_rules=tuple(r.rule_id for r in rules if not r.passed),
     )
