@@ -311,3 +311,21 @@ def test_ad_selection_summary():
     assert single["name"] == "single" and single["satisfied"] == 0
     assert pipeline["name"] == "pipeline@5" and pipeline["satisfied_share"] == 0.5
     assert pipeline["verified"] == 4 and pipeline["verified_satisfied"] == 2
+
+
+def test_ranking_puts_checked_drafts_first_as_the_scheduler_does():
+    from deliberate_client.eval_stats import RankWeights, draft_views, rank
+
+    records = [
+        {"index": 0, "valid": True, "score": 1.0, "components": {"latency": 0.0}, "answer": "90", "evidence": []},
+        {
+            "index": 1,
+            "valid": True,
+            "score": 1.0,
+            "components": {"latency": 0.5},
+            "answer": "20",
+            "evidence": ["arithmetic"],
+        },
+    ]
+    ranked = rank(draft_views(records), ("score", "stddev", "latency", "agreement"), RankWeights())
+    assert [d.index for d in ranked] == [1, 0]

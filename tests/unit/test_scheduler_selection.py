@@ -67,12 +67,12 @@ def test_the_status_is_verified_only_with_evidence_and_names_it():
     assert (nothing.status, nothing.verified_by) == ("unverified", [])
 
 
-def test_the_status_follows_the_best_draft_not_any_draft():
-    best = Scored("best", 0, True, 1.0, answer="72")  # ranks first: higher score, no evidence
-    weaker = Scored("weaker", 1, True, 0.5, answer="70", evidence=("budget_check",))
-    selection = select([best, weaker], 2)
-    assert selection.selected[0].draft_id == "best"
-    assert selection.status == "unchecked"
+def test_a_higher_score_without_evidence_does_not_outrank_a_checked_draft():
+    best_score = Scored("best-score", 0, True, 1.0, answer="72")
+    checked = Scored("checked", 1, True, 0.5, answer="70", evidence=("budget_check",))
+    selection = select([best_score, checked], 2)
+    assert [d.draft_id for d in selection.selected] == ["checked", "best-score"]
+    assert selection.status == "verified" and selection.verified_by == ["budget_check"]
 
 
 def test_requests_without_an_output_schema_get_the_arithmetic_pack_by_default():
@@ -161,3 +161,13 @@ def test_a_late_verdict_is_an_invalid_draft_with_a_reason():
     verdict = late_verdict("d1", 0.8)
     assert not verdict.valid
     assert verdict.rule_results[0].message == "verification_timeout failed: no verdict within 0.8s"
+
+
+def test_a_checked_draft_outranks_an_unchecked_one_of_equal_score():
+    from deliberate.scheduler.selection import Scored, select
+
+    unchecked = Scored("fast", 0, valid=True, score=1.0, latency=0.0, answer="90")
+    checked = Scored("slow", 1, valid=True, score=1.0, latency=0.5, answer="20", evidence=("arithmetic",))
+    selection = select([unchecked, checked], max_selected=2)
+    assert [d.draft_id for d in selection.selected] == ["slow", "fast"]
+    assert selection.status == "verified" and selection.verified_by == ["arithmetic"]

@@ -140,6 +140,7 @@ class DraftView:
     score: float
     latency: float  # verification latency / verification timeout, in [0, 1] (ScoreComponents.latency)
     answer: str | None
+    checked: bool = False  # a substantive check ran and passed (DraftVerdict.evidence is not empty)
 
 
 @dataclass(frozen=True)
@@ -174,8 +175,9 @@ def rank(
       Scheduler weighs it, and in any case the tie-breaker after the sum (as the Scheduler ranks).
 
     `shares` (by draft index) replaces the computed answer shares, e.g. with those the Scheduler reported.
-    Only drafts that passed every hard rule compete; when none did, the best-scoring draft comes first
-    whatever the terms (the Scheduler answers it as unverified). Remaining ties go to the earlier draft.
+    Only drafts that passed every hard rule compete, checked ones (with evidence) before unchecked ones, as
+    the Scheduler ranks; when none passed, the best-scoring draft comes first whatever the terms (the
+    Scheduler answers it as unverified). Remaining ties go to the earlier draft.
     """
     unknown = set(terms) - set(TERMS)
     if unknown:
@@ -197,9 +199,24 @@ def rank(
             total -= weights.gamma * d.latency
         share = shares[d.index] if "agreement" in terms else 0.0
         total += weights.delta * share
-        return (-round(total, 9), -share, d.index)
+        return (not d.checked, -round(total, 9), -share, d.index)
 
     return sorted(pool, key=key)
+
+
+def draft_views(drafts: Sequence[dict]) -> list[DraftView]:
+    """Ranking views of the draft records of a runs file."""
+    return [
+        DraftView(
+            index=d["index"],
+            valid=d["valid"],
+            score=d["score"],
+            latency=d["components"].get("latency", 0.0),
+            answer=d["answer"],
+            checked=bool(d.get("evidence")),
+        )
+        for d in drafts
+    ]
 
 
 def infer_delta(components: Sequence[dict]) -> float:

@@ -17,6 +17,7 @@ from .eval_stats import (
     TERMS,
     DraftView,
     RankWeights,
+    draft_views,
     infer_delta,
     is_correct,
     majority,
@@ -92,12 +93,6 @@ def first_drafts(solve: dict, n: int) -> list[dict]:
     """The first n drafts of round 0 — what a request with num_drafts = n would have drafted (same prompts and
     strategies; the batch was sampled once, with N = the largest size)."""
     return sorted((d for d in solve.get("drafts", []) if d["round"] == 0 and d["index"] < n), key=lambda d: d["index"])
-
-
-def draft_views(drafts: list[dict]) -> list[DraftView]:
-    return [
-        DraftView(d["index"], d["valid"], d["score"], d["components"].get("latency", 0.0), d["answer"]) for d in drafts
-    ]
 
 
 def wrong_because(answer: str | None, cut: bool, status: str | None = None) -> str:

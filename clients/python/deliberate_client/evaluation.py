@@ -38,7 +38,7 @@ from deliberate.verifier.parsing import extract_final_answer, extract_json
 
 from . import eval_summary
 from .client import build_request
-from .eval_stats import DraftView, parse_gold, rank
+from .eval_stats import DraftView, draft_views, parse_gold, rank
 from .eval_summary import read_runs
 from .stack import Ports, Stack
 
@@ -260,12 +260,6 @@ def solve(services: Services, s: Settings, request: pb.SolveRequest) -> tuple[di
     return record, response
 
 
-def views(drafts: list[dict]) -> list[DraftView]:
-    return [
-        DraftView(d["index"], d["valid"], d["score"], d["components"].get("latency", 0.0), d["answer"]) for d in drafts
-    ]
-
-
 def refine_subset(
     services: Services, s: Settings, request: pb.SolveRequest, response: pb.SolveResponse, record: dict, n: int
 ) -> dict:
@@ -276,7 +270,7 @@ def refine_subset(
     if not first:
         return {"error": "no drafts", "answer": None}
     weights = eval_summary.weights_of(record["drafts"])
-    ranked = rank(views(first), eval_summary.ABLATION_TERMS[-1], weights)
+    ranked = rank(draft_views(first), eval_summary.ABLATION_TERMS[-1], weights)
     valid = [v for v in ranked if v.valid]
     chosen = (valid or ranked)[: eval_summary.MAX_SELECTED]
     reports = {(r.round, r.draft.index): r for r in response.drafts}

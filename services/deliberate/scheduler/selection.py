@@ -4,7 +4,9 @@ Among drafts that pass every hard rule:
     final_i = α·score_i + β·(1 − stddev(scores of this request's drafts)) + δ·answer_share_i − γ·latency_i
 with answer_share_i the share of valid drafts reaching draft i's final answer (self-consistency; answers
 compared by value, so "72" and "72.00" agree) and latency_i the draft's verification latency over the
-verification timeout (in [0, 1]). Equal finals are broken by answer share, then by the earlier draft.
+verification timeout (in [0, 1]). Drafts with evidence (a substantive check that ran and passed) rank
+before drafts that passed on format alone: a checked answer beats an unchecked one whatever their scores,
+as a valid draft beats an invalid one. Equal finals are broken by answer share, then by the earlier draft.
 
 The status is that of the best selected draft: ``verified`` when it passed every hard rule and at least
 one substantive check (its `evidence`, named in the reason), ``unchecked`` when it passed every hard rule
@@ -60,7 +62,8 @@ class Selection:
 
 
 def select(drafts: list[Scored], max_selected: int, weights: Weights = DEFAULT_WEIGHTS) -> Selection:
-    """The best drafts by `final`, then answer share, then earlier index; only valid drafts compete.
+    """The best drafts: checked before unchecked, then by `final`, answer share and earlier index; only valid
+    drafts compete.
 
     When no draft is valid, the best-scoring invalid draft is selected alone and the answer is marked
     unverified — never presented as verified. When the best valid draft has no evidence, the answer is
@@ -85,7 +88,7 @@ def select(drafts: list[Scored], max_selected: int, weights: Weights = DEFAULT_W
 
     def rank(d: Scored) -> tuple:
         c = components[d.draft_id]
-        return (-round(c.final, 9), -c.answer_share, d.index)
+        return (not d.evidence, -round(c.final, 9), -c.answer_share, d.index)
 
     valid = sorted((d for d in drafts if d.valid), key=rank)
     if valid:
