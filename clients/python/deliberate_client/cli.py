@@ -33,7 +33,8 @@ def main(argv: list[str] | None = None) -> None:
     up.add_argument("--port", type=int, default=Ports.scheduler, help="the Scheduler's port")
     up.add_argument("--log-dir", type=Path, default=Path(".deliberate/logs"))
     up.add_argument("--solve-example", action="store_true", help="solve an example question once all are up")
-    up.add_argument("--example-max-new-tokens", type=int, default=128)
+    # The default model writes ~150-250 tokens per GSM8K draft with the brief prompt (docs/models.md).
+    up.add_argument("--example-max-new-tokens", type=int, default=320)
 
     solve = commands.add_parser("solve", help="solve one question through the Scheduler")
     solve.add_argument("prompt", nargs="?", help="the question (or use --example)")
