@@ -329,3 +329,11 @@ def test_ranking_puts_checked_drafts_first_as_the_scheduler_does():
     ]
     ranked = rank(draft_views(records), ("score", "stddev", "latency", "agreement"), RankWeights())
     assert [d.index for d in ranked] == [1, 0]
+
+
+def test_results_name_the_embedded_model_it_stood_for():
+    from deliberate.engines.models import DEFAULT_EMBEDDED
+    from deliberate_client.eval_summary import model_name
+
+    assert model_name("embedded") == f"{DEFAULT_EMBEDDED} (embedded)"
+    assert model_name("/models/mine.gguf") == "/models/mine.gguf"

@@ -28,6 +28,15 @@ from .eval_stats import (
     wilson,
 )
 
+# What DELIBERATE_MODEL=embedded named when the runs were made (deliberate.engines.models.DEFAULT_EMBEDDED).
+EMBEDDED_MODEL = "qwen2.5-coder-0.5b"
+
+
+def model_name(model: str | None) -> str | None:
+    """The model as results should name it: `embedded` spelled out, since its meaning can change."""
+    return f"{EMBEDDED_MODEL} (embedded)" if model == "embedded" else model
+
+
 STAGES = ("draft", "verify", "select", "refine", "total")
 MAX_SELECTED = 2  # drafts the Scheduler sends to the Refiner (its --max-selected default)
 ABLATION_TERMS = tuple(TERMS[: k + 1] for k in range(len(TERMS)))  # score / +stddev / +latency / +agreement
@@ -291,7 +300,7 @@ def summary(records: list[dict]) -> dict:
     memory = peak_memory(records)
     return {
         "problems": len(gsm8k),
-        "model": settings.get("model"),
+        "model": model_name(settings.get("model")),
         "engine": settings.get("engine"),
         "seed": settings.get("seed"),
         "sizes": sizes,
