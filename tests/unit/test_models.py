@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 
 import pytest
@@ -47,6 +48,21 @@ def test_parts_are_joined_in_order_once(two_part_packages, tmp_path):
     assert path.read_bytes() == b"".join(two_part_packages)
     stamp = path.stat().st_mtime_ns
     assert models.embedded_model_path(model) == path and path.stat().st_mtime_ns == stamp  # not re-assembled
+
+
+def test_an_assembled_verified_file_is_used_without_the_part_packages(two_part_packages, tmp_path):
+    """The engine images assemble the model at build time and ship the file, not the part packages."""
+    model = _model(two_part_packages)
+    path = models.embedded_model_path(model)
+    uninstalled = dataclasses.replace(
+        model, parts=tuple(dataclasses.replace(part, package=f"uninstalled_{part.package}") for part in model.parts)
+    )
+    assert models.embedded_model_path(uninstalled) == path
+    assert path.read_bytes() == b"".join(two_part_packages)
+    # Not verified (another model's hash in the marker, or a truncated file): the parts are needed again.
+    path.with_name(path.name + ".sha256").write_text("0" * 64)
+    with pytest.raises(ModelError, match="fake-model-part1==1.0"):
+        models.embedded_model_path(uninstalled)
 
 
 def test_a_part_with_the_wrong_hash_is_refused_by_package_name(two_part_packages, tmp_path):

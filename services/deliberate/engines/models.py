@@ -112,13 +112,13 @@ def model_cache_dir() -> Path:
 
 
 def embedded_model_path(model: PackagedModel) -> Path:
-    part_paths = [_package_file(part) for part in model.parts]
-    if len(part_paths) == 1 and model.sha256 is None:
-        return part_paths[0]  # used in place, nothing to assemble
+    if len(model.parts) == 1 and model.sha256 is None:
+        return _package_file(model.parts[0])  # used in place, nothing to assemble
     target = model_cache_dir() / model.file_name
     verified_marker = target.with_name(target.name + ".sha256")
     if target.is_file() and target.stat().st_size == model.size and _read(verified_marker) == model.sha256:
-        return target
+        return target  # assembled and verified before: the part packages are no longer needed (the images)
+    part_paths = [_package_file(part) for part in model.parts]
     return _assemble(model, part_paths, target, verified_marker)
 
 
