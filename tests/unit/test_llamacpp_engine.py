@@ -134,3 +134,13 @@ def test_a_prompt_longer_than_the_context_is_refused_at_once(llamacpp_engine):
             threading.Event(),
         )
     assert time.monotonic() - started < 5  # refused before any prompt evaluation
+
+
+def test_load_engine_takes_a_thread_count():
+    from deliberate.engines import load_engine
+    from tests.conftest import TEST_MODEL
+
+    engine = load_engine("llamacpp", TEST_MODEL, threads=1)
+    params = SamplingParams(max_new_tokens=4, min_new_tokens=4)
+    [completion] = engine.generate([_prompt(engine)], params, lambda e: None, threading.Event())
+    assert completion.completion_tokens == 4

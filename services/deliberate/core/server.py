@@ -111,7 +111,7 @@ def run_engine_service(name: str, settings, servicer, grpc_service: str, add_ser
     from ..engines import load_engine
 
     async def load_model() -> None:
-        servicer.engine = await asyncio.to_thread(load_engine, settings.engine, settings.model)
+        servicer.engine = await asyncio.to_thread(load_engine, settings.engine, settings.model, settings.engine_threads)
 
     run(
         ServiceSpec(

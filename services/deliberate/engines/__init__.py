@@ -10,20 +10,21 @@ __all__ = ["Completion", "Engine", "GenerationEvent", "SamplingParams", "TextDel
 ENGINES = ("llamacpp", "transformers", "vllm")
 
 
-def load_engine(name: str, model: str = "embedded") -> Engine:
+def load_engine(name: str, model: str = "embedded", threads: int = 0) -> Engine:
     """Builds the engine `name` (one of ENGINES) on `model` (an embedded model's name or a local path).
 
     llamacpp runs GGUF files; transformers GGUF or HF-format directories (the `transformers` extra);
-    vllm needs an HF-format model directory (see `deliberate.engines.vllm_engine`).
+    vllm needs an HF-format model directory (see `deliberate.engines.vllm_engine`). `threads` (CPU engines):
+    0 means every CPU the process may use.
     """
     if name == "llamacpp":
         from .llamacpp_engine import LlamaCppEngine
 
-        return LlamaCppEngine.load(model)
+        return LlamaCppEngine.load(model, threads=threads or None)
     if name == "transformers":
         from .transformers_engine import TransformersEngine
 
-        return TransformersEngine.load(model)
+        return TransformersEngine.load(model, threads=threads or None)
     if name == "vllm":
         from .vllm_engine import VllmEngine
 

@@ -19,6 +19,12 @@ class EngineSettings(CommonSettings):
         description="Model: embedded (= qwen2.5-coder-0.5b), smollm2-135m, or a path to a .gguf file or "
         "model directory.",
     )
+    engine_threads: int = Field(
+        0,
+        ge=0,
+        description="CPU threads of the llamacpp/transformers engine; 0 = every CPU the process may use. Give fewer "
+        "where other busy processes share those CPUs: a thread waiting for a CPU stalls every decoding step.",
+    )
     max_prompt_chars: int = Field(8000, description="Longest prompt accepted, in characters.")
     max_new_tokens_limit: int = Field(1024, description="Largest max_new_tokens a request may ask for.")
     temperature: float = Field(0.3, description="Default sampling temperature.")

@@ -13,7 +13,9 @@ class VerifierSettings(CommonSettings):
     max_drafts: int = Field(16, description="Most drafts accepted per VerifyDrafts call.")
     max_draft_chars: int = Field(1_000_000, description="Longest draft text accepted, in characters.")
     max_prompt_chars: int = Field(8000, description="Longest prompt accepted, in characters.")
-    judge: str = Field("off", description="LLM judge engine for drafts passing every hard rule: off or transformers.")
-    judge_model: str = Field("embedded", description="The judge's model: embedded or a local path.")
+    judge: str = Field(
+        "off", description="LLM judge engine for drafts passing every hard rule: off, llamacpp or transformers."
+    )
+    judge_model: str = Field("embedded", description="The judge's model: an embedded model's name or a local path.")
     judge_timeout_s: float = Field(10.0, description="Longest wait for one judge verdict.")
     judge_hard: bool = Field(False, description="When true, a judge saying invalid invalidates the draft.")
