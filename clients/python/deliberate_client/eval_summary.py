@@ -292,6 +292,45 @@ def summarize_ads(records: list[dict], memory: dict | None) -> dict | None:
     return {"instances": len(records), "catalog_seeds": [r["catalog_seed"] for r in records], "configs": configs}
 
 
+def draft_analysis(records: list[dict], n: int) -> dict | None:
+    """Why the configurations land where they do: how often each first-round draft (one strategy hint per
+    position, as the Drafter assigns them) is right, cut off, checked; and how often at least one of the n
+    drafts is right (what a perfect selector could reach) against how often the pipeline is."""
+    from deliberate.drafter.prompts import strategies_for
+
+    if not records:
+        return None
+    positions = []
+    for index, strategy in enumerate(strategies_for(n, [])):
+        drafts_gold = [(d, r["gold"]) for r in records for d in first_drafts(r["solve"], n) if d["index"] == index]
+        if not drafts_gold:
+            continue
+        drafts = [d for d, _ in drafts_gold]
+        positions.append(
+            {
+                "index": index,
+                "strategy": strategy,
+                "drafts": len(drafts),
+                "correct_share": rounded(sum(is_correct(d["answer"], g) for d, g in drafts_gold) / len(drafts)),
+                "cut_off_share": rounded(sum(d["finish_reason"] == "LENGTH" for d in drafts) / len(drafts)),
+                "valid_share": rounded(sum(d["valid"] for d in drafts) / len(drafts)),
+                "checked_share": rounded(sum(bool(d.get("evidence")) for d in drafts) / len(drafts)),
+                "mean_tokens": rounded(statistics.fmean(d["completion_tokens"] for d in drafts), 1),
+            }
+        )
+    any_right = sum(any(is_correct(d["answer"], r["gold"]) for d in first_drafts(r["solve"], n)) for r in records)
+    checked_right = sum(
+        any(is_correct(d["answer"], r["gold"]) and d.get("evidence") for d in first_drafts(r["solve"], n))
+        for r in records
+    )
+    return {
+        "n": n,
+        "by_position": positions,
+        "any_draft_right_share": rounded(any_right / len(records)),
+        "any_checked_draft_right_share": rounded(checked_right / len(records)),
+    }
+
+
 def summary(records: list[dict]) -> dict:
     gsm8k = [r for r in records if r.get("task") == "gsm8k"]
     ads = [r for r in records if r.get("task") == "ads"]
@@ -308,6 +347,7 @@ def summary(records: list[dict]) -> dict:
         "errors": sum(1 for r in gsm8k if "error" in r["single"] or "error" in r["solve"]),
         "peak_rss_mb_by_service": memory,
         "configs": summarize_gsm8k(gsm8k, sizes, memory),
+        "drafts": draft_analysis(gsm8k, max(sizes)),
         "ad_selection": summarize_ads(ads, memory),
         "bootstrap": {"seed": BOOTSTRAP_SEED, "resamples": BOOTSTRAP_RESAMPLES},
         "summarized_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -380,6 +420,22 @@ def markdown(result: dict) -> str:
             f"| `{c['name']}` | {c['n']} | {latency} | {p95} | {ci} | {diff} | {c['tokens_per_problem']} | {memory} "
             f"| {observation(c, by_name)} |"
         )
+    drafts = result.get("drafts")
+    if drafts:
+        lines += [
+            "",
+            f"First-round drafts by position (each position has its own strategy hint); at least one of the "
+            f"{drafts['n']} drafts is right on {pct(drafts['any_draft_right_share'])} of problems, a draft that is "
+            f"right and checked on {pct(drafts['any_checked_draft_right_share'])}.",
+            "",
+            "| draft | strategy hint | right | cut off | valid | checked | mean tokens |",
+            "|---:|---|---:|---:|---:|---:|---:|",
+        ]
+        for d in drafts["by_position"]:
+            lines.append(
+                f"| {d['index']} | {d['strategy']} | {pct(d['correct_share'])} | {pct(d['cut_off_share'])} "
+                f"| {pct(d['valid_share'])} | {pct(d['checked_share'])} | {d['mean_tokens']} |"
+            )
     ads = result.get("ad_selection")
     if ads:
         lines += [

@@ -32,7 +32,7 @@ SPEED_EWMA_ALPHA = 0.3
 class SamplingParams:
     temperature: float = 0.3
     top_p: float = 0.95
-    max_new_tokens: int = 256
+    max_new_tokens: int = 384
     presence_penalty: float = 0.2
     frequency_penalty: float = 0.1
     seed: int | None = None
