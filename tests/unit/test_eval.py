@@ -337,3 +337,16 @@ def test_results_name_the_embedded_model_it_stood_for():
 
     assert model_name("embedded") == f"{DEFAULT_EMBEDDED} (embedded)"
     assert model_name("/models/mine.gguf") == "/models/mine.gguf"
+
+
+def test_draft_analysis_by_position_and_headroom():
+    from deliberate.drafter.prompts import DEFAULT_STRATEGIES
+    from deliberate_client.eval_summary import draft_analysis
+
+    analysis = draft_analysis(RECORDS, 3)
+    first, _, third = analysis["by_position"]
+    assert first["strategy"] == DEFAULT_STRATEGIES[0] and first["drafts"] == 3
+    assert first["correct_share"] == round(2 / 3, 4)  # right on problems 0 and 1
+    assert third["correct_share"] == round(1 / 3, 4)  # "9" on problem 0 is wrong
+    assert first["checked_share"] == round(2 / 3, 4) and first["valid_share"] == round(2 / 3, 4)
+    assert analysis["any_draft_right_share"] == round(2 / 3, 4)  # nothing right on problem 2
