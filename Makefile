@@ -123,12 +123,15 @@ bench-consensus: install
 # the environment. Resumable: results are appended per problem; EVAL_ARGS=--fresh starts over.
 EVAL_ARGS ?=
 ## The committed evaluation: 100 sampled train problems (seed 2026), N = 3 and 5, 20 ad-selection catalogs.
+# One re-draft round (the services' default is 2) keeps a problem near a minute on 2 cores; 384-token drafts.
+EVAL_MAX_REDRAFTS ?= 1
 eval: install
-	$(VENV)/bin/deliberate eval --limit 100 --sizes 3,5 --ads 20 --name eval-gsm8k $(EVAL_ARGS)
+	DELIBERATE_MAX_REDRAFTS=$(EVAL_MAX_REDRAFTS) $(VENV)/bin/deliberate eval --limit 100 --sizes 3,5 --ads 20 \
+		--max-new-tokens 384 --name eval-gsm8k $(EVAL_ARGS)
 
 ## A quick look while developing: the first 10 problems of the same sample, 2 catalogs, separate results.
 eval-quick: install
-	$(VENV)/bin/deliberate eval --limit 10 --sizes 3,5 --ads 2 --name eval-quick $(EVAL_ARGS)
+	DELIBERATE_MAX_REDRAFTS=$(EVAL_MAX_REDRAFTS) $(VENV)/bin/deliberate eval --limit 10 --sizes 3,5 --ads 2 --name eval-quick $(EVAL_ARGS)
 
 ## The README's configuration table, generated from the settings models.
 config-table: install
