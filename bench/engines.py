@@ -3,14 +3,17 @@
     python bench/engines.py [--tokens 64] [--drafts 5] [--model smollm2-135m]
 
 Both engines load the same GGUF (transformers de-quantizes it to fp32; llama.cpp runs it as it is).
-Each generates N drafts of exactly T tokens (min = max new tokens) from the Drafter's prompts, 3 times,
-interleaved so drift in machine load hits both alike. `latency_ratio` = llamacpp median / transformers
-median (target <= 0.35); results go to bench/results/engines.json.
+Each engine lives in a process of its own, as in a Drafter (in one process, torch's and llama.cpp's
+OpenMP thread pools spin against each other and slow both). Each generates N drafts of exactly T tokens
+(min = max new tokens) from the Drafter's prompts, 3 times, interleaved so drift in machine load hits
+both alike, one engine busy at a time. `latency_ratio` = llamacpp median / transformers median (target
+<= 0.35); results go to bench/results/engines.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import statistics
 import time
 
@@ -22,6 +25,20 @@ ENGINES = ("transformers", "llamacpp")
 REPEATS = 3
 
 
+def serve_engine(name: str, model: str, drafts: int, tokens: int, commands) -> None:
+    """Worker process: loads one engine, then answers each command with the seconds it took."""
+    started = time.perf_counter()
+    engine = load_engine(name, model)
+    prompts = draft_prompts(engine, drafts)
+    commands.send((time.perf_counter() - started, prompts))
+    params = {
+        "warm_up": SamplingParams(max_new_tokens=8, min_new_tokens=8, seed=0),
+        "run": SamplingParams(max_new_tokens=tokens, min_new_tokens=tokens, seed=0),
+    }
+    while (command := commands.recv()) != "stop":
+        commands.send(timed_generate(engine, prompts, params[command]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=64, help="new tokens per draft")
@@ -29,22 +46,31 @@ def main() -> None:
     parser.add_argument("--model", default="smollm2-135m")
     args = parser.parse_args()
 
-    engines, load_s = {}, {}
-    for name in ENGINES:
-        started = time.perf_counter()
-        engines[name] = load_engine(name, args.model)
-        load_s[name] = round(time.perf_counter() - started, 2)
-    prompts = {name: draft_prompts(engine, args.drafts) for name, engine in engines.items()}
+    context = multiprocessing.get_context("spawn")
+    workers, load_s, prompts = {}, {}, {}
+    for name in ENGINES:  # loaded one after the other, so neither load competes with the other
+        ours, theirs = context.Pipe()
+        process = context.Process(target=serve_engine, args=(name, args.model, args.drafts, args.tokens, theirs))
+        process.start()
+        load_s[name], prompts[name] = ours.recv()
+        load_s[name] = round(load_s[name], 2)
+        workers[name] = (process, ours)
     assert prompts["transformers"] == prompts["llamacpp"], "both engines must see the same prompt text"
-    params = SamplingParams(max_new_tokens=args.tokens, min_new_tokens=args.tokens, seed=0)
-    warm_up = SamplingParams(max_new_tokens=8, min_new_tokens=8, seed=0)
-    for name, engine in engines.items():
-        timed_generate(engine, prompts[name], warm_up)
 
+    def timed(name: str, command: str) -> float:
+        connection = workers[name][1]
+        connection.send(command)
+        return connection.recv()
+
+    for name in ENGINES:
+        timed(name, "warm_up")
     runs = {name: [] for name in ENGINES}
     for _ in range(REPEATS):
-        for name, engine in engines.items():
-            runs[name].append(timed_generate(engine, prompts[name], params))
+        for name in ENGINES:
+            runs[name].append(timed(name, "run"))
+    for process, connection in workers.values():
+        connection.send("stop")
+        process.join()
     medians = {name: statistics.median(times) for name, times in runs.items()}
     figures = {
         "latency_ratio": round(medians["llamacpp"] / medians["transformers"], 3),
