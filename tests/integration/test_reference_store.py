@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -96,7 +97,8 @@ def test_the_verifier_checks_against_the_catalog_loaded_into_redis(verifier, red
     )
 
     output = load_with_the_command(redis_server.url, catalog(cost=1000, ctr=0.02), tmp_path)
-    assert output.strip() == f"loaded 5 ads into Redis at {redis_server.url} as version 1; it is now current"
+    loaded = rf"loaded 5 ads into Redis at {re.escape(redis_server.url)} as version 1-[0-9a-f]{{8}}; it is now current"
+    assert re.fullmatch(loaded, output.strip()), output
     first = messages(verify_plan(verifier))
     assert first["budget_check"] == "budget_check passed: sum=5000 <= 5000"
     assert first["ctr_total"] == "ctr_total passed: total ctr=0.1000"
@@ -109,6 +111,12 @@ def test_the_verifier_checks_against_the_catalog_loaded_into_redis(verifier, red
     after_reload = verify_plan(verifier)  # the same Verifier, no restart
     assert not after_reload.valid
     assert messages(after_reload)["budget_check"] == "budget_check failed: sum=5005 > 5000"
+
+    # Redis restarts empty and counts versions from 1 again: its new catalog is not taken for the old version 1.
+    redis_server.stop()
+    redis_server.start()
+    load_with_the_command(redis_server.url, catalog(cost=900, ctr=0.02), tmp_path)
+    assert messages(verify_plan(verifier))["budget_check"] == "budget_check passed: sum=4500 <= 5000"
 
 
 def test_a_verification_never_mixes_two_catalog_versions_loaded_while_it_runs(redis_server):

@@ -10,7 +10,7 @@ from ..core.config import parse_settings
 from ..core.http_health import HttpHealthEndpoint
 from ..core.server import ServiceSpec, run
 from .judge import Judge
-from .packs import load_registry
+from .packs import registry
 from .reference import ReferenceStore
 from .server import VerifierServicer
 from .settings import VerifierSettings
@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> None:
 
     async def load_rules_and_judge() -> None:
         """Health turns SERVING only after this: the rule packs are loaded and the judge (if any) is ready."""
-        state["rule_packs"] = sorted(load_registry())
+        state["rule_packs"] = sorted(registry())
         if settings.judge != "off":
             from ..engines import load_engine
 

@@ -2,9 +2,10 @@
 catalog, a category table, …), so every Verifier replica checks against the same data and it can change
 without a release.
 
-Each lookup has a timeout and is not retried, so a verification waits at most `timeout_s` per lookup; any
-failure — Redis down, slow or a key missing — is `ReferenceUnavailable` naming the store, which the check that
-needed the data reports as a failed rule.
+Each lookup has a timeout and no retry after one (a dropped connection, as after a Redis restart, is retried
+once, at once), so a verification waits about `timeout_s` at most per lookup. Any failure — Redis down, slow
+or a key missing — is `ReferenceUnavailable` naming the store, which the check that needed the data reports
+as a failed rule.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ class ReferenceStore:
             url,
             socket_timeout=timeout_s,
             socket_connect_timeout=timeout_s,
-            retry=Retry(NoBackoff(), 0),  # redis-py retries 10 times by default: far past the timeout
+            # redis-py's default retries 10 times, timeouts included: far past the timeout.
+            retry=Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
         )
 
     @property
