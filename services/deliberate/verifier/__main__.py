@@ -10,21 +10,28 @@ from ..core.config import parse_settings
 from ..core.http_health import HttpHealthEndpoint
 from ..core.server import ServiceSpec, run
 from .judge import Judge
-from .packs import load_registry
+from .packs import registry
+from .reference import ReferenceStore
 from .server import VerifierServicer
 from .settings import VerifierSettings
 
 
 def main(argv: list[str] | None = None) -> None:
     settings = parse_settings(VerifierSettings, argv, prog="deliberate.verifier")
-    servicer = VerifierServicer(settings)
-    state = {"serving": False, "rule_packs": [], "judge": settings.judge}
+    reference = ReferenceStore(settings.reference_url, settings.reference_timeout_s) if settings.reference_url else None
+    servicer = VerifierServicer(settings, reference=reference)
+    state = {
+        "serving": False,
+        "rule_packs": [],
+        "judge": settings.judge,
+        "reference": reference.name if reference else "package data",
+    }
     http_health = HttpHealthEndpoint(settings.host, settings.http_port, lambda: {"service": "verifier", **state})
     http_health.start()
 
     async def load_rules_and_judge() -> None:
         """Health turns SERVING only after this: the rule packs are loaded and the judge (if any) is ready."""
-        state["rule_packs"] = sorted(load_registry())
+        state["rule_packs"] = sorted(registry())
         if settings.judge != "off":
             from ..engines import load_engine
 
@@ -33,6 +40,10 @@ def main(argv: list[str] | None = None) -> None:
 
     async def stop_http_health() -> None:
         http_health.stop()
+
+    async def close_reference_store() -> None:
+        if reference is not None:
+            reference.close()
 
     run(
         ServiceSpec(
@@ -44,7 +55,7 @@ def main(argv: list[str] | None = None) -> None:
             ),
             prepare=load_rules_and_judge,
             on_health_change=lambda serving: state.update(serving=serving),
-            on_shutdown=[stop_http_health],
+            on_shutdown=[stop_http_health, close_reference_store],
         ),
         settings,
     )

@@ -18,7 +18,7 @@ import cel
 from pydantic import ValidationError
 
 from ..core.schemas import compiled_validator, shorten
-from .packs import REGISTRY, Abstained, RulePack, load_registry
+from .packs import Abstained, ReferenceStore, ReferenceUnavailable, RulePack, registry
 from .rules import (
     ANSWER_RULES,
     JSON_RULES,
@@ -74,8 +74,18 @@ class RuleSet:
     def rule_ids(self) -> list[str]:
         return [rule.rule_id for rule in self.rules]
 
+    @property
+    def reads_store(self) -> bool:
+        return any(rule.reads_store for rule in self.rules)
 
-def compile_rules(output_schema_text: str, constraints: list[ConstraintSpec], context: dict) -> RuleSet:
+
+def compile_rules(
+    output_schema_text: str,
+    constraints: list[ConstraintSpec],
+    context: dict,
+    reference: ReferenceStore | None = None,
+) -> RuleSet:
+    """`reference`: the store packs read reference data from; None for their package data."""
     if len(constraints) > MAX_CONSTRAINTS:
         raise ConstraintError("constraints", f"{len(constraints)} constraints; the limit is {MAX_CONSTRAINTS}")
     output_schema = None
@@ -87,7 +97,7 @@ def compile_rules(output_schema_text: str, constraints: list[ConstraintSpec], co
             raise ConstraintError("output_schema", str(error)) from None
 
     ordered = sorted(constraints, key=lambda c: (KIND_ORDER[c.kind], c.index))
-    constraint_rules = tuple(rule for spec in ordered for rule in constraint_rule(spec, context))
+    constraint_rules = tuple(rule for spec in ordered for rule in constraint_rule(spec, context, reference))
     structured = output_schema is not None or any(reads_answer(c) for c in constraints)
     if not structured:  # free text: a numeric final answer, then the constraints, then style
         base, style = ANSWER_RULES[:3], ANSWER_RULES[3:]
@@ -107,11 +117,11 @@ def reads_answer(spec: ConstraintSpec) -> bool:
         except ValueError:
             return True  # compile_cel reports it with the field's name
         return bool({"answer", "plan"} & set(variables))
-    pack = (REGISTRY or load_registry()).get(spec.source)
+    pack = registry().get(spec.source)
     return pack is not None and pack.answer_model is not None
 
 
-def constraint_rule(spec: ConstraintSpec, context: dict) -> tuple[Rule, ...]:
+def constraint_rule(spec: ConstraintSpec, context: dict, reference: ReferenceStore | None) -> tuple[Rule, ...]:
     hard = not spec.soft
     if spec.kind == "json_schema":
         try:
@@ -123,7 +133,7 @@ def constraint_rule(spec: ConstraintSpec, context: dict) -> tuple[Rule, ...]:
         program = compile_cel(spec)
         environment = CelEnvironment(context)
         return (Rule(spec.rule_id, hard, lambda d: cel_check(spec, program, environment, d), substantive=True),)
-    return pack_rules(spec, context)
+    return pack_rules(spec, context, reference)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -238,18 +248,16 @@ def largest_list(value: object, budget: int = 10_000) -> int:
 # --------------------------------------------------------------------------------------------------
 
 
-def pack_rules(spec: ConstraintSpec, context: dict) -> tuple[Rule, ...]:
-    registry = REGISTRY or load_registry()
-    pack_class = registry.get(spec.source)
+def pack_rules(spec: ConstraintSpec, context: dict, reference: ReferenceStore | None) -> tuple[Rule, ...]:
+    packs = registry()
+    pack_class = packs.get(spec.source)
     if pack_class is None:
-        raise ConstraintError(
-            f"{spec.field}.rule_pack", f"unknown rule pack {spec.source!r}; known: {sorted(registry)}"
-        )
+        raise ConstraintError(f"{spec.field}.rule_pack", f"unknown rule pack {spec.source!r}; known: {sorted(packs)}")
     try:
         params = pack_class.params_model.model_validate({**context, **spec.params})
     except ValidationError as error:
         raise ConstraintError(f"{spec.field}.params", pydantic_summary(error)) from None
-    pack = pack_class(params)
+    pack = pack_class(params, reference)
     hard = not spec.soft
     rules = []
     if pack_class.answer_model is not None:
@@ -258,7 +266,13 @@ def pack_rules(spec: ConstraintSpec, context: dict) -> tuple[Rule, ...]:
     for rule_id, method in pack_class.checks():
         substantive = getattr(getattr(pack_class, method), "substantive", True)
         rules.append(
-            Rule(rule_id, hard, lambda d, r=rule_id, m=method: pack_check(spec, pack, r, m, d), substantive=substantive)
+            Rule(
+                rule_id,
+                hard,
+                lambda d, r=rule_id, m=method: pack_check(spec, pack, r, m, d),
+                substantive=substantive,
+                reads_store=pack.reads_store,
+            )
         )
     return tuple(rules)
 
@@ -282,11 +296,25 @@ def pack_check(
         subject = draft.pack_answers[spec.index]
     else:
         return Abstain(f"{rule_id} abstained: the answer does not match {pack.answer_model.__name__}")
-    result = getattr(pack, method)(subject)
+    snapshot = pack_snapshot(spec, pack, draft)
+    if isinstance(snapshot, ReferenceUnavailable):
+        return False, f"{rule_id} failed: reference data unavailable: {snapshot}"
+    result = getattr(snapshot, method)(subject)
     if isinstance(result, Abstained):
         return Abstain(f"{rule_id} abstained: {result.detail}")
     passed, detail = result
     return passed, f"{rule_id} {'passed' if passed else 'failed'}: {detail}"
+
+
+def pack_snapshot(spec: ConstraintSpec, pack: RulePack, draft: Draft) -> RulePack | ReferenceUnavailable:
+    """The pack as of this draft's verification: taken at its first check and kept on the draft, so every
+    check of the draft reads one version of the reference data (and a store failure is read once)."""
+    if spec.index not in draft.pack_snapshots:
+        try:
+            draft.pack_snapshots[spec.index] = pack.snapshot()
+        except ReferenceUnavailable as error:
+            draft.pack_snapshots[spec.index] = error
+    return draft.pack_snapshots[spec.index]
 
 
 def pydantic_summary(error: ValidationError) -> str:

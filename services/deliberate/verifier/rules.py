@@ -137,6 +137,8 @@ class Draft:
     extracted_answer: str = ""
     # Answers validated by rule packs, by constraint index.
     pack_answers: dict[int, object] = field(default_factory=dict)
+    # Each pack as of this draft's verification (or why its reference data is unavailable), by constraint index.
+    pack_snapshots: dict[int, object] = field(default_factory=dict)
 
     @property
     def answer(self) -> object:
@@ -154,6 +156,8 @@ class Rule:
     check: Callable[[Draft], tuple[bool, str] | Abstain] = field(repr=False)
     # Checks the answer's content, not only its format (see the module docstring).
     substantive: bool = False
+    # Reads the reference store: it may wait on the network, up to the store's timeout.
+    reads_store: bool = False
 
 
 def run_rules(rules: tuple[Rule, ...], draft: Draft) -> list[RuleOutcome]:

@@ -19,6 +19,7 @@ from ..core.convert import FINISH_REASON_NAMES, duration, struct_to_dict
 from ..core.requests import InvalidArgument, require_text
 from .constraints import MAX_CONTEXT_BYTES, ConstraintError, ConstraintSpec, RuleSet, compile_rules
 from .judge import Judge
+from .reference import ReferenceStore
 from .rules import Verdict, verify
 from .settings import VerifierSettings
 
@@ -46,28 +47,33 @@ def constraint_specs(constraints) -> list[ConstraintSpec]:
     return specs
 
 
-def compile_request(output_schema: str, constraints, context) -> tuple[RuleSet, dict]:
+def compile_request(
+    output_schema: str, constraints, context, reference: ReferenceStore | None = None
+) -> tuple[RuleSet, dict]:
     """Compiled once per distinct (schema, constraints, context): the Scheduler verifies each draft of a
-    request in its own call, all with the same constraints."""
+    request in its own call, all with the same constraints. Reference data is not part of the compiled
+    rules: packs read it per verification."""
     if context.ByteSize() > MAX_CONTEXT_BYTES:
         raise ConstraintError("context", f"{context.ByteSize()} bytes; the limit is {MAX_CONTEXT_BYTES}")
     key = verifier_service_pb2.CheckConstraintsRequest(
         output_schema=output_schema, constraints=constraints, context=context
     ).SerializeToString(deterministic=True)
-    return _compiled_request(key)
+    return _compiled_request(key, reference)
 
 
 @lru_cache(maxsize=128)
-def _compiled_request(key: bytes) -> tuple[RuleSet, dict]:
+def _compiled_request(key: bytes, reference: ReferenceStore | None) -> tuple[RuleSet, dict]:
     request = verifier_service_pb2.CheckConstraintsRequest.FromString(key)
     context_dict = struct_to_dict(request.context)
-    return compile_rules(request.output_schema, constraint_specs(request.constraints), context_dict), context_dict
+    specs = constraint_specs(request.constraints)
+    return compile_rules(request.output_schema, specs, context_dict, reference), context_dict
 
 
 class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
-    def __init__(self, settings: VerifierSettings, judge: Judge | None = None):
+    def __init__(self, settings: VerifierSettings, judge: Judge | None = None, reference: ReferenceStore | None = None):
         self.settings = settings
         self.judge = judge
+        self.reference = reference
 
     def validate(self, request: verifier_service_pb2.VerifyDraftsRequest) -> None:
         require_text("prompt", request.prompt, self.settings.max_prompt_chars)
@@ -82,7 +88,9 @@ class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
     async def VerifyDrafts(self, request, context: grpc.aio.ServicerContext):  # noqa: N802 (gRPC naming)
         try:
             self.validate(request)
-            rule_set, context_dict = compile_request(request.output_schema, request.constraints, request.context)
+            rule_set, context_dict = compile_request(
+                request.output_schema, request.constraints, request.context, self.reference
+            )
         except (InvalidArgument, ConstraintError) as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         verdicts = await asyncio.gather(
@@ -92,20 +100,22 @@ class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
 
     async def CheckConstraints(self, request, context: grpc.aio.ServicerContext):  # noqa: N802 (gRPC naming)
         try:
-            rule_set, _ = compile_request(request.output_schema, request.constraints, request.context)
+            rule_set, _ = compile_request(request.output_schema, request.constraints, request.context, self.reference)
         except ConstraintError as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         return verifier_service_pb2.CheckConstraintsResponse(rule_ids=rule_set.rule_ids)
 
     async def verify_one(self, request, draft: common_pb2.Draft, rule_set: RuleSet, context_dict: dict):
-        """Rules run inline (microseconds of CPU); only the judge awaits, so drafts overlap there."""
+        """Rules run inline (microseconds of CPU) unless they read the reference store, which may wait up to
+        its timeout: those run in a worker thread. The judge awaits, so drafts overlap there."""
         with tracer.start_as_current_span(
             "verifier.verify_draft",
             attributes={telemetry.REQUEST_ID: request.request_id, telemetry.DRAFT_ID: draft.id},
         ) as span:
             started = time.perf_counter()
             finish_reason = FINISH_REASON_NAMES.get(draft.finish_reason, "stop")
-            verdict = verify(draft.text, rule_set.rules, finish_reason, rule_set.output_schema, context_dict)
+            arguments = (draft.text, rule_set.rules, finish_reason, rule_set.output_schema, context_dict)
+            verdict = await asyncio.to_thread(verify, *arguments) if rule_set.reads_store else verify(*arguments)
             proto = verdict_to_proto(draft.id, verdict, 0.0)
             if self.judge is not None and verdict.valid:
                 judged = await self.judge.judge(request.prompt, draft.text)

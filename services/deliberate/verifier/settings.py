@@ -19,3 +19,13 @@ class VerifierSettings(CommonSettings):
     judge_model: str = Field("embedded", description="The judge's model: an embedded model's name or a local path.")
     judge_timeout_s: float = Field(10.0, description="Longest wait for one judge verdict.")
     judge_hard: bool = Field(False, description="When true, a judge saying invalid invalidates the draft.")
+    reference_url: str = Field(
+        "",
+        description="Redis URL of the reference data rule packs read, e.g. the ad catalog (docs/verifier.md); "
+        "empty: the packs' package data.",
+    )
+    reference_timeout_s: float = Field(
+        0.3,
+        description="Longest wait for one reference-data lookup; past it the check that needed it fails. "
+        "Keep two lookups under the Scheduler's --verify-timeout-s.",
+    )

@@ -4,8 +4,13 @@ A pack is a `RulePack` subclass with a pydantic model for the answer (its valida
 first, structural rule) and a parameters model read from the request's context plus the constraint's
 params; each method decorated with `@check("budget_check")` becomes one more rule with that id.
 
-Packs are found in `REGISTRY`: the built-in ones register on import, third-party ones through the
-`deliberate.rule_packs` entry-point group (`my_pack = my_module:MyPack`).
+Packs are found in `REGISTRY`: the built-in `arithmetic` pack registers on import; every other pack — the
+ad-selection pack shipped with deliberate (`deliberate.rule_packs.ad_selection`) as much as a user's — is
+installed under the `deliberate.rule_packs` entry-point group (`my_pack = my_module:MyPack`). The Verifier
+imports no pack by name.
+
+A pack that reads reference data from the store (`reference.py`) does so in `snapshot()`, once per
+verification, so all its checks see one version of the data.
 """
 
 from __future__ import annotations
@@ -13,10 +18,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from importlib.metadata import entry_points
 from typing import ClassVar
 
 from pydantic import BaseModel
+
+from ..reference import ReferenceStore, ReferenceUnavailable
+
+__all__ = ["Abstained", "CheckResult", "ReferenceStore", "ReferenceUnavailable", "RulePack", "check", "register"]
 
 log = logging.getLogger("deliberate.verifier.packs")
 
@@ -53,8 +63,22 @@ class RulePack:
     answer_model: ClassVar[type[BaseModel] | None] = None
     params_model: ClassVar[type[BaseModel]]
 
-    def __init__(self, params: BaseModel):
+    def __init__(self, params: BaseModel, reference: ReferenceStore | None = None):
         self.params = params
+        # The Verifier's reference store (--reference-url), None without one: packs then use their package data.
+        self.reference = reference
+
+    @property
+    def reads_store(self) -> bool:
+        """Whether `snapshot()` reads the reference store (a network wait: the Verifier then runs the
+        verification off its event loop)."""
+        return False
+
+    def snapshot(self) -> RulePack:
+        """The pack one verification's checks run on, called once per draft before its first check. A pack
+        with reference data in the store reads it here, once, so every check of the draft sees the same
+        version, and raises `ReferenceUnavailable` when it cannot (the checks then fail with its message)."""
+        return self
 
     @classmethod
     def checks(cls) -> list[tuple[str, str]]:
@@ -78,8 +102,8 @@ def register(pack: type[RulePack]) -> type[RulePack]:
 
 
 def load_registry() -> dict[str, type[RulePack]]:
-    """The built-in packs plus every pack installed under the entry-point group."""
-    from . import ad_selection, arithmetic  # noqa: F401 (they register on import)
+    """The built-in pack plus every pack installed under the entry-point group."""
+    from . import arithmetic  # noqa: F401 (registers on import)
 
     for entry in entry_points(group=ENTRY_POINT_GROUP):
         try:
@@ -87,3 +111,9 @@ def load_registry() -> dict[str, type[RulePack]]:
         except Exception:  # a broken third-party pack must not stop the Verifier
             log.exception("rule pack failed to load", extra={"entry_point": entry.value})
     return REGISTRY
+
+
+@cache
+def registry() -> dict[str, type[RulePack]]:
+    """The registry, loaded on first use."""
+    return load_registry()

@@ -1,16 +1,21 @@
 """The ad-selection pack: true totals from the catalog, never from sums written in the draft.
 
 Which ids may be picked at all (the pool) is the request's own CEL constraint, not the pack's business.
+The catalog is, first found: the request's own (`catalog` in params or context), the reference store's
+current version (when the Verifier has `--reference-url`), the catalog shipped as package data.
 """
 
 from __future__ import annotations
 
+import copy
 from functools import cached_property
 
 from pydantic import BaseModel, ConfigDict, StrictInt, field_validator
 
-from ...examples.ads import BUDGET, Ad, load_catalog
-from . import CheckResult, RulePack, check, register
+from deliberate.examples.ads import BUDGET, Ad, load_catalog
+from deliberate.verifier.packs import CheckResult, RulePack, check
+
+from .catalog_store import current_catalog
 
 
 class AdPlan(BaseModel):
@@ -29,14 +34,24 @@ class AdPlan(BaseModel):
 class AdSelectionParams(BaseModel):
     model_config = ConfigDict(extra="ignore")
     budget: float = BUDGET
-    catalog: list[Ad] | None = None  # None: the catalog shipped with the project
+    catalog: list[Ad] | None = None  # None: the reference store's catalog, else the one shipped with the project
 
 
-@register
 class AdSelectionPack(RulePack):
     name = "ad_selection"
     answer_model = AdPlan
     params_model = AdSelectionParams
+
+    @property
+    def reads_store(self) -> bool:
+        return self.reference is not None and self.params.catalog is None
+
+    def snapshot(self) -> AdSelectionPack:
+        if not self.reads_store:
+            return self
+        pinned = copy.copy(self)
+        pinned.ads = current_catalog(self.reference)
+        return pinned
 
     @cached_property
     def ads(self) -> dict[int, Ad]:
