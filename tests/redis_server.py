@@ -13,6 +13,7 @@ import pytest
 
 from deliberate_client.local_redis import LocalRedis
 
+
 @contextlib.contextmanager
 def running_redis(data_dir: Path) -> Iterator[LocalRedis]:
     """A started redis-server, stopped at exit even when the test stopped or restarted it meanwhile."""
