@@ -82,6 +82,11 @@ class Submitted:
 class StateStore(Protocol):
     name: str
 
+    @property
+    def where(self) -> str:
+        """Where the state is kept, for logs and messages (no credentials)."""
+        ...
+
     def weights_for_load(self, utilization: float) -> Weights:
         """The learned α, β, δ (as last read; never waits on I/O) with γ for the current load."""
         ...
@@ -117,6 +122,10 @@ class FileStateStore:
     @classmethod
     def open(cls, path: str | Path, **options) -> FileStateStore:
         return cls(WeightLearner.load(path, **options))
+
+    @property
+    def where(self) -> str:
+        return f"file {self.learner.path}" if self.learner.path else "memory only"
 
     def weights_for_load(self, utilization: float) -> Weights:
         return self.learner.weights_for_load(utilization)
