@@ -470,6 +470,7 @@ class RedisLease:
         self.holder = holder
         self.ttl_ms = int(ttl_s * 1000)
         self._valid_until = 0.0  # monotonic
+        self._reachable = True
         self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
 
@@ -480,14 +481,19 @@ class RedisLease:
             took = took or bool(await self._renew(keys=[self.key], args=[self.holder, self.ttl_ms]))
         except RedisError as error:
             still = asked_at < self._valid_until
-            log.warning(
-                "lease %s: %s unreachable (%s); %s",
-                self.key,
-                describe(self.client),
-                error,
-                "held until its expiry" if still else "not held",
-            )
+            if self._reachable:  # once per outage, not per heartbeat
+                log.warning(
+                    "lease %s: %s unreachable (%s); %s",
+                    self.key,
+                    describe(self.client),
+                    error,
+                    "held until its expiry" if still else "not held",
+                )
+            self._reachable = False
             return still
+        if not self._reachable:
+            log.info("lease %s: %s reachable again", self.key, describe(self.client))
+        self._reachable = True
         self._valid_until = asked_at + self.ttl_ms / 1000 if took else 0.0
         return took
 
