@@ -59,7 +59,8 @@ class LocalRedis:
             start_new_session=True,
         )  # fmt: skip
         deadline = time.monotonic() + timeout_s
-        while not self.answers_ping():
+        # Ours must answer: on a port taken by another Redis, that one would.
+        while self.serving_pid() != self.process.pid:
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError(f"redis-server on port {self.port} did not start: {self.log_tail()}")
@@ -67,12 +68,23 @@ class LocalRedis:
         return self
 
     def answers_ping(self) -> bool:
+        return self._ask(b"PING").startswith(b"+PONG")
+
+    def serving_pid(self) -> int | None:
+        """The pid of the Redis that answers on this port (INFO's process_id), None when none answers."""
+        for line in self._ask(b"INFO server").splitlines():
+            if line.startswith(b"process_id:"):
+                return int(line.split(b":", 1)[1])
+        return None
+
+    def _ask(self, command: bytes) -> bytes:
+        """One inline command, the first reply chunk (enough for PING and INFO server); b"" when nothing answers."""
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as connection:
-                connection.sendall(b"PING\r\n")
-                return connection.recv(16).startswith(b"+PONG")
+                connection.sendall(command + b"\r\n")
+                return connection.recv(65536)
         except OSError:
-            return False
+            return b""
 
     def stop(self, timeout_s: float = 10.0) -> int | None:
         """SIGTERM (Redis flushes its append-only file and exits), SIGKILL if it has not after `timeout_s`."""

@@ -122,15 +122,19 @@ class Stack:
         return process
 
     def up(self, timeout_s: float = 300.0) -> None:
+        self.start_state_store()
+        for service in SERVICES:
+            if service != "verifier":  # the scheduler starts it
+                self.start(service)
+        self.wait_healthy(timeout_s)
+
+    def start_state_store(self) -> None:
+        """With state "redis" and no Redis given, a local redis-server (data in state_dir/redis) for the Scheduler."""
         if self.state not in ("file", "redis"):
             raise ValueError(f"state must be file or redis, not {self.state!r}")
         if self.state == "redis" and self.redis is None:
             self.redis = LocalRedis(self.state_dir / "redis").start()
             self.owns_redis = True
-        for service in SERVICES:
-            if service != "verifier":  # the scheduler starts it
-                self.start(service)
-        self.wait_healthy(timeout_s)
 
     def wait_healthy(self, timeout_s: float, services=SERVICES) -> None:
         deadline = time.monotonic() + timeout_s
