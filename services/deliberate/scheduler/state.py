@@ -327,7 +327,8 @@ class RedisStateStore:
         logged, not fatal: the replica serves with default weights and catches up on its first call."""
         try:
             await self.snapshot_or_raise()
-            await self._finish_refits()
+            async with self._refitting:
+                await self._finish_refits()
         except StateUnavailable as error:
             log.warning("starting with default weights: %s", error)
 
@@ -381,7 +382,6 @@ class RedisStateStore:
         self._remember_weights(stored)
         counters = dict(zip(flat_counters[::2], (int(v) for v in flat_counters[1::2]), strict=True))
         known = FeedbackCounters(**{name: counters.get(name, 0) for name in _COUNTER_NAMES})
-        self._refitting = asyncio.Lock()
         self._last_snapshot = self._snapshot_of(self.weights, known, int(pending), int(outcomes))
         return self._last_snapshot
 
