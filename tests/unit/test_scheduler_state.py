@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import random
+import signal
 import time
 
 import pytest
@@ -239,3 +241,30 @@ def test_a_lease_holder_keeps_it_through_an_outage_only_until_its_expiry(redis_s
         return took, during, after_expiry
 
     assert asyncio.run(scenario()) == (True, True, False)
+
+
+def test_a_hung_redis_fails_calls_within_the_timeout_instead_of_hanging_them(redis_server):
+    async def scenario():
+        (store,) = replicas(redis_server.url, 1)  # 0.5 s timeout, one retry
+        await store.record("before", DecisionFeatures(0.5, 1.0, 0.0))
+        os.kill(redis_server.process.pid, signal.SIGSTOP)  # a real hang: connected, never answering
+        try:
+            started = time.monotonic()
+            with pytest.raises(StateUnavailable, match="TimeoutError"):
+                await store.submit("before", True)
+            submit_s = time.monotonic() - started
+            started = time.monotonic()
+            await store.record("during", DecisionFeatures(0.5, 1.0, 0.0))
+            record_s = time.monotonic() - started
+        finally:
+            os.kill(redis_server.process.pid, signal.SIGCONT)
+        # Whether the timed-out submit ran once Redis resumed is unknowable to the caller (it was told UNAVAILABLE;
+        # a retry then gets NOT_FOUND). What matters: the same client works again without a restart.
+        await store.record("after", DecisionFeatures(0.5, 1.0, 0.0))
+        after = await store.submit("after", True)
+        await store.close()
+        return submit_s, record_s, after
+
+    submit_s, record_s, after = asyncio.run(scenario())
+    assert submit_s < 2.0 and record_s < 2.0
+    assert after.found
