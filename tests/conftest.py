@@ -25,3 +25,12 @@ def llamacpp_engine():
     from deliberate.engines.llamacpp_engine import LlamaCppEngine
 
     return LlamaCppEngine.load(TEST_MODEL, parallel=4, context_per_slot=2048)
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    """A real redis-server of this test's own, on a free loopback port (tests/redis_server.py)."""
+    from tests.redis_server import running_redis
+
+    with running_redis(tmp_path / "redis") as server:
+        yield server

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,7 +25,6 @@ from deliberate.verifier.reference import ReferenceStore
 from deliberate.verifier.rules import verify
 from deliberate.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
 from deliberate_client.stack import Ports, Stack
-from tests.redis_server import running_redis
 
 LOOKUP_TIMEOUT_S = 0.3
 PLAN = '{"selected_ids": [1, 2, 3, 4, 5]}'
@@ -46,12 +46,6 @@ def load_with_the_command(url: str, rows: list[dict], tmp_path) -> str:
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
-
-
-@pytest.fixture
-def redis_server(tmp_path):
-    with running_redis(tmp_path) as server:
-        yield server
 
 
 @pytest.fixture
@@ -114,6 +108,7 @@ def test_the_verifier_checks_against_the_catalog_loaded_into_redis(verifier, red
 
     # Redis restarts empty and counts versions from 1 again: its new catalog is not taken for the old version 1.
     redis_server.stop()
+    shutil.rmtree(redis_server.data_dir)  # its append-only file: it restarts with nothing
     redis_server.start()
     load_with_the_command(redis_server.url, catalog(cost=900, ctr=0.02), tmp_path)
     assert messages(verify_plan(verifier))["budget_check"] == "budget_check passed: sum=4500 <= 5000"

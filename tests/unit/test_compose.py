@@ -18,7 +18,7 @@ def compose() -> dict:
 
 
 def test_validates_against_the_compose_specification():
-    assert sorted(check(COMPOSE)) == ["drafter", "jaeger", "refiner", "scheduler", "verifier"]
+    assert sorted(check(COMPOSE)) == ["drafter", "jaeger", "redis", "refiner", "scheduler", "verifier"]
 
 
 def test_a_misspelled_key_is_rejected(tmp_path):
@@ -34,6 +34,7 @@ def test_the_scheduler_starts_after_its_three_backends_are_healthy(compose):
         "verifier": "service_healthy",
         "drafter": "service_healthy",
         "refiner": "service_healthy",
+        "redis": "service_healthy",
     }
 
 
@@ -55,3 +56,16 @@ def test_services_are_hardened_and_export_traces_to_jaeger(compose):
         assert service["cap_drop"] == ["ALL"], name
         assert service["environment"]["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://jaeger:4317", name
         assert service["build"]["target"] == name
+
+
+def test_the_scheduler_keeps_its_state_in_redis_on_a_named_volume(compose):
+    services = compose["services"]
+    assert services["scheduler"]["environment"]["DELIBERATE_STATE_URL"] == "redis://redis:6379/0"
+    assert not any(volume.endswith(":/var/lib/deliberate") for volume in services["scheduler"]["volumes"])
+    redis = services["redis"]
+    command = redis["command"]
+    assert command[command.index("--appendonly") + 1] == "yes"
+    data = command[command.index("--dir") + 1]
+    assert f"redis-data:{data}" in redis["volumes"] and "redis-data" in compose["volumes"]
+    assert redis["read_only"] is True and redis["cap_drop"] == ["ALL"]
+    assert "redis-cli" in redis["healthcheck"]["test"]

@@ -87,8 +87,10 @@ def test_overlay_renders_and_validates(checked, overlay):
 def test_base_has_every_object_the_services_need(rendered):
     objects = rendered["base"]
     assert set(of_kind(objects, "Namespace")) == {"deliberate"}
-    for kind in ("Deployment", "Service", "ServiceAccount", "PodDisruptionBudget"):
-        assert set(of_kind(objects, kind)) == set(SERVICES), kind
+    assert set(of_kind(objects, "Deployment")) == set(SERVICES)
+    assert set(of_kind(objects, "StatefulSet")) == {"redis"}
+    for kind in ("Service", "ServiceAccount", "PodDisruptionBudget"):
+        assert set(of_kind(objects, kind)) == {*SERVICES, "redis"}, kind
     namespaced = [obj for obj in objects if obj["kind"] not in CLUSTER_SCOPED]
     assert {obj["metadata"].get("namespace") for obj in namespaced} == {"deliberate"}
 
@@ -108,6 +110,8 @@ def test_cluster_scoped_objects_have_no_namespace(rendered, overlay):
 def test_every_service_exposes_a_grpc_port_that_reaches_its_pods(rendered, overlay):
     objects = rendered[overlay]
     for name, service in of_kind(objects, "Service").items():
+        if name == "redis":
+            continue  # not a gRPC service: test_schedulers_share_their_state_in_redis
         ports = {port["name"]: port for port in service["spec"]["ports"]}
         assert "grpc" in ports, name
         assert ports["grpc"]["port"] == SERVICES[name]
@@ -160,13 +164,31 @@ def test_scheduler_addresses_name_the_services(rendered):
             assert name in of_kind(objects, "Service")
     assert values["DELIBERATE_VERIFIER_HEALTH_URL"] == "http://verifier:8081/health"
     assert values["DELIBERATE_RESTARTER"] == "kubernetes"
-    weights = Path(values["DELIBERATE_WEIGHTS_PATH"])
-    mounts = {mount["mountPath"]: mount["name"] for mount in container(objects, "scheduler")["volumeMounts"]}
-    volumes = {
-        volume["name"]: volume
-        for volume in one(objects, "Deployment", "scheduler")["spec"]["template"]["spec"]["volumes"]
-    }
-    assert "emptyDir" in volumes[mounts[str(weights.parent)]]
+
+
+def test_schedulers_share_their_state_in_redis_on_a_persistent_volume(rendered):
+    objects = rendered["base"]
+    values = env(objects, "scheduler")
+    url = values["DELIBERATE_STATE_URL"]
+    assert url == "redis://redis:6379/0"
+    assert "DELIBERATE_WEIGHTS_PATH" not in values  # no per-pod state file any more
+    mounts = {mount["mountPath"] for mount in container(objects, "scheduler")["volumeMounts"]}
+    assert mounts == {"/tmp"}
+    assert float(values["DELIBERATE_WATCHDOG_LEASE_S"]) > float(values["DELIBERATE_WATCHDOG_INTERVAL_S"])
+
+    service = one(objects, "Service", "redis")
+    (port,) = service["spec"]["ports"]
+    redis = one(objects, "StatefulSet", "redis")
+    pod = redis["spec"]["template"]
+    assert port["port"] == 6379 and service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    (main,) = pod["spec"]["containers"]
+    assert {p["name"]: p["containerPort"] for p in main["ports"]}[port["targetPort"]] == 6379
+    assert main["image"].startswith("docker.io/library/redis:")
+    assert main["args"][main["args"].index("--appendonly") + 1] == "yes"
+    (claim,) = redis["spec"]["volumeClaimTemplates"]
+    data = main["args"][main["args"].index("--dir") + 1]
+    assert {m["mountPath"]: m["name"] for m in main["volumeMounts"]}[data] == claim["metadata"]["name"]
+    assert redis["spec"]["replicas"] == 1  # one writer: the Lua scripts' atomicity is per Redis
 
 
 def test_engine_services_have_a_writable_home(rendered):
@@ -182,7 +204,8 @@ def test_engine_services_have_a_writable_home(rendered):
 
 @pytest.mark.parametrize("overlay", list(render.OVERLAYS))
 def test_every_container_is_locked_down(rendered, overlay):
-    for name, deployment in of_kind(rendered[overlay], "Deployment").items():
+    workloads = of_kind(rendered[overlay], "Deployment") | of_kind(rendered[overlay], "StatefulSet")
+    for name, deployment in workloads.items():
         pod = deployment["spec"]["template"]["spec"]
         assert pod["securityContext"]["runAsNonRoot"] is True, name
         assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault", name
@@ -204,6 +227,7 @@ def test_only_the_scheduler_gets_an_api_token(rendered):
         "drafter": False,
         "verifier": False,
         "refiner": False,
+        "redis": False,
     }
     for name in SERVICES:
         pod = one(rendered["base"], "Deployment", name)["spec"]["template"]["spec"]
@@ -314,7 +338,7 @@ def test_autoscalers_exist_exactly_for_scheduler_and_drafter(rendered, overlay):
 def test_every_deployment_has_a_disruption_budget_selecting_its_pods(rendered):
     objects = rendered["base"]
     budgets = of_kind(objects, "PodDisruptionBudget")
-    for name, deployment in of_kind(objects, "Deployment").items():
+    for name, deployment in (of_kind(objects, "Deployment") | of_kind(objects, "StatefulSet")).items():
         selector = budgets[name]["spec"]["selector"]["matchLabels"]
         assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
 

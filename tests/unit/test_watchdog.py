@@ -29,6 +29,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from deliberate.scheduler import watchdog as watchdog_module
 from deliberate.scheduler.watchdog import (
+    CommandRestarter,
     ContainerRestarter,
     KubernetesRestarter,
     NoRestarter,
@@ -462,3 +463,75 @@ def test_build_restarter_picks_the_kind(tmp_path):
         asyncio.run(build_restarter("none").restart())
     with pytest.raises(ValueError, match="restarter must be one of"):
         build_restarter("systemd")
+
+
+# --- command restarter and the lease: one acting watchdog among replicas ---------------------------------------------
+
+
+def test_command_restarter_runs_the_command_and_reports_its_output(tmp_path):
+    marker = tmp_path / "restarted"
+    restarter = build_restarter("command", command=f"sh -c 'touch {marker}; echo verifier back'")
+    assert isinstance(restarter, CommandRestarter)
+    assert asyncio.run(restarter.restart()) == f"ran \"sh -c 'touch {marker}; echo verifier back'\": verifier back"
+    assert marker.exists()
+
+
+def test_command_restarter_failure_says_why():
+    restarter = CommandRestarter("sh -c 'echo no such unit >&2; exit 5'")
+    with pytest.raises(RestartError, match="exited with code 5: no such unit"):
+        asyncio.run(restarter.restart())
+    with pytest.raises(RestartError, match="could not run"):
+        asyncio.run(CommandRestarter("/nonexistent/restart-verifier").restart())
+
+
+def test_command_restarter_returns_while_a_process_it_started_keeps_running():
+    # The restarted Verifier outlives the command and holds its output; the watchdog must not wait for it.
+    restarter = CommandRestarter("sh -c 'sleep 3 & echo started'", timeout_s=2.0)
+    started = time.monotonic()
+    assert asyncio.run(restarter.restart()).endswith("started")
+    assert time.monotonic() - started < 2.0
+
+
+def test_only_the_lease_holder_restarts_and_another_takes_over_when_it_stops(verifier, redis_server):
+    from deliberate.scheduler.state import RedisLease, redis_client
+
+    verifier.status = 503
+
+    async def scenario():
+        client = redis_client(redis_server.url, 0.5)
+        restarters = [RecordingRestarter(verifier, then=lambda: setattr(verifier, "status", 200)) for _ in "ab"]
+        watchdogs = [
+            Watchdog(
+                verifier.url,
+                restarter,
+                interval_s=INTERVAL_S,
+                restart_grace_s=0,
+                lease=RedisLease(client, "test:lease:watchdog", name, ttl_s=1.0),
+            )
+            for name, restarter in zip("ab", restarters, strict=True)
+        ]
+        tasks = [asyncio.create_task(w.run()) for w in watchdogs]
+        await until(lambda: sum(w.restarts for w in watchdogs) == 1)
+        await until(lambda: all(w.healthy for w in watchdogs))
+        first = next(w for w in watchdogs if w.restarts)
+        holder_first = await client.get("test:lease:watchdog")
+        observer_state = next(w for w in watchdogs if not w.restarts).snapshot()
+
+        # The acting replica goes away (its lease is released); the next outage is the other's to handle.
+        first_task = tasks[watchdogs.index(first)]
+        first_task.cancel()
+        await asyncio.gather(first_task, return_exceptions=True)
+        verifier.status = 503
+        second = next(w for w in watchdogs if w is not first)
+        await until(lambda: second.restarts == 1)
+        holder_second = await client.get("test:lease:watchdog")
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await client.aclose()
+        return first, second, holder_first, holder_second, observer_state
+
+    first, second, holder_first, holder_second, observer_state = asyncio.run(scenario())
+    assert first.lease.holder == holder_first and first.restarts == 1
+    assert second.lease.holder == holder_second != holder_first and second.restarts == 1
+    assert observer_state["role"] == "observing" and observer_state["restarts"] == 0

@@ -33,6 +33,13 @@ def main(argv: list[str] | None = None) -> None:
     up.add_argument("--port", type=int, default=Ports.scheduler, help="the Scheduler's port")
     up.add_argument("--log-dir", type=Path, default=Path(".deliberate/logs"))
     up.add_argument("--solve-example", action="store_true", help="solve an example question once all are up")
+    up.add_argument(
+        "--state",
+        choices=("file", "redis"),
+        default="file",
+        help="where the Scheduler keeps learned weights and feedback: a local file, or a redis-server started here "
+        "on a free loopback port (data in .deliberate/redis), as Scheduler replicas share it",
+    )
     # The default model writes ~150-250 tokens per GSM8K draft with the brief prompt (docs/models.md).
     up.add_argument("--example-max-new-tokens", type=int, default=320)
 
@@ -82,12 +89,12 @@ def add_solve_options(parser: argparse.ArgumentParser) -> None:
 
 def run_up(args: argparse.Namespace) -> int:
     ports = Ports(scheduler=args.port)
-    stack = Stack(ports=ports, host=args.host, log_dir=args.log_dir)
+    stack = Stack(ports=ports, host=args.host, log_dir=args.log_dir, state=args.state)
     print(f"starting drafter, verifier, refiner, scheduler (logs in {args.log_dir}/) …", flush=True)
     started = time.monotonic()
     try:
         stack.up()
-    except (RuntimeError, TimeoutError) as error:
+    except (RuntimeError, TimeoutError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         stack.down()
         return 1
@@ -96,6 +103,8 @@ def run_up(args: argparse.Namespace) -> int:
         process = stack.processes.get(service)
         owner = f"pid {process.pid:<7}" if process else "supervised by the scheduler (watchdog restarts it)"
         print(f"  {service:<9} {stack.address_of(service)}  {owner}")
+    if stack.redis is not None:
+        print(f"  {'redis':<9} {stack.redis.url}  pid {stack.redis.process.pid} (data in {stack.redis.data_dir}/)")
     # Installed explicitly: a shell that starts us in the background leaves SIGINT ignored.
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, stop_serving)

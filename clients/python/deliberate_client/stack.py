@@ -20,6 +20,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from deliberate.core.config import flag_name
 
+from .local_redis import LocalRedis
+
 SERVICES = ("drafter", "verifier", "refiner", "scheduler")
 
 
@@ -55,6 +57,11 @@ class Stack:
     log_dir: Path | None = None
     state_dir: Path = Path(".deliberate")
     scheduler_args: list[str] = field(default_factory=list)
+    # "redis": the Schedulers share their learned state in `redis`, a local redis-server that `up` starts (data in
+    # state_dir/redis) and `down` stops unless the caller gave one; "file": each keeps it in a file under state_dir.
+    state: str = "file"
+    redis: LocalRedis | None = None
+    owns_redis: bool = field(default=False, init=False)
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
 
     @property
@@ -80,6 +87,8 @@ class Stack:
                 "refiner_address": self.address_of("refiner"),
                 "verifier_health_url": f"http://{self.host}:{p.verifier_http}/health",
             }
+            if self.redis is not None:
+                settings["state_url"] = self.redis.url
         return settings
 
     def command(self, service: str) -> list[str]:
@@ -113,10 +122,19 @@ class Stack:
         return process
 
     def up(self, timeout_s: float = 300.0) -> None:
+        self.start_state_store()
         for service in SERVICES:
             if service != "verifier":  # the scheduler starts it
                 self.start(service)
         self.wait_healthy(timeout_s)
+
+    def start_state_store(self) -> None:
+        """With state "redis" and no Redis given, a local redis-server (data in state_dir/redis) for the Scheduler."""
+        if self.state not in ("file", "redis"):
+            raise ValueError(f"state must be file or redis, not {self.state!r}")
+        if self.state == "redis" and self.redis is None:
+            self.redis = LocalRedis(self.state_dir / "redis").start()
+            self.owns_redis = True
 
     def wait_healthy(self, timeout_s: float, services=SERVICES) -> None:
         deadline = time.monotonic() + timeout_s
@@ -152,6 +170,8 @@ class Stack:
             except subprocess.TimeoutExpired:
                 process.kill()
                 codes[service] = process.wait()
+        if self.owns_redis and self.redis is not None:
+            codes["redis"] = self.redis.stop()
         return codes
 
     def __enter__(self) -> Stack:

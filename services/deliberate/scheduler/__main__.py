@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import socket
 from pathlib import Path
 
 from deliberate.scheduler.v1 import scheduler_service_pb2, scheduler_service_pb2_grpc
@@ -16,8 +18,8 @@ from .load import LoadMonitor
 from .pipeline import Pipeline, Stubs
 from .server import SchedulerServicer
 from .settings import SchedulerSettings
+from .state import FileStateStore, RedisLease, RedisStateStore, StateStore
 from .watchdog import ProcessRestarter, Watchdog, build_restarter
-from .weights import WeightLearner
 
 log = logging.getLogger("deliberate.scheduler")
 
@@ -25,35 +27,57 @@ log = logging.getLogger("deliberate.scheduler")
 def restarter_from(settings: SchedulerSettings):
     options = {
         "process": {"command": settings.verifier_command},
+        "command": {"command": settings.restart_command},
         "container": {"container": settings.verifier_container, "socket_path": settings.container_socket},
         "kubernetes": {"namespace": settings.kubernetes_namespace, "label_selector": settings.kubernetes_selector},
         "none": {},
     }
     if settings.restarter == "process" and not settings.verifier_command:
         raise SystemExit("--restarter process needs --verifier-command (the Scheduler starts and supervises it)")
+    if settings.restarter == "command" and not settings.restart_command:
+        raise SystemExit("--restarter command needs --restart-command (the command that restarts the Verifier)")
     return build_restarter(settings.restarter, **options.get(settings.restarter, {}))
+
+
+def state_from(settings: SchedulerSettings) -> tuple[StateStore, RedisLease | None]:
+    """The state store --state-url names, and with Redis the lease that lets one replica's watchdog act."""
+    if not settings.state_url:
+        Path(settings.weights_path).parent.mkdir(parents=True, exist_ok=True)
+        return FileStateStore.open(settings.weights_path), None
+    if not settings.state_url.startswith(("redis://", "rediss://", "unix://")):
+        raise SystemExit(f"--state-url must be redis://host:port/db (or rediss://, unix://): {settings.state_url!r}")
+    if settings.watchdog_lease_s <= settings.watchdog_interval_s:
+        raise SystemExit("--watchdog-lease-s must be longer than --watchdog-interval-s (the lease is renewed per beat)")
+    store = RedisStateStore.from_url(
+        settings.state_url, timeout_s=settings.state_timeout_s, pending_ttl_s=settings.pending_ttl_s
+    )
+    # Unique per process, and readable: which host and pid acts is visible in Redis and in the logs.
+    holder = f"{socket.gethostname()}:{os.getpid()}"
+    return store, RedisLease(store.client, f"{store.prefix}lease:watchdog", holder, settings.watchdog_lease_s)
 
 
 def main(argv: list[str] | None = None) -> None:
     settings = parse_settings(SchedulerSettings, argv, prog="deliberate.scheduler")
-    Path(settings.weights_path).parent.mkdir(parents=True, exist_ok=True)
+    store, lease = state_from(settings)
     restarter = restarter_from(settings)
     watchdog = Watchdog(
         settings.verifier_health_url,
         restarter,
         interval_s=settings.watchdog_interval_s,
         failures_to_restart=settings.watchdog_failures,
+        lease=lease,
     )
     load = LoadMonitor.for_this_machine(capacity=settings.engine_capacity)
     background: list[asyncio.Task] = []
 
     def add_servicers(server) -> None:
         # Channels are created inside the running event loop, after the gRPC instrumentation is installed.
-        learner = WeightLearner.load(settings.weights_path)
-        pipeline = Pipeline(settings, Stubs.connect(settings), learner=learner, load=load, watchdog=watchdog)
+        pipeline = Pipeline(settings, Stubs.connect(settings), learner=store, load=load, watchdog=watchdog)
         scheduler_service_pb2_grpc.add_SchedulerServiceServicer_to_server(SchedulerServicer(settings, pipeline), server)
 
     async def start_supervision() -> None:
+        await store.start()
+        log.info("scheduler state", extra={"store": store.name, "where": store.where})
         if isinstance(restarter, ProcessRestarter):
             pid = await asyncio.to_thread(restarter.start)
             log.info("verifier started", extra={"pid": pid, "command": restarter.command})
@@ -67,6 +91,7 @@ def main(argv: list[str] | None = None) -> None:
                 await task
         if isinstance(restarter, ProcessRestarter):
             await asyncio.to_thread(restarter.stop)
+        await store.close()
 
     run(
         ServiceSpec(

@@ -35,6 +35,7 @@ from ..core.convert import duration
 from .load import Decision, LoadMonitor
 from .selection import Scored, Selection, answer_key, select, structural_signature
 from .settings import SchedulerSettings
+from .state import FileStateStore, StateStore
 from .watchdog import Watchdog
 from .weights import DecisionFeatures, WeightLearner, latency_fraction
 
@@ -143,13 +144,13 @@ class Pipeline:
         self,
         settings: SchedulerSettings,
         stubs: Stubs,
-        learner: WeightLearner | None = None,
+        learner: StateStore | None = None,
         load: LoadMonitor | None = None,
         watchdog: Watchdog | None = None,
     ):
         self.settings = settings
         self.stubs = stubs
-        self.learner = learner or WeightLearner()
+        self.learner = learner or FileStateStore(WeightLearner())
         self.load = load
         self.watchdog = watchdog
 
@@ -382,7 +383,7 @@ class Pipeline:
                 )
             )
         best = selection.components[selection.selected[0].draft_id]
-        self.learner.record(
+        await self.learner.record(
             solve.request_id, DecisionFeatures(best.score, best.agreement, best.latency, best.answer_share)
         )
         self.announce(solve, selection)

@@ -20,6 +20,7 @@ from ..core.requests import (
 from ..engines.base import SamplingParams
 from .pipeline import Pipeline, StageError
 from .settings import SchedulerSettings
+from .state import StateUnavailable
 
 log = logging.getLogger("deliberate.scheduler")
 
@@ -78,18 +79,24 @@ class SchedulerServicer(scheduler_service_pb2_grpc.SchedulerServiceServicer):
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT, "outcome: must be OUTCOME_ACCEPTED or OUTCOME_REJECTED"
             )
-        learner = self.pipeline.learner
-        if not learner.submit(request.request_id, accepted=request.outcome == pb.OUTCOME_ACCEPTED):
+        try:
+            submitted = await self.pipeline.learner.submit(
+                request.request_id, accepted=request.outcome == pb.OUTCOME_ACCEPTED
+            )
+        except StateUnavailable as error:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, f"feedback not recorded: {error}")
+        if not submitted.found:
             await context.abort(
                 grpc.StatusCode.NOT_FOUND,
-                f"request_id: no decision awaiting feedback for {request.request_id!r} (unknown, or already given)",
+                f"request_id: no decision awaiting feedback for {request.request_id!r} "
+                "(unknown, expired, or already given)",
             )
-        return pb.SubmitFeedbackResponse(outcomes_until_refit=learner.snapshot()["outcomes_until_refit"])
+        return pb.SubmitFeedbackResponse(outcomes_until_refit=submitted.outcomes_until_refit)
 
     async def GetState(self, request, context):  # noqa: N802 (gRPC naming)
         pipeline = self.pipeline
         decision = pipeline.draft_count(0)
-        learned = pipeline.learner.snapshot()
+        learned = await pipeline.learner.snapshot()
         counters = learned["counters"]
         weights = pipeline.learner.weights_for_load(decision.utilization)
         state = pb.GetStateResponse(

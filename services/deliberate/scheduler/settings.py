@@ -27,12 +27,33 @@ class SchedulerSettings(CommonSettings):
     )
     load_interval_s: float = Field(5.0, description="Seconds between utilization samples for the draft count.")
     engine_capacity: int = Field(8, description="Sequences the drafting engine runs at once without queueing.")
-    weights_path: str = Field(".deliberate/scheduler-state.json", description="Where weights and feedback persist.")
+    weights_path: str = Field(
+        ".deliberate/scheduler-state.json", description="Where weights and feedback persist when --state-url is empty."
+    )
+    state_url: str = Field(
+        "",
+        description="redis://host:port/db: learned weights, feedback counters and pending decisions live in Redis, "
+        "shared by every Scheduler replica (and one watchdog acts at a time); empty: the local file --weights-path.",
+    )
+    state_timeout_s: float = Field(
+        0.5, description="Redis connect and reply timeout; a dead Redis fails a call after about twice this."
+    )
+    pending_ttl_s: float = Field(
+        86400.0, description="With --state-url: how long a decision awaits its feedback before it expires."
+    )
     verifier_health_url: str = Field("http://127.0.0.1:8081/health", description="The Verifier's HTTP health.")
     watchdog_interval_s: float = Field(30.0, description="Seconds between Verifier heartbeats.")
     watchdog_failures: int = Field(3, description="Consecutive failed heartbeats before a restart.")
+    watchdog_lease_s: float = Field(
+        90.0,
+        description="With --state-url: expiry of the watchdog lease in Redis; only its holder restarts the Verifier, "
+        "and another replica takes over this long after the holder stops renewing it.",
+    )
     restarter: str = Field(
-        "none", description="How the watchdog restarts the Verifier: process, container, kubernetes, none."
+        "none", description="How the watchdog restarts the Verifier: process, command, container, kubernetes, none."
+    )
+    restart_command: str = Field(
+        "", description="restarter=command: a command that restarts the Verifier, run by the acting watchdog."
     )
     verifier_command: str = Field(
         "", description="restarter=process: the command that starts the Verifier (the Scheduler supervises it)."

@@ -5,8 +5,13 @@ Every `interval_s` (30 s by default) the watchdog asks the Verifier's HTTP healt
 through a pluggable restarter:
 
 - `process`: a local Verifier process the Scheduler itself supervises;
+- `command`: a command that restarts the Verifier, wherever it runs (any replica can run it);
 - `container`: the Docker Engine API on a unix socket (podman's service speaks the same API);
 - `kubernetes`: delete the Verifier's pods so their Deployment recreates them.
+
+Several Scheduler replicas may watch one Verifier. With a `lease` (state.py's `RedisLease`, when the Scheduler's
+state is in Redis) only the lease holder restarts it; the others keep probing and reporting health. Without one,
+the watchdog acts alone, as the single Scheduler of a laptop does.
 
 Each restart raises an alert three ways: a log event, the `deliberate.watchdog.restarts` metric counter and a
 "verifier.restarted" event on a `watchdog.restart` span.
@@ -25,6 +30,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.parse
@@ -53,6 +59,16 @@ class Restarter(Protocol):
     async def restart(self) -> str:
         """Restarts the Verifier and returns a short description of what it did; raises on failure."""
         ...
+
+
+class Lease(Protocol):
+    holder: str
+
+    async def held(self) -> bool:
+        """Takes or renews the lease; True while this holder has it."""
+        ...
+
+    async def release(self) -> None: ...
 
 
 # --- process: a Verifier the Scheduler launched itself --------------------------------------------------------------
@@ -137,6 +153,49 @@ class ProcessRestarter:
             os.killpg(process.pid, sig)  # the child leads its own session, so its pid is the group id
         except ProcessLookupError:
             pass
+
+
+# --- command: anything that restarts the Verifier, shared by every replica ------------------------------------------
+
+
+class CommandRestarter:
+    """Runs `command` (a script, `systemctl restart deliberate-verifier`, …); exit status 0 means restarted.
+
+    Suits a Verifier that no Scheduler owns: every replica can run the same command, and the watchdog lease
+    decides which one does. The command should return once the restart is under way; a process it leaves
+    running may keep its output, which goes to a file, never a pipe the watchdog waits on.
+    """
+
+    name = "command"
+
+    def __init__(self, command: str, timeout_s: float = 60.0):
+        if not command:
+            raise ValueError("restarter=command needs a command")
+        self.command = command
+        self.timeout_s = timeout_s
+
+    async def restart(self) -> str:
+        return await asyncio.to_thread(self._restart)
+
+    def _restart(self) -> str:
+        with tempfile.TemporaryFile() as output:
+            try:
+                code = subprocess.run(
+                    shlex.split(self.command),
+                    stdin=subprocess.DEVNULL,
+                    stdout=output,
+                    stderr=subprocess.STDOUT,
+                    timeout=self.timeout_s,
+                ).returncode
+            except subprocess.TimeoutExpired as error:
+                raise RestartError(f"{self.command!r} did not finish within {self.timeout_s:.0f}s") from error
+            except OSError as error:
+                raise RestartError(f"{self.command!r} could not run: {error}") from error
+            output.seek(0)
+            said = output.read()[-500:].decode(errors="replace").strip()
+        if code != 0:
+            raise RestartError(f"{self.command!r} exited with code {code}: {said or '(no output)'}")
+        return f"ran {self.command!r}" + (f": {said}" if said else "")
 
 
 # --- container: the Docker Engine API (or podman's) on a unix socket ------------------------------------------------
@@ -303,6 +362,7 @@ def build_restarter(kind: str, **settings) -> Restarter:
     settings = {key: value for key, value in settings.items() if value is not None}
     kinds: dict[str, Callable[..., Restarter]] = {
         "process": ProcessRestarter,
+        "command": CommandRestarter,
         "container": ContainerRestarter,
         "kubernetes": KubernetesRestarter,
         "none": NoRestarter,
@@ -334,6 +394,7 @@ class Watchdog:
         restart_grace_s: float = 60.0,
         startup_grace_s: float | None = None,
         on_restart: Callable[[str], object] | None = None,
+        lease: Lease | None = None,
     ):
         if failures_to_restart < 1:
             raise ValueError("failures_to_restart must be at least 1")
@@ -345,6 +406,8 @@ class Watchdog:
         self.restart_grace_s = restart_grace_s
         self.startup_grace_s = restart_grace_s if startup_grace_s is None else startup_grace_s
         self.on_restart = on_restart
+        self.lease = lease
+        self.acting = lease is None  # may restart; with a lease, only while holding it
 
         self.healthy = False  # until the first probe says otherwise
         self.consecutive_failures = 0
@@ -371,11 +434,33 @@ class Watchdog:
     async def run(self) -> None:
         # The Verifier may be booting alongside the Scheduler (and is, for the process restarter).
         self._grace_until = time.monotonic() + self.startup_grace_s
-        while True:
-            self.record(await self.probe())
-            if self.consecutive_failures >= self.failures_to_restart:
-                await self.restart()
-            await asyncio.sleep(self.interval_s)
+        try:
+            while True:
+                self.record(await self.probe())
+                await self.update_role()
+                if self.consecutive_failures >= self.failures_to_restart:
+                    if self.acting:
+                        await self.restart()
+                    elif self.consecutive_failures == self.failures_to_restart:  # once per outage
+                        log.warning(
+                            "verifier unhealthy; the lease holder restarts it",
+                            extra={"url": self.url, "failures": self.consecutive_failures},
+                        )
+                await asyncio.sleep(self.interval_s)
+        finally:
+            if self.lease is not None and self.acting:
+                await self.lease.release()  # the next holder need not wait for the expiry
+
+    async def update_role(self) -> None:
+        """With a lease, take or renew it on every heartbeat (its expiry is several heartbeats long)."""
+        if self.lease is None:
+            return
+        acting = await self.lease.held()
+        if acting != self.acting:
+            log.info(
+                "watchdog lease %s", "taken: this replica restarts the Verifier" if acting else "lost: observing only"
+            )
+        self.acting = acting
 
     async def probe(self) -> bool:
         """One `GET url` in a worker thread, so a slow Verifier never blocks the Scheduler's event loop."""
@@ -471,6 +556,8 @@ class Watchdog:
         return {
             "url": self.url,
             "restarter": self.restarter.name,
+            "role": "acting" if self.acting else "observing",
+            "lease_holder": self.lease.holder if self.lease is not None else None,
             "healthy": self.healthy,
             "consecutive_failures": self.consecutive_failures,
             "failures_to_restart": self.failures_to_restart,

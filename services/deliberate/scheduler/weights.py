@@ -21,6 +21,9 @@ so that is small; if it ever is not, construct with ``autosave=False`` and call 
 shutdown, accepting that a crash loses the decisions since the last flush (their feedback is then refused as
 an unknown request — counted, never an error).
 
+Replicas: `WeightLearner` is one process's state. Several Scheduler replicas share theirs through the Redis
+store in `state.py`, which keeps the same state in Redis and reuses this module's fitting (`refit_weights`).
+
 Concurrency: the Scheduler calls this from one asyncio event loop. No method awaits, so calls never
 interleave and no lock is needed; the write in autosave blocks the loop for its duration (see above). Do not
 share an instance across threads.
@@ -127,6 +130,7 @@ class FeedbackCounters:
     refits: int = 0  # windows that changed the weights
     refits_skipped: int = 0  # windows that carried no signal about α vs β (see `fit_weights`)
     evicted: int = 0  # pending decisions dropped, oldest first, to respect max_pending
+    expired: int = 0  # pending decisions dropped after the pending TTL (the Redis store; the file store has none)
     save_failures: int = 0  # autosaves that could not be written (logged)
 
 
@@ -206,30 +210,16 @@ class WeightLearner:
         }
 
     def _learned_weights(self) -> dict[str, float]:
-        return {name: getattr(self.weights, name) for name in _LEARNED_WEIGHTS}
+        return learned_weights(self.weights)
 
     def _refit(self) -> None:
-        fitted = fit_weights(self.outcomes, self.weights)
+        refitted = refit_weights(self.weights, self.outcomes, self.blend)
         self.outcomes = []
-        if fitted is None:
+        if refitted is None:
             self.counters.refits_skipped += 1
-            log.info("weights refit skipped: the window carries no signal about how to split the weights")
-            return
-        lam, old = self.blend, self.weights
-        self.weights = replace(
-            old,
-            **{name: (1 - lam) * getattr(old, name) + lam * getattr(fitted, name) for name in _LEARNED_WEIGHTS},
-        )
-        self.counters.refits += 1
-        log.info(
-            "weights refit: alpha %.3f -> %.3f, beta %.3f -> %.3f, delta %.3f -> %.3f",
-            old.alpha,
-            self.weights.alpha,
-            old.beta,
-            self.weights.beta,
-            old.delta,
-            self.weights.delta,
-        )
+        else:
+            self.weights = refitted
+            self.counters.refits += 1
 
     # ----------------------------------------------------------------------------------------------
     # Persistence
@@ -262,8 +252,8 @@ class WeightLearner:
             "weights": self._learned_weights(),
             "counters": asdict(self.counters),
             # Compact rows, oldest first: up to max_pending of them are rewritten on every change.
-            "pending": [[request_id, *_row(features)] for request_id, features in self.pending.items()],
-            "outcomes": [[*_row(o.features), o.accepted] for o in self.outcomes],
+            "pending": [[request_id, *feature_row(features)] for request_id, features in self.pending.items()],
+            "outcomes": [[*feature_row(o.features), o.accepted] for o in self.outcomes],
         }
 
     @classmethod
@@ -287,28 +277,60 @@ class WeightLearner:
         version = data.get("schema_version")
         if version not in READABLE_SCHEMA_VERSIONS:
             raise ValueError(f"unsupported schema_version {version!r}")
-        stored = data["weights"]
-        learned = {
-            "alpha": float(stored["alpha"]),
-            "beta": float(stored["beta"]),
-            "delta": float(stored["delta"]) if "delta" in stored else Weights().delta,  # version 1 has no δ
-        }
-        if not all(math.isfinite(value) and value >= 0 for value in learned.values()):
-            raise ValueError(f"invalid weights {learned}")
-        self.weights = replace(self.weights, **learned)
+        self.weights = restored_weights(data["weights"])
         self.counters = FeedbackCounters(**{name: _as_count(value) for name, value in data["counters"].items()})
         for request_id, *row in data["pending"]:
             if not isinstance(request_id, str) or not request_id:
                 raise ValueError(f"invalid request id {request_id!r}")
-            self.pending[request_id] = _features(row)
+            self.pending[request_id] = features_from_row(row)
         for *row, accepted in data["outcomes"]:
             if not isinstance(accepted, bool):
                 raise ValueError(f"invalid outcome {accepted!r}")
-            self.outcomes.append(Outcome(_features(row), accepted))
+            self.outcomes.append(Outcome(features_from_row(row), accepted))
         # A smaller bound than the file was written with: keep the newest, as `record` would have.
         while len(self.pending) > self.max_pending:
             self.pending.popitem(last=False)
             self.counters.evicted += 1
+
+
+def refit_weights(current: Weights, outcomes: list[Outcome], blend: float) -> Weights | None:
+    """`current` moved by `blend` toward the weights `outcomes` call for (EWMA); None (and logged) when the
+    window carries no signal (see `fit_weights`). Deterministic: the same inputs give the same weights."""
+    fitted = fit_weights(outcomes, current)
+    if fitted is None:
+        log.info("weights refit skipped: the window carries no signal about how to split the weights")
+        return None
+    refitted = replace(
+        current,
+        **{name: (1 - blend) * getattr(current, name) + blend * getattr(fitted, name) for name in _LEARNED_WEIGHTS},
+    )
+    log.info(
+        "weights refit: alpha %.3f -> %.3f, beta %.3f -> %.3f, delta %.3f -> %.3f",
+        current.alpha,
+        refitted.alpha,
+        current.beta,
+        refitted.beta,
+        current.delta,
+        refitted.delta,
+    )
+    return refitted
+
+
+def learned_weights(weights: Weights) -> dict[str, float]:
+    """α, β, δ by name, as GetState and the stores report and keep them."""
+    return {name: getattr(weights, name) for name in _LEARNED_WEIGHTS}
+
+
+def restored_weights(stored: dict) -> Weights:
+    """Weights from a stored {alpha, beta[, delta]} mapping (a version-1 file has no δ); refuses bad values."""
+    learned = {
+        "alpha": float(stored["alpha"]),
+        "beta": float(stored["beta"]),
+        "delta": float(stored["delta"]) if "delta" in stored else Weights().delta,
+    }
+    if not all(math.isfinite(value) and value >= 0 for value in learned.values()):
+        raise ValueError(f"invalid weights {learned}")
+    return Weights(**learned)
 
 
 def write_json_atomically(path: Path, data: dict) -> None:
@@ -345,11 +367,11 @@ def _fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def _row(features: DecisionFeatures) -> list[float | None]:
+def feature_row(features: DecisionFeatures) -> list[float | None]:
     return [features.score, features.agreement, features.latency, features.answer_share]
 
 
-def _features(row: list) -> DecisionFeatures:
+def features_from_row(row: list) -> DecisionFeatures:
     """A stored row: [score, agreement, latency] (version 1) or [..., answer_share or null] (version 2)."""
     if len(row) == 3:
         return DecisionFeatures(float(row[0]), float(row[1]), float(row[2]))
