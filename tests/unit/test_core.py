@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from deliberate.common.v1 import common_pb2
 from deliberate.core.config import parse_settings
 from deliberate.core.requests import (
     InvalidArgument,
@@ -14,6 +13,7 @@ from deliberate.core.requests import (
 )
 from deliberate.drafter.settings import DrafterSettings
 from deliberate.engines.base import SamplingParams
+from deliberate_api.common.v1 import common_pb2
 
 
 def test_flag_beats_environment_beats_default(monkeypatch):

@@ -7,7 +7,6 @@ import json
 
 import pytest
 
-from deliberate.examples import ads
 from deliberate.verifier.constraints import (
     MAX_CEL_COST,
     ConstraintError,
@@ -17,6 +16,7 @@ from deliberate.verifier.constraints import (
 )
 from deliberate.verifier.packs import REGISTRY, load_registry
 from deliberate.verifier.rules import verify
+from deliberate_client.examples import ads
 
 CATALOG = {ad.id: ad for ad in ads.load_catalog()}
 
@@ -70,7 +70,7 @@ def plan_costing(target: int) -> list[int] | None:
 
 
 def test_the_shipped_catalog_is_the_deterministic_one():
-    assert [a.model_dump() for a in ads.load_catalog()] == [a.model_dump() for a in ads.generate_catalog()]
+    assert [a.to_dict() for a in ads.load_catalog()] == [a.to_dict() for a in ads.generate_catalog()]
     assert len(CATALOG) == 100 and sorted(CATALOG) == list(range(1, 101))
 
 

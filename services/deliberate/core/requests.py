@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from deliberate.common.v1 import common_pb2
+from deliberate_api.common.v1 import common_pb2
 
 from ..engines.base import SamplingParams
 from .schemas import check_schema

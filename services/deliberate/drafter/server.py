@@ -8,8 +8,8 @@ import time
 import grpc
 from opentelemetry import trace
 
-from deliberate.common.v1 import common_pb2
-from deliberate.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
+from deliberate_api.common.v1 import common_pb2
+from deliberate_api.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
 
 from ..core import telemetry
 from ..core.convert import FINISH_REASONS, duration

@@ -8,7 +8,7 @@ from dataclasses import replace
 import grpc
 from opentelemetry import trace
 
-from deliberate.refiner.v1 import refiner_service_pb2, refiner_service_pb2_grpc
+from deliberate_api.refiner.v1 import refiner_service_pb2, refiner_service_pb2_grpc
 
 from ..core import telemetry
 from ..core.convert import FINISH_REASONS

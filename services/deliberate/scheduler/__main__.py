@@ -8,7 +8,7 @@ import contextlib
 import logging
 from pathlib import Path
 
-from deliberate.scheduler.v1 import scheduler_service_pb2, scheduler_service_pb2_grpc
+from deliberate_api.scheduler.v1 import scheduler_service_pb2, scheduler_service_pb2_grpc
 
 from ..core.config import parse_settings
 from ..core.server import ServiceSpec, run

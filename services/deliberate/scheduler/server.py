@@ -7,8 +7,8 @@ import logging
 
 import grpc
 
-from deliberate.scheduler.v1 import scheduler_service_pb2 as pb
-from deliberate.scheduler.v1 import scheduler_service_pb2_grpc
+from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
+from deliberate_api.scheduler.v1 import scheduler_service_pb2_grpc
 
 from ..core.requests import (
     InvalidArgument,

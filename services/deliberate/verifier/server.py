@@ -11,8 +11,8 @@ from functools import lru_cache
 import grpc
 from opentelemetry import trace
 
-from deliberate.common.v1 import common_pb2
-from deliberate.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
+from deliberate_api.common.v1 import common_pb2
+from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
 
 from ..core import telemetry
 from ..core.convert import FINISH_REASON_NAMES, duration, struct_to_dict

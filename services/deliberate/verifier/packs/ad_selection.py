@@ -9,7 +9,8 @@ from functools import cached_property
 
 from pydantic import BaseModel, ConfigDict, StrictInt, field_validator
 
-from ...examples.ads import BUDGET, Ad, load_catalog
+from deliberate_client.examples.ads import BUDGET, Ad, load_catalog
+
 from . import CheckResult, RulePack, check, register
 
 
