@@ -52,10 +52,12 @@ def main(argv: list[str] | None = None) -> None:
     for name, purpose in SERVER_COMMANDS.items():
         if name not in installed:
             missing = commands.add_parser(name, help=f"{purpose} (needs the server distribution)", add_help=False)
-            missing.add_argument("ignored", nargs=argparse.REMAINDER)
             missing.set_defaults(run=needs_server)
 
-    args = parser.parse_args(argv)
+    # Known args only, so that `deliberate up --solve-example` without the servers still says what is missing.
+    args, unknown = parser.parse_known_args(argv)
+    if unknown and args.run is not needs_server:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     sys.exit(args.run(args))
 
 
