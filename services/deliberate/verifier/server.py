@@ -16,9 +16,10 @@ from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb
 
 from ..core import telemetry
 from ..core.convert import FINISH_REASON_NAMES, duration, struct_to_dict
-from ..core.requests import InvalidArgument, require_text
+from ..core.requests import InvalidArgument
 from .constraints import MAX_CONTEXT_BYTES, ConstraintError, ConstraintSpec, RuleSet, compile_rules
 from .judge import Judge
+from .limits import VERIFY_DRAFTS
 from .rules import Verdict, verify
 from .settings import VerifierSettings
 
@@ -70,14 +71,7 @@ class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
         self.judge = judge
 
     def validate(self, request: verifier_service_pb2.VerifyDraftsRequest) -> None:
-        require_text("prompt", request.prompt, self.settings.max_prompt_chars)
-        if not request.drafts:
-            raise InvalidArgument("drafts", "must not be empty")
-        if len(request.drafts) > self.settings.max_drafts:
-            raise InvalidArgument("drafts", f"{len(request.drafts)} drafts; the limit is {self.settings.max_drafts}")
-        for i, draft in enumerate(request.drafts):
-            if len(draft.text) > self.settings.max_draft_chars:
-                raise InvalidArgument(f"drafts[{i}].text", f"longer than {self.settings.max_draft_chars} characters")
+        VERIFY_DRAFTS.check(request, self.settings)
 
     async def VerifyDrafts(self, request, context: grpc.aio.ServicerContext):  # noqa: N802 (gRPC naming)
         try:
