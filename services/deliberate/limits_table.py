@@ -12,19 +12,25 @@ from .core.limits import MessageLimits
 from .drafter.limits import GENERATE_DRAFTS
 from .refiner.limits import REFINE
 from .scheduler.limits import SOLVE
-from .verifier.limits import VERIFY_DRAFTS
+from .verifier.limits import CHECK_CONSTRAINTS, VERIFY_DRAFTS
 
 ROOT = Path(__file__).resolve().parents[2]
 PROTOS = ROOT / "protos"
 README = ROOT / "README.md"
-LIMITS = {"scheduler": SOLVE, "drafter": GENERATE_DRAFTS, "verifier": VERIFY_DRAFTS, "refiner": REFINE}
+LIMITS = [
+    ("scheduler", SOLVE),
+    ("drafter", GENERATE_DRAFTS),
+    ("verifier", VERIFY_DRAFTS),
+    ("verifier", CHECK_CONSTRAINTS),
+    ("refiner", REFINE),
+]
 TABLE_START, TABLE_END = "<!-- limits-table: start (make limits) -->", "<!-- limits-table: end -->"
 COMMENT = "// Limits: "
 
 
 def markdown_table() -> str:
     rows = ["| service | request field | limit |", "|---|---|---|"]
-    for service, limits in LIMITS.items():
+    for service, limits in LIMITS:
         name = limits.message.DESCRIPTOR.name
         for path, rule in limits.fields.items():
             rows.append(f"| {service} | `{name}.{path}` | {rule.describe(limits.settings_model)} |")
@@ -70,7 +76,7 @@ def with_table(readme: str, table: str) -> str:
 def written() -> dict[Path, str]:
     """Every file the declarations write, with the content it should have."""
     files: dict[Path, str] = {}
-    for limits in LIMITS.values():
+    for _, limits in LIMITS:
         descriptor = limits.message.DESCRIPTOR
         path = PROTOS / descriptor.file.name
         files[path] = with_comments(files.get(path) or path.read_text(), descriptor.name, field_comments(limits))

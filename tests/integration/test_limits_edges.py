@@ -42,6 +42,11 @@ CASES = {
         verifier_service_pb2.VerifyDraftsRequest(prompt=" ", drafts=[common_pb2.Draft(text="4")]),
         "prompt: must not be empty",
     ),
+    "verifier CheckConstraints constraints[0].cel_expression": (
+        "verifier",
+        verifier_service_pb2.CheckConstraintsRequest(constraints=[common_pb2.Constraint(cel_expression="1" * 2049)]),
+        "constraints[0].cel_expression: has 2049 characters; the limit is 2048",
+    ),
     "refiner selected[0].draft.text": (
         "refiner",
         refiner_service_pb2.RefineRequest(prompt="q", selected=[refiner_service_pb2.VerifiedDraft(draft=LONG_DRAFT)]),
@@ -54,6 +59,8 @@ def call(service: str, address: str, request):
     with grpc.insecure_channel(address) as channel:
         if service == "drafter":
             return list(drafter_service_pb2_grpc.DrafterServiceStub(channel).GenerateDrafts(request, timeout=30))
+        if isinstance(request, verifier_service_pb2.CheckConstraintsRequest):
+            return verifier_service_pb2_grpc.VerifierServiceStub(channel).CheckConstraints(request, timeout=30)
         if service == "verifier":
             return verifier_service_pb2_grpc.VerifierServiceStub(channel).VerifyDrafts(request, timeout=30)
         return list(refiner_service_pb2_grpc.RefinerServiceStub(channel).Refine(request, timeout=30))

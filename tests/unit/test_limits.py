@@ -14,7 +14,7 @@ from deliberate.refiner.limits import REFINE
 from deliberate.refiner.settings import RefinerSettings
 from deliberate.scheduler.limits import SOLVE
 from deliberate.scheduler.settings import SchedulerSettings
-from deliberate.verifier.limits import VERIFY_DRAFTS
+from deliberate.verifier.limits import CHECK_CONSTRAINTS, VERIFY_DRAFTS
 from deliberate.verifier.settings import VerifierSettings
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.drafter.v1 import drafter_service_pb2
@@ -83,6 +83,26 @@ def test_verify_drafts_counts_and_sizes():
     assert refused(VERIFY_DRAFTS, request, VerifierSettings(max_drafts=2)) == "drafts: has 3 items; the limit is 2"
     request.drafts[2].text = "long"
     assert refused(VERIFY_DRAFTS, request, VerifierSettings(max_draft_chars=3)).startswith("drafts[2].text: has 4")
+
+
+def test_constraint_limits_hold_wherever_a_request_carries_constraints():
+    many = [common_pb2.Constraint(cel_expression="true")] * 33
+    for limits, message, settings in (
+        (CHECK_CONSTRAINTS, verifier_service_pb2.CheckConstraintsRequest, VerifierSettings()),
+        (SOLVE, scheduler_service_pb2.SolveRequest, SchedulerSettings()),
+    ):
+        fields = {"prompt": "q"} if message is scheduler_service_pb2.SolveRequest else {}
+        assert (
+            refused(limits, message(constraints=many, **fields), settings)
+            == "constraints: has 33 items; the limit is 32"
+        )
+        long_cel = [common_pb2.Constraint(cel_expression="true"), common_pb2.Constraint(cel_expression="1" * 2049)]
+        assert refused(limits, message(constraints=long_cel, **fields), settings) == (
+            "constraints[1].cel_expression: has 2049 characters; the limit is 2048"
+        )
+        big = message(**fields)
+        big.context.update({"pool": "x" * (1024 * 1024)})
+        assert refused(limits, big, settings).startswith("context: has 10485")
 
 
 def test_the_first_broken_field_in_declaration_order_is_reported():

@@ -106,7 +106,22 @@ class Count:
         return (f"at most {high} items" if self.low == 0 else f"{low} to {high} items") + flags(self.low, self.high)
 
 
-Rule = Text | Range | Count
+@dataclass(frozen=True)
+class Bytes:
+    """A message field's serialized size."""
+
+    max_bytes: Bound
+
+    def check(self, path: str, value: Message, settings: BaseModel) -> None:
+        limit = resolve(self.max_bytes, settings)
+        if value.ByteSize() > limit:
+            raise InvalidArgument(path, f"has {value.ByteSize()} bytes; the limit is {limit}")
+
+    def describe(self, settings_model: type[BaseModel]) -> str:
+        return f"at most {describe_bound(self.max_bytes, settings_model)} bytes serialized{flags(self.max_bytes)}"
+
+
+Rule = Text | Range | Count | Bytes
 
 
 def nested(prefix: str, limits: dict[str, Rule]) -> dict[str, Rule]:
@@ -167,6 +182,17 @@ def values_at(message: Message, segments: list[str], prefix: str = "") -> Iterat
         else:
             yield concrete, value
 
+
+# The constraints and the context they read (deliberate.common.v1.Constraint), wherever a request carries them:
+# the Verifier compiles them, and the Scheduler refuses them before any stage runs.
+MAX_CONSTRAINTS = 32
+MAX_CEL_CHARS = 2048
+MAX_CONTEXT_BYTES = 1024 * 1024
+CONSTRAINTS: dict[str, Rule] = {
+    "constraints": Count(0, MAX_CONSTRAINTS),
+    "constraints[].cel_expression": Text(MAX_CEL_CHARS),
+    "context": Bytes(MAX_CONTEXT_BYTES),
+}
 
 # deliberate.common.v1.SamplingParams, wherever a request carries one.
 SAMPLING: dict[str, Rule] = {

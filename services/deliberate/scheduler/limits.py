@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from deliberate_api.scheduler.v1 import scheduler_service_pb2
 
-from ..core.limits import SAMPLING, Count, MessageLimits, Range, Setting, Text, nested
+from ..core.limits import CONSTRAINTS, SAMPLING, Count, MessageLimits, Range, Setting, Text, nested
 from .settings import SchedulerSettings
 
 # Request ids become log fields, span attributes and draft ids.
@@ -22,5 +22,6 @@ SOLVE = MessageLimits(
         "request_id": Text(MAX_REQUEST_ID_CHARS),
         **nested("sampling", SAMPLING),
         **nested("refine_sampling", SAMPLING),
+        **CONSTRAINTS,
     },
 )

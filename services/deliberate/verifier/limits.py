@@ -1,14 +1,14 @@
 """The Verifier's request limits, declared once (core/limits.py): enforced by its edge, written into the protos.
 
-The constraints' limits (how many, CEL and JSON Schema sizes, the context's size) are checked where they are
-compiled (constraints.py), since `CheckConstraints` and `VerifyDrafts` both compile them.
+What needs code stays in constraints.py and is checked right after: JSON Schemas against their metaschema (and
+their 64 KiB size), CEL compilation, rule-pack parameters.
 """
 
 from __future__ import annotations
 
 from deliberate_api.verifier.v1 import verifier_service_pb2
 
-from ..core.limits import Count, MessageLimits, Setting, Text
+from ..core.limits import CONSTRAINTS, Count, MessageLimits, Setting, Text
 from .settings import VerifierSettings
 
 VERIFY_DRAFTS = MessageLimits(
@@ -18,5 +18,8 @@ VERIFY_DRAFTS = MessageLimits(
         "prompt": Text(Setting("max_prompt_chars"), required=True),
         "drafts": Count(1, Setting("max_drafts")),
         "drafts[].text": Text(Setting("max_draft_chars")),
+        **CONSTRAINTS,
     },
 )
+
+CHECK_CONSTRAINTS = MessageLimits(verifier_service_pb2.CheckConstraintsRequest, VerifierSettings, CONSTRAINTS)

@@ -17,9 +17,9 @@ from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb
 from ..core import telemetry
 from ..core.convert import FINISH_REASON_NAMES, duration, struct_to_dict
 from ..core.requests import InvalidArgument
-from .constraints import MAX_CONTEXT_BYTES, ConstraintError, ConstraintSpec, RuleSet, compile_rules
+from .constraints import ConstraintError, ConstraintSpec, RuleSet, compile_rules
 from .judge import Judge
-from .limits import VERIFY_DRAFTS
+from .limits import CHECK_CONSTRAINTS, VERIFY_DRAFTS
 from .rules import Verdict, verify
 from .settings import VerifierSettings
 
@@ -50,8 +50,6 @@ def constraint_specs(constraints) -> list[ConstraintSpec]:
 def compile_request(output_schema: str, constraints, context) -> tuple[RuleSet, dict]:
     """Compiled once per distinct (schema, constraints, context): the Scheduler verifies each draft of a
     request in its own call, all with the same constraints."""
-    if context.ByteSize() > MAX_CONTEXT_BYTES:
-        raise ConstraintError("context", f"{context.ByteSize()} bytes; the limit is {MAX_CONTEXT_BYTES}")
     key = verifier_service_pb2.CheckConstraintsRequest(
         output_schema=output_schema, constraints=constraints, context=context
     ).SerializeToString(deterministic=True)
@@ -86,8 +84,9 @@ class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
 
     async def CheckConstraints(self, request, context: grpc.aio.ServicerContext):  # noqa: N802 (gRPC naming)
         try:
+            CHECK_CONSTRAINTS.check(request, self.settings)
             rule_set, _ = compile_request(request.output_schema, request.constraints, request.context)
-        except ConstraintError as error:
+        except (InvalidArgument, ConstraintError) as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         return verifier_service_pb2.CheckConstraintsResponse(rule_ids=rule_set.rule_ids)
 
