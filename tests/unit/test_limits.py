@@ -55,6 +55,14 @@ def test_solve_request_errors_begin_with_the_concrete_field_path(change, message
     assert refused(SOLVE, request, SchedulerSettings()).startswith(message)
 
 
+def test_a_32_bit_float_at_a_bound_is_the_bound_the_client_sent():
+    at_bounds = common_pb2.SamplingParams(top_p=0.01, temperature=2.0, presence_penalty=-2.0)
+    assert at_bounds.top_p < 0.01  # 0.009999999776… once stored as a 32-bit float
+    SOLVE.check(scheduler_service_pb2.SolveRequest(prompt="q", sampling=at_bounds), SchedulerSettings())
+    below = scheduler_service_pb2.SolveRequest(prompt="q", sampling=common_pb2.SamplingParams(top_p=0.0099))
+    assert refused(SOLVE, below, SchedulerSettings()) == "sampling.top_p: must be in [0.01, 1.0], got 0.0099"
+
+
 def test_bounds_come_from_the_serving_service_s_settings():
     request = drafter_service_pb2.GenerateDraftsRequest(prompt="q", num_drafts=6)
     GENERATE_DRAFTS.check(request, DrafterSettings())

@@ -170,15 +170,19 @@ def values_at(message: Message, segments: list[str], prefix: str = "") -> Iterat
     segment, *rest = segments
     name = segment.removesuffix("[]")
     path = prefix + name
+    field = message.DESCRIPTOR.fields_by_name[name]
     if segment.endswith("[]"):
         found = [(f"{path}[{i}]", item) for i, item in enumerate(getattr(message, name))]
-    elif message.DESCRIPTOR.fields_by_name[name].has_presence and not message.HasField(name):
+    elif field.has_presence and not message.HasField(name):
         found = []
     else:
         found = [(path, getattr(message, name))]
     for concrete, value in found:
         if rest:
             yield from values_at(value, rest, concrete + ".")
+        elif field.type == FieldDescriptor.TYPE_FLOAT and not field.is_repeated:
+            # A 32-bit float reads back as 0.009999999776 for the 0.01 the client sent: compare what was meant.
+            yield concrete, float(f"{value:.7g}")
         else:
             yield concrete, value
 
