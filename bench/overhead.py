@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import add_data_argument, load_questions, write_result  # noqa: E402
 
+from deliberate.cli.stack import Ports, Stack  # noqa: E402
 from deliberate.drafter.prompts import SYSTEM_PROMPT as DRAFT_SYSTEM  # noqa: E402
 from deliberate.drafter.prompts import draft_user_message, strategies_for  # noqa: E402
 from deliberate.engines.base import Completion, SamplingParams, TextDelta  # noqa: E402
@@ -33,7 +34,6 @@ from deliberate.scheduler.selection import Scored, select  # noqa: E402
 from deliberate.verifier.constraints import compile_rules  # noqa: E402
 from deliberate.verifier.rules import verify  # noqa: E402
 from deliberate_client.client import DeliberateClient, build_request  # noqa: E402
-from deliberate_client.stack import Ports, Stack  # noqa: E402
 
 
 def in_process_solve(engine: TransformersEngine, question: str, drafts: int, tokens: int, seed: int) -> str:

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import write_result  # noqa: E402
 
-from deliberate.examples import ads  # noqa: E402
+from deliberate_client.examples import ads  # noqa: E402
 
 FAMILIES = {
     "complete": "parse",
@@ -110,9 +110,9 @@ async def grpc_calls(seconds: float, in_flight: int = 8) -> dict:
     import grpc
     from google.protobuf import json_format, struct_pb2
 
-    from deliberate.common.v1 import common_pb2
-    from deliberate.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
-    from deliberate_client.stack import Ports, Stack
+    from deliberate.cli.stack import Ports, Stack
+    from deliberate_api.common.v1 import common_pb2
+    from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
 
     stack = Stack(ports=Ports.free())
     stack.start("verifier")

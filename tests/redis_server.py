@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from deliberate_client.local_redis import LocalRedis
+from deliberate.cli.local_redis import LocalRedis
 
 
 @contextlib.contextmanager

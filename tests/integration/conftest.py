@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from deliberate_client.stack import Ports, Stack
+from deliberate.cli.stack import Ports, Stack
 from tests.otlp import serving_receiver
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,11 +11,11 @@ import grpc
 import pytest
 from google.protobuf import json_format, struct_pb2
 
-from deliberate.common.v1 import common_pb2
-from deliberate.examples import ads
-from deliberate.scheduler.v1 import scheduler_service_pb2 as pb
-from deliberate.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
+from deliberate_api.common.v1 import common_pb2
+from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
+from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
 from deliberate_client.client import DeliberateClient, build_request
+from deliberate_client.examples import ads
 
 pytestmark = pytest.mark.model
 

@@ -9,8 +9,8 @@ import grpc
 import jsonschema
 import pytest
 
-from deliberate.common.v1 import common_pb2
-from deliberate.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
+from deliberate_api.common.v1 import common_pb2
+from deliberate_api.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
 
 pytestmark = pytest.mark.model
 

@@ -7,7 +7,7 @@ import time
 import grpc
 import pytest
 
-from deliberate.scheduler.v1 import scheduler_service_pb2 as pb
+from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_client.client import DeliberateClient, build_request
 
 from .conftest import gsm8k_questions

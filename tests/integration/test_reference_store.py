@@ -17,14 +17,14 @@ import urllib.request
 import grpc
 import pytest
 
-from deliberate.common.v1 import common_pb2
-from deliberate.examples.ads import Ad
+from deliberate.cli.stack import Ports, Stack
 from deliberate.rule_packs.ad_selection import catalog_store
 from deliberate.verifier.constraints import ConstraintSpec, compile_rules
 from deliberate.verifier.reference import ReferenceStore
 from deliberate.verifier.rules import verify
-from deliberate.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
-from deliberate_client.stack import Ports, Stack
+from deliberate_api.common.v1 import common_pb2
+from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
+from deliberate_client.examples.ads import Ad
 
 LOOKUP_TIMEOUT_S = 0.3
 PLAN = '{"selected_ids": [1, 2, 3, 4, 5]}'

@@ -22,12 +22,12 @@ from pathlib import Path
 import grpc
 import pytest
 
+from deliberate.cli.local_redis import free_port
+from deliberate.cli.stack import Ports, Stack
 from deliberate.scheduler.state import RedisStateStore
-from deliberate.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate.scheduler.weights import DecisionFeatures
+from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_client.client import DeliberateClient, build_request
-from deliberate_client.local_redis import free_port
-from deliberate_client.stack import Ports, Stack
 from tests.redis_server import running_redis
 
 pytestmark = pytest.mark.model

@@ -6,9 +6,9 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from deliberate.common.v1 import common_pb2
-from deliberate.scheduler.v1 import scheduler_service_pb2 as pb
-from deliberate.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
+from deliberate_api.common.v1 import common_pb2
+from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
+from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
 from deliberate_client.client import DeliberateClient, build_request
 
 pytestmark = pytest.mark.model

@@ -13,9 +13,9 @@ from pathlib import Path
 import grpc
 import pytest
 
-from deliberate.scheduler.v1 import scheduler_service_pb2 as pb
+from deliberate.cli.stack import Ports, Stack
+from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_client.client import DeliberateClient, build_request
-from deliberate_client.stack import Ports, Stack
 
 pytestmark = pytest.mark.model
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from deliberate.common.v1 import common_pb2
-from deliberate.scheduler.v1 import scheduler_service_pb2 as pb
+from deliberate_api.common.v1 import common_pb2
+from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_client.cli import ProgressView, request_from_args, verified_by_lines
 
 

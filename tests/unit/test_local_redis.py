@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import redis
 
-from deliberate_client.local_redis import LocalRedis
-from deliberate_client.stack import Stack
+from deliberate.cli.local_redis import LocalRedis
+from deliberate.cli.stack import Stack
 
 
 def test_data_survives_a_stop_and_start_on_the_same_directory(redis_server):

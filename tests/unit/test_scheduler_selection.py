@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from deliberate.common.v1 import common_pb2
 from deliberate.drafter.prompts import draft_user_message
 from deliberate.scheduler.pipeline import (
     DEFAULT_ARITHMETIC,
@@ -14,8 +13,9 @@ from deliberate.scheduler.pipeline import (
     verifier_feedback,
 )
 from deliberate.scheduler.selection import Scored, answer_key, select, structural_signature
-from deliberate.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate.scheduler.weights import Weights
+from deliberate_api.common.v1 import common_pb2
+from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 
 
 def test_final_score_follows_the_formula():

@@ -7,7 +7,6 @@ import json
 
 import pytest
 
-from deliberate.examples import ads
 from deliberate.verifier.constraints import (
     MAX_CEL_COST,
     ConstraintError,
@@ -17,6 +16,7 @@ from deliberate.verifier.constraints import (
 )
 from deliberate.verifier.packs import REGISTRY, load_registry
 from deliberate.verifier.rules import verify
+from deliberate_client.examples import ads
 
 CATALOG = {ad.id: ad for ad in ads.load_catalog()}
 
@@ -70,7 +70,7 @@ def plan_costing(target: int) -> list[int] | None:
 
 
 def test_the_shipped_catalog_is_the_deterministic_one():
-    assert [a.model_dump() for a in ads.load_catalog()] == [a.model_dump() for a in ads.generate_catalog()]
+    assert [a.to_dict() for a in ads.load_catalog()] == [a.to_dict() for a in ads.generate_catalog()]
     assert len(CATALOG) == 100 and sorted(CATALOG) == list(range(1, 101))
 
 
@@ -158,7 +158,6 @@ def test_soft_constraints_lower_the_score_without_invalidating():
     ("spec", "field"),
     [
         (ConstraintSpec(2, "cel_expression", "size(plan.selected_ids) =="), "constraints[2].cel_expression"),
-        (ConstraintSpec(0, "cel_expression", "x" * 3000), "constraints[0].cel_expression"),
         (ConstraintSpec(1, "json_schema", '{"type": "nope"}'), "constraints[1].json_schema"),
         (ConstraintSpec(0, "rule_pack", "no_such_pack"), "constraints[0].rule_pack"),
         (ConstraintSpec(0, "rule_pack", "ad_selection", params={"budget": "lots"}), "constraints[0].params"),
@@ -174,12 +173,6 @@ def test_constraints_that_do_not_compile_name_their_field(spec, field):
 def test_cel_compiler_message_is_passed_on():
     with pytest.raises(ConstraintError, match="Syntax error"):
         compile_rules("", [ConstraintSpec(0, "cel_expression", "1 +")], {})
-
-
-def test_too_many_constraints_are_refused():
-    specs = [ConstraintSpec(i, "cel_expression", "true") for i in range(33)]
-    with pytest.raises(ConstraintError, match="^constraints: 33 constraints; the limit is 32$"):
-        compile_rules("", specs, {})
 
 
 def test_cel_cost_estimate_grows_with_nesting_and_refuses_quadratic_blowups():

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from deliberate.examples import ads
 from deliberate.verifier.constraints import ConstraintSpec, compile_rules
 from deliberate.verifier.rules import RuleOutcome, score_outcomes, verify
 from deliberate.verifier.server import verdict_to_proto
+from deliberate_client.examples import ads
 
 ARITHMETIC = ConstraintSpec(0, "rule_pack", "arithmetic")
 

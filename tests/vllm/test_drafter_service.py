@@ -7,9 +7,9 @@ import pytest
 
 pytest.importorskip("vllm", reason="vllm is not installed; see docs/vllm.md for its test environment")
 
-from deliberate.common.v1 import common_pb2
-from deliberate.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
-from deliberate_client.stack import Ports, Stack
+from deliberate.cli.stack import Ports, Stack
+from deliberate_api.common.v1 import common_pb2
+from deliberate_api.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
 
 
 def test_drafter_serves_drafts_with_the_vllm_engine(model_dir, tmp_path):

@@ -1,22 +1,32 @@
-"""`deliberate up` starts the four services; `deliberate solve "…"` asks a question and shows each stage live."""
+"""`deliberate solve "…"` asks a question and shows each stage live.
+
+Commands that start services (`deliberate up`, `deliberate eval`) come with the server distribution (`deliberate`),
+which registers them in the entry-point group `deliberate.commands`: each entry point is a function that takes
+the subcommands' `argparse` action, adds its parser and sets `run` (args -> exit code) as its default. With the
+client alone, those commands say what to install.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
-import time
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import grpc
 
-from deliberate.common.v1 import common_pb2
-from deliberate.scheduler.v1 import scheduler_service_pb2 as pb
+from deliberate_api.common.v1 import common_pb2
+from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 
-from . import evaluation
 from .client import DeliberateClient, build_request, to_json
-from .stack import Ports, Stack
+
+COMMANDS_GROUP = "deliberate.commands"
+# The server distribution's commands, named here so that the client alone can say what they need.
+SERVER_COMMANDS = {
+    "up": "start drafter, verifier, refiner and scheduler as local processes",
+    "eval": "compare single pass, self-consistency, best-of-N and the pipeline on GSM8K (docs/eval.md)",
+}
 
 EXAMPLE_QUESTION = (
     "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
@@ -25,40 +35,39 @@ EXAMPLE_QUESTION = (
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="deliberate", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-
-    up = commands.add_parser("up", help="start drafter, verifier, refiner and scheduler as local processes")
-    up.add_argument("--host", default="127.0.0.1")
-    up.add_argument("--port", type=int, default=Ports.scheduler, help="the Scheduler's port")
-    up.add_argument("--log-dir", type=Path, default=Path(".deliberate/logs"))
-    up.add_argument("--solve-example", action="store_true", help="solve an example question once all are up")
-    up.add_argument(
-        "--state",
-        choices=("file", "redis"),
-        default="file",
-        help="where the Scheduler keeps learned weights and feedback: a local file, or a redis-server started here "
-        "on a free loopback port (data in .deliberate/redis), as Scheduler replicas share it",
+    parser = argparse.ArgumentParser(
+        prog="deliberate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    # The default model writes ~150-250 tokens per GSM8K draft with the brief prompt (docs/models.md).
-    up.add_argument("--example-max-new-tokens", type=int, default=320)
+    commands = parser.add_subparsers(dest="command", required=True)
 
     solve = commands.add_parser("solve", help="solve one question through the Scheduler")
     solve.add_argument("prompt", nargs="?", help="the question (or use --example)")
     solve.add_argument("--example", choices=sorted(EXAMPLES), help="solve a worked example with its constraints")
     add_solve_options(solve)
+    solve.set_defaults(run=run_solve)
 
-    evaluate = commands.add_parser(
-        "eval", help="compare single pass, self-consistency, best-of-N and the pipeline on GSM8K (docs/eval.md)"
+    installed = {entry.name: entry for entry in entry_points(group=COMMANDS_GROUP)}
+    for name in sorted(installed):
+        installed[name].load()(commands)
+    for name, purpose in SERVER_COMMANDS.items():
+        if name not in installed:
+            missing = commands.add_parser(name, help=f"{purpose} (needs the server distribution)", add_help=False)
+            missing.set_defaults(run=needs_server)
+
+    # Known args only, so that `deliberate up --solve-example` without the servers still says what is missing.
+    args, unknown = parser.parse_known_args(argv)
+    if unknown and args.run is not needs_server:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    sys.exit(args.run(args))
+
+
+def needs_server(args: argparse.Namespace) -> int:
+    print(
+        f"error: `deliberate {args.command}` starts services and comes with the server distribution;"
+        " install `deliberate` (pip install -e . in a checkout) next to deliberate-client",
+        file=sys.stderr,
     )
-    evaluation.add_arguments(evaluate)
-
-    args = parser.parse_args(argv)
-    if args.command == "up":
-        sys.exit(run_up(args))
-    if args.command == "eval":
-        sys.exit(evaluation.run(args))
-    sys.exit(run_solve(args))
+    return 2
 
 
 def add_solve_options(parser: argparse.ArgumentParser) -> None:
@@ -87,60 +96,8 @@ def add_solve_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the final response in protobuf's JSON mapping")
 
 
-def run_up(args: argparse.Namespace) -> int:
-    ports = Ports(scheduler=args.port)
-    stack = Stack(ports=ports, host=args.host, log_dir=args.log_dir, state=args.state)
-    print(f"starting drafter, verifier, refiner, scheduler (logs in {args.log_dir}/) …", flush=True)
-    started = time.monotonic()
-    try:
-        stack.up()
-    except (RuntimeError, TimeoutError, FileNotFoundError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        stack.down()
-        return 1
-    print(f"all four services SERVING after {time.monotonic() - started:.1f}s; scheduler at {stack.address}")
-    for service in ("drafter", "verifier", "refiner", "scheduler"):
-        process = stack.processes.get(service)
-        owner = f"pid {process.pid:<7}" if process else "supervised by the scheduler (watchdog restarts it)"
-        print(f"  {service:<9} {stack.address_of(service)}  {owner}")
-    if stack.redis is not None:
-        print(f"  {'redis':<9} {stack.redis.url}  pid {stack.redis.process.pid} (data in {stack.redis.data_dir}/)")
-    # Installed explicitly: a shell that starts us in the background leaves SIGINT ignored.
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, stop_serving)
-    try:
-        if args.solve_example:
-            print(f"\nsolving an example: {EXAMPLE_QUESTION}\n")
-            example = argparse.Namespace(
-                prompt=EXAMPLE_QUESTION, address=stack.address, num_drafts=5,
-                max_new_tokens=args.example_max_new_tokens, refine_max_new_tokens=args.example_max_new_tokens,
-                temperature=None, seed=None, schema=None, context=None, timeout=300.0, json=False,
-                example=None, constraints=None, check_arithmetic=True,
-            )  # fmt: skip
-            run_solve(example)
-            print(f'\nstill serving at {stack.address}; try: deliberate solve "your question"  (Ctrl-C stops all four)')
-        while True:
-            for service, process in stack.processes.items():
-                if process.poll() is not None:
-                    print(
-                        f"{service} exited with code {process.returncode}; stopping the others",
-                        file=sys.stderr,
-                    )
-                    return 1
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        for signum in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not abandon the shutdown
-            signal.signal(signum, signal.SIG_IGN)
-        print("\nstopping …", flush=True)
-        codes = stack.down()
-        print("stopped: " + ", ".join(f"{s} ({c})" for s, c in codes.items()))
-    return 0
-
-
 def example_ad_selection() -> dict:
-    from deliberate.examples import ads
+    from deliberate_client.examples import ads
 
     return {
         "prompt": ads.prompt(),
@@ -175,10 +132,6 @@ def request_from_args(args: argparse.Namespace):
         constraints=constraints,
         disable_default_arithmetic=getattr(args, "no_default_arithmetic", False),
     )
-
-
-def stop_serving(*_: object) -> None:
-    raise KeyboardInterrupt
 
 
 def run_solve(args: argparse.Namespace) -> int:

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 import grpc
 from google.protobuf import json_format, struct_pb2
 
-from deliberate.common.v1 import common_pb2
-from deliberate.scheduler.v1 import scheduler_service_pb2 as pb
-from deliberate.scheduler.v1 import scheduler_service_pb2_grpc
+from deliberate_api.common.v1 import common_pb2
+from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
+from deliberate_api.scheduler.v1 import scheduler_service_pb2_grpc
 
 
 def build_request(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from google.protobuf import duration_pb2
 
-from deliberate.common.v1 import common_pb2
+from deliberate_api.common.v1 import common_pb2
 
 FINISH_REASONS = {
     "stop": common_pb2.FINISH_REASON_STOP,

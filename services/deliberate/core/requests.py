@@ -1,10 +1,11 @@
-"""Validation shared by the gRPC edges: limits, sampling ranges, and clear INVALID_ARGUMENT messages."""
+"""Shared by the gRPC edges: the INVALID_ARGUMENT error, sampling overrides, output schemas. The field limits
+themselves are declared in each service's limits.py and checked by core/limits.py."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from deliberate.common.v1 import common_pb2
+from deliberate_api.common.v1 import common_pb2
 
 from ..engines.base import SamplingParams
 from .schemas import check_schema
@@ -18,41 +19,10 @@ class InvalidArgument(ValueError):
         self.field = field
 
 
-def require_text(field: str, value: str, max_chars: int) -> None:
-    if not value.strip():
-        raise InvalidArgument(field, "must not be empty")
-    if len(value) > max_chars:
-        raise InvalidArgument(field, f"has {len(value)} characters; the limit is {max_chars}")
-
-
-def require_range(field: str, value: float, low: float, high: float) -> None:
-    if not low <= value <= high:
-        raise InvalidArgument(field, f"must be in [{low}, {high}], got {value}")
-
-
-def sampling_from_proto(
-    proto: common_pb2.SamplingParams,
-    defaults: SamplingParams,
-    max_new_tokens_limit: int,
-    field: str = "sampling",
-) -> SamplingParams:
-    """Applies the overrides that are set in `proto` to `defaults`, checking each one's range."""
-    overrides = {}
-    ranges = {
-        "temperature": (0.0, 2.0),
-        "top_p": (0.01, 1.0),
-        "max_new_tokens": (1, max_new_tokens_limit),
-        "presence_penalty": (-2.0, 2.0),
-        "frequency_penalty": (-2.0, 2.0),
-    }
-    for name, (low, high) in ranges.items():
-        if proto.HasField(name):
-            value = getattr(proto, name)
-            require_range(f"{field}.{name}", value, low, high)
-            overrides[name] = value
-    if proto.HasField("seed"):
-        overrides["seed"] = proto.seed
-    return replace(defaults, **overrides)
+def sampling_from_proto(proto: common_pb2.SamplingParams, defaults: SamplingParams) -> SamplingParams:
+    """`defaults` with the overrides that are set in `proto` (their ranges were checked at the edge: SAMPLING)."""
+    names = ("temperature", "top_p", "max_new_tokens", "presence_penalty", "frequency_penalty", "seed")
+    return replace(defaults, **{name: getattr(proto, name) for name in names if proto.HasField(name)})
 
 
 def parse_output_schema(text: str, field: str = "output_schema") -> dict | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from deliberate.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
+from deliberate_api.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
 
 from ..core.config import parse_settings
 from ..core.server import run_engine_service

@@ -8,19 +8,14 @@ import time
 import grpc
 from opentelemetry import trace
 
-from deliberate.common.v1 import common_pb2
-from deliberate.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
+from deliberate_api.common.v1 import common_pb2
+from deliberate_api.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
 
 from ..core import telemetry
 from ..core.convert import FINISH_REASONS, duration
-from ..core.requests import (
-    InvalidArgument,
-    parse_output_schema,
-    require_range,
-    require_text,
-    sampling_from_proto,
-)
+from ..core.requests import InvalidArgument, parse_output_schema, sampling_from_proto
 from ..engines.base import Completion, Engine, SamplingParams
+from .limits import GENERATE_DRAFTS
 from .prompts import SYSTEM_PROMPT, draft_user_message, strategies_for
 from .settings import DrafterSettings
 
@@ -39,17 +34,8 @@ class DrafterServicer(drafter_service_pb2_grpc.DrafterServiceServicer):
         self.defaults = settings.default_sampling()
 
     def validate(self, request: drafter_service_pb2.GenerateDraftsRequest) -> tuple[SamplingParams, dict | None]:
-        require_text("prompt", request.prompt, self.settings.max_prompt_chars)
-        require_range("num_drafts", request.num_drafts, 1, self.settings.max_drafts)
-        if len(request.strategies) > self.settings.max_drafts:
-            raise InvalidArgument("strategies", f"at most {self.settings.max_drafts} hints")
-        for i, hint in enumerate(request.strategies):
-            if len(hint) > self.settings.max_hint_chars:
-                raise InvalidArgument(f"strategies[{i}]", f"longer than {self.settings.max_hint_chars} characters")
-        if len(request.feedback) > self.settings.max_prompt_chars:
-            raise InvalidArgument("feedback", f"longer than {self.settings.max_prompt_chars} characters")
-        sampling = sampling_from_proto(request.sampling, self.defaults, self.settings.max_new_tokens_limit)
-        return sampling, parse_output_schema(request.output_schema)
+        GENERATE_DRAFTS.check(request, self.settings)
+        return sampling_from_proto(request.sampling, self.defaults), parse_output_schema(request.output_schema)
 
     async def GenerateDrafts(self, request, context: grpc.aio.ServicerContext):  # noqa: N802 (gRPC naming)
         if self.engine is None:

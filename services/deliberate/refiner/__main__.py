@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from deliberate.refiner.v1 import refiner_service_pb2, refiner_service_pb2_grpc
+from deliberate_api.refiner.v1 import refiner_service_pb2, refiner_service_pb2_grpc
 
 from ..core.config import parse_settings
 from ..core.server import run_engine_service

@@ -8,20 +8,15 @@ from dataclasses import replace
 import grpc
 from opentelemetry import trace
 
-from deliberate.refiner.v1 import refiner_service_pb2, refiner_service_pb2_grpc
+from deliberate_api.refiner.v1 import refiner_service_pb2, refiner_service_pb2_grpc
 
 from ..core import telemetry
 from ..core.convert import FINISH_REASONS
-from ..core.requests import (
-    InvalidArgument,
-    parse_output_schema,
-    require_range,
-    require_text,
-    sampling_from_proto,
-)
+from ..core.requests import InvalidArgument, parse_output_schema, sampling_from_proto
 from ..engines.base import Completion, Engine, TextDelta
 from .budget import Budget, BudgetTable, token_budget
 from .consensus import consensus_prefix
+from .limits import REFINE
 from .prompts import SYSTEM_PROMPT, SelectedDraft, refine_user_message, thinking_trace
 from .settings import RefinerSettings
 
@@ -37,13 +32,8 @@ class RefinerServicer(refiner_service_pb2_grpc.RefinerServiceServicer):
         self.table = BudgetTable.parse(settings.budget_table)
 
     def validate(self, request: refiner_service_pb2.RefineRequest):
-        require_text("prompt", request.prompt, self.settings.max_prompt_chars)
-        require_range("selected", len(request.selected), 1, self.settings.max_selected)
-        for i, item in enumerate(request.selected):
-            if len(item.draft.text) > self.settings.max_draft_chars:
-                raise InvalidArgument(f"selected[{i}].draft.text", f"longer than {self.settings.max_draft_chars}")
-        sampling = sampling_from_proto(request.sampling, self.defaults, self.settings.max_new_tokens_limit)
-        return sampling, parse_output_schema(request.output_schema)
+        REFINE.check(request, self.settings)
+        return sampling_from_proto(request.sampling, self.defaults), parse_output_schema(request.output_schema)
 
     async def Refine(self, request, context: grpc.aio.ServicerContext):  # noqa: N802 (gRPC naming)
         if self.engine is None:

@@ -10,7 +10,7 @@ import os
 import socket
 from pathlib import Path
 
-from deliberate.scheduler.v1 import scheduler_service_pb2, scheduler_service_pb2_grpc
+from deliberate_api.scheduler.v1 import scheduler_service_pb2, scheduler_service_pb2_grpc
 
 from ..core.config import parse_settings
 from ..core.server import ServiceSpec, run

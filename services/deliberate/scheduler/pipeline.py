@@ -24,11 +24,11 @@ import grpc
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
-from deliberate.common.v1 import common_pb2
-from deliberate.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
-from deliberate.refiner.v1 import refiner_service_pb2, refiner_service_pb2_grpc
-from deliberate.scheduler.v1 import scheduler_service_pb2 as pb
-from deliberate.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
+from deliberate_api.common.v1 import common_pb2
+from deliberate_api.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
+from deliberate_api.refiner.v1 import refiner_service_pb2, refiner_service_pb2_grpc
+from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
+from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
 
 from ..core import telemetry
 from ..core.convert import duration

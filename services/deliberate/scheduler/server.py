@@ -7,17 +7,11 @@ import logging
 
 import grpc
 
-from deliberate.scheduler.v1 import scheduler_service_pb2 as pb
-from deliberate.scheduler.v1 import scheduler_service_pb2_grpc
+from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
+from deliberate_api.scheduler.v1 import scheduler_service_pb2_grpc
 
-from ..core.requests import (
-    InvalidArgument,
-    parse_output_schema,
-    require_range,
-    require_text,
-    sampling_from_proto,
-)
-from ..engines.base import SamplingParams
+from ..core.requests import InvalidArgument, parse_output_schema
+from .limits import SOLVE
 from .pipeline import Pipeline, StageError
 from .settings import SchedulerSettings
 from .state import StateUnavailable
@@ -27,17 +21,7 @@ log = logging.getLogger("deliberate.scheduler")
 
 def validate(request: pb.SolveRequest, settings: SchedulerSettings) -> None:
     """Checks every documented limit before any stage runs; the error names the field."""
-    require_text("prompt", request.prompt, settings.max_prompt_chars)
-    require_range("num_drafts", request.num_drafts, 0, settings.max_drafts)
-    if len(request.strategy_hints) > settings.max_drafts:
-        raise InvalidArgument("strategy_hints", f"at most {settings.max_drafts} hints")
-    for i, hint in enumerate(request.strategy_hints):
-        if len(hint) > settings.max_hint_chars:
-            raise InvalidArgument(f"strategy_hints[{i}]", f"longer than {settings.max_hint_chars} characters")
-    if len(request.request_id) > 128:
-        raise InvalidArgument("request_id", "longer than 128 characters")
-    sampling_from_proto(request.sampling, SamplingParams(), settings.max_new_tokens_limit, "sampling")
-    sampling_from_proto(request.refine_sampling, SamplingParams(), settings.max_new_tokens_limit, "refine_sampling")
+    SOLVE.check(request, settings)
     parse_output_schema(request.output_schema)
 
 

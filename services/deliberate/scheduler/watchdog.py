@@ -103,7 +103,7 @@ class ProcessRestarter:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             output = open(self.log_path, "ab")  # noqa: SIM115 (closed below; the child keeps its own copy)
         try:
-            # Own session, like clients/python/deliberate_client/stack.py: a Ctrl-C meant for the Scheduler does not
+            # Own session, like services/deliberate/cli/stack.py: a Ctrl-C meant for the Scheduler does not
             # reach the Verifier, and the whole process group can be killed at once.
             self.process = subprocess.Popen(
                 self.command,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from deliberate.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
+from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
 
 from ..core.config import parse_settings
 from ..core.http_health import HttpHealthEndpoint

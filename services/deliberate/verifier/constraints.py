@@ -29,11 +29,10 @@ from .rules import (
     schema_check,
 )
 
-MAX_CONSTRAINTS = 32
-MAX_CEL_CHARS = 2048
+# How many constraints, how long a CEL expression, how large the context: declared with the request limits
+# (core/limits.py CONSTRAINTS) and checked at the edge before anything here compiles.
 # Static estimate of CEL evaluation steps (see `cel_cost`); above it the rule fails instead of running.
 MAX_CEL_COST = 1_000_000
-MAX_CONTEXT_BYTES = 1024 * 1024
 
 KIND_ORDER = {"json_schema": 0, "cel_expression": 1, "rule_pack": 2}
 
@@ -86,8 +85,6 @@ def compile_rules(
     reference: ReferenceStore | None = None,
 ) -> RuleSet:
     """`reference`: the store packs read reference data from; None for their package data."""
-    if len(constraints) > MAX_CONSTRAINTS:
-        raise ConstraintError("constraints", f"{len(constraints)} constraints; the limit is {MAX_CONSTRAINTS}")
     output_schema = None
     if output_schema_text.strip():
         try:
@@ -142,8 +139,6 @@ def constraint_rule(spec: ConstraintSpec, context: dict, reference: ReferenceSto
 
 
 def compile_cel(spec: ConstraintSpec):
-    if len(spec.source) > MAX_CEL_CHARS:
-        raise ConstraintError(f"{spec.field}.cel_expression", f"longer than {MAX_CEL_CHARS} characters")
     try:
         return _compiled_cel(spec.source)
     except ValueError as error:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
-from deliberate.common.v1 import common_pb2
+from deliberate_api.common.v1 import common_pb2
 
 from ..core.convert import duration
 from ..engines.base import Completion, Engine, SamplingParams

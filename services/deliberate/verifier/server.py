@@ -11,14 +11,15 @@ from functools import lru_cache
 import grpc
 from opentelemetry import trace
 
-from deliberate.common.v1 import common_pb2
-from deliberate.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
+from deliberate_api.common.v1 import common_pb2
+from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
 
 from ..core import telemetry
 from ..core.convert import FINISH_REASON_NAMES, duration, struct_to_dict
-from ..core.requests import InvalidArgument, require_text
-from .constraints import MAX_CONTEXT_BYTES, ConstraintError, ConstraintSpec, RuleSet, compile_rules
+from ..core.requests import InvalidArgument
+from .constraints import ConstraintError, ConstraintSpec, RuleSet, compile_rules
 from .judge import Judge
+from .limits import CHECK_CONSTRAINTS, VERIFY_DRAFTS
 from .reference import ReferenceStore
 from .rules import Verdict, verify
 from .settings import VerifierSettings
@@ -53,8 +54,6 @@ def compile_request(
     """Compiled once per distinct (schema, constraints, context): the Scheduler verifies each draft of a
     request in its own call, all with the same constraints. Reference data is not part of the compiled
     rules: packs read it per verification."""
-    if context.ByteSize() > MAX_CONTEXT_BYTES:
-        raise ConstraintError("context", f"{context.ByteSize()} bytes; the limit is {MAX_CONTEXT_BYTES}")
     key = verifier_service_pb2.CheckConstraintsRequest(
         output_schema=output_schema, constraints=constraints, context=context
     ).SerializeToString(deterministic=True)
@@ -76,14 +75,7 @@ class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
         self.reference = reference
 
     def validate(self, request: verifier_service_pb2.VerifyDraftsRequest) -> None:
-        require_text("prompt", request.prompt, self.settings.max_prompt_chars)
-        if not request.drafts:
-            raise InvalidArgument("drafts", "must not be empty")
-        if len(request.drafts) > self.settings.max_drafts:
-            raise InvalidArgument("drafts", f"{len(request.drafts)} drafts; the limit is {self.settings.max_drafts}")
-        for i, draft in enumerate(request.drafts):
-            if len(draft.text) > self.settings.max_draft_chars:
-                raise InvalidArgument(f"drafts[{i}].text", f"longer than {self.settings.max_draft_chars} characters")
+        VERIFY_DRAFTS.check(request, self.settings)
 
     async def VerifyDrafts(self, request, context: grpc.aio.ServicerContext):  # noqa: N802 (gRPC naming)
         try:
@@ -100,8 +92,9 @@ class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
 
     async def CheckConstraints(self, request, context: grpc.aio.ServicerContext):  # noqa: N802 (gRPC naming)
         try:
+            CHECK_CONSTRAINTS.check(request, self.settings)
             rule_set, _ = compile_request(request.output_schema, request.constraints, request.context, self.reference)
-        except ConstraintError as error:
+        except (InvalidArgument, ConstraintError) as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         return verifier_service_pb2.CheckConstraintsResponse(rule_ids=rule_set.rule_ids)
 

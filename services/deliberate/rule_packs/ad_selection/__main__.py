@@ -13,8 +13,8 @@ from pathlib import Path
 import redis
 from pydantic import TypeAdapter
 
-from deliberate.examples.ads import Ad, load_catalog
 from deliberate.verifier.packs import ReferenceStore
+from deliberate_client.examples.ads import Ad, load_catalog
 
 from . import catalog_store
 

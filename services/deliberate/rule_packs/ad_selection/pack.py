@@ -12,8 +12,8 @@ from functools import cached_property
 
 from pydantic import BaseModel, ConfigDict, StrictInt, field_validator
 
-from deliberate.examples.ads import BUDGET, Ad, load_catalog
 from deliberate.verifier.packs import CheckResult, RulePack, check
+from deliberate_client.examples.ads import BUDGET, Ad, load_catalog
 
 from .catalog_store import current_catalog
 

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from deliberate.verifier.v1 import verifier_service_pb2 as deliberate_dot_verifier_dot_v1_dot_verifier__service__pb2
+from deliberate_api.verifier.v1 import verifier_service_pb2 as deliberate_dot_verifier_dot_v1_dot_verifier__service__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__

@@ -22,7 +22,7 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
-from deliberate.common.v1 import common_pb2 as deliberate_dot_common_dot_v1_dot_common__pb2
+from deliberate_api.common.v1 import common_pb2 as deliberate_dot_common_dot_v1_dot_common__pb2
 
 
 DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n+deliberate/drafter/v1/drafter_service.proto\x12\x15\x64\x65liberate.drafter.v1\x1a!deliberate/common/v1/common.proto\"\xe6\x01\n\x15GenerateDraftsRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0e\n\x06prompt\x18\x02 \x01(\t\x12\x12\n\nnum_drafts\x18\x03 \x01(\x05\x12\x12\n\nstrategies\x18\x04 \x03(\t\x12\x36\n\x08sampling\x18\x05 \x01(\x0b\x32$.deliberate.common.v1.SamplingParams\x12\x15\n\routput_schema\x18\x06 \x01(\t\x12\r\n\x05round\x18\x07 \x01(\x05\x12\x10\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x08 \x01(\t\x12\x11\n\tfast_mode\x18\t \x01(\x08\"D\n\x16GenerateDraftsResponse\x12*\n\x05\x64raft\x18\x01 \x01(\x0b\x32\x1b.deliberate.common.v1.Draft2\x81\x01\n\x0e\x44rafterService\x12o\n\x0eGenerateDrafts\x12,.deliberate.drafter.v1.GenerateDraftsRequest\x1a-.deliberate.drafter.v1.GenerateDraftsResponse0\x01\x62\x06proto3')

@@ -1,6 +1,6 @@
 import datetime
 
-from deliberate.common.v1 import common_pb2 as _common_pb2
+from deliberate_api.common.v1 import common_pb2 as _common_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2

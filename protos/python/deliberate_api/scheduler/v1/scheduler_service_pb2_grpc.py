@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from deliberate.scheduler.v1 import scheduler_service_pb2 as deliberate_dot_scheduler_dot_v1_dot_scheduler__service__pb2
+from deliberate_api.scheduler.v1 import scheduler_service_pb2 as deliberate_dot_scheduler_dot_v1_dot_scheduler__service__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
-
-from pydantic import BaseModel, Field
 
 CATALOG_PATH = Path(__file__).with_name("ad_catalog.json")
 CATEGORIES = ("travel", "finance", "retail", "auto", "food", "tech", "health", "fashion", "games", "education")
@@ -20,11 +19,26 @@ BUDGET = 5000
 PICKS = 5
 
 
-class Ad(BaseModel):
-    id: int = Field(ge=1)
-    cost: int = Field(gt=0)
-    ctr: float = Field(ge=0, le=1, description="predicted click-through rate")
+@dataclass(frozen=True)
+class Ad:
+    """One ad of a catalog. A plain dataclass: the client needs no pydantic (the Verifier's pack validates a
+    catalog given in a request through pydantic, which checks these types and runs `__post_init__`)."""
+
+    id: int
+    cost: int
+    ctr: float  # predicted click-through rate
     category: str
+
+    def __post_init__(self) -> None:
+        if self.id < 1:
+            raise ValueError(f"id must be >= 1, got {self.id}")
+        if self.cost <= 0:
+            raise ValueError(f"cost must be > 0, got {self.cost}")
+        if not 0 <= self.ctr <= 1:
+            raise ValueError(f"ctr must be within [0, 1], got {self.ctr}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 
 def generate_catalog(seed: int = 2026, size: int = 100) -> list[Ad]:
@@ -42,7 +56,7 @@ def generate_catalog(seed: int = 2026, size: int = 100) -> list[Ad]:
 
 @lru_cache(maxsize=1)
 def load_catalog() -> tuple[Ad, ...]:
-    return tuple(Ad.model_validate(row) for row in json.loads(CATALOG_PATH.read_text()))
+    return tuple(Ad(**row) for row in json.loads(CATALOG_PATH.read_text()))
 
 
 def catalog_table(ads: tuple[Ad, ...] | list[Ad]) -> str:
@@ -95,5 +109,5 @@ def context(ads: tuple[Ad, ...] | list[Ad] | None = None) -> dict:
 
 
 if __name__ == "__main__":  # regenerates the shipped catalog
-    rows = ",\n".join(json.dumps(ad.model_dump()) for ad in generate_catalog())
+    rows = ",\n".join(json.dumps(ad.to_dict()) for ad in generate_catalog())
     CATALOG_PATH.write_text(f"[\n{rows}\n]\n")

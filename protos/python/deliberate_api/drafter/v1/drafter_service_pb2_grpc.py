@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from deliberate.refiner.v1 import refiner_service_pb2 as deliberate_dot_refiner_dot_v1_dot_refiner__service__pb2
+from deliberate_api.drafter.v1 import drafter_service_pb2 as deliberate_dot_drafter_dot_v1_dot_drafter__service__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,15 +18,15 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in deliberate/refiner/v1/refiner_service_pb2_grpc.py depends on'
+        + ' but the generated code in deliberate/drafter/v1/drafter_service_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
     )
 
 
-class RefinerServiceStub:
-    """Turns the best verified drafts into the final answer.
+class DrafterServiceStub:
+    """Generates N candidate drafts for one prompt in a single batched engine call.
     """
 
     def __init__(self, channel):
@@ -35,46 +35,46 @@ class RefinerServiceStub:
         Args:
             channel: A grpc.Channel.
         """
-        self.Refine = channel.unary_stream(
-                '/deliberate.refiner.v1.RefinerService/Refine',
-                request_serializer=deliberate_dot_refiner_dot_v1_dot_refiner__service__pb2.RefineRequest.SerializeToString,
-                response_deserializer=deliberate_dot_refiner_dot_v1_dot_refiner__service__pb2.RefineResponse.FromString,
+        self.GenerateDrafts = channel.unary_stream(
+                '/deliberate.drafter.v1.DrafterService/GenerateDrafts',
+                request_serializer=deliberate_dot_drafter_dot_v1_dot_drafter__service__pb2.GenerateDraftsRequest.SerializeToString,
+                response_deserializer=deliberate_dot_drafter_dot_v1_dot_drafter__service__pb2.GenerateDraftsResponse.FromString,
                 _registered_method=True)
 
 
-class RefinerServiceServicer:
-    """Turns the best verified drafts into the final answer.
+class DrafterServiceServicer:
+    """Generates N candidate drafts for one prompt in a single batched engine call.
     """
 
-    def Refine(self, request, context):
-        """Streams text chunks, then exactly one final message.
+    def GenerateDrafts(self, request, context):
+        """Streams each draft as soon as its generation completes.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
 
-def add_RefinerServiceServicer_to_server(servicer, server):
+def add_DrafterServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
-            'Refine': grpc.unary_stream_rpc_method_handler(
-                    servicer.Refine,
-                    request_deserializer=deliberate_dot_refiner_dot_v1_dot_refiner__service__pb2.RefineRequest.FromString,
-                    response_serializer=deliberate_dot_refiner_dot_v1_dot_refiner__service__pb2.RefineResponse.SerializeToString,
+            'GenerateDrafts': grpc.unary_stream_rpc_method_handler(
+                    servicer.GenerateDrafts,
+                    request_deserializer=deliberate_dot_drafter_dot_v1_dot_drafter__service__pb2.GenerateDraftsRequest.FromString,
+                    response_serializer=deliberate_dot_drafter_dot_v1_dot_drafter__service__pb2.GenerateDraftsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
-            'deliberate.refiner.v1.RefinerService', rpc_method_handlers)
+            'deliberate.drafter.v1.DrafterService', rpc_method_handlers)
     server.add_generic_rpc_handlers((generic_handler,))
-    server.add_registered_method_handlers('deliberate.refiner.v1.RefinerService', rpc_method_handlers)
+    server.add_registered_method_handlers('deliberate.drafter.v1.DrafterService', rpc_method_handlers)
 
 
  # This class is part of an EXPERIMENTAL API.
-class RefinerService:
-    """Turns the best verified drafts into the final answer.
+class DrafterService:
+    """Generates N candidate drafts for one prompt in a single batched engine call.
     """
 
     @staticmethod
-    def Refine(request,
+    def GenerateDrafts(request,
             target,
             options=(),
             channel_credentials=None,
@@ -87,9 +87,9 @@ class RefinerService:
         return grpc.experimental.unary_stream(
             request,
             target,
-            '/deliberate.refiner.v1.RefinerService/Refine',
-            deliberate_dot_refiner_dot_v1_dot_refiner__service__pb2.RefineRequest.SerializeToString,
-            deliberate_dot_refiner_dot_v1_dot_refiner__service__pb2.RefineResponse.FromString,
+            '/deliberate.drafter.v1.DrafterService/GenerateDrafts',
+            deliberate_dot_drafter_dot_v1_dot_drafter__service__pb2.GenerateDraftsRequest.SerializeToString,
+            deliberate_dot_drafter_dot_v1_dot_drafter__service__pb2.GenerateDraftsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -29,15 +29,16 @@ from pathlib import Path
 
 import grpc
 
-from deliberate.common.v1 import common_pb2
-from deliberate.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
-from deliberate.refiner.v1 import refiner_service_pb2, refiner_service_pb2_grpc
-from deliberate.scheduler.v1 import scheduler_service_pb2 as pb
-from deliberate.scheduler.v1 import scheduler_service_pb2_grpc
 from deliberate.verifier.parsing import extract_final_answer, extract_json
+from deliberate_api.common.v1 import common_pb2
+from deliberate_api.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
+from deliberate_api.refiner.v1 import refiner_service_pb2, refiner_service_pb2_grpc
+from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
+from deliberate_api.scheduler.v1 import scheduler_service_pb2_grpc
+from deliberate_client.cli import SERVER_COMMANDS
+from deliberate_client.client import build_request
 
 from . import eval_summary
-from .client import build_request
 from .eval_stats import DraftView, draft_views, parse_gold, rank
 from .eval_summary import read_runs
 from .stack import Ports, Stack
@@ -361,13 +362,13 @@ def run_problem(services: Services, s: Settings, problem: Problem) -> dict:
 
 
 def ad_instance(seed: int, size: int = 100):
-    from deliberate.examples import ads
+    from deliberate_client.examples import ads
 
     catalog = ads.generate_catalog(seed, size)
     constraints = [dict(c) for c in ads.CONSTRAINTS]
     for c in constraints:
         if c.get("rulePack") == "ad_selection":  # the Verifier must check this catalog, not the shipped one
-            c["params"] = {"budget": ads.BUDGET, "catalog": [ad.model_dump() for ad in catalog]}
+            c["params"] = {"budget": ads.BUDGET, "catalog": [ad.to_dict() for ad in catalog]}
     return catalog, ads.prompt(catalog), json.dumps(ads.OUTPUT_SCHEMA), constraints, ads.context(catalog)
 
 
@@ -375,7 +376,7 @@ def check_ad_plan(text: str | None, catalog, budget: float | None = None, picks:
     """Does the answer satisfy every constraint of the ad task? Checked here from the catalog, independently of
     the Verifier: JSON with `selected_ids`, exactly `picks` distinct ids, all in the catalog, total cost within
     budget, no two ads of one category."""
-    from deliberate.examples import ads
+    from deliberate_client.examples import ads
 
     budget = ads.BUDGET if budget is None else budget
     picks = ads.PICKS if picks is None else picks
@@ -512,6 +513,13 @@ class Progress:
 # --------------------------------------------------------------------------------------------------
 # The command
 # --------------------------------------------------------------------------------------------------
+
+
+def add_command(commands: argparse._SubParsersAction) -> None:
+    """Registered in the entry-point group `deliberate.commands` (pyproject.toml)."""
+    evaluate = commands.add_parser("eval", help=SERVER_COMMANDS["eval"])
+    add_arguments(evaluate)
+    evaluate.set_defaults(run=run)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -22,7 +22,7 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
-from deliberate.common.v1 import common_pb2 as deliberate_dot_common_dot_v1_dot_common__pb2
+from deliberate_api.common.v1 import common_pb2 as deliberate_dot_common_dot_v1_dot_common__pb2
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 

@@ -1,0 +1,89 @@
+"""`deliberate up`: the four services as local processes (drafter, verifier, refiner, scheduler), kept serving
+until Ctrl-C; `--solve-example` solves one question through them first so a newcomer sees a staged answer."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from pathlib import Path
+
+from deliberate_client.cli import EXAMPLE_QUESTION, SERVER_COMMANDS, run_solve
+
+from .stack import Ports, Stack
+
+
+def add_command(commands: argparse._SubParsersAction) -> None:
+    """Registered in the entry-point group `deliberate.commands` (pyproject.toml)."""
+    up = commands.add_parser("up", help=SERVER_COMMANDS["up"])
+    up.add_argument("--host", default="127.0.0.1")
+    up.add_argument("--port", type=int, default=Ports.scheduler, help="the Scheduler's port")
+    up.add_argument("--log-dir", type=Path, default=Path(".deliberate/logs"))
+    up.add_argument("--solve-example", action="store_true", help="solve an example question once all are up")
+    up.add_argument(
+        "--state",
+        choices=("file", "redis"),
+        default="file",
+        help="where the Scheduler keeps learned weights and feedback: a local file, or a redis-server started here "
+        "on a free loopback port (data in .deliberate/redis), as Scheduler replicas share it",
+    )
+    # The default model writes ~150-250 tokens per GSM8K draft with the brief prompt (docs/models.md).
+    up.add_argument("--example-max-new-tokens", type=int, default=320)
+    up.set_defaults(run=run_up)
+
+
+def run_up(args: argparse.Namespace) -> int:
+    ports = Ports(scheduler=args.port)
+    stack = Stack(ports=ports, host=args.host, log_dir=args.log_dir, state=args.state)
+    print(f"starting drafter, verifier, refiner, scheduler (logs in {args.log_dir}/) …", flush=True)
+    started = time.monotonic()
+    try:
+        stack.up()
+    except (RuntimeError, TimeoutError, FileNotFoundError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        stack.down()
+        return 1
+    print(f"all four services SERVING after {time.monotonic() - started:.1f}s; scheduler at {stack.address}")
+    for service in ("drafter", "verifier", "refiner", "scheduler"):
+        process = stack.processes.get(service)
+        owner = f"pid {process.pid:<7}" if process else "supervised by the scheduler (watchdog restarts it)"
+        print(f"  {service:<9} {stack.address_of(service)}  {owner}")
+    if stack.redis is not None:
+        print(f"  {'redis':<9} {stack.redis.url}  pid {stack.redis.process.pid} (data in {stack.redis.data_dir}/)")
+    # Installed explicitly: a shell that starts us in the background leaves SIGINT ignored.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, stop_serving)
+    try:
+        if args.solve_example:
+            print(f"\nsolving an example: {EXAMPLE_QUESTION}\n")
+            example = argparse.Namespace(
+                prompt=EXAMPLE_QUESTION, address=stack.address, num_drafts=5,
+                max_new_tokens=args.example_max_new_tokens, refine_max_new_tokens=args.example_max_new_tokens,
+                temperature=None, seed=None, schema=None, context=None, timeout=300.0, json=False,
+                example=None, constraints=None, check_arithmetic=True,
+            )  # fmt: skip
+            run_solve(example)
+            print(f'\nstill serving at {stack.address}; try: deliberate solve "your question"  (Ctrl-C stops all four)')
+        while True:
+            for service, process in stack.processes.items():
+                if process.poll() is not None:
+                    print(
+                        f"{service} exited with code {process.returncode}; stopping the others",
+                        file=sys.stderr,
+                    )
+                    return 1
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not abandon the shutdown
+            signal.signal(signum, signal.SIG_IGN)
+        print("\nstopping …", flush=True)
+        codes = stack.down()
+        print("stopped: " + ", ".join(f"{s} ({c})" for s, c in codes.items()))
+    return 0
+
+
+def stop_serving(*_: object) -> None:
+    raise KeyboardInterrupt

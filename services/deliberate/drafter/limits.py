@@ -1,0 +1,21 @@
+"""The Drafter's request limits, declared once (core/limits.py): enforced by its edge, written into the protos."""
+
+from __future__ import annotations
+
+from deliberate_api.drafter.v1 import drafter_service_pb2
+
+from ..core.limits import SAMPLING, Count, MessageLimits, Range, Setting, Text, nested
+from .settings import DrafterSettings
+
+GENERATE_DRAFTS = MessageLimits(
+    drafter_service_pb2.GenerateDraftsRequest,
+    DrafterSettings,
+    {
+        "prompt": Text(Setting("max_prompt_chars"), required=True),
+        "num_drafts": Range(1, Setting("max_drafts")),
+        "strategies": Count(0, Setting("max_drafts")),
+        "strategies[]": Text(Setting("max_hint_chars")),
+        "feedback": Text(Setting("max_prompt_chars")),
+        **nested("sampling", SAMPLING),
+    },
+)

@@ -1,0 +1,25 @@
+"""The Verifier's request limits, declared once (core/limits.py): enforced by its edge, written into the protos.
+
+What needs code stays in constraints.py and is checked right after: JSON Schemas against their metaschema (and
+their 64 KiB size), CEL compilation, rule-pack parameters.
+"""
+
+from __future__ import annotations
+
+from deliberate_api.verifier.v1 import verifier_service_pb2
+
+from ..core.limits import CONSTRAINTS, Count, MessageLimits, Setting, Text
+from .settings import VerifierSettings
+
+VERIFY_DRAFTS = MessageLimits(
+    verifier_service_pb2.VerifyDraftsRequest,
+    VerifierSettings,
+    {
+        "prompt": Text(Setting("max_prompt_chars"), required=True),
+        "drafts": Count(1, Setting("max_drafts")),
+        "drafts[].text": Text(Setting("max_draft_chars")),
+        **CONSTRAINTS,
+    },
+)
+
+CHECK_CONSTRAINTS = MessageLimits(verifier_service_pb2.CheckConstraintsRequest, VerifierSettings, CONSTRAINTS)
