@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from deliberate.common.v1 import common_pb2
 
-from ..engines.base import SamplingParams
 from .schemas import check_schema
 
 
@@ -30,14 +27,14 @@ def require_range(field: str, value: float, low: float, high: float) -> None:
         raise InvalidArgument(field, f"must be in [{low}, {high}], got {value}")
 
 
-def sampling_from_proto(
+def sampling_overrides(
     proto: common_pb2.SamplingParams,
-    defaults: SamplingParams,
     max_new_tokens_limit: int,
     field: str = "sampling",
-) -> SamplingParams:
-    """Applies the overrides that are set in `proto` to `defaults`, checking each one's range."""
-    overrides = {}
+) -> dict[str, float | int]:
+    """The sampling fields set in `proto`, by name, each checked against its range; an engine-backed service
+    applies them to its defaults (`EngineServicer.sampling`)."""
+    overrides: dict[str, float | int] = {}
     ranges = {
         "temperature": (0.0, 2.0),
         "top_p": (0.01, 1.0),
@@ -52,7 +49,7 @@ def sampling_from_proto(
             overrides[name] = value
     if proto.HasField("seed"):
         overrides["seed"] = proto.seed
-    return replace(defaults, **overrides)
+    return overrides
 
 
 def parse_output_schema(text: str, field: str = "output_schema") -> dict | None:

@@ -13,14 +13,9 @@ from deliberate.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
 
 from ..core import telemetry
 from ..core.convert import FINISH_REASONS, duration
-from ..core.requests import (
-    InvalidArgument,
-    parse_output_schema,
-    require_range,
-    require_text,
-    sampling_from_proto,
-)
-from ..engines.base import Completion, Engine, SamplingParams
+from ..core.requests import InvalidArgument, parse_output_schema, require_range, require_text
+from ..engines.base import Completion, SamplingParams
+from ..engines.service import EngineServicer
 from .prompts import SYSTEM_PROMPT, draft_user_message, strategies_for
 from .settings import DrafterSettings
 
@@ -32,11 +27,8 @@ def draft_id(request_id: str, round_: int, index: int) -> str:
     return f"{request_id}-r{round_}-d{index}"
 
 
-class DrafterServicer(drafter_service_pb2_grpc.DrafterServiceServicer):
-    def __init__(self, settings: DrafterSettings):
-        self.settings = settings
-        self.engine: Engine | None = None
-        self.defaults = settings.default_sampling()
+class DrafterServicer(EngineServicer, drafter_service_pb2_grpc.DrafterServiceServicer):
+    settings: DrafterSettings
 
     def validate(self, request: drafter_service_pb2.GenerateDraftsRequest) -> tuple[SamplingParams, dict | None]:
         require_text("prompt", request.prompt, self.settings.max_prompt_chars)
@@ -48,17 +40,10 @@ class DrafterServicer(drafter_service_pb2_grpc.DrafterServiceServicer):
                 raise InvalidArgument(f"strategies[{i}]", f"longer than {self.settings.max_hint_chars} characters")
         if len(request.feedback) > self.settings.max_prompt_chars:
             raise InvalidArgument("feedback", f"longer than {self.settings.max_prompt_chars} characters")
-        sampling = sampling_from_proto(request.sampling, self.defaults, self.settings.max_new_tokens_limit)
-        return sampling, parse_output_schema(request.output_schema)
+        return self.sampling(request.sampling), parse_output_schema(request.output_schema)
 
     async def GenerateDrafts(self, request, context: grpc.aio.ServicerContext):  # noqa: N802 (gRPC naming)
-        if self.engine is None:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "drafter is still loading its model")
-        try:
-            sampling, schema = self.validate(request)
-        except InvalidArgument as error:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
-
+        sampling, schema = await self.validated(self.validate, request, context)
         strategies = strategies_for(request.num_drafts, request.strategies, request.round)
         # Where the engine constrains decoding to the schema, a draft is the JSON object and nothing else.
         constrained = schema is not None and self.engine.capabilities.output_schema

@@ -12,14 +12,9 @@ from deliberate.refiner.v1 import refiner_service_pb2, refiner_service_pb2_grpc
 
 from ..core import telemetry
 from ..core.convert import FINISH_REASONS
-from ..core.requests import (
-    InvalidArgument,
-    parse_output_schema,
-    require_range,
-    require_text,
-    sampling_from_proto,
-)
+from ..core.requests import InvalidArgument, parse_output_schema, require_range, require_text
 from ..engines.base import Completion, Engine, TextDelta
+from ..engines.service import EngineServicer
 from .budget import Budget, BudgetTable, token_budget
 from .consensus import consensus_prefix
 from .prompts import SYSTEM_PROMPT, SelectedDraft, refine_user_message, thinking_trace
@@ -29,11 +24,11 @@ log = logging.getLogger("deliberate.refiner")
 tracer = trace.get_tracer("deliberate.refiner")
 
 
-class RefinerServicer(refiner_service_pb2_grpc.RefinerServiceServicer):
-    def __init__(self, settings: RefinerSettings):
-        self.settings = settings
-        self.engine: Engine | None = None
-        self.defaults = settings.default_sampling()
+class RefinerServicer(EngineServicer, refiner_service_pb2_grpc.RefinerServiceServicer):
+    settings: RefinerSettings
+
+    def __init__(self, settings: RefinerSettings, engine: Engine):
+        super().__init__(settings, engine)
         self.table = BudgetTable.parse(settings.budget_table)
 
     def validate(self, request: refiner_service_pb2.RefineRequest):
@@ -42,17 +37,10 @@ class RefinerServicer(refiner_service_pb2_grpc.RefinerServiceServicer):
         for i, item in enumerate(request.selected):
             if len(item.draft.text) > self.settings.max_draft_chars:
                 raise InvalidArgument(f"selected[{i}].draft.text", f"longer than {self.settings.max_draft_chars}")
-        sampling = sampling_from_proto(request.sampling, self.defaults, self.settings.max_new_tokens_limit)
-        return sampling, parse_output_schema(request.output_schema)
+        return self.sampling(request.sampling), parse_output_schema(request.output_schema)
 
     async def Refine(self, request, context: grpc.aio.ServicerContext):  # noqa: N802 (gRPC naming)
-        if self.engine is None:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "refiner is still loading its model")
-        try:
-            sampling, schema = self.validate(request)
-        except InvalidArgument as error:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
-
+        sampling, schema = await self.validated(self.validate, request, context)
         selected = [selected_draft(item) for item in request.selected]
         trace_marker = "" if request.disable_thinking_trace else thinking_trace(selected[0])
         prefix = ""

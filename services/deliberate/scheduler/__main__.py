@@ -6,14 +6,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from deliberate.scheduler.v1 import scheduler_service_pb2, scheduler_service_pb2_grpc
 
 from ..core.config import parse_settings
 from ..core.server import ServiceSpec, run
+from .downstream import Downstream, Stubs
 from .load import LoadMonitor
-from .pipeline import Pipeline, Stubs
+from .pipeline import Pipeline
 from .server import SchedulerServicer
 from .settings import SchedulerSettings
 from .watchdog import ProcessRestarter, Watchdog, build_restarter
@@ -45,37 +47,34 @@ def main(argv: list[str] | None = None) -> None:
         failures_to_restart=settings.watchdog_failures,
     )
     load = LoadMonitor.for_this_machine(capacity=settings.engine_capacity)
-    background: list[asyncio.Task] = []
 
-    def add_servicers(server) -> None:
-        # Channels are created inside the running event loop, after the gRPC instrumentation is installed.
-        learner = WeightLearner.load(settings.weights_path)
-        pipeline = Pipeline(settings, Stubs.connect(settings), learner=learner, load=load, watchdog=watchdog)
-        scheduler_service_pb2_grpc.add_SchedulerServiceServicer_to_server(SchedulerServicer(settings, pipeline), server)
-
-    async def start_supervision() -> None:
+    @contextlib.asynccontextmanager
+    async def supervised_pipeline() -> AsyncIterator[SchedulerServicer]:
+        """The stubs, the learned weights, and the load monitor and watchdog running beside the server."""
         if isinstance(restarter, ProcessRestarter):
             pid = await asyncio.to_thread(restarter.start)
             log.info("verifier started", extra={"pid": pid, "command": restarter.command})
-        background.append(asyncio.ensure_future(load.run(settings.load_interval_s)))
-        background.append(asyncio.ensure_future(watchdog.run()))
-
-    async def stop_supervision() -> None:
-        for task in background:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        if isinstance(restarter, ProcessRestarter):
-            await asyncio.to_thread(restarter.stop)
+        background = [asyncio.ensure_future(load.run(settings.load_interval_s)), asyncio.ensure_future(watchdog.run())]
+        try:
+            async with Stubs.open(settings) as stubs:
+                learner = WeightLearner.load(settings.weights_path)
+                pipeline = Pipeline(settings, Downstream(stubs, settings, watchdog), learner=learner, load=load)
+                yield SchedulerServicer(settings, pipeline)
+        finally:
+            for task in background:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            if isinstance(restarter, ProcessRestarter):
+                await asyncio.to_thread(restarter.stop)
 
     run(
         ServiceSpec(
             name="scheduler",
             port=settings.port,
             grpc_services=[scheduler_service_pb2.DESCRIPTOR.services_by_name["SchedulerService"].full_name],
-            add_servicers=add_servicers,
-            prepare=start_supervision,
-            on_shutdown=[stop_supervision],
+            dependencies=supervised_pipeline,
+            add_servicers=scheduler_service_pb2_grpc.add_SchedulerServiceServicer_to_server,
         ),
         settings,
     )

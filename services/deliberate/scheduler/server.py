@@ -15,10 +15,10 @@ from ..core.requests import (
     parse_output_schema,
     require_range,
     require_text,
-    sampling_from_proto,
+    sampling_overrides,
 )
-from ..engines.base import SamplingParams
-from .pipeline import Pipeline, StageError
+from .downstream import StageError
+from .pipeline import Pipeline
 from .settings import SchedulerSettings
 
 log = logging.getLogger("deliberate.scheduler")
@@ -35,8 +35,8 @@ def validate(request: pb.SolveRequest, settings: SchedulerSettings) -> None:
             raise InvalidArgument(f"strategy_hints[{i}]", f"longer than {settings.max_hint_chars} characters")
     if len(request.request_id) > 128:
         raise InvalidArgument("request_id", "longer than 128 characters")
-    sampling_from_proto(request.sampling, SamplingParams(), settings.max_new_tokens_limit, "sampling")
-    sampling_from_proto(request.refine_sampling, SamplingParams(), settings.max_new_tokens_limit, "refine_sampling")
+    sampling_overrides(request.sampling, settings.max_new_tokens_limit, "sampling")
+    sampling_overrides(request.refine_sampling, settings.max_new_tokens_limit, "refine_sampling")
     parse_output_schema(request.output_schema)
 
 

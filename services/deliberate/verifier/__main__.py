@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from deliberate.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
 
 from ..core.config import parse_settings
 from ..core.http_health import HttpHealthEndpoint
 from ..core.server import ServiceSpec, run
+from ..engines.service import open_engine
 from .judge import Judge
 from .packs import load_registry
 from .server import VerifierServicer
@@ -17,37 +19,34 @@ from .settings import VerifierSettings
 
 def main(argv: list[str] | None = None) -> None:
     settings = parse_settings(VerifierSettings, argv, prog="deliberate.verifier")
-    servicer = VerifierServicer(settings)
     state = {"serving": False, "rule_packs": [], "judge": settings.judge}
     http_health = HttpHealthEndpoint(settings.host, settings.http_port, lambda: {"service": "verifier", **state})
     http_health.start()
 
-    async def load_rules_and_judge() -> None:
+    @asynccontextmanager
+    async def rules_and_judge() -> AsyncIterator[VerifierServicer]:
         """Health turns SERVING only after this: the rule packs are loaded and the judge (if any) is ready."""
         state["rule_packs"] = sorted(load_registry())
-        if settings.judge != "off":
-            from ..engines import load_engine
+        if settings.judge == "off":
+            yield VerifierServicer(settings)
+            return
+        async with open_engine(settings.judge, settings.judge_model) as engine:
+            yield VerifierServicer(settings, Judge(engine, settings.judge_timeout_s, hard=settings.judge_hard))
 
-            engine = await asyncio.to_thread(load_engine, settings.judge, settings.judge_model)
-            servicer.judge = Judge(engine, settings.judge_timeout_s, hard=settings.judge_hard)
-
-    async def stop_http_health() -> None:
-        http_health.stop()
-
-    run(
-        ServiceSpec(
-            name="verifier",
-            port=settings.port,
-            grpc_services=[verifier_service_pb2.DESCRIPTOR.services_by_name["VerifierService"].full_name],
-            add_servicers=lambda server: verifier_service_pb2_grpc.add_VerifierServiceServicer_to_server(
-                servicer, server
+    try:
+        run(
+            ServiceSpec(
+                name="verifier",
+                port=settings.port,
+                grpc_services=[verifier_service_pb2.DESCRIPTOR.services_by_name["VerifierService"].full_name],
+                dependencies=rules_and_judge,
+                add_servicers=verifier_service_pb2_grpc.add_VerifierServiceServicer_to_server,
+                on_health_change=lambda serving: state.update(serving=serving),
             ),
-            prepare=load_rules_and_judge,
-            on_health_change=lambda serving: state.update(serving=serving),
-            on_shutdown=[stop_http_health],
-        ),
-        settings,
-    )
+            settings,
+        )
+    finally:
+        http_health.stop()
 
 
 if __name__ == "__main__":

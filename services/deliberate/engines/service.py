@@ -1,0 +1,81 @@
+"""The base every engine-backed service shares (Drafter, Refiner; the Verifier's judge uses `open_engine`).
+
+`open_engine` builds the engine inside an async context manager; `EngineServicer` receives it at
+construction, so no servicer ever runs without one; `run_engine_service` is the whole `__main__` of such
+a service: its settings, its servicer class and its generated `add_…_to_server` function.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import replace
+
+import grpc
+
+from deliberate.common.v1 import common_pb2
+
+from ..core.config import parse_settings
+from ..core.requests import InvalidArgument, sampling_overrides
+from ..core.server import ServiceSpec, run
+from . import load_engine
+from .base import Engine, SamplingParams
+from .settings import EngineSettings
+
+log = logging.getLogger("deliberate.engine")
+
+
+@asynccontextmanager
+async def open_engine(name: str, model: str, threads: int = 0) -> AsyncIterator[Engine]:
+    """Loads the engine in a worker thread (the event loop keeps answering signals meanwhile)."""
+    engine = await asyncio.to_thread(load_engine, name, model, threads)
+    try:
+        yield engine
+    finally:
+        # The engines free their model with the process; nothing of theirs outlives it.
+        log.info("engine released", extra={"engine": engine.name})
+
+
+class EngineServicer:
+    """What a servicer that generates with an engine holds: its settings, its engine, its sampling defaults."""
+
+    def __init__(self, settings: EngineSettings, engine: Engine):
+        self.settings = settings
+        self.engine = engine
+        self.defaults = settings.default_sampling()
+
+    def sampling(self, proto: common_pb2.SamplingParams) -> SamplingParams:
+        """The service's defaults with the request's overrides, each checked against its range."""
+        return replace(self.defaults, **sampling_overrides(proto, self.settings.max_new_tokens_limit))
+
+    async def validated(self, validate: Callable, request, context: grpc.aio.ServicerContext):
+        """`validate(request)`'s result, or INVALID_ARGUMENT naming the field it refused."""
+        try:
+            return validate(request)
+        except InvalidArgument as error:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+
+
+def run_engine_service(
+    name: str,
+    settings_class: type[EngineSettings],
+    servicer_class: Callable[[EngineSettings, Engine], EngineServicer],
+    service_descriptor,
+    add_servicer: Callable[[EngineServicer, grpc.aio.Server], None],
+    argv: list[str] | None = None,
+) -> None:
+    """Parses the settings, loads the engine, and serves `servicer_class(settings, engine)`; health turns
+    SERVING once the model is loaded."""
+    settings = parse_settings(settings_class, argv, prog=f"deliberate.{name}")
+    run(
+        ServiceSpec(
+            name=name,
+            port=settings.port,
+            grpc_services=[service_descriptor.full_name],
+            dependencies=lambda: open_engine(settings.engine, settings.model, settings.engine_threads),
+            add_servicers=lambda engine, server: add_servicer(servicer_class(settings, engine), server),
+        ),
+        settings,
+    )
