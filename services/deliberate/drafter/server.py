@@ -13,8 +13,10 @@ from deliberate.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
 
 from ..core import telemetry
 from ..core.convert import FINISH_REASONS, duration
+from ..core.gpu import GpuReading
 from ..core.requests import InvalidArgument, parse_output_schema, require_range, require_text
 from ..engines.base import Completion, SamplingParams
+from ..engines.load import EngineLoad
 from ..engines.service import EngineServicer
 from .prompts import SYSTEM_PROMPT, draft_user_message, strategies_for
 from .settings import DrafterSettings
@@ -55,22 +57,44 @@ class DrafterServicer(EngineServicer, drafter_service_pb2_grpc.DrafterServiceSer
         ]
         started_ns = time.time_ns()
         log.info("drafting", extra={"request_id": request.request_id, "num_drafts": len(prompts)})
-        async for event in self.engine.stream(prompts, sampling, output_schema=schema if constrained else None):
-            if not isinstance(event, Completion):
-                continue
-            draft = common_pb2.Draft(
-                id=draft_id(request.request_id, request.round, event.index),
-                index=event.index,
-                strategy=strategies[event.index],
-                text=event.text,
-                usage=common_pb2.TokenUsage(
-                    prompt_tokens=event.prompt_tokens, completion_tokens=event.completion_tokens
-                ),
-                finish_reason=FINISH_REASONS[event.finish_reason],
-                generation_latency=duration(event.latency_s),
-            )
-            record_draft_span(draft, started_ns, request.request_id)
-            yield drafter_service_pb2.GenerateDraftsResponse(draft=draft)
+        async with self.generation(context, prompts, sampling, schema if constrained else None) as events:
+            async for event in events:
+                if isinstance(event, Completion):
+                    yield drafter_service_pb2.GenerateDraftsResponse(
+                        draft=self.draft_of(request, strategies, event, started_ns)
+                    )
+
+    def draft_of(self, request, strategies: list[str], event: Completion, started_ns: int) -> common_pb2.Draft:
+        draft = common_pb2.Draft(
+            id=draft_id(request.request_id, request.round, event.index),
+            index=event.index,
+            strategy=strategies[event.index],
+            text=event.text,
+            usage=common_pb2.TokenUsage(prompt_tokens=event.prompt_tokens, completion_tokens=event.completion_tokens),
+            finish_reason=FINISH_REASONS[event.finish_reason],
+            generation_latency=duration(event.latency_s),
+        )
+        record_draft_span(draft, started_ns, request.request_id)
+        return draft
+
+    async def GetLoad(self, request, context: grpc.aio.ServicerContext):  # noqa: N802 (gRPC naming)
+        gpu = self.gpu.read() if self.gpu is not None else None
+        return load_response(self.engine.name, self.engine.load_report(), gpu)
+
+
+def load_response(engine_name: str, load: EngineLoad, gpu: GpuReading | None) -> drafter_service_pb2.GetLoadResponse:
+    response = drafter_service_pb2.GetLoadResponse(
+        engine=engine_name,
+        busy_sequences=load.busy_sequences,
+        queued_sequences=load.queued_sequences,
+        capacity=load.capacity,
+        recent_tokens_per_second=load.recent_tokens_per_second,
+        window_seconds=load.window_s,
+    )
+    if gpu is not None:
+        response.gpu_utilization = gpu.utilization
+        response.gpu_memory_utilization = gpu.memory
+    return response
 
 
 def record_draft_span(draft: common_pb2.Draft, started_ns: int, request_id: str) -> None:

@@ -1,15 +1,17 @@
 """The base every engine-backed service shares (Drafter, Refiner; the Verifier's judge uses `open_engine`).
 
-`open_engine` builds the engine inside an async context manager; `EngineServicer` receives it at
-construction, so no servicer ever runs without one; `run_engine_service` is the whole `__main__` of such
-a service: its settings, its servicer class and its generated `add_…_to_server` function.
+`open_engine` builds the engine inside an async context manager; `EngineServicer` receives it (and the
+GPU monitor, where NVML sees a GPU) at construction, so no servicer ever runs without one;
+`run_engine_service` is the whole `__main__` of such a service: its settings, its servicer class and its
+generated `add_…_to_server` function.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
 
@@ -18,10 +20,11 @@ import grpc
 from deliberate.common.v1 import common_pb2
 
 from ..core.config import parse_settings
+from ..core.gpu import GpuMonitor
 from ..core.requests import InvalidArgument, sampling_overrides
 from ..core.server import ServiceSpec, run
 from . import load_engine
-from .base import Engine, SamplingParams
+from .base import Cancellation, Engine, GenerationEvent, SamplingParams
 from .settings import EngineSettings
 
 log = logging.getLogger("deliberate.engine")
@@ -41,14 +44,32 @@ async def open_engine(name: str, model: str, threads: int = 0) -> AsyncIterator[
 class EngineServicer:
     """What a servicer that generates with an engine holds: its settings, its engine, its sampling defaults."""
 
-    def __init__(self, settings: EngineSettings, engine: Engine):
+    def __init__(self, settings: EngineSettings, engine: Engine, gpu: GpuMonitor | None = None):
         self.settings = settings
         self.engine = engine
+        self.gpu = gpu  # None where NVML sees no GPU
         self.defaults = settings.default_sampling()
 
     def sampling(self, proto: common_pb2.SamplingParams) -> SamplingParams:
         """The service's defaults with the request's overrides, each checked against its range."""
         return replace(self.defaults, **sampling_overrides(proto, self.settings.max_new_tokens_limit))
+
+    @asynccontextmanager
+    async def generation(
+        self,
+        context: grpc.aio.ServicerContext,
+        prompts: Sequence[str],
+        sampling: SamplingParams,
+        output_schema: dict | None = None,
+    ) -> AsyncIterator[AsyncIterator[GenerationEvent]]:
+        """The engine's events for this RPC. The engine stops as soon as the RPC ends (the client cancelled,
+        its deadline passed): gRPC does not close a streaming handler it cancels while that handler waits
+        to send, so closing the event stream alone would leave the engine decoding for no one."""
+        cancel = Cancellation()
+        context.add_done_callback(lambda _: cancel.set())
+        events = self.engine.stream(prompts, sampling, output_schema=output_schema, cancel=cancel)
+        async with contextlib.aclosing(events):
+            yield events
 
     async def validated(self, validate: Callable, request, context: grpc.aio.ServicerContext):
         """`validate(request)`'s result, or INVALID_ARGUMENT naming the field it refused."""
@@ -58,24 +79,31 @@ class EngineServicer:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
 
 
+@asynccontextmanager
+async def engine_and_gpu(settings: EngineSettings) -> AsyncIterator[tuple[Engine, GpuMonitor | None]]:
+    with GpuMonitor.open() as gpu:
+        async with open_engine(settings.engine, settings.model, settings.engine_threads) as engine:
+            yield engine, gpu
+
+
 def run_engine_service(
     name: str,
     settings_class: type[EngineSettings],
-    servicer_class: Callable[[EngineSettings, Engine], EngineServicer],
+    servicer_class: Callable[..., EngineServicer],
     service_descriptor,
     add_servicer: Callable[[EngineServicer, grpc.aio.Server], None],
     argv: list[str] | None = None,
 ) -> None:
-    """Parses the settings, loads the engine, and serves `servicer_class(settings, engine)`; health turns
-    SERVING once the model is loaded."""
+    """Parses the settings, loads the engine, and serves `servicer_class(settings, engine, gpu)`; health
+    turns SERVING once the model is loaded."""
     settings = parse_settings(settings_class, argv, prog=f"deliberate.{name}")
     run(
         ServiceSpec(
             name=name,
             port=settings.port,
             grpc_services=[service_descriptor.full_name],
-            dependencies=lambda: open_engine(settings.engine, settings.model, settings.engine_threads),
-            add_servicers=lambda engine, server: add_servicer(servicer_class(settings, engine), server),
+            dependencies=lambda: engine_and_gpu(settings),
+            add_servicers=lambda built, server: add_servicer(servicer_class(settings, *built), server),
         ),
         settings,
     )

@@ -12,6 +12,7 @@ from deliberate.refiner.v1 import refiner_service_pb2, refiner_service_pb2_grpc
 
 from ..core import telemetry
 from ..core.convert import FINISH_REASONS
+from ..core.gpu import GpuMonitor
 from ..core.requests import InvalidArgument, parse_output_schema, require_range, require_text
 from ..engines.base import Completion, Engine, TextDelta
 from ..engines.service import EngineServicer
@@ -27,8 +28,8 @@ tracer = trace.get_tracer("deliberate.refiner")
 class RefinerServicer(EngineServicer, refiner_service_pb2_grpc.RefinerServiceServicer):
     settings: RefinerSettings
 
-    def __init__(self, settings: RefinerSettings, engine: Engine):
-        super().__init__(settings, engine)
+    def __init__(self, settings: RefinerSettings, engine: Engine, gpu: GpuMonitor | None = None):
+        super().__init__(settings, engine, gpu)
         self.table = BudgetTable.parse(settings.budget_table)
 
     def validate(self, request: refiner_service_pb2.RefineRequest):
@@ -59,11 +60,12 @@ class RefinerServicer(EngineServicer, refiner_service_pb2_grpc.RefinerServiceSer
             if prefix:
                 yield chunk(prefix)
             completion = None
-            async for event in self.engine.stream([prompt], sampling):
-                if isinstance(event, TextDelta):
-                    yield chunk(event.text)
-                elif isinstance(event, Completion):
-                    completion = event
+            async with self.generation(context, [prompt], sampling) as events:
+                async for event in events:
+                    if isinstance(event, TextDelta):
+                        yield chunk(event.text)
+                    elif isinstance(event, Completion):
+                        completion = event
             span.set_attribute("deliberate.refine.completion_tokens", completion.completion_tokens)
 
         answer = prefix + completion.text

@@ -14,7 +14,7 @@ from deliberate.scheduler.v1 import scheduler_service_pb2, scheduler_service_pb2
 from ..core.config import parse_settings
 from ..core.server import ServiceSpec, run
 from .downstream import Downstream, Stubs
-from .load import LoadMonitor
+from .load import DrafterLoadSampler, LoadMonitor
 from .pipeline import Pipeline
 from .server import SchedulerServicer
 from .settings import SchedulerSettings
@@ -46,7 +46,6 @@ def main(argv: list[str] | None = None) -> None:
         interval_s=settings.watchdog_interval_s,
         failures_to_restart=settings.watchdog_failures,
     )
-    load = LoadMonitor.for_this_machine(capacity=settings.engine_capacity)
 
     @contextlib.asynccontextmanager
     async def supervised_pipeline() -> AsyncIterator[SchedulerServicer]:
@@ -54,17 +53,23 @@ def main(argv: list[str] | None = None) -> None:
         if isinstance(restarter, ProcessRestarter):
             pid = await asyncio.to_thread(restarter.start)
             log.info("verifier started", extra={"pid": pid, "command": restarter.command})
-        background = [asyncio.ensure_future(load.run(settings.load_interval_s)), asyncio.ensure_future(watchdog.run())]
         try:
             async with Stubs.open(settings) as stubs:
+                downstream = Downstream(stubs, settings, watchdog)
+                load = LoadMonitor(DrafterLoadSampler(downstream.drafter_load))
                 learner = WeightLearner.load(settings.weights_path)
-                pipeline = Pipeline(settings, Downstream(stubs, settings, watchdog), learner=learner, load=load)
-                yield SchedulerServicer(settings, pipeline)
+                background = [
+                    asyncio.ensure_future(load.run(settings.load_interval_s)),
+                    asyncio.ensure_future(watchdog.run()),
+                ]
+                try:
+                    yield SchedulerServicer(settings, Pipeline(settings, downstream, learner=learner, load=load))
+                finally:
+                    for task in background:
+                        task.cancel()
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await task
         finally:
-            for task in background:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
             if isinstance(restarter, ProcessRestarter):
                 await asyncio.to_thread(restarter.stop)
 

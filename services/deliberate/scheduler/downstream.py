@@ -21,11 +21,14 @@ from deliberate.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
 from deliberate.refiner.v1 import refiner_service_pb2, refiner_service_pb2_grpc
 from deliberate.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
 
+from .load import EngineReport
 from .settings import SchedulerSettings
 from .watchdog import Watchdog
 
 # Without a watchdog to ask, how long to pause before calling an unavailable Verifier again.
 VERIFIER_RETRY_PAUSE_S = 0.5
+# How long one load report may take; a Drafter slower than that to answer counts as a failed sample.
+LOAD_TIMEOUT_S = 2.0
 
 
 class StageError(Exception):
@@ -129,7 +132,6 @@ class Downstream:
         output_schema: str,
         round_: int,
         feedback: str,
-        fast_mode: bool,
     ) -> AsyncIterator[common_pb2.Draft]:
         """The drafts as the Drafter finishes them."""
         async with stage("drafter"):
@@ -143,12 +145,27 @@ class Downstream:
                     output_schema=output_schema,
                     round=round_,
                     feedback=feedback,
-                    fast_mode=fast_mode,
                 ),
                 timeout=deadline.remaining("drafting"),
             )
             async for message in call:
                 yield message.draft
+
+    async def drafter_load(self) -> EngineReport:
+        """The Drafter's engine load: the Scheduler's signal for N."""
+        async with stage("drafter"):
+            response = await self.stubs.drafter.GetLoad(drafter_service_pb2.GetLoadRequest(), timeout=LOAD_TIMEOUT_S)
+        return EngineReport(
+            engine=response.engine,
+            busy_sequences=response.busy_sequences,
+            queued_sequences=response.queued_sequences,
+            capacity=response.capacity,
+            recent_tokens_per_second=response.recent_tokens_per_second,
+            gpu_utilization=response.gpu_utilization if response.HasField("gpu_utilization") else None,
+            gpu_memory_utilization=(
+                response.gpu_memory_utilization if response.HasField("gpu_memory_utilization") else None
+            ),
+        )
 
     async def verify(
         self, request_id: str, draft: common_pb2.Draft, checks: Checks, deadline: Deadline, what: str

@@ -82,7 +82,7 @@ class Pipeline:
             return self.load.resolve(requested, self.settings.max_drafts)
         n = requested or self.settings.default_num_drafts
         reason = "requested by the client" if requested else "the configured default"
-        return Decision(num_drafts=n, fast_mode=False, reason=reason, utilization=0.0)
+        return Decision(num_drafts=n, reason=reason, utilization=0.0)
 
     async def solve(self, request: pb.SolveRequest, deadline_s: float, emit: Emit) -> pb.SolveResponse:
         solve = Solve(
@@ -160,13 +160,10 @@ class Pipeline:
             output_schema=request.output_schema,
             round_=round_,
             feedback=feedback,
-            fast_mode=decision.fast_mode,
         )
-        in_flight = self.load.engine.track(decision.num_drafts) if self.load is not None else contextlib.nullcontext()
         async with contextlib.aclosing(drafts):
-            with in_flight:
-                async for draft in drafts:
-                    self.accept_draft(solve, draft, round_)
+            async for draft in drafts:
+                self.accept_draft(solve, draft, round_)
         drafted = time.perf_counter()
         solve.timings.add("draft", drafted - started)
         new = [solve.drafts[i] for i in solve.drafts if i not in before]

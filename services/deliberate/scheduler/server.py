@@ -98,7 +98,6 @@ class SchedulerServicer(scheduler_service_pb2_grpc.SchedulerServiceServicer):
             ),
             num_drafts=decision.num_drafts,
             num_drafts_reason=decision.reason,
-            fast_mode=decision.fast_mode,
             utilization=decision.utilization,
             utilization_source=pipeline.load.snapshot()["source"] if pipeline.load else "",
             feedback=pb.FeedbackCounts(
