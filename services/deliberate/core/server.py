@@ -42,8 +42,8 @@ class ServiceSpec:
     port: int
     # Full gRPC service names, e.g. "deliberate.drafter.v1.DrafterService".
     grpc_services: Sequence[str]
-    # Registers the servicers built from what `dependencies` yielded: (that, server), in the order of the
-    # generated `add_…Servicer_to_server(servicer, server)`, which fits as it is where it yields the servicer.
+    # Registers the servicers, given what `dependencies` yielded and the server: the argument order of the
+    # generated `add_…Servicer_to_server(servicer, server)`, which fits as it is when they yield the servicer.
     add_servicers: Callable[[Any, grpc.aio.Server], None]
     # Entered inside the running event loop after tracing is set up (so channels are instrumented);
     # exited after the server drained.
@@ -87,7 +87,7 @@ async def serve(spec: ServiceSpec, settings: CommonSettings) -> None:
         loop.add_signal_handler(signum, stop.set)
 
     try:
-        async with contextlib.AsyncExitStack() as resources:
+        async with contextlib.AsyncExitStack() as resources:  # entered in a task, so a SIGTERM can interrupt it
             entering = asyncio.ensure_future(resources.enter_async_context(spec.dependencies()))
             stopped = asyncio.ensure_future(stop.wait())
             await asyncio.wait({entering, stopped}, return_when=asyncio.FIRST_COMPLETED)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import grpc
 from opentelemetry import trace
@@ -13,11 +15,11 @@ from deliberate.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
 
 from ..core import telemetry
 from ..core.convert import FINISH_REASONS, duration
-from ..core.gpu import GpuReading
+from ..core.gpu import GpuMonitor, GpuReading
 from ..core.requests import InvalidArgument, parse_output_schema, require_range, require_text
-from ..engines.base import Completion, SamplingParams
+from ..engines.base import Completion, Engine, SamplingParams
 from ..engines.load import EngineLoad
-from ..engines.service import EngineServicer
+from ..engines.service import EngineServicer, open_engine
 from .prompts import SYSTEM_PROMPT, draft_user_message, strategies_for
 from .settings import DrafterSettings
 
@@ -31,6 +33,18 @@ def draft_id(request_id: str, round_: int, index: int) -> str:
 
 class DrafterServicer(EngineServicer, drafter_service_pb2_grpc.DrafterServiceServicer):
     settings: DrafterSettings
+
+    def __init__(self, settings: DrafterSettings, engine: Engine, gpu: GpuMonitor | None = None):
+        super().__init__(settings, engine)
+        self.gpu = gpu  # read for the load report; None where NVML sees no GPU
+
+    @classmethod
+    @asynccontextmanager
+    async def open(cls, settings: DrafterSettings) -> AsyncIterator[DrafterServicer]:
+        """The servicer with its engine loaded and, where NVML sees one, the GPU it reports on."""
+        with GpuMonitor.open() as gpu:
+            async with open_engine(settings.engine, settings.model, settings.engine_threads) as engine:
+                yield cls(settings, engine, gpu)
 
     def validate(self, request: drafter_service_pb2.GenerateDraftsRequest) -> tuple[SamplingParams, dict | None]:
         require_text("prompt", request.prompt, self.settings.max_prompt_chars)

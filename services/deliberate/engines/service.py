@@ -1,9 +1,8 @@
 """The base every engine-backed service shares (Drafter, Refiner; the Verifier's judge uses `open_engine`).
 
-`open_engine` builds the engine inside an async context manager; `EngineServicer` receives it (and the
-GPU monitor, where NVML sees a GPU) at construction, so no servicer ever runs without one;
-`run_engine_service` is the whole `__main__` of such a service: its settings, its servicer class and its
-generated `add_…_to_server` function.
+`open_engine` builds the engine inside an async context manager; `EngineServicer.open` builds the servicer
+with it, so no servicer ever runs without its engine; `run_engine_service` is the whole `__main__` of such a
+service: its settings, its servicer class and its generated `add_…_to_server` function.
 """
 
 from __future__ import annotations
@@ -14,13 +13,13 @@ import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
+from typing import Self
 
 import grpc
 
 from deliberate.common.v1 import common_pb2
 
 from ..core.config import parse_settings
-from ..core.gpu import GpuMonitor
 from ..core.requests import InvalidArgument, sampling_overrides
 from ..core.server import ServiceSpec, run
 from . import load_engine
@@ -44,11 +43,17 @@ async def open_engine(name: str, model: str, threads: int = 0) -> AsyncIterator[
 class EngineServicer:
     """What a servicer that generates with an engine holds: its settings, its engine, its sampling defaults."""
 
-    def __init__(self, settings: EngineSettings, engine: Engine, gpu: GpuMonitor | None = None):
+    def __init__(self, settings: EngineSettings, engine: Engine):
         self.settings = settings
         self.engine = engine
-        self.gpu = gpu  # None where NVML sees no GPU
         self.defaults = settings.default_sampling()
+
+    @classmethod
+    @asynccontextmanager
+    async def open(cls, settings: EngineSettings) -> AsyncIterator[Self]:
+        """The servicer with its engine loaded; the engine is released on exit."""
+        async with open_engine(settings.engine, settings.model, settings.engine_threads) as engine:
+            yield cls(settings, engine)
 
     def sampling(self, proto: common_pb2.SamplingParams) -> SamplingParams:
         """The service's defaults with the request's overrides, each checked against its range."""
@@ -79,31 +84,24 @@ class EngineServicer:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
 
 
-@asynccontextmanager
-async def engine_and_gpu(settings: EngineSettings) -> AsyncIterator[tuple[Engine, GpuMonitor | None]]:
-    with GpuMonitor.open() as gpu:
-        async with open_engine(settings.engine, settings.model, settings.engine_threads) as engine:
-            yield engine, gpu
-
-
 def run_engine_service(
     name: str,
     settings_class: type[EngineSettings],
-    servicer_class: Callable[..., EngineServicer],
+    servicer_class: type[EngineServicer],
     service_descriptor,
     add_servicer: Callable[[EngineServicer, grpc.aio.Server], None],
     argv: list[str] | None = None,
 ) -> None:
-    """Parses the settings, loads the engine, and serves `servicer_class(settings, engine, gpu)`; health
-    turns SERVING once the model is loaded."""
+    """Parses the settings and serves what `servicer_class.open(settings)` yields; health turns SERVING once
+    the model is loaded."""
     settings = parse_settings(settings_class, argv, prog=f"deliberate.{name}")
     run(
         ServiceSpec(
             name=name,
             port=settings.port,
             grpc_services=[service_descriptor.full_name],
-            dependencies=lambda: engine_and_gpu(settings),
-            add_servicers=lambda built, server: add_servicer(servicer_class(settings, *built), server),
+            dependencies=lambda: servicer_class.open(settings),
+            add_servicers=add_servicer,
         ),
         settings,
     )

@@ -12,7 +12,6 @@ from deliberate.refiner.v1 import refiner_service_pb2, refiner_service_pb2_grpc
 
 from ..core import telemetry
 from ..core.convert import FINISH_REASONS
-from ..core.gpu import GpuMonitor
 from ..core.requests import InvalidArgument, parse_output_schema, require_range, require_text
 from ..engines.base import Completion, Engine, TextDelta
 from ..engines.service import EngineServicer
@@ -28,8 +27,8 @@ tracer = trace.get_tracer("deliberate.refiner")
 class RefinerServicer(EngineServicer, refiner_service_pb2_grpc.RefinerServiceServicer):
     settings: RefinerSettings
 
-    def __init__(self, settings: RefinerSettings, engine: Engine, gpu: GpuMonitor | None = None):
-        super().__init__(settings, engine, gpu)
+    def __init__(self, settings: RefinerSettings, engine: Engine):
+        super().__init__(settings, engine)
         self.table = BudgetTable.parse(settings.budget_table)
 
     def validate(self, request: refiner_service_pb2.RefineRequest):
