@@ -9,6 +9,9 @@ number of re-drafts; after that the best attempt is answered as UNVERIFIED with 
 A request without an output schema gets the arithmetic rule pack (hard) unless it turns that off
 (`SolveRequest.disable_default_arithmetic`). An answer is VERIFIED only when its best draft passed a
 substantive check (`selection`); a draft that passed every hard rule on format alone makes it UNCHECKED.
+
+This module holds the order of the stages only: the calls are in `downstream`, the request's state in
+`solve`, the stream's events in `events`, the reading of verdicts in `verdicts`, the ranking in `selection`.
 """
 
 from __future__ import annotations
