@@ -54,7 +54,7 @@ def test_every_service_package_is_versioned_and_named_by_buf_style():
 
 
 def test_generated_code_imports_only_the_contract_package():
-    """protoc writes `from deliberate.common.v1 import …`; generate.sh rewrites it, as `deliberate` is the servers'."""
+    """protoc imports `deliberate.<svc>.v1` modules; generate.sh rewrites them, as `deliberate` is the servers'."""
     imports = [
         line
         for path in (ROOT / "protos/python/deliberate_api").rglob("*_pb2*.py*")

@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 
 from deliberate.core.config import parse_settings
-from deliberate.core.requests import InvalidArgument, parse_output_schema, sampling_from_proto
+from deliberate.core.requests import InvalidArgument, parse_output_schema, sampling_overrides
 from deliberate.drafter.settings import DrafterSettings
-from deliberate.engines.base import SamplingParams
 from deliberate_api.common.v1 import common_pb2
 
 
@@ -25,12 +24,8 @@ def test_a_malformed_setting_is_refused(monkeypatch):
 
 
 def test_sampling_overrides_only_what_is_set():
-    defaults = SamplingParams()
     proto = common_pb2.SamplingParams(temperature=0.9, seed=3)
-    params = sampling_from_proto(proto, defaults)
-    assert params.temperature == pytest.approx(0.9)
-    assert params.seed == 3
-    assert params.top_p == defaults.top_p and params.max_new_tokens == defaults.max_new_tokens
+    assert sampling_overrides(proto) == {"temperature": pytest.approx(0.9), "seed": 3}
 
 
 def test_output_schema_is_checked_against_its_metaschema():
@@ -42,3 +37,27 @@ def test_output_schema_is_checked_against_its_metaschema():
         parse_output_schema('{"type": "nope"}')
     with pytest.raises(InvalidArgument, match="^output_schema: must be a JSON object"):
         parse_output_schema("[1, 2]")
+
+
+def test_core_imports_no_engine():
+    """core/ is plumbing every service shares; engines build on it, never the other way round."""
+    import ast
+    from pathlib import Path
+
+    import deliberate.core
+
+    core = Path(deliberate.core.__file__).parent
+    engine_imports = []
+    for module in sorted(core.glob("*.py")):
+        for node in ast.walk(ast.parse(module.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                target = "." * node.level + (node.module or "")
+                names = [target]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            engine_imports += [
+                f"{module.name}: {n}" for n in names if n.startswith(("..engines", "deliberate.engines"))
+            ]
+    assert engine_imports == []

@@ -144,3 +144,28 @@ def test_load_engine_takes_a_thread_count():
     params = SamplingParams(max_new_tokens=4, min_new_tokens=4)
     [completion] = engine.generate([_prompt(engine)], params, lambda e: None, threading.Event())
     assert completion.completion_tokens == 4
+
+
+def test_the_load_report_counts_sequences_from_submission_to_completion(llamacpp_engine):
+    """4 slots (the fixture's parallel): 6 sequences are 4 busy and 2 queued until they complete or stop."""
+    long = SamplingParams(max_new_tokens=300, min_new_tokens=300)
+    short = SamplingParams(max_new_tokens=16, min_new_tokens=16)
+
+    async def scenario():
+        idle = llamacpp_engine.load_report()
+        stream = llamacpp_engine.stream([_prompt(llamacpp_engine)] * 6, long)
+        await anext(stream)  # decoding has begun; 300 tokens are seconds away
+        during = llamacpp_engine.load_report()
+        await stream.aclose()  # returns once the engine stopped: what never completed is released
+        stopped = llamacpp_engine.load_report()
+        made = 0
+        async for event in llamacpp_engine.stream([_prompt(llamacpp_engine)] * 2, short):
+            made += event.completion_tokens if isinstance(event, Completion) else 0
+        return idle, during, stopped, made, llamacpp_engine.load_report()
+
+    idle, during, stopped, made, done = asyncio.run(scenario())
+    assert (idle.busy_sequences, idle.queued_sequences, idle.capacity) == (0, 0, 4)
+    assert (during.busy_sequences, during.queued_sequences) == (4, 2)
+    assert (stopped.busy_sequences, stopped.queued_sequences) == (0, 0)
+    assert made == 32 and (done.busy_sequences, done.queued_sequences) == (0, 0)
+    assert done.recent_tokens_per_second >= made / done.window_s  # this call's tokens, and any aborted ones

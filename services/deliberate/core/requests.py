@@ -3,11 +3,8 @@ themselves are declared in each service's limits.py and checked by core/limits.p
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from deliberate_api.common.v1 import common_pb2
 
-from ..engines.base import SamplingParams
 from .schemas import check_schema
 
 
@@ -19,10 +16,11 @@ class InvalidArgument(ValueError):
         self.field = field
 
 
-def sampling_from_proto(proto: common_pb2.SamplingParams, defaults: SamplingParams) -> SamplingParams:
-    """`defaults` with the overrides that are set in `proto` (their ranges were checked at the edge: SAMPLING)."""
+def sampling_overrides(proto: common_pb2.SamplingParams) -> dict[str, float | int]:
+    """The sampling fields set in `proto`, by name (their ranges were checked at the edge: SAMPLING); an
+    engine-backed service applies them to its defaults (`EngineServicer.sampling`)."""
     names = ("temperature", "top_p", "max_new_tokens", "presence_penalty", "frequency_penalty", "seed")
-    return replace(defaults, **{name: getattr(proto, name) for name in names if proto.HasField(name)})
+    return {name: getattr(proto, name) for name in names if proto.HasField(name)}
 
 
 def parse_output_schema(text: str, field: str = "output_schema") -> dict | None:

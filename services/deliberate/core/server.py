@@ -1,16 +1,21 @@
-"""The life of one service process: listen, get ready, serve, drain on SIGTERM.
+"""The life of one service process: build its dependencies, listen, serve, drain on SIGTERM, close them.
 
-Health goes NOT_SERVING → SERVING only after `prepare` (e.g. model loading) finished, so `deliberate up`,
-compose and Kubernetes probes wait for a service that can really answer.
+A service names what it needs (an engine, stubs, a judge) as an async context manager; the servicers are
+built from what it yields, so none is ever half-constructed. The port is bound first (a taken port fails
+at once), but the server starts answering only once the dependencies are ready: until then every probe
+and client sees UNAVAILABLE, and `deliberate up`, compose and Kubernetes wait for SERVING.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -26,16 +31,24 @@ log = logging.getLogger("deliberate.server")
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 
+@asynccontextmanager
+async def no_dependencies() -> AsyncIterator[None]:
+    yield None
+
+
 @dataclass
 class ServiceSpec:
     name: str  # "drafter", "verifier", …
     port: int
     # Full gRPC service names, e.g. "deliberate.drafter.v1.DrafterService".
     grpc_services: Sequence[str]
-    add_servicers: Callable[[grpc.aio.Server], None]
-    prepare: Callable[[], Awaitable[None]] | None = None
+    # Registers the servicers, given what `dependencies` yielded and the server: the argument order of the
+    # generated `add_…Servicer_to_server(servicer, server)`, which fits as it is when they yield the servicer.
+    add_servicers: Callable[[Any, grpc.aio.Server], None]
+    # Entered inside the running event loop after tracing is set up (so channels are instrumented);
+    # exited after the server drained.
+    dependencies: Callable[[], AbstractAsyncContextManager[Any]] = no_dependencies
     on_health_change: Callable[[bool], None] | None = None
-    on_shutdown: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
 
 async def serve(spec: ServiceSpec, settings: CommonSettings) -> None:
@@ -48,7 +61,6 @@ async def serve(spec: ServiceSpec, settings: CommonSettings) -> None:
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
         ]
     )
-    spec.add_servicers(server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
@@ -69,57 +81,37 @@ async def serve(spec: ServiceSpec, settings: CommonSettings) -> None:
         if spec.on_health_change:
             spec.on_health_change(serving)
 
-    await set_health(False)
-    await server.start()
-    log.info("listening", extra={"address": address})
-
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
 
     try:
-        if spec.prepare:
-            prepared = asyncio.ensure_future(spec.prepare())
+        async with contextlib.AsyncExitStack() as resources:  # entered in a task, so a SIGTERM can interrupt it
+            entering = asyncio.ensure_future(resources.enter_async_context(spec.dependencies()))
             stopped = asyncio.ensure_future(stop.wait())
-            await asyncio.wait({prepared, stopped}, return_when=asyncio.FIRST_COMPLETED)
-            if not prepared.done():
-                prepared.cancel()
-            else:
-                prepared.result()  # a failed preparation ends the process with its error
-        if not stop.is_set():
-            await set_health(True)
-            log.info("serving", extra={"address": address})
-            await stop.wait()
+            await asyncio.wait({entering, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            stopped.cancel()
+            if not entering.done():  # stopped while, say, the model was still loading
+                entering.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await entering
+                return
+            spec.add_servicers(entering.result(), server)  # a failed preparation ends the process with its error
+            await set_health(False)
+            await server.start()
+            try:
+                await set_health(True)
+                log.info("serving", extra={"address": address})
+                await stop.wait()
+            finally:  # drained before the dependencies close: in-flight calls still have their engine
+                log.info("shutting down", extra={"grace_s": settings.shutdown_grace_s})
+                await set_health(False)
+                await server.stop(settings.shutdown_grace_s)
     finally:
-        log.info("shutting down", extra={"grace_s": settings.shutdown_grace_s})
-        await set_health(False)
-        await server.stop(settings.shutdown_grace_s)
-        for hook in spec.on_shutdown:
-            await hook()
         provider.shutdown()  # flushes pending spans
         log.info("stopped")
 
 
 def run(spec: ServiceSpec, settings: CommonSettings) -> None:
     asyncio.run(serve(spec, settings))
-
-
-def run_engine_service(name: str, settings, servicer, grpc_service: str, add_servicer) -> None:
-    """Runs a service whose servicer needs an LLM engine (Drafter, Refiner): it reports SERVING once the
-    model is loaded into `servicer.engine`."""
-    from ..engines import load_engine
-
-    async def load_model() -> None:
-        servicer.engine = await asyncio.to_thread(load_engine, settings.engine, settings.model, settings.engine_threads)
-
-    run(
-        ServiceSpec(
-            name=name,
-            port=settings.port,
-            grpc_services=[grpc_service],
-            add_servicers=lambda server: add_servicer(servicer, server),
-            prepare=load_model,
-        ),
-        settings,
-    )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import grpc
 from opentelemetry import trace
@@ -13,8 +15,11 @@ from deliberate_api.drafter.v1 import drafter_service_pb2, drafter_service_pb2_g
 
 from ..core import telemetry
 from ..core.convert import FINISH_REASONS, duration
-from ..core.requests import InvalidArgument, parse_output_schema, sampling_from_proto
+from ..core.gpu import GpuMonitor, GpuReading
+from ..core.requests import parse_output_schema
 from ..engines.base import Completion, Engine, SamplingParams
+from ..engines.load import EngineLoad
+from ..engines.service import EngineServicer, open_engine
 from .limits import GENERATE_DRAFTS
 from .prompts import SYSTEM_PROMPT, draft_user_message, strategies_for
 from .settings import DrafterSettings
@@ -27,24 +32,27 @@ def draft_id(request_id: str, round_: int, index: int) -> str:
     return f"{request_id}-r{round_}-d{index}"
 
 
-class DrafterServicer(drafter_service_pb2_grpc.DrafterServiceServicer):
-    def __init__(self, settings: DrafterSettings):
-        self.settings = settings
-        self.engine: Engine | None = None
-        self.defaults = settings.default_sampling()
+class DrafterServicer(EngineServicer, drafter_service_pb2_grpc.DrafterServiceServicer):
+    settings: DrafterSettings
+
+    def __init__(self, settings: DrafterSettings, engine: Engine, gpu: GpuMonitor | None = None):
+        super().__init__(settings, engine)
+        self.gpu = gpu  # read for the load report; None where NVML sees no GPU
+
+    @classmethod
+    @asynccontextmanager
+    async def open(cls, settings: DrafterSettings) -> AsyncIterator[DrafterServicer]:
+        """The servicer with its engine loaded and, where NVML sees one, the GPU it reports on."""
+        with GpuMonitor.open() as gpu:
+            async with open_engine(settings.engine, settings.model, settings.engine_threads) as engine:
+                yield cls(settings, engine, gpu)
 
     def validate(self, request: drafter_service_pb2.GenerateDraftsRequest) -> tuple[SamplingParams, dict | None]:
         GENERATE_DRAFTS.check(request, self.settings)
-        return sampling_from_proto(request.sampling, self.defaults), parse_output_schema(request.output_schema)
+        return self.sampling(request.sampling), parse_output_schema(request.output_schema)
 
     async def GenerateDrafts(self, request, context: grpc.aio.ServicerContext):  # noqa: N802 (gRPC naming)
-        if self.engine is None:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "drafter is still loading its model")
-        try:
-            sampling, schema = self.validate(request)
-        except InvalidArgument as error:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
-
+        sampling, schema = await self.validated(self.validate, request, context)
         strategies = strategies_for(request.num_drafts, request.strategies, request.round)
         # Where the engine constrains decoding to the schema, a draft is the JSON object and nothing else.
         constrained = schema is not None and self.engine.capabilities.output_schema
@@ -56,22 +64,44 @@ class DrafterServicer(drafter_service_pb2_grpc.DrafterServiceServicer):
         ]
         started_ns = time.time_ns()
         log.info("drafting", extra={"request_id": request.request_id, "num_drafts": len(prompts)})
-        async for event in self.engine.stream(prompts, sampling, output_schema=schema if constrained else None):
-            if not isinstance(event, Completion):
-                continue
-            draft = common_pb2.Draft(
-                id=draft_id(request.request_id, request.round, event.index),
-                index=event.index,
-                strategy=strategies[event.index],
-                text=event.text,
-                usage=common_pb2.TokenUsage(
-                    prompt_tokens=event.prompt_tokens, completion_tokens=event.completion_tokens
-                ),
-                finish_reason=FINISH_REASONS[event.finish_reason],
-                generation_latency=duration(event.latency_s),
-            )
-            record_draft_span(draft, started_ns, request.request_id)
-            yield drafter_service_pb2.GenerateDraftsResponse(draft=draft)
+        async with self.generation(context, prompts, sampling, schema if constrained else None) as events:
+            async for event in events:
+                if isinstance(event, Completion):
+                    yield drafter_service_pb2.GenerateDraftsResponse(
+                        draft=self.draft_of(request, strategies, event, started_ns)
+                    )
+
+    def draft_of(self, request, strategies: list[str], event: Completion, started_ns: int) -> common_pb2.Draft:
+        draft = common_pb2.Draft(
+            id=draft_id(request.request_id, request.round, event.index),
+            index=event.index,
+            strategy=strategies[event.index],
+            text=event.text,
+            usage=common_pb2.TokenUsage(prompt_tokens=event.prompt_tokens, completion_tokens=event.completion_tokens),
+            finish_reason=FINISH_REASONS[event.finish_reason],
+            generation_latency=duration(event.latency_s),
+        )
+        record_draft_span(draft, started_ns, request.request_id)
+        return draft
+
+    async def GetLoad(self, request, context: grpc.aio.ServicerContext):  # noqa: N802 (gRPC naming)
+        gpu = self.gpu.read() if self.gpu is not None else None
+        return load_response(self.engine.name, self.engine.load_report(), gpu)
+
+
+def load_response(engine_name: str, load: EngineLoad, gpu: GpuReading | None) -> drafter_service_pb2.GetLoadResponse:
+    response = drafter_service_pb2.GetLoadResponse(
+        engine=engine_name,
+        busy_sequences=load.busy_sequences,
+        queued_sequences=load.queued_sequences,
+        capacity=load.capacity,
+        recent_tokens_per_second=load.recent_tokens_per_second,
+        window_seconds=load.window_s,
+    )
+    if gpu is not None:
+        response.gpu_utilization = gpu.utilization
+        response.gpu_memory_utilization = gpu.memory
+    return response
 
 
 def record_draft_span(draft: common_pb2.Draft, started_ns: int, request_id: str) -> None:

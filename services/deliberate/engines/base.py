@@ -20,6 +20,8 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from .load import EngineLoad, LoadMeter
+
 FinishReason = Literal["stop", "length", "aborted"]
 
 log = logging.getLogger("deliberate.engine")
@@ -73,6 +75,12 @@ class Cancellation(threading.Event):
     def __init__(self) -> None:
         super().__init__()
         self._sequences: set[int] = set()
+        self.set_at: float | None = None  # time.monotonic() of the first set()
+
+    def set(self) -> None:
+        if self.set_at is None:
+            self.set_at = time.monotonic()
+        super().set()
 
     def cancel_sequence(self, index: int) -> None:
         self._sequences.add(index)
@@ -151,6 +159,22 @@ class Engine(ABC):
 
     # Updated by _record_speed after each generation; None until the first one.
     _tokens_per_second: float | None = None
+    # Created on first use (by `stream` or `load_report`, both on the event loop).
+    _meter: LoadMeter | None = None
+
+    @property
+    def capacity(self) -> int:
+        """Sequences the engine decodes at once; more wait for a free slot."""
+        return 1
+
+    def load_report(self) -> EngineLoad:
+        """Sequences busy and queued now, and the recent speed, over the calls made through `stream`."""
+        return self._load_meter().snapshot(self.capacity)
+
+    def _load_meter(self) -> LoadMeter:
+        if self._meter is None:
+            self._meter = LoadMeter()
+        return self._meter
 
     @property
     def tokens_per_second(self) -> float | None:
@@ -178,35 +202,48 @@ class Engine(ABC):
     ) -> AsyncIterator[GenerationEvent]:
         """Runs `generate` in a worker thread and yields its events as they happen.
 
-        Closing the iterator early (client cancel, deadline) aborts the engine's work; `cancel`
-        lets the caller stop single sequences meanwhile.
+        Closing the iterator early (client cancel, deadline) aborts the engine's work, and so does setting
+        `cancel`, which also lets the caller stop single sequences meanwhile. A generation stopped before its
+        end is logged ("generation aborted") with how long the engine took to stop.
         """
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[GenerationEvent | BaseException | None] = asyncio.Queue()
         cancel = cancel if cancel is not None else Cancellation()
+        meter = self._load_meter()
+        meter.submitted(len(prompts))
+        completed: list[int] = []  # indexes; appended by the worker thread(s)
+        ended_at = 0.0
 
         def emit(event: GenerationEvent | BaseException | None) -> None:
+            if isinstance(event, Completion):  # its slot is free from now on, whatever the consumer does
+                completed.append(event.index)
+                meter.completed(event.completion_tokens)
             loop.call_soon_threadsafe(queue.put_nowait, event)
 
         def work() -> None:
+            nonlocal ended_at
             try:
                 self.generate(prompts, params, emit, cancel, output_schema=output_schema)
                 emit(None)
             except BaseException as error:  # handed to the consumer, never lost in the thread
                 emit(error)
+            finally:
+                ended_at = time.monotonic()
+
+        def ended(_) -> None:
+            # No completion can follow now: what did not complete leaves the count.
+            meter.abandoned(len(prompts) - len(completed))
+            if cancel.set_at is not None and cancel.set_at < ended_at:
+                stopped_within_s = round(ended_at - cancel.set_at, 3)
+                log.info("generation aborted", extra={"sequences": len(prompts), "stopped_within_s": stopped_within_s})
 
         worker = loop.run_in_executor(None, work)
-        finished = False
+        worker.add_done_callback(ended)  # runs in this call's context: the log carries the request's trace
         try:
             while (event := await queue.get()) is not None:
                 if isinstance(event, BaseException):
                     raise event
                 yield event
-            finished = True
         finally:
             cancel.set()
-            asked = time.monotonic()
             await asyncio.shield(worker)
-            if not finished:  # the consumer left early: say how fast the engine's work really stopped
-                stopped_within_s = round(time.monotonic() - asked, 3)
-                log.info("generation aborted", extra={"sequences": len(prompts), "stopped_within_s": stopped_within_s})

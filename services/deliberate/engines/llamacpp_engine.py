@@ -84,6 +84,10 @@ class LlamaCppEngine(Engine):
         log.info("llama.cpp engine ready", extra={"model": str(path), "parallel": parallel})
         return engine
 
+    @property
+    def capacity(self) -> int:
+        return self.parallel  # llama.cpp's slots; further sequences wait in its queue
+
     def format_chat(self, system: str, user: str) -> str:
         before, between, after = self._template
         return f"{before}{system}{between}{user}{after}"

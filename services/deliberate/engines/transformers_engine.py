@@ -45,6 +45,10 @@ NUCLEUS_CANDIDATES = 128
 MIN_SHARED_PREFIX = 16
 
 
+# The sequences one batch is counted as holding when full (see `TransformersEngine.capacity`).
+BATCH_CAPACITY = 8
+
+
 class TransformersEngine(Engine):
     """One `model.generate` per call: the batch has one RNG (its first sequence's seed), stops as a whole
     on cancel, and decodes without a schema constraint (the Verifier checks the schema)."""
@@ -62,6 +66,12 @@ class TransformersEngine(Engine):
         self._eos_ids = _eos_token_ids(model, tokenizer)
         _use_skinny_matmuls(model)
         self._lock = threading.Lock()  # one generate at a time: the model and its RNG are shared
+
+    @property
+    def capacity(self) -> int:
+        # One batch at a time, of any size: count the Drafter's default request (8 drafts) as full. Only the
+        # split between busy and queued depends on it; their sum against it is the load either way.
+        return BATCH_CAPACITY
 
     @classmethod
     def load(cls, model: str = "embedded", *, threads: int | None = None) -> TransformersEngine:

@@ -59,6 +59,10 @@ class VllmEngine(Engine):
         self._running: dict[str, tuple[_Call, int]] = {}  # vLLM request id -> (call, prompt index)
         threading.Thread(target=self._step_forever, name="vllm-engine", daemon=True).start()
 
+    @property
+    def capacity(self) -> int:
+        return self._engine.vllm_config.scheduler_config.max_num_seqs  # sequences vLLM schedules per step
+
     @classmethod
     def load(cls, model: str, **engine_args: Any) -> VllmEngine:
         """Loads the HF-format model directory `model`; `engine_args` override vLLM's EngineArgs."""

@@ -12,8 +12,9 @@ from deliberate_api.refiner.v1 import refiner_service_pb2, refiner_service_pb2_g
 
 from ..core import telemetry
 from ..core.convert import FINISH_REASONS
-from ..core.requests import InvalidArgument, parse_output_schema, sampling_from_proto
+from ..core.requests import parse_output_schema
 from ..engines.base import Completion, Engine, TextDelta
+from ..engines.service import EngineServicer
 from .budget import Budget, BudgetTable, token_budget
 from .consensus import consensus_prefix
 from .limits import REFINE
@@ -24,25 +25,19 @@ log = logging.getLogger("deliberate.refiner")
 tracer = trace.get_tracer("deliberate.refiner")
 
 
-class RefinerServicer(refiner_service_pb2_grpc.RefinerServiceServicer):
-    def __init__(self, settings: RefinerSettings):
-        self.settings = settings
-        self.engine: Engine | None = None
-        self.defaults = settings.default_sampling()
+class RefinerServicer(EngineServicer, refiner_service_pb2_grpc.RefinerServiceServicer):
+    settings: RefinerSettings
+
+    def __init__(self, settings: RefinerSettings, engine: Engine):
+        super().__init__(settings, engine)
         self.table = BudgetTable.parse(settings.budget_table)
 
     def validate(self, request: refiner_service_pb2.RefineRequest):
         REFINE.check(request, self.settings)
-        return sampling_from_proto(request.sampling, self.defaults), parse_output_schema(request.output_schema)
+        return self.sampling(request.sampling), parse_output_schema(request.output_schema)
 
     async def Refine(self, request, context: grpc.aio.ServicerContext):  # noqa: N802 (gRPC naming)
-        if self.engine is None:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "refiner is still loading its model")
-        try:
-            sampling, schema = self.validate(request)
-        except InvalidArgument as error:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
-
+        sampling, schema = await self.validated(self.validate, request, context)
         selected = [selected_draft(item) for item in request.selected]
         trace_marker = "" if request.disable_thinking_trace else thinking_trace(selected[0])
         prefix = ""
@@ -61,11 +56,12 @@ class RefinerServicer(refiner_service_pb2_grpc.RefinerServiceServicer):
             if prefix:
                 yield chunk(prefix)
             completion = None
-            async for event in self.engine.stream([prompt], sampling):
-                if isinstance(event, TextDelta):
-                    yield chunk(event.text)
-                elif isinstance(event, Completion):
-                    completion = event
+            async with self.generation(context, [prompt], sampling) as events:
+                async for event in events:
+                    if isinstance(event, TextDelta):
+                        yield chunk(event.text)
+                    elif isinstance(event, Completion):
+                        completion = event
             span.set_attribute("deliberate.refine.completion_tokens", completion.completion_tokens)
 
         answer = prefix + completion.text

@@ -8,14 +8,16 @@ import contextlib
 import logging
 import os
 import socket
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from deliberate_api.scheduler.v1 import scheduler_service_pb2, scheduler_service_pb2_grpc
 
 from ..core.config import parse_settings
 from ..core.server import ServiceSpec, run
-from .load import LoadMonitor
-from .pipeline import Pipeline, Stubs
+from .downstream import Downstream, Stubs
+from .load import DrafterLoadSampler, LoadMonitor
+from .pipeline import Pipeline
 from .server import SchedulerServicer
 from .settings import SchedulerSettings
 from .state import FileStateStore, RedisLease, RedisStateStore, StateStore
@@ -67,40 +69,42 @@ def main(argv: list[str] | None = None) -> None:
         failures_to_restart=settings.watchdog_failures,
         lease=lease,
     )
-    load = LoadMonitor.for_this_machine(capacity=settings.engine_capacity)
-    background: list[asyncio.Task] = []
 
-    def add_servicers(server) -> None:
-        # Channels are created inside the running event loop, after the gRPC instrumentation is installed.
-        pipeline = Pipeline(settings, Stubs.connect(settings), learner=store, load=load, watchdog=watchdog)
-        scheduler_service_pb2_grpc.add_SchedulerServiceServicer_to_server(SchedulerServicer(settings, pipeline), server)
-
-    async def start_supervision() -> None:
+    @contextlib.asynccontextmanager
+    async def supervised_pipeline() -> AsyncIterator[SchedulerServicer]:
+        """The stubs, the learned state, and the load monitor and watchdog running beside the server."""
         await store.start()
         log.info("scheduler state", extra={"store": store.name, "where": store.where})
         if isinstance(restarter, ProcessRestarter):
             pid = await asyncio.to_thread(restarter.start)
             log.info("verifier started", extra={"pid": pid, "command": restarter.command})
-        background.append(asyncio.ensure_future(load.run(settings.load_interval_s)))
-        background.append(asyncio.ensure_future(watchdog.run()))
-
-    async def stop_supervision() -> None:
-        for task in background:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        if isinstance(restarter, ProcessRestarter):
-            await asyncio.to_thread(restarter.stop)
-        await store.close()
+        try:
+            async with Stubs.open(settings) as stubs:
+                downstream = Downstream(stubs, settings, watchdog)
+                load = LoadMonitor(DrafterLoadSampler(downstream.drafter_load))
+                background = [
+                    asyncio.ensure_future(load.run(settings.load_interval_s)),
+                    asyncio.ensure_future(watchdog.run()),
+                ]
+                try:
+                    yield SchedulerServicer(settings, Pipeline(settings, downstream, learner=store, load=load))
+                finally:
+                    for task in background:
+                        task.cancel()
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await task
+        finally:
+            if isinstance(restarter, ProcessRestarter):
+                await asyncio.to_thread(restarter.stop)
+            await store.close()
 
     run(
         ServiceSpec(
             name="scheduler",
             port=settings.port,
             grpc_services=[scheduler_service_pb2.DESCRIPTOR.services_by_name["SchedulerService"].full_name],
-            add_servicers=add_servicers,
-            prepare=start_supervision,
-            on_shutdown=[stop_supervision],
+            dependencies=supervised_pipeline,
+            add_servicers=scheduler_service_pb2_grpc.add_SchedulerServiceServicer_to_server,
         ),
         settings,
     )

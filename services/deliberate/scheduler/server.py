@@ -11,8 +11,9 @@ from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_api.scheduler.v1 import scheduler_service_pb2_grpc
 
 from ..core.requests import InvalidArgument, parse_output_schema
+from .downstream import StageError
 from .limits import SOLVE
-from .pipeline import Pipeline, StageError
+from .pipeline import Pipeline
 from .settings import SchedulerSettings
 from .state import StateUnavailable
 
@@ -89,7 +90,6 @@ class SchedulerServicer(scheduler_service_pb2_grpc.SchedulerServiceServicer):
             ),
             num_drafts=decision.num_drafts,
             num_drafts_reason=decision.reason,
-            fast_mode=decision.fast_mode,
             utilization=decision.utilization,
             utilization_source=pipeline.load.snapshot()["source"] if pipeline.load else "",
             feedback=pb.FeedbackCounts(

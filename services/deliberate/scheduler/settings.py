@@ -25,8 +25,9 @@ class SchedulerSettings(CommonSettings):
     unavailable_margin_s: float = Field(
         0.25, description="How long before the deadline a request waiting for the Verifier gives up (UNAVAILABLE)."
     )
-    load_interval_s: float = Field(5.0, description="Seconds between utilization samples for the draft count.")
-    engine_capacity: int = Field(8, description="Sequences the drafting engine runs at once without queueing.")
+    load_interval_s: float = Field(
+        5.0, description="Seconds between load reports asked of the Drafter, from which N is chosen."
+    )
     weights_path: str = Field(
         ".deliberate/scheduler-state.json", description="Where weights and feedback persist when --state-url is empty."
     )

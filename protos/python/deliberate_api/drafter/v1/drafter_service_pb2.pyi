@@ -34,3 +34,27 @@ class GenerateDraftsResponse(_message.Message):
     DRAFT_FIELD_NUMBER: _ClassVar[int]
     draft: _common_pb2.Draft
     def __init__(self, draft: _Optional[_Union[_common_pb2.Draft, _Mapping]] = ...) -> None: ...
+
+class GetLoadRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetLoadResponse(_message.Message):
+    __slots__ = ("engine", "busy_sequences", "queued_sequences", "capacity", "recent_tokens_per_second", "window_seconds", "gpu_utilization", "gpu_memory_utilization")
+    ENGINE_FIELD_NUMBER: _ClassVar[int]
+    BUSY_SEQUENCES_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_SEQUENCES_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    RECENT_TOKENS_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    GPU_UTILIZATION_FIELD_NUMBER: _ClassVar[int]
+    GPU_MEMORY_UTILIZATION_FIELD_NUMBER: _ClassVar[int]
+    engine: str
+    busy_sequences: int
+    queued_sequences: int
+    capacity: int
+    recent_tokens_per_second: float
+    window_seconds: float
+    gpu_utilization: float
+    gpu_memory_utilization: float
+    def __init__(self, engine: _Optional[str] = ..., busy_sequences: _Optional[int] = ..., queued_sequences: _Optional[int] = ..., capacity: _Optional[int] = ..., recent_tokens_per_second: _Optional[float] = ..., window_seconds: _Optional[float] = ..., gpu_utilization: _Optional[float] = ..., gpu_memory_utilization: _Optional[float] = ...) -> None: ...

@@ -40,6 +40,11 @@ class DrafterServiceStub:
                 request_serializer=deliberate_dot_drafter_dot_v1_dot_drafter__service__pb2.GenerateDraftsRequest.SerializeToString,
                 response_deserializer=deliberate_dot_drafter_dot_v1_dot_drafter__service__pb2.GenerateDraftsResponse.FromString,
                 _registered_method=True)
+        self.GetLoad = channel.unary_unary(
+                '/deliberate.drafter.v1.DrafterService/GetLoad',
+                request_serializer=deliberate_dot_drafter_dot_v1_dot_drafter__service__pb2.GetLoadRequest.SerializeToString,
+                response_deserializer=deliberate_dot_drafter_dot_v1_dot_drafter__service__pb2.GetLoadResponse.FromString,
+                _registered_method=True)
 
 
 class DrafterServiceServicer:
@@ -53,6 +58,13 @@ class DrafterServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetLoad(self, request, context):
+        """How busy the engine is now: the Scheduler's load signal for N.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DrafterServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -60,6 +72,11 @@ def add_DrafterServiceServicer_to_server(servicer, server):
                     servicer.GenerateDrafts,
                     request_deserializer=deliberate_dot_drafter_dot_v1_dot_drafter__service__pb2.GenerateDraftsRequest.FromString,
                     response_serializer=deliberate_dot_drafter_dot_v1_dot_drafter__service__pb2.GenerateDraftsResponse.SerializeToString,
+            ),
+            'GetLoad': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetLoad,
+                    request_deserializer=deliberate_dot_drafter_dot_v1_dot_drafter__service__pb2.GetLoadRequest.FromString,
+                    response_serializer=deliberate_dot_drafter_dot_v1_dot_drafter__service__pb2.GetLoadResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -90,6 +107,33 @@ class DrafterService:
             '/deliberate.drafter.v1.DrafterService/GenerateDrafts',
             deliberate_dot_drafter_dot_v1_dot_drafter__service__pb2.GenerateDraftsRequest.SerializeToString,
             deliberate_dot_drafter_dot_v1_dot_drafter__service__pb2.GenerateDraftsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetLoad(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/deliberate.drafter.v1.DrafterService/GetLoad',
+            deliberate_dot_drafter_dot_v1_dot_drafter__service__pb2.GetLoadRequest.SerializeToString,
+            deliberate_dot_drafter_dot_v1_dot_drafter__service__pb2.GetLoadResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,221 @@
+"""The Scheduler's calls to the Drafter, Verifier and Refiner: stubs, deadlines and status mapping.
+
+Every call gets the time left of the client's deadline; a failed call becomes a `StageError` that names
+the stage, which the edge answers with its status. Requests are built here from plain values, so the
+pipeline never touches a downstream message type except the Draft, DraftVerdict and RefineFinal it reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import grpc
+from google.protobuf import struct_pb2
+
+from deliberate_api.common.v1 import common_pb2
+from deliberate_api.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
+from deliberate_api.refiner.v1 import refiner_service_pb2, refiner_service_pb2_grpc
+from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
+
+from .load import EngineReport
+from .settings import SchedulerSettings
+from .watchdog import Watchdog
+
+# Without a watchdog to ask, how long to pause before calling an unavailable Verifier again.
+VERIFIER_RETRY_PAUSE_S = 0.5
+# How long one load report may take; a Drafter slower than that to answer counts as a failed sample.
+LOAD_TIMEOUT_S = 2.0
+
+
+class StageError(Exception):
+    """A stage failed; the edge answers with `code` and `message`."""
+
+    def __init__(self, code: grpc.StatusCode, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class Deadline:
+    def __init__(self, seconds: float):
+        self.expires = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return self.expires - time.monotonic()
+
+    def remaining(self, stage: str) -> float:
+        left = self.left()
+        if left <= 0:
+            raise StageError(grpc.StatusCode.DEADLINE_EXCEEDED, f"deadline exceeded before {stage}")
+        return left
+
+
+@asynccontextmanager
+async def stage(name: str):
+    """Turns a failed downstream call into a StageError that names the stage."""
+    try:
+        yield
+    except grpc.aio.AioRpcError as error:
+        code = error.code()
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            raise StageError(code, f"deadline exceeded during {name}") from None
+        if code == grpc.StatusCode.INVALID_ARGUMENT:  # names the request's field; pass it on as it is
+            raise StageError(code, error.details()) from None
+        if code == grpc.StatusCode.UNAVAILABLE:
+            raise StageError(code, f"{name} unavailable: {error.details()}") from None
+        raise StageError(code, f"{name} failed: {error.details()}") from None
+
+
+@dataclass
+class Stubs:
+    drafter: drafter_service_pb2_grpc.DrafterServiceStub
+    verifier: verifier_service_pb2_grpc.VerifierServiceStub
+    refiner: refiner_service_pb2_grpc.RefinerServiceStub
+
+    @classmethod
+    @asynccontextmanager
+    async def open(cls, settings: SchedulerSettings) -> AsyncIterator[Stubs]:
+        """Channels to the three services, closed on exit. Opened inside the running event loop, after the
+        gRPC instrumentation is installed, so every call carries the trace."""
+        channels = [
+            grpc.aio.insecure_channel(address)
+            for address in (settings.drafter_address, settings.verifier_address, settings.refiner_address)
+        ]
+        try:
+            yield cls(
+                drafter_service_pb2_grpc.DrafterServiceStub(channels[0]),
+                verifier_service_pb2_grpc.VerifierServiceStub(channels[1]),
+                refiner_service_pb2_grpc.RefinerServiceStub(channels[2]),
+            )
+        finally:
+            for channel in channels:
+                await channel.close()
+
+
+@dataclass(frozen=True)
+class Checks:
+    """What the Verifier checks a request's drafts against (the same for every draft of the request)."""
+
+    prompt: str
+    output_schema: str
+    constraints: Sequence[common_pb2.Constraint]
+    context: struct_pb2.Struct
+
+
+class Downstream:
+    """One method per downstream call; each takes the request's Deadline."""
+
+    def __init__(self, stubs: Stubs, settings: SchedulerSettings, watchdog: Watchdog | None = None):
+        self.stubs = stubs
+        self.settings = settings
+        self.watchdog = watchdog
+
+    async def check_constraints(self, checks: Checks, deadline: Deadline) -> None:
+        request = verifier_service_pb2.CheckConstraintsRequest(
+            output_schema=checks.output_schema, constraints=checks.constraints, context=checks.context
+        )
+        await self._call_verifier(self.stubs.verifier.CheckConstraints, request, deadline, "checking constraints")
+
+    async def generate_drafts(
+        self,
+        deadline: Deadline,
+        *,
+        request_id: str,
+        prompt: str,
+        num_drafts: int,
+        strategies: Sequence[str],
+        sampling: common_pb2.SamplingParams,
+        output_schema: str,
+        round_: int,
+        feedback: str,
+    ) -> AsyncIterator[common_pb2.Draft]:
+        """The drafts as the Drafter finishes them."""
+        async with stage("drafter"):
+            call = self.stubs.drafter.GenerateDrafts(
+                drafter_service_pb2.GenerateDraftsRequest(
+                    request_id=request_id,
+                    prompt=prompt,
+                    num_drafts=num_drafts,
+                    strategies=strategies,
+                    sampling=sampling,
+                    output_schema=output_schema,
+                    round=round_,
+                    feedback=feedback,
+                ),
+                timeout=deadline.remaining("drafting"),
+            )
+            async for message in call:
+                yield message.draft
+
+    async def drafter_load(self) -> EngineReport:
+        """The Drafter's engine load: the Scheduler's signal for N."""
+        async with stage("drafter"):
+            response = await self.stubs.drafter.GetLoad(drafter_service_pb2.GetLoadRequest(), timeout=LOAD_TIMEOUT_S)
+        return EngineReport(
+            engine=response.engine,
+            busy_sequences=response.busy_sequences,
+            queued_sequences=response.queued_sequences,
+            capacity=response.capacity,
+            recent_tokens_per_second=response.recent_tokens_per_second,
+            gpu_utilization=response.gpu_utilization if response.HasField("gpu_utilization") else None,
+            gpu_memory_utilization=(
+                response.gpu_memory_utilization if response.HasField("gpu_memory_utilization") else None
+            ),
+        )
+
+    async def verify(
+        self, request_id: str, draft: common_pb2.Draft, checks: Checks, deadline: Deadline, what: str
+    ) -> common_pb2.DraftVerdict:
+        """One draft's verdict, within the per-draft verification timeout (`StageError` DEADLINE_EXCEEDED
+        past it)."""
+        request = verifier_service_pb2.VerifyDraftsRequest(
+            request_id=request_id,
+            prompt=checks.prompt,
+            drafts=[draft],
+            output_schema=checks.output_schema,
+            constraints=checks.constraints,
+            context=checks.context,
+        )
+        response = await self._call_verifier(
+            self.stubs.verifier.VerifyDrafts, request, deadline, what, self.settings.verify_timeout_s
+        )
+        return response.verdicts[0]
+
+    async def refine(
+        self, request: refiner_service_pb2.RefineRequest, deadline: Deadline
+    ) -> AsyncIterator[str | refiner_service_pb2.RefineFinal]:
+        """The Refiner's text chunks as they come, then its final message."""
+        async with stage("refiner"):
+            call = self.stubs.refiner.Refine(request, timeout=deadline.remaining("refinement"))
+            async for message in call:
+                if message.HasField("chunk"):
+                    yield message.chunk.text
+                else:
+                    yield message.final
+                    return
+        raise StageError(grpc.StatusCode.INTERNAL, "refiner ended its stream without a final message")
+
+    async def _call_verifier(self, method, request, deadline: Deadline, what: str, timeout: float | None = None):
+        """While the Verifier is down (the watchdog restarts it), wait for it up to the deadline; then
+        UNAVAILABLE, shortly before the client's own deadline would hide the reason."""
+        while True:
+            left = deadline.remaining(what)
+            try:
+                async with stage("verifier"):
+                    return await method(request, timeout=min(left, timeout or left))
+            except StageError as error:
+                if error.code != grpc.StatusCode.UNAVAILABLE:
+                    raise
+                wait = deadline.left() - self.settings.unavailable_margin_s
+                if wait <= 0 or not await self._wait_for_verifier(wait):
+                    raise StageError(error.code, f"{error.message} (waited until the deadline)") from None
+
+    async def _wait_for_verifier(self, at_most_s: float) -> bool:
+        if self.watchdog is not None:
+            return await self.watchdog.wait_healthy(at_most_s)
+        await asyncio.sleep(min(at_most_s, VERIFIER_RETRY_PAUSE_S))
+        return at_most_s > VERIFIER_RETRY_PAUSE_S

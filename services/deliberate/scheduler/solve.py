@@ -1,0 +1,105 @@
+"""The working state of one request as it moves through the stages: plain dataclasses.
+
+The Drafter's `Draft` and the Verifier's `DraftVerdict` are kept as the values they arrived as and never
+changed; what the Scheduler learns about a draft (its round, duplicate, score components, selection) lives
+in `DraftState`'s own fields. Messages for the client (`DraftReport`, `StageTimings`) are built from this
+state only when the response is assembled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field, fields
+
+from opentelemetry.trace import Span
+
+from deliberate_api.common.v1 import common_pb2
+from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
+
+from ..core.convert import duration
+from .downstream import Checks, Deadline
+from .events import Emit
+from .selection import Components
+from .weights import Weights
+
+# Draft indexes restart at 0 each round; ordering by index + ROUND_STRIDE·round keeps earlier rounds first.
+ROUND_STRIDE = 100
+
+
+@dataclass
+class DraftState:
+    draft: common_pb2.Draft  # as the Drafter sent it
+    round: int
+    span: Span  # `deliberate.draft`, open from arrival until selected or discarded
+    verdict: common_pb2.DraftVerdict | None = None  # as the Verifier gave it (or shared, or late)
+    duplicate_of: str = ""  # the earlier draft with the same structural signature, whose verdict it shares
+    components: Components | None = None
+    weights: Weights | None = None  # the weights `components.final` was computed with
+    selected: bool = False
+    verification: asyncio.Future | None = None
+
+    @property
+    def order(self) -> int:
+        return self.draft.index + ROUND_STRIDE * self.round
+
+    def to_report(self) -> pb.DraftReport:
+        report = pb.DraftReport(
+            draft=self.draft, round=self.round, selected=self.selected, duplicate_of=self.duplicate_of
+        )
+        if self.verdict is not None:
+            report.verdict.CopyFrom(self.verdict)
+        if self.components is not None and self.weights is not None:
+            c, w = self.components, self.weights
+            report.components.CopyFrom(
+                pb.ScoreComponents(
+                    score=c.score,
+                    agreement=c.agreement,
+                    latency=c.latency,
+                    answer_share=c.answer_share,
+                    final=c.final,
+                    alpha=w.alpha,
+                    beta=w.beta,
+                    gamma=w.gamma,
+                    delta=w.delta,
+                )
+            )
+        return report
+
+
+@dataclass
+class StageTimes:
+    """Seconds per stage; None for a stage the request never reached."""
+
+    draft: float | None = None
+    verify: float | None = None
+    select: float | None = None
+    refine: float | None = None
+    total: float | None = None
+
+    def add(self, stage: str, seconds: float) -> None:
+        setattr(self, stage, (getattr(self, stage) or 0.0) + seconds)
+
+    def to_proto(self) -> pb.StageTimings:
+        reached = {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+        return pb.StageTimings(**{stage: duration(seconds) for stage, seconds in reached.items()})
+
+
+@dataclass
+class Solve:
+    """One request: the client's message (read only), its deadline, and everything learned so far."""
+
+    request: pb.SolveRequest
+    request_id: str
+    deadline: Deadline
+    checks: Checks  # what every draft (and the refined answer) is verified against
+    emit: Emit  # the stream's events; dropped for a unary Solve
+    drafts: dict[str, DraftState] = field(default_factory=dict)  # by draft id, in arrival order
+    signatures: dict[str, str] = field(default_factory=dict)  # structural signature → first draft id
+    timings: StageTimes = field(default_factory=StageTimes)
+    rounds: int = 0
+
+    def verdicts(self) -> list[common_pb2.DraftVerdict]:
+        return [state.verdict for state in self.drafts.values() if state.verdict is not None]
+
+    def reports(self) -> list[pb.DraftReport]:
+        return [state.to_report() for state in self.drafts.values()]

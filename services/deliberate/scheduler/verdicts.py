@@ -1,0 +1,88 @@
+"""What the Scheduler reads from verdicts and adds to them: the default constraints, re-draft feedback,
+the detail of an UNCHECKED answer, the verdict of a draft verified too late, and whether a refined answer
+may replace the best draft. Pure functions over contract messages, no calls.
+"""
+
+from __future__ import annotations
+
+from deliberate_api.common.v1 import common_pb2
+from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
+
+from ..core.convert import duration
+from .selection import answer_key
+
+# How many distinct Verifier messages a re-draft prompt carries.
+MAX_FEEDBACK_MESSAGES = 3
+# The rule pack every request without an output schema gets, unless it sets disable_default_arithmetic.
+DEFAULT_ARITHMETIC = common_pb2.Constraint(rule_pack="arithmetic")
+
+
+def effective_constraints(request: pb.SolveRequest) -> list[common_pb2.Constraint]:
+    """The request's constraints, plus the arithmetic pack (hard) by default for a request without an
+    output schema that did not declare it itself and did not turn the default off."""
+    constraints = list(request.constraints)
+    if request.output_schema.strip() or request.disable_default_arithmetic:
+        return constraints
+    if any(c.WhichOneof("kind") == "rule_pack" and c.rule_pack == "arithmetic" for c in constraints):
+        return constraints
+    return [*constraints, DEFAULT_ARITHMETIC]
+
+
+def verifier_feedback(verdicts: list[common_pb2.DraftVerdict], limit: int | None = MAX_FEEDBACK_MESSAGES) -> str:
+    """The distinct hard-rule failures of these verdicts, most frequent first, e.g.
+    "budget_check failed: sum=5023 > 5000"."""
+    counts: dict[str, int] = {}
+    for verdict in verdicts:
+        for rule in verdict.rule_results:
+            if rule.hard and not rule.passed:
+                counts[rule.message] = counts.get(rule.message, 0) + 1
+    ordered = sorted(counts, key=lambda m: -counts[m])
+    return "; ".join(ordered[:limit])
+
+
+def unchecked_detail(verdict: common_pb2.DraftVerdict) -> str:
+    """What the best draft of an UNCHECKED answer was checked on, e.g. "; passed: final_answer,
+    numeric_answer; abstained: arithmetic abstained: no equation to recompute"."""
+    format_checks = [r.rule_id for r in verdict.rule_results if r.passed and not r.abstained]
+    abstained = [r.message for r in verdict.rule_results if r.abstained]
+    detail = f"; passed: {', '.join(format_checks)}" if format_checks else ""
+    if abstained:
+        detail += f"; abstained: {'; '.join(abstained)}"
+    return detail + "; the answer is not verified"
+
+
+def late_verdict(draft_id: str, timeout_s: float) -> common_pb2.DraftVerdict:
+    message = f"verification_timeout failed: no verdict within {timeout_s:g}s"
+    return common_pb2.DraftVerdict(
+        draft_id=draft_id,
+        valid=False,
+        score=0.0,
+        rule_results=[common_pb2.RuleResult(rule_id="verification_timeout", passed=False, message=message, hard=True)],
+        latency=duration(timeout_s),
+    )
+
+
+def shared_verdict(original: common_pb2.DraftVerdict, draft_id: str) -> common_pb2.DraftVerdict:
+    """A structural duplicate's verdict: the original's, under the duplicate's id."""
+    verdict = common_pb2.DraftVerdict()
+    verdict.CopyFrom(original)
+    verdict.draft_id = draft_id
+    return verdict
+
+
+def refinement_problem(refined: common_pb2.DraftVerdict, best: common_pb2.DraftVerdict) -> str:
+    """Why the refined answer may not replace the best draft ("" when it may): it fails a hard rule, or it
+    states another final answer than the best draft without evidence of its own — the status rests on the
+    draft's checks, which say nothing about a different answer."""
+    if not refined.valid:
+        return "; ".join(r.message for r in refined.rule_results if r.hard and not r.passed)
+    if (
+        best.evidence
+        and not refined.evidence
+        and answer_key(refined.extracted_answer) != answer_key(best.extracted_answer)
+    ):
+        return (
+            f"its answer {refined.extracted_answer!r} differs from the checked draft's "
+            f"{best.extracted_answer!r} and no substantive check applied to it"
+        )
+    return ""
