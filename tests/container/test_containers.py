@@ -1,9 +1,12 @@
 """The four service images as real containers on host networking (`make container-test`).
 
 Solves the ad-selection example through them, with spans exported to a receiver in this process, then
-SIGKILLs the Verifier's container and asserts that the Scheduler's watchdog brings it back through the
-`container` restarter (the engine's Docker-compatible API on a unix socket). Needs the images from
-`deploy/images.sh` and root podman (or docker with CONTAINER_ENGINE=docker).
+SIGKILLs the Verifier's container and asserts that a Scheduler's watchdog brings it back through the
+`container` restarter (the engine's Docker-compatible API on a unix socket). Two Scheduler replicas (two
+containers of one image) share their state in one Redis — Debian's redis-server on the host, as no registry
+is reachable here for an upstream image: feedback for a request one solved is accepted by the other, and
+only the watchdog lease holder restarts the Verifier. Needs the images from `deploy/images.sh` and root
+podman (or docker with CONTAINER_ENGINE=docker).
 
 The engine containers run the small SmolLM2-135M (DELIBERATE_MODEL=smollm2-135m) for speed; the images' default,
 Qwen2.5-Coder-0.5B assembled at build time, is loaded and asked once on its own.
@@ -32,10 +35,14 @@ from deliberate_client.cli import example_ad_selection
 from deliberate_client.client import DeliberateClient, build_request
 from deliberate_client.examples import ads
 from tests.otlp import OtlpReceiver, serving_receiver
+from tests.redis_server import running_redis
 
 ENGINE = os.environ.get("CONTAINER_ENGINE", "podman")
 VERSION = os.environ.get("VERSION", "0.1.0")
 SERVICES = ("verifier", "drafter", "refiner", "scheduler")
+# Containers: one per service, and a second Scheduler replica of the same image sharing the first's Redis.
+REPLICA = "scheduler-b"
+CONTAINERS = (*SERVICES, REPLICA)
 PREFIX = "deliberate-ct"
 SOCKET_IN_CONTAINER = "/run/podman/podman.sock"
 HEARTBEAT_S = 1.0
@@ -111,7 +118,13 @@ def otlp_receiver():
 
 
 @pytest.fixture(scope="module")
-def containers(engine_socket, otlp_receiver):
+def redis_on_host(tmp_path_factory):
+    with running_redis(tmp_path_factory.mktemp("redis")) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def containers(engine_socket, otlp_receiver, redis_on_host):
     # The process stack's wiring (host 127.0.0.1: host networking stays on loopback), as DELIBERATE_* variables.
     stack = Stack(ports=Ports.free())
     common = otlp_receiver.exporter_env()
@@ -123,7 +136,10 @@ def containers(engine_socket, otlp_receiver):
         "DELIBERATE_WATCHDOG_INTERVAL_S": HEARTBEAT_S,
         # One drafting round: re-drafting is the integration tests' subject; here it would only triple the time.
         "DELIBERATE_MAX_REDRAFTS": 0,
+        "DELIBERATE_STATE_URL": redis_on_host.url,
+        "DELIBERATE_WATCHDOG_LEASE_S": 5 * HEARTBEAT_S,
     }
+    own[REPLICA] = own["scheduler"] | {"DELIBERATE_PORT": replica_port()}
     for service in ENGINE_SERVICES:
         own[service]["DELIBERATE_MODEL"] = TEST_MODEL
     socket_access = [
@@ -134,7 +150,7 @@ def containers(engine_socket, otlp_receiver):
     ]
     remove_containers()
     try:
-        for service in SERVICES:
+        for service in CONTAINERS:
             environment = [f"--env={key}={value}" for key, value in {**common, **own[service]}.items()]
             engine(
                 "run",
@@ -146,21 +162,34 @@ def containers(engine_socket, otlp_receiver):
                 "--cap-drop=ALL",
                 "--security-opt=no-new-privileges",
                 *environment,
-                *(socket_access if service == "scheduler" else []),
+                *(socket_access if service in ("scheduler", REPLICA) else []),
                 *([f"--cpuset-cpus={ENGINE_CPUS[service]}"] if service in ENGINE_CPUS else []),
-                f"deliberate-{service}:{VERSION}",
+                f"deliberate-{image_of(service)}:{VERSION}",
             )
-        for service in SERVICES:
+        for service in CONTAINERS:
             wait_healthy(service, timeout_s=300)
+        stack.replica_address = f"{stack.host}:{own[REPLICA]['DELIBERATE_PORT']}"
         yield stack
     finally:
-        for service in SERVICES:
+        for service in CONTAINERS:
             print(f"--- {service} log (tail) ---\n{logs(service)[-2000:]}")
         remove_containers()
 
 
+def image_of(container: str) -> str:
+    return "scheduler" if container == REPLICA else container
+
+
+def replica_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def remove_containers() -> None:
-    for service in SERVICES:
+    for service in CONTAINERS:
         engine("rm", "--force", "--volumes", container_name(service), check=False)
 
 
@@ -279,7 +308,11 @@ def test_watchdog_restarts_a_sigkilled_verifier_container(containers):
     assert after["Running"], f"verifier not restarted:\n{logs('scheduler')[-3000:]}"
     assert after["Pid"] != before["Pid"]
 
-    restarts = [event for event in log_events("scheduler") if event.get("msg") == "verifier restarted"]
+    # Both replicas watch the Verifier; only the holder of the lease in Redis restarts it, once.
+    restarts = [
+        event for replica in ("scheduler", REPLICA) for event in log_events(replica)
+        if event.get("msg") == "verifier restarted"
+    ]  # fmt: skip
     assert len(restarts) == 1, restarts
     assert restarts[0]["restarter"] == "container"
     assert restarts[0]["failures"] == 3
@@ -289,19 +322,48 @@ def test_watchdog_restarts_a_sigkilled_verifier_container(containers):
     wait_healthy("verifier", timeout_s=60)
     with urllib.request.urlopen(containers.wiring("scheduler")["verifier_health_url"], timeout=5) as health:
         assert json.loads(health.read())["serving"] is True
+    states = []
+    for address in (containers.address, containers.replica_address):
+        with DeliberateClient(address) as client:
+            states.append(client.stub.GetState(pb.GetStateRequest(), timeout=10))
+    assert all(state.verifier.restarter == "container" for state in states)
+    # The replica that restarted it is the one acting (the lease holder); the other only observes.
+    assert sorted((state.verifier.restarts, state.verifier.watchdog_role) for state in states) == [
+        (0, "observing"),
+        (1, "acting"),
+    ]
     with DeliberateClient(containers.address) as client:
-        state = client.stub.GetState(pb.GetStateRequest(), timeout=10)
-        assert state.verifier.restarter == "container"
-        assert state.verifier.restarts == 1
         response = client.solve(ad_selection_request("after-restart"), timeout=300)
     assert response.status != pb.SOLVE_STATUS_FAILED, response.status_reason
     assert any(report.verdict.rule_results for report in response.drafts), "the restarted Verifier gave no verdicts"
 
 
-def test_only_the_scheduler_gets_the_engine_socket(containers, engine_socket):
+def test_feedback_for_a_request_solved_by_one_replica_is_accepted_by_the_other(containers):
+    request = build_request(
+        "Tom has 3 apples and buys 4 more. How many apples does he have?",
+        num_drafts=2,
+        max_new_tokens=32,
+        refine_max_new_tokens=16,
+        request_id="solved-by-replica-a",
+    )
+    with DeliberateClient(containers.address) as client:
+        response = client.solve(request, timeout=300)
+        before = client.stub.GetState(pb.GetStateRequest(), timeout=10).feedback
+    assert response.status != pb.SOLVE_STATUS_FAILED, response.status_reason
+    with DeliberateClient(containers.replica_address) as client:
+        reply = client.stub.SubmitFeedback(
+            pb.SubmitFeedbackRequest(request_id="solved-by-replica-a", outcome=pb.OUTCOME_ACCEPTED), timeout=10
+        )
+        after = client.stub.GetState(pb.GetStateRequest(), timeout=10).feedback
+    assert reply.outcomes_until_refit >= 0
+    assert (after.submitted, after.accepted) == (before.submitted + 1, before.accepted + 1)
+
+
+def test_only_the_schedulers_get_the_engine_socket(containers, engine_socket):
     """Whoever can call the engine's API controls the host; no other service is handed the socket."""
     for service in ("verifier", "drafter", "refiner"):
         mounts = [mount["Destination"] for mount in inspect(service)["Mounts"]]
         assert SOCKET_IN_CONTAINER not in mounts, service
-    assert SOCKET_IN_CONTAINER in [mount["Destination"] for mount in inspect("scheduler")["Mounts"]]
+    for replica in ("scheduler", REPLICA):
+        assert SOCKET_IN_CONTAINER in [mount["Destination"] for mount in inspect(replica)["Mounts"]]
     assert oct(Path(engine_socket).stat().st_mode & 0o777) == "0o660"

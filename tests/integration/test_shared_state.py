@@ -233,6 +233,8 @@ def test_a_sigkilled_verifier_is_restarted_exactly_once_by_the_lease_holder(clus
     acting, observing = schedulers[holder_pid], next(s for p, s in schedulers.items() if p != holder_pid)
     assert cluster.state(acting).verifier.restarts == 1
     assert cluster.state(observing).verifier.restarts == 0
+    assert cluster.state(acting).verifier.watchdog_role == "acting"
+    assert cluster.state(observing).verifier.watchdog_role == "observing"
 
 
 async def _lease_holder(url: str) -> str:

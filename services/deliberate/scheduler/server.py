@@ -107,6 +107,7 @@ class SchedulerServicer(scheduler_service_pb2_grpc.SchedulerServiceServicer):
             state.verifier.consecutive_failures = watchdog.consecutive_failures
             state.verifier.restarts = watchdog.restarts
             state.verifier.restarter = watchdog.restarter.name
+            state.verifier.watchdog_role = "acting" if watchdog.acting else "observing"
             if watchdog.last_restart_at:
                 state.verifier.last_restart_time.FromSeconds(int(watchdog.last_restart_at))
         return state

@@ -184,18 +184,20 @@ class SelectionWeights(_message.Message):
     def __init__(self, alpha: _Optional[float] = ..., beta: _Optional[float] = ..., gamma: _Optional[float] = ..., delta: _Optional[float] = ...) -> None: ...
 
 class VerifierHealth(_message.Message):
-    __slots__ = ("healthy", "consecutive_failures", "restarts", "last_restart_time", "restarter")
+    __slots__ = ("healthy", "consecutive_failures", "restarts", "last_restart_time", "restarter", "watchdog_role")
     HEALTHY_FIELD_NUMBER: _ClassVar[int]
     CONSECUTIVE_FAILURES_FIELD_NUMBER: _ClassVar[int]
     RESTARTS_FIELD_NUMBER: _ClassVar[int]
     LAST_RESTART_TIME_FIELD_NUMBER: _ClassVar[int]
     RESTARTER_FIELD_NUMBER: _ClassVar[int]
+    WATCHDOG_ROLE_FIELD_NUMBER: _ClassVar[int]
     healthy: bool
     consecutive_failures: int
     restarts: int
     last_restart_time: _timestamp_pb2.Timestamp
     restarter: str
-    def __init__(self, healthy: _Optional[bool] = ..., consecutive_failures: _Optional[int] = ..., restarts: _Optional[int] = ..., last_restart_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., restarter: _Optional[str] = ...) -> None: ...
+    watchdog_role: str
+    def __init__(self, healthy: _Optional[bool] = ..., consecutive_failures: _Optional[int] = ..., restarts: _Optional[int] = ..., last_restart_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., restarter: _Optional[str] = ..., watchdog_role: _Optional[str] = ...) -> None: ...
 
 class FeedbackCounts(_message.Message):
     __slots__ = ("submitted", "accepted", "rejected", "unknown_request", "refits", "pending_decisions")
