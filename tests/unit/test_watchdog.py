@@ -535,3 +535,43 @@ def test_only_the_lease_holder_restarts_and_another_takes_over_when_it_stops(ver
     assert first.lease.holder == holder_first and first.restarts == 1
     assert second.lease.holder == holder_second != holder_first and second.restarts == 1
     assert observer_state["role"] == "observing" and observer_state["restarts"] == 0
+
+
+def test_a_replica_taking_over_the_lease_during_a_long_restart_does_not_restart_again(verifier, redis_server):
+    """A restart longer than the lease lets it lapse; the replica that takes it over must not restart the
+    Verifier the holder is bringing back (the container test saw two restarts this way)."""
+    from deliberate.scheduler.state import RedisLease, redis_client
+
+    verifier.status = 503
+
+    class SlowRestarter(RecordingRestarter):
+        async def restart(self) -> str:
+            description = await super().restart()
+            await asyncio.sleep(1.5)  # longer than the lease: its holder cannot renew meanwhile
+            verifier.status = 200
+            return description
+
+    async def scenario():
+        client = redis_client(redis_server.url, 0.5)
+        watchdogs = [
+            Watchdog(
+                verifier.url,
+                SlowRestarter(verifier),
+                interval_s=INTERVAL_S,
+                restart_grace_s=3.0,
+                startup_grace_s=0,
+                lease=RedisLease(client, "test:lease:slow", name, ttl_s=0.5),
+            )
+            for name in "ab"
+        ]
+        tasks = [asyncio.create_task(w.run()) for w in watchdogs]
+        await until(lambda: sum(w.restarts for w in watchdogs) == 1)
+        await until(lambda: all(w.healthy for w in watchdogs))
+        await asyncio.sleep(10 * INTERVAL_S)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await client.aclose()
+        return [w.restarts for w in watchdogs]
+
+    assert sorted(asyncio.run(scenario())) == [0, 1]

@@ -460,6 +460,11 @@ class Watchdog:
             log.info(
                 "watchdog lease %s", "taken: this replica restarts the Verifier" if acting else "lost: observing only"
             )
+        if acting and not self.acting:
+            # The previous holder may have just restarted the Verifier (a restart longer than the lease lets the
+            # lease lapse): failures seen while observing do not count, and the restart grace applies.
+            self.consecutive_failures = 0
+            self._grace_until = time.monotonic() + self.restart_grace_s
         self.acting = acting
 
     async def probe(self) -> bool:
