@@ -309,11 +309,13 @@ def test_watchdog_restarts_a_sigkilled_verifier_container(containers):
     assert after["Pid"] != before["Pid"]
 
     # Both replicas watch the Verifier; only the holder of the lease in Redis restarts it, once.
-    restarts = [
-        event for replica in ("scheduler", REPLICA) for event in log_events(replica)
-        if event.get("msg") == "verifier restarted"
-    ]  # fmt: skip
-    assert len(restarts) == 1, restarts
+    events = {replica: log_events(replica) for replica in ("scheduler", REPLICA)}
+    restarts = [event for replica in events for event in events[replica] if event.get("msg") == "verifier restarted"]
+    watchdog_events = {
+        replica: [(e["ts"], e["msg"], e.get("failures")) for e in found if e.get("logger") == "deliberate.watchdog"]
+        for replica, found in events.items()
+    }
+    assert len(restarts) == 1, watchdog_events
     assert restarts[0]["restarter"] == "container"
     assert restarts[0]["failures"] == 3
     assert container_name("verifier") in restarts[0]["action"]

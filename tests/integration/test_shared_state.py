@@ -217,10 +217,15 @@ def test_a_sigkilled_verifier_is_restarted_exactly_once_by_the_lease_holder(clus
         lambda: all(cluster.state(s).verifier.healthy for s in (cluster.a, cluster.b)), 30, "both watchdogs healthy"
     )
     schedulers = {cluster.a.processes["scheduler"].pid: cluster.a, cluster.b.processes["scheduler"].pid: cluster.b}
-    holders = {f"{socket.gethostname()}:{pid}": pid for pid in schedulers}
+
+    def live_holder_pid() -> int | None:
+        """The live replica whose `host:pid:token` holds the lease, None while no live one does."""
+        host, pid, _token = (asyncio.run(_lease_holder(cluster.redis.url)) or "::").rsplit(":", 2)
+        return int(pid) if host == socket.gethostname() and pid.isdigit() and int(pid) in schedulers else None
+
     # The lease of a replica SIGKILLed earlier (the previous test) blocks the others until it expires.
-    wait_until(lambda: asyncio.run(_lease_holder(cluster.redis.url)) in holders, 2 * LEASE_S, "a live lease holder")
-    holder_pid = holders[asyncio.run(_lease_holder(cluster.redis.url))]
+    wait_until(lambda: live_holder_pid() is not None, 2 * LEASE_S, "a live lease holder")
+    holder_pid = live_holder_pid()
     killed = cluster.verifier_pid()
 
     os.kill(killed, signal.SIGKILL)

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import secrets
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -53,8 +54,9 @@ def state_from(settings: SchedulerSettings) -> tuple[StateStore, RedisLease | No
     store = RedisStateStore.from_url(
         settings.state_url, timeout_s=settings.state_timeout_s, pending_ttl_s=settings.pending_ttl_s
     )
-    # Unique per process, and readable: which host and pid acts is visible in Redis and in the logs.
-    holder = f"{socket.gethostname()}:{os.getpid()}"
+    # Readable (which host and pid acts is visible in Redis and in the logs) and unique: containers on one host's
+    # network share its hostname and each may be pid 1, so a random part tells the replicas apart.
+    holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
     return store, RedisLease(store.client, f"{store.prefix}lease:watchdog", holder, settings.watchdog_lease_s)
 
 
