@@ -62,8 +62,13 @@ class LlamaCppEngine(Engine):
         parallel: int = DEFAULT_PARALLEL,
         context_per_slot: int = DEFAULT_CONTEXT_PER_SLOT,
         threads: int | None = None,
+        host_prompt_cache_mib: int = 0,
     ) -> LlamaCppEngine:
-        """Loads `model` (an embedded model's name, or a .gguf file / a directory holding one)."""
+        """Loads `model` (an embedded model's name, or a .gguf file / a directory holding one).
+
+        `host_prompt_cache_mib`: llama.cpp's copy of finished prompts' KV in host RAM (its default is 8 GiB).
+        Off: every question differs, and with it the Drafter's RSS grew ~25 MB per evaluation problem
+        (`bench/prompt_cache_memory.py` measures it)."""
         import xllamacpp
 
         path = gguf_file(model)
@@ -71,9 +76,7 @@ class LlamaCppEngine(Engine):
         params.model.path = str(path)
         params.n_parallel = parallel
         params.kv_unified = True  # one KV pool: slots share the prompt prefix already evaluated
-        # No host-RAM copy of finished prompts' KV (llama.cpp keeps up to 8 GiB by default): every question
-        # differs, and in the evaluation the Drafter's peak RSS grew ~25 MB per problem to 5.5 GB with it.
-        params.cache_ram_mib = 0
+        params.cache_ram_mib = host_prompt_cache_mib
         params.n_ctx = parallel * context_per_slot
         params.cpuparams.n_threads = params.cpuparams_batch.n_threads = threads or cpu_count()
         params.verbosity = -1  # llama.cpp's own logs are per token; the service logs per request
