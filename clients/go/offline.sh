@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Runs a go command (`clients/go/offline.sh go test ./...`) on this module with no network: GOPATH mode over
+# Debian's Go sources (/usr/share/gocode: golang-google-grpc-dev, golang-google-protobuf-dev), as Debian builds
+# its own Go packages. The module is linked into a temporary GOPATH under its import path; go.mod is for
+# module-mode builds with a team's own toolchain (README: "Calling it from other languages").
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+module=$(sed -n 's/^module //p' "$here/go.mod")
+debian=${DEBIAN_GOCODE:-/usr/share/gocode}
+[[ -d $debian/src/google.golang.org/grpc ]] || {
+  echo "no grpc-go under $debian: apt-get install golang-go golang-google-grpc-dev golang-google-protobuf-dev" >&2
+  exit 3
+}
+gopath=$(mktemp -d)
+trap 'rm -rf "$gopath"' EXIT
+mkdir -p "$gopath/src/$(dirname "$module")"
+ln -s "$here" "$gopath/src/$module"
+cd "$gopath/src/$module"
+GO111MODULE=off GOPATH="$gopath:$debian" GOPROXY=off GOFLAGS= "$@"
