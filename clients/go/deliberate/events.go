@@ -30,7 +30,9 @@ type (
 	// Final: the whole result, as Solve returns it; the last event.
 	Final struct{ *schedulerv1.SolveResponse }
 	// UnknownEvent: an event this client's contract does not know yet (a newer server); safe to ignore.
-	UnknownEvent struct{ *schedulerv1.SolveStreamResponse }
+	UnknownEvent struct {
+		*schedulerv1.SolveStreamResponse
+	}
 )
 
 func (RoundStarted) isEvent()   {}
