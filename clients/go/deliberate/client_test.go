@@ -141,12 +141,20 @@ func TestInvalidArgumentNamesTheField(t *testing.T) {
 	}
 }
 
-// describe names the events in order: "RoundStarted DraftGenerated … Final".
+// describe names the events in order, runs of one kind counted: "RoundStarted DraftGenerated … RefineChunk×12 Final".
 func describe(events []deliberate.Event) string {
-	names := make([]string, len(events))
+	var names []string
+	run := 0
 	for i, event := range events {
-		names[i] = strings.TrimPrefix(fmt.Sprintf("%T", event), "deliberate_test.")
-		names[i] = strings.TrimPrefix(names[i], "deliberate.")
+		run++
+		name := strings.TrimPrefix(fmt.Sprintf("%T", event), "deliberate.")
+		if i+1 < len(events) && fmt.Sprintf("%T", events[i+1]) == fmt.Sprintf("%T", event) {
+			continue
+		}
+		if run > 1 {
+			name = fmt.Sprintf("%s×%d", name, run)
+		}
+		names, run = append(names, name), 0
 	}
 	return strings.Join(names, " ")
 }
