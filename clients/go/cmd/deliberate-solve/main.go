@@ -69,7 +69,7 @@ func run(addr string, request *deliberate.SolveRequest, stream bool, timeout tim
 		fmt.Println(response.Answer)
 	}
 	status := strings.TrimPrefix(response.Status.String(), "SOLVE_STATUS_")
-	fmt.Printf("\nstatus  %s: %s\nrequest %s  trace %s\n", status, response.StatusReason, response.RequestId, response.TraceId)
+	fmt.Printf("\n\nstatus  %s: %s\nrequest %s  trace %s\n", status, response.StatusReason, response.RequestId, response.TraceId)
 	if response.Status == schedulerv1.SolveStatus_SOLVE_STATUS_FAILED {
 		return 1
 	}
@@ -84,6 +84,7 @@ func solveStreaming(ctx context.Context, client *deliberate.Client, request *del
 	}
 	defer events.Close()
 	var final *deliberate.SolveResponse
+	index := map[string]int32{} // draft id -> its position in the request, as the drafts are numbered
 	for {
 		event, err := events.Recv()
 		if err == io.EOF {
@@ -96,13 +97,14 @@ func solveStreaming(ctx context.Context, client *deliberate.Client, request *del
 		case deliberate.RoundStarted:
 			fmt.Printf("round %d: %d drafts (%s)\n", e.Round, e.NumDrafts, e.Reason)
 		case deliberate.DraftGenerated:
+			index[e.Draft.Id] = e.Draft.Index
 			fmt.Printf("  draft #%d generated  %d tokens  [%s]\n", e.Draft.Index, e.Draft.Usage.GetCompletionTokens(), e.Draft.Strategy)
 		case deliberate.DraftVerified:
-			fmt.Printf("  draft %s verified  valid=%t score %.2f\n", e.Verdict.DraftId, e.Verdict.Valid, e.Verdict.Score)
+			fmt.Printf("  draft #%d verified   valid=%t score %.2f\n", index[e.Verdict.DraftId], e.Verdict.Valid, e.Verdict.Score)
 		case deliberate.DraftSelected:
-			fmt.Printf("  draft %s selected  rank %d\n", e.DraftId, e.Rank)
+			fmt.Printf("  draft #%d selected   rank %d\n", index[e.DraftId], e.Rank)
 		case deliberate.DraftDiscarded:
-			fmt.Printf("  draft %s discarded  %s\n", e.DraftId, e.Reason)
+			fmt.Printf("  draft #%d discarded  %s\n", index[e.DraftId], e.Reason)
 		case deliberate.RefineChunk:
 			fmt.Print(e.Text)
 		case deliberate.Final:
