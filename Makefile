@@ -62,9 +62,17 @@ test-clients: install
 test-vllm: $(VLLM_VENV)/.installed-stamp
 	DELIBERATE_VLLM_TEST_MODEL=$(VLLM_TEST_MODEL) $(VLLM_VENV)/bin/python -m pytest -q -rs tests/vllm
 
-## Regenerate the contract's Python code (protos/python, deliberate-api) from protos/ (a test fails when it drifts).
-proto: install
+# The TypeScript client's dependencies as locked; npm writes node_modules/.package-lock.json on every install.
+TS_CLIENT := clients/typescript
+$(TS_CLIENT)/node_modules/.package-lock.json: $(TS_CLIENT)/package-lock.json
+	cd $(TS_CLIENT) && npm ci --no-audit --no-fund
+
+## Regenerate the contract's code from protos/: Python (protos/python, deliberate-api) and TypeScript
+## (clients/typescript/src/gen, with buf and protoc-gen-es; needs Node >= 20). `make test` fails when the Python
+## code drifts, `make test-clients` when the TypeScript code does.
+proto: install $(TS_CLIENT)/node_modules/.package-lock.json
 	PYTHON=$(abspath $(PY)) protos/generate.sh
+	cd $(TS_CLIENT) && PATH=$(abspath $(VENV))/bin:$$PATH npm run --silent generate
 
 ## Regenerate the Go client's contract code (clients/go/gen) with buf and the plugins installed here (Debian's
 ## protoc-gen-go, protoc-gen-go-grpc; clients/go/generate.sh); a test fails when it drifts.
