@@ -39,7 +39,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from opentelemetry import metrics, trace
+from opentelemetry import trace
+
+from ..core import metrics
 
 log = logging.getLogger("deliberate.watchdog")
 
@@ -423,9 +425,6 @@ class Watchdog:
         # Probes go straight to the Verifier: a proxy from the environment must not stand in between.
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         self.tracer = trace.get_tracer("deliberate.watchdog")
-        self.restart_counter = metrics.get_meter("deliberate.watchdog").create_counter(
-            "deliberate.watchdog.restarts", unit="{restart}", description="Verifier restarts by the watchdog."
-        )
 
     @property
     def in_grace(self) -> bool:
@@ -491,6 +490,7 @@ class Watchdog:
             self._healthy_event.set()
             return
         self._healthy_event.clear()
+        metrics.HEARTBEAT_FAILURES.add(1)
         if not self.in_grace:
             self.consecutive_failures += 1
 
@@ -523,7 +523,7 @@ class Watchdog:
             self.last_restart = description
             self._grace_until = time.monotonic() + self.restart_grace_s
             span.add_event("verifier.restarted", {FAILURES: failures, ACTION: description})
-            self.restart_counter.add(1, attributes)
+            metrics.RESTARTS.add(1, {"restarter": self.restarter.name})
             log.warning(
                 "verifier restarted",
                 extra={
