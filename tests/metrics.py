@@ -56,3 +56,8 @@ def value(samples: Samples, name: str, **labels: str) -> float:
     """The sum of the samples named `name` whose labels include `labels`; 0 when there is none."""
     wanted = set(labels.items())
     return sum(v for (n, ls), v in samples.items() if n == name and wanted <= ls)
+
+
+def has(samples: Samples, name: str, **labels: str) -> bool:
+    wanted = set(labels.items())
+    return any(n == name and wanted <= ls for n, ls in samples)
