@@ -4,6 +4,7 @@ SolveResponse reports, and Debian's `prometheus` scrapes all four and answers qu
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -11,6 +12,7 @@ import time
 import urllib.parse
 import urllib.request
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +20,7 @@ from deliberate.cli.stack import SERVICES
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_client.client import DeliberateClient, build_request
 from tests.metrics import has, scrape, value
+from tests.unit.test_dashboard import dashboard_expressions
 
 pytestmark = pytest.mark.model
 
@@ -98,6 +101,27 @@ def test_each_service_reports_its_own_work(solved):
         assert has(samples, "deliberate_engine_sequences_queued", engine="llamacpp")
 
 
+def documented_metrics() -> dict[str, tuple[str, list[str]]]:
+    """docs/telemetry.md's metrics table: name -> (type, the services that always serve it)."""
+    text = (Path(__file__).resolve().parents[2] / "docs/telemetry.md").read_text()
+    table = text.split("## Metrics", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1:-1] for line in table.splitlines() if line.startswith("| `deliberate_")]
+    return {
+        name.strip().strip("`"): (kind.strip(), [s.strip() for s in services.split(",") if "(" not in s])
+        for name, kind, _, services, _ in rows
+    }
+
+
+def test_every_documented_metric_is_served_by_its_services(solved):
+    _, _, after = solved
+    documented = documented_metrics()
+    assert len(documented) >= 13
+    for name, (kind, services) in documented.items():
+        sample = f"{name}_count" if kind == "histogram" else name
+        for service in services:
+            assert has(after[service], sample), f"{service} serves no {sample}"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -162,5 +186,16 @@ def test_prometheus_scrapes_every_service(stack, solved, tmp_path):
                 assert expected in names, expected
             generated = query(port, "/api/v1/query", query='sum(deliberate_drafts_total{outcome="generated"})')
             assert float(generated["result"][0]["value"][1]) >= len(solved[1].drafts)
+
+            # The Grafana dashboard's queries run on these series (Grafana's own variables given fixed windows); a
+            # rate needs two scrapes of a series, so the main panels are asked again until they have a value.
+            for expr in dashboard_expressions():
+                promql = expr.replace("$__rate_interval", "1m").replace("$__range", "5m")
+                result = query(port, "/api/v1/query", query=promql)["result"]  # a bad query is HTTP 400
+                if re.search(r"deliberate_(solves_total|stage_duration|drafts_total|engine)", expr):
+                    while not result and time.monotonic() < deadline:
+                        time.sleep(0.5)
+                        result = query(port, "/api/v1/query", query=promql)["result"]
+                    assert result, expr
         finally:
             server.terminate()

@@ -87,6 +87,7 @@ class Pipeline:
         self.downstream = downstream
         self.learner = learner or FileStateStore(WeightLearner())
         self.load = load
+        metrics.REDRAFT_ROUNDS.add(0)  # the series exists (at 0) before the first re-draft
 
     @property
     def watchdog(self) -> Watchdog | None:

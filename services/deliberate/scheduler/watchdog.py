@@ -13,7 +13,7 @@ Several Scheduler replicas may watch one Verifier. With a `lease` (state.py's `R
 state is in Redis) only the lease holder restarts it; the others keep probing and reporting health. Without one,
 the watchdog acts alone, as the single Scheduler of a laptop does.
 
-Each restart raises an alert three ways: a log event, the `deliberate.watchdog.restarts` metric counter and a
+Each restart raises an alert three ways: a log event, the `deliberate_watchdog_restarts_total` metric counter and a
 "verifier.restarted" event on a `watchdog.restart` span.
 """
 
@@ -431,6 +431,10 @@ class Watchdog:
         return self._grace_until is not None and time.monotonic() < self._grace_until
 
     async def run(self) -> None:
+        # The series exist (at 0) from the start, so a dashboard's increase() sees the first one. Not in __init__:
+        # the service's meter provider is installed later, and a proxy drops what it is given before that.
+        metrics.RESTARTS.add(0, {"restarter": self.restarter.name})
+        metrics.HEARTBEAT_FAILURES.add(0)
         # The Verifier may be booting alongside the Scheduler (and is, for the process restarter).
         self._grace_until = time.monotonic() + self.startup_grace_s
         try:
