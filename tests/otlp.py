@@ -35,6 +35,8 @@ class OtlpReceiver(trace_service_pb2_grpc.TraceServiceServicer):
                             {
                                 "service": service,
                                 "name": span.name,
+                                "span_id": span.span_id.hex(),
+                                "parent_span_id": span.parent_span_id.hex(),
                                 "attributes": {a.key: _value(a.value) for a in span.attributes},
                                 "events": [e.name for e in span.events],
                             }
@@ -52,6 +54,20 @@ class OtlpReceiver(trace_service_pb2_grpc.TraceServiceServicer):
     def trace(self, trace_id: str) -> list[dict]:
         with self.lock:
             return list(self.spans.get(trace_id, []))
+
+    def trace_of_request(self, request_id: str) -> str:
+        """The trace id whose spans carry this `deliberate.request.id` ("" while none arrived)."""
+        with self.lock:
+            for trace_id, spans in self.spans.items():
+                if any(s["attributes"].get("deliberate.request.id") == request_id for s in spans):
+                    return trace_id
+        return ""
+
+    def orphans(self, trace_id: str) -> list[dict]:
+        """The spans of a trace whose parent is not in it (a root span has no parent, so it is none)."""
+        spans = self.trace(trace_id)
+        ids = {s["span_id"] for s in spans}
+        return [s for s in spans if s["parent_span_id"] and s["parent_span_id"] not in ids]
 
 
 def _value(value):

@@ -4,9 +4,9 @@
     .venv/bin/python deploy/k8s/render.py --stdout gpu  # print instead of writing
 
 Kubernetes kinds are checked against kubernetes-validate's strict schemas (an unknown field fails), for the oldest
-and the newest Kubernetes version the manifests support; Istio kinds against the schemas in deploy/k8s/schemas/.
-A kind that neither knows is an error, not a skip: kubernetes-validate's own CLI only warns about such kinds,
-which would let every Istio object through unchecked.
+and the newest Kubernetes version the manifests support; custom kinds (Istio's, the Prometheus Operator's
+ServiceMonitor) against the schemas in deploy/k8s/schemas/. A kind that neither knows is an error, not a skip:
+kubernetes-validate's own CLI only warns about such kinds, which would let every Istio object through unchecked.
 """
 
 from __future__ import annotations
@@ -32,15 +32,19 @@ OVERLAYS = {
     "base": K8S_DIR / "base",
     "istio": K8S_DIR / "overlays" / "istio",
     "gpu": K8S_DIR / "overlays" / "gpu",
+    "monitoring": K8S_DIR / "overlays" / "monitoring",
 }
 # The oldest release the manifests support (1.30 brought ValidatingAdmissionPolicy v1) and the newest that the
 # installed kubernetes-validate knows.
 KUBERNETES_VERSIONS = ("1.30", kubernetes_validate.latest_version().rsplit(".", 1)[0])
-ISTIO_SCHEMAS = {
+CRD_SCHEMAS = {
     ("security.istio.io/v1", "PeerAuthentication"): "peerauthentication.json",
     ("networking.istio.io/v1", "DestinationRule"): "destinationrule.json",
     ("networking.istio.io/v1", "VirtualService"): "virtualservice.json",
+    ("monitoring.coreos.com/v1", "ServiceMonitor"): "servicemonitor.json",
 }
+# API groups of custom kinds: an object of these without a schema above is an error.
+CRD_GROUP_SUFFIXES = (".istio.io", "monitoring.coreos.com")
 
 
 class RenderError(Exception):
@@ -83,7 +87,7 @@ def error_path(path) -> str:
 
 
 @functools.cache
-def istio_validator(schema_file: str) -> jsonschema.Draft202012Validator:
+def crd_validator(schema_file: str) -> jsonschema.Draft202012Validator:
     schema = json.loads((SCHEMA_DIR / schema_file).read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
     return jsonschema.Draft202012Validator(schema)
@@ -93,11 +97,11 @@ def validate(obj: dict) -> list[str]:
     """Every problem with one object, each as `path: message`; empty when it is valid."""
     if not isinstance(obj, dict) or not isinstance(obj.get("apiVersion"), str) or not isinstance(obj.get("kind"), str):
         return ["(top level): not a Kubernetes object (apiVersion and kind must be strings)"]
-    schema_file = ISTIO_SCHEMAS.get((obj["apiVersion"], obj["kind"]))
+    schema_file = CRD_SCHEMAS.get((obj["apiVersion"], obj["kind"]))
     if schema_file is not None:
-        errors = sorted(istio_validator(schema_file).iter_errors(obj), key=lambda error: list(error.path))
+        errors = sorted(crd_validator(schema_file).iter_errors(obj), key=lambda error: list(error.path))
         return [f"{error_path(error.path)}: {error.message}" for error in errors]
-    if obj["apiVersion"].split("/")[0].endswith(".istio.io"):
+    if obj["apiVersion"].split("/")[0].endswith(CRD_GROUP_SUFFIXES):
         return [f"(top level): no schema for {obj['apiVersion']} {obj['kind']}; add one to {display(SCHEMA_DIR)}"]
     versions_by_problem: dict[str, list[str]] = {}
     for version in KUBERNETES_VERSIONS:

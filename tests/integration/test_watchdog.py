@@ -16,6 +16,7 @@ import pytest
 from deliberate.cli.stack import Ports, Stack
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_client.client import DeliberateClient, build_request
+from tests.metrics import scrape, value
 
 pytestmark = pytest.mark.model
 
@@ -62,6 +63,8 @@ def state(stack: Stack) -> pb.GetStateResponse:
 def test_sigkilled_verifier_is_restarted_and_no_request_is_lost(watched_stack):
     stack = watched_stack
     assert state(stack).verifier.healthy
+    metrics_before = scrape(stack.metrics_url("scheduler"))
+    assert value(metrics_before, "deliberate_verifier_up") == 1
     old_pid = verifier_pid(stack)
     outcomes: list[object] = []
 
@@ -99,6 +102,13 @@ def test_sigkilled_verifier_is_restarted_and_no_request_is_lost(watched_stack):
     (event,) = restart_events(stack)
     assert event["failures"] == 3, "restarted after exactly three failed heartbeats"
     assert verifier_pid(stack) != old_pid
+
+    metrics_after = scrape(stack.metrics_url("scheduler"))
+    restarts = value(metrics_after, "deliberate_watchdog_restarts_total", restarter="process")
+    assert restarts == value(metrics_before, "deliberate_watchdog_restarts_total", restarter="process") + 1
+    failures = value(metrics_after, "deliberate_watchdog_heartbeat_failures_total")
+    assert failures >= value(metrics_before, "deliberate_watchdog_heartbeat_failures_total") + 3
+    assert value(metrics_after, "deliberate_verifier_up") == 1
 
     with DeliberateClient(stack.address) as client:
         response = client.solve(build_request("What is 5 + 6?", num_drafts=1, max_new_tokens=16), timeout=90)

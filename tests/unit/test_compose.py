@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 from deploy.check_compose import check, interpolate
 
+from deliberate.drafter.settings import DrafterSettings
+from deliberate.refiner.settings import RefinerSettings
+from deliberate.scheduler.settings import SchedulerSettings
+from deliberate.verifier.settings import VerifierSettings
+
 COMPOSE = Path(__file__).resolve().parents[2] / "deploy/compose.yaml"
+PROMETHEUS_CONFIG = COMPOSE.parent / "prometheus/prometheus.yml"
+SETTINGS = {
+    "scheduler": SchedulerSettings,
+    "drafter": DrafterSettings,
+    "verifier": VerifierSettings,
+    "refiner": RefinerSettings,
+}
 SERVICES = ("scheduler", "drafter", "verifier", "refiner")
 
 
@@ -18,7 +32,7 @@ def compose() -> dict:
 
 
 def test_validates_against_the_compose_specification():
-    assert sorted(check(COMPOSE)) == ["drafter", "jaeger", "redis", "refiner", "scheduler", "verifier"]
+    assert sorted(check(COMPOSE)) == ["drafter", "jaeger", "prometheus", "redis", "refiner", "scheduler", "verifier"]
 
 
 def test_a_misspelled_key_is_rejected(tmp_path):
@@ -69,3 +83,23 @@ def test_the_scheduler_keeps_its_state_in_redis_on_a_named_volume(compose):
     assert f"redis-data:{data}" in redis["volumes"] and "redis-data" in compose["volumes"]
     assert redis["read_only"] is True and redis["cap_drop"] == ["ALL"]
     assert "redis-cli" in redis["healthcheck"]["test"]
+
+
+def test_prometheus_scrapes_every_service_on_its_metrics_port(compose):
+    prometheus = compose["services"]["prometheus"]
+    config_mount = next(v for v in prometheus["volumes"] if v.endswith(":/etc/prometheus/prometheus.yml:ro"))
+    assert (COMPOSE.parent / config_mount.split(":")[0]).resolve() == PROMETHEUS_CONFIG
+    config = yaml.safe_load(PROMETHEUS_CONFIG.read_text())
+    targets = {job["job_name"]: job["static_configs"][0]["targets"] for job in config["scrape_configs"]}
+    assert targets == {
+        name: [f"{name}:{model.model_fields['metrics_port'].default}"] for name, model in SETTINGS.items()
+    }
+    for name in SERVICES:
+        assert "DELIBERATE_METRICS_PORT" not in compose["services"][name]["environment"], "the default is scraped"
+
+
+def test_prometheus_config_passes_promtool():
+    if shutil.which("promtool") is None:
+        pytest.skip("promtool is not installed (apt-get install prometheus)")
+    result = subprocess.run(["promtool", "check", "config", str(PROMETHEUS_CONFIG)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -542,3 +542,62 @@ def test_render_writes_every_overlay(tmp_path, monkeypatch, capsys):
     assert [line.split(":")[0] for line in out] == list(render.OVERLAYS)
     assert all(" objects valid" in line for line in out)
     assert sorted(path.name for path in tmp_path.iterdir()) == sorted(f"{name}.yaml" for name in render.OVERLAYS)
+
+
+# --- metrics -----------------------------------------------------------------------------------------------------
+
+METRICS_PORTS = {"scheduler": 9464, "drafter": 9465, "verifier": 9466, "refiner": 9467}
+
+
+def test_metrics_ports_are_the_services_defaults():
+    from deliberate.drafter.settings import DrafterSettings
+    from deliberate.refiner.settings import RefinerSettings
+    from deliberate.scheduler.settings import SchedulerSettings
+    from deliberate.verifier.settings import VerifierSettings
+
+    models = {
+        "scheduler": SchedulerSettings,
+        "drafter": DrafterSettings,
+        "verifier": VerifierSettings,
+        "refiner": RefinerSettings,
+    }
+    assert {name: model.model_fields["metrics_port"].default for name, model in models.items()} == METRICS_PORTS
+
+
+@pytest.mark.parametrize("overlay", list(render.OVERLAYS))
+def test_every_service_is_annotated_for_scraping_on_its_metrics_port(rendered, overlay):
+    objects = rendered[overlay]
+    for name, port in METRICS_PORTS.items():
+        annotations = one(objects, "Deployment", name)["spec"]["template"]["metadata"]["annotations"]
+        assert annotations["prometheus.io/scrape"] == "true"
+        assert annotations["prometheus.io/port"] == str(port)
+        assert annotations["prometheus.io/path"] == "/metrics"
+        container_ports = {p["name"]: p["containerPort"] for p in container(objects, name)["ports"]}
+        assert container_ports["metrics"] == port
+        service_ports = {p["name"]: p for p in one(objects, "Service", name)["spec"]["ports"]}
+        assert service_ports["metrics"]["port"] == port and service_ports["metrics"]["targetPort"] == "metrics"
+        assert "DELIBERATE_METRICS_PORT" not in env(objects, name), "the default is the port annotated"
+
+
+def test_service_monitor_scrapes_exactly_the_four_services(rendered):
+    objects = rendered["monitoring"]
+    monitor = one(objects, "ServiceMonitor", "deliberate")
+    assert monitor["metadata"]["namespace"] == "deliberate"
+    (expression,) = monitor["spec"]["selector"]["matchExpressions"]
+    selected = {
+        name
+        for name, service in of_kind(objects, "Service").items()
+        if service["metadata"]["labels"].get(expression["key"]) in expression["values"]
+    }
+    assert selected == set(SERVICES)
+    (endpoint,) = monitor["spec"]["endpoints"]
+    for name in selected:
+        assert endpoint["port"] in {p["name"] for p in one(objects, "Service", name)["spec"]["ports"]}
+    assert endpoint["path"] == "/metrics"
+    assert of_kind(objects, "Deployment") == of_kind(rendered["base"], "Deployment")
+
+
+def test_a_misspelled_service_monitor_field_is_rejected(rendered):
+    monitor = copy.deepcopy(one(rendered["monitoring"], "ServiceMonitor", "deliberate"))
+    monitor["spec"]["endpoints"][0]["intervall"] = "15s"
+    assert any("intervall" in problem for problem in render.validate(monitor))

@@ -21,8 +21,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -38,6 +36,7 @@ from deliberate.scheduler.watchdog import (
     Watchdog,
     build_restarter,
 )
+from tests.metrics import in_process_value
 
 INTERVAL_S = 0.05
 
@@ -157,13 +156,13 @@ def test_healthy_target_is_never_restarted(verifier):
 
 
 def test_restarts_after_exactly_three_failed_probes_and_alerts(verifier, monkeypatch, caplog):
-    # Real SDK providers in place of the global no-op ones, only for this watchdog.
+    # A real SDK tracer in place of the global no-op one, only for this watchdog; metrics read in process.
     spans = InMemorySpanExporter()
     tracer_provider = TracerProvider()
     tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
-    metric_reader = InMemoryMetricReader()
     monkeypatch.setattr(watchdog_module.trace, "get_tracer", tracer_provider.get_tracer)
-    monkeypatch.setattr(watchdog_module.metrics, "get_meter", MeterProvider([metric_reader]).get_meter)
+    restarts_before = in_process_value("deliberate.watchdog.restarts", restarter="recording")
+    failures_before = in_process_value("deliberate.watchdog.heartbeat.failures")
 
     verifier.status = 503
     restarter = RecordingRestarter(verifier)
@@ -201,15 +200,9 @@ def test_restarts_after_exactly_three_failed_probes_and_alerts(verifier, monkeyp
     assert event.attributes[watchdog_module.FAILURES] == 3
     assert event.attributes[watchdog_module.ACTION] == "restart #1"
 
-    (metric,) = [
-        m
-        for rm in metric_reader.get_metrics_data().resource_metrics
-        for sm in rm.scope_metrics
-        for m in sm.metrics
-        if m.name == "deliberate.watchdog.restarts"
-    ]
-    (point,) = metric.data.data_points
-    assert point.value == 1 and point.attributes == {watchdog_module.RESTARTER: "recording"}
+    assert in_process_value("deliberate.watchdog.restarts", restarter="recording") == restarts_before + 1
+    failed = in_process_value("deliberate.watchdog.heartbeat.failures") - failures_before
+    assert 3 <= failed <= len(verifier.probes), "every failed probe counted (the last may be cut off by the stop)"
 
 
 def test_without_grace_every_third_failure_restarts(verifier):
@@ -293,7 +286,7 @@ def test_probe_failures_say_why(verifier):
 def test_process_restarter_brings_a_killed_verifier_back(tmp_path):
     http_port = free_port()
     command = [sys.executable, "-m", "deliberate.verifier", "--host", "127.0.0.1"]
-    command += ["--port", str(free_port()), "--http-port", str(http_port)]
+    command += ["--port", str(free_port()), "--http-port", str(http_port), "--metrics-port", "0"]
     restarter = ProcessRestarter(command, log_path=tmp_path / "verifier.log")
     url = f"http://127.0.0.1:{http_port}/health"
     watchdog = Watchdog(url, restarter, interval_s=INTERVAL_S, timeout_s=0.5, restart_grace_s=30)

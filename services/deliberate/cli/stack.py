@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import grpc
@@ -32,12 +32,17 @@ class Ports:
     verifier: int = 50053
     refiner: int = 50054
     verifier_http: int = 8081
+    # Prometheus GET /metrics of each service.
+    scheduler_metrics: int = 9464
+    drafter_metrics: int = 9465
+    verifier_metrics: int = 9466
+    refiner_metrics: int = 9467
 
     @classmethod
     def free(cls) -> Ports:
         import socket
 
-        sockets = [socket.socket() for _ in range(5)]
+        sockets = [socket.socket() for _ in fields(cls)]
         for s in sockets:
             s.bind(("127.0.0.1", 0))
         numbers = [s.getsockname()[1] for s in sockets]
@@ -71,6 +76,9 @@ class Stack:
     def address_of(self, service: str) -> str:
         return f"{self.host}:{getattr(self.ports, service)}"
 
+    def metrics_url(self, service: str) -> str:
+        return f"http://{self.host}:{getattr(self.ports, service + '_metrics')}/metrics"
+
     def client_env(self) -> dict[str, str]:
         """Where a client finds this stack: `DELIBERATE_ADDRESS`, the Scheduler's host:port."""
         return {"DELIBERATE_ADDRESS": self.address}
@@ -81,7 +89,11 @@ class Stack:
         `command` passes them as flags; the container test passes them as DELIBERATE_* variables.
         """
         p = self.ports
-        settings = {"host": self.host, "port": str(getattr(p, service))}
+        settings = {
+            "host": self.host,
+            "port": str(getattr(p, service)),
+            "metrics_port": str(getattr(p, f"{service}_metrics")),
+        }
         if service == "verifier":
             settings["http_port"] = str(p.verifier_http)
         if service == "scheduler":

@@ -48,7 +48,7 @@ def run_up(args: argparse.Namespace) -> int:
     for service in ("drafter", "verifier", "refiner", "scheduler"):
         process = stack.processes.get(service)
         owner = f"pid {process.pid:<7}" if process else "supervised by the scheduler (watchdog restarts it)"
-        print(f"  {service:<9} {stack.address_of(service)}  {owner}")
+        print(f"  {service:<9} {stack.address_of(service)}  {stack.metrics_url(service)}  {owner}")
     if stack.redis is not None:
         print(f"  {'redis':<9} {stack.redis.url}  pid {stack.redis.process.pid} (data in {stack.redis.data_dir}/)")
     # Installed explicitly: a shell that starts us in the background leaves SIGINT ignored.

@@ -23,6 +23,7 @@ from grpc_reflection.v1alpha import reflection
 
 from .config import CommonSettings
 from .logs import setup_logging
+from .metrics import setup_metrics
 from .telemetry import setup_tracing
 
 log = logging.getLogger("deliberate.server")
@@ -40,6 +41,7 @@ async def no_dependencies() -> AsyncIterator[None]:
 class ServiceSpec:
     name: str  # "drafter", "verifier", …
     port: int
+    metrics_port: int  # GET /metrics (Prometheus); 0 = no endpoint
     # Full gRPC service names, e.g. "deliberate.drafter.v1.DrafterService".
     grpc_services: Sequence[str]
     # Registers the servicers, given what `dependencies` yielded and the server: the argument order of the
@@ -54,6 +56,7 @@ class ServiceSpec:
 async def serve(spec: ServiceSpec, settings: CommonSettings) -> None:
     setup_logging(spec.name, settings.log_level)
     provider = setup_tracing(spec.name, settings.trace_exporter)
+    metrics_endpoint = setup_metrics(spec.name, settings.host, spec.metrics_port)  # a taken port fails here
 
     server = grpc.aio.server(
         options=[
@@ -110,6 +113,7 @@ async def serve(spec: ServiceSpec, settings: CommonSettings) -> None:
                 await server.stop(settings.shutdown_grace_s)
     finally:
         provider.shutdown()  # flushes pending spans
+        metrics_endpoint.shutdown()
         log.info("stopped")
 
 

@@ -9,5 +9,6 @@ class DrafterSettings(EngineSettings):
     """Drafter: generates N candidate drafts in one batched engine call."""
 
     port: int = Field(50052, description="gRPC port.")
+    metrics_port: int = Field(9465, ge=0, description="Port of the Prometheus GET /metrics endpoint; 0 = none.")
     max_drafts: int = Field(8, description="Largest num_drafts accepted per call.")
     max_hint_chars: int = Field(500, description="Longest strategy hint accepted, in characters.")

@@ -19,6 +19,7 @@ import grpc
 
 from deliberate_api.common.v1 import common_pb2
 
+from ..core import metrics
 from ..core.config import parse_settings
 from ..core.requests import InvalidArgument, sampling_overrides
 from ..core.server import ServiceSpec, run
@@ -33,6 +34,7 @@ log = logging.getLogger("deliberate.engine")
 async def open_engine(name: str, model: str, threads: int = 0) -> AsyncIterator[Engine]:
     """Loads the engine in a worker thread (the event loop keeps answering signals meanwhile)."""
     engine = await asyncio.to_thread(load_engine, name, model, threads)
+    metrics.observe_engine(engine)
     try:
         yield engine
     finally:
@@ -99,6 +101,7 @@ def run_engine_service(
         ServiceSpec(
             name=name,
             port=settings.port,
+            metrics_port=settings.metrics_port,
             grpc_services=[service_descriptor.full_name],
             dependencies=lambda: servicer_class.open(settings),
             add_servicers=add_servicer,

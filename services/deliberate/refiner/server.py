@@ -10,7 +10,7 @@ from opentelemetry import trace
 
 from deliberate_api.refiner.v1 import refiner_service_pb2, refiner_service_pb2_grpc
 
-from ..core import telemetry
+from ..core import metrics, telemetry
 from ..core.convert import FINISH_REASONS
 from ..core.requests import parse_output_schema
 from ..engines.base import Completion, Engine, TextDelta
@@ -44,6 +44,7 @@ class RefinerServicer(EngineServicer, refiner_service_pb2_grpc.RefinerServiceSer
         if not request.disable_consensus_prefix:
             prefix = consensus_prefix([d.text for d in request.all_drafts], self.settings.consensus_min_support)
         budget = self.budget(request, selected[0].score, context.time_remaining())
+        metrics.REFINE_TOKEN_BUDGET.record(budget.tokens)
         sampling = replace(sampling, max_new_tokens=budget.tokens)
         # The model continues after the agreed lines instead of thinking them again.
         prompt = self.engine.format_chat(SYSTEM_PROMPT, refine_user_message(request.prompt, selected, schema)) + prefix

@@ -9,6 +9,7 @@ class RefinerSettings(EngineSettings):
     """Refiner: turns the best verified drafts into the streamed final answer."""
 
     port: int = Field(50054, description="gRPC port.")
+    metrics_port: int = Field(9467, ge=0, description="Port of the Prometheus GET /metrics endpoint; 0 = none.")
     max_selected: int = Field(2, description="Most selected drafts accepted per call.")
     max_draft_chars: int = Field(32_000, description="Longest draft text accepted, in characters.")
     temperature: float = Field(0.7, description="Default refinement temperature.")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from deliberate_api.scheduler.v1 import scheduler_service_pb2, scheduler_service_pb2_grpc
 
+from ..core import metrics
 from ..core.config import parse_settings
 from ..core.server import ServiceSpec, run
 from .downstream import Downstream, Stubs
@@ -71,6 +72,7 @@ def main(argv: list[str] | None = None) -> None:
         failures_to_restart=settings.watchdog_failures,
         lease=lease,
     )
+    metrics.observe_verifier_health(lambda: watchdog.healthy)
 
     @contextlib.asynccontextmanager
     async def supervised_pipeline() -> AsyncIterator[SchedulerServicer]:
@@ -104,6 +106,7 @@ def main(argv: list[str] | None = None) -> None:
         ServiceSpec(
             name="scheduler",
             port=settings.port,
+            metrics_port=settings.metrics_port,
             grpc_services=[scheduler_service_pb2.DESCRIPTOR.services_by_name["SchedulerService"].full_name],
             dependencies=supervised_pipeline,
             add_servicers=scheduler_service_pb2_grpc.add_SchedulerServiceServicer_to_server,

@@ -188,16 +188,21 @@ class Downstream:
     async def refine(
         self, request: refiner_service_pb2.RefineRequest, deadline: Deadline
     ) -> AsyncIterator[str | refiner_service_pb2.RefineFinal]:
-        """The Refiner's text chunks as they come, then its final message."""
+        """The Refiner's text chunks as they come, then its final message.
+
+        The stream is read to its end, after the final message too: the gRPC instrumentation ends its client
+        span only when the stream runs out, and a span never ended leaves the Refiner's span without a parent."""
+        final = None
         async with stage("refiner"):
             call = self.stubs.refiner.Refine(request, timeout=deadline.remaining("refinement"))
             async for message in call:
                 if message.HasField("chunk"):
                     yield message.chunk.text
                 else:
-                    yield message.final
-                    return
-        raise StageError(grpc.StatusCode.INTERNAL, "refiner ended its stream without a final message")
+                    final = message.final
+        if final is None:
+            raise StageError(grpc.StatusCode.INTERNAL, "refiner ended its stream without a final message")
+        yield final
 
     async def _call_verifier(self, method, request, deadline: Deadline, what: str, timeout: float | None = None):
         """While the Verifier is down (the watchdog restarts it), wait for it up to the deadline; then

@@ -28,7 +28,7 @@ from deliberate_api.common.v1 import common_pb2
 from deliberate_api.refiner.v1 import refiner_service_pb2
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 
-from ..core import telemetry
+from ..core import metrics, telemetry
 from . import events
 from .downstream import Checks, Deadline, Downstream, StageError
 from .events import Emit
@@ -62,6 +62,17 @@ STATUS = {
     "unchecked": pb.SOLVE_STATUS_UNCHECKED,
     "unverified": pb.SOLVE_STATUS_UNVERIFIED,
 }
+# The `status` label of deliberate_solves_total for an answered request: "verified", …, "failed".
+STATUS_LABEL = {
+    value: pb.SolveStatus.Name(value).removeprefix("SOLVE_STATUS_").lower() for value in pb.SolveStatus.values()
+}
+
+
+def failure_status(error: BaseException) -> str:
+    """The `status` label of a request that ended with an error: its gRPC code, lower case."""
+    if isinstance(error, StageError):
+        return error.code.name.lower()
+    return "cancelled" if isinstance(error, asyncio.CancelledError) else "internal"
 
 
 class Pipeline:
@@ -76,6 +87,7 @@ class Pipeline:
         self.downstream = downstream
         self.learner = learner or FileStateStore(WeightLearner())
         self.load = load
+        metrics.REDRAFT_ROUNDS.add(0)  # the series exists (at 0) before the first re-draft
 
     @property
     def watchdog(self) -> Watchdog | None:
@@ -105,6 +117,9 @@ class Pipeline:
                 await self.downstream.check_constraints(solve.checks, solve.deadline)  # before any token
             await self.draft_rounds(solve, decision)
             response = await self.select_and_refine(solve)
+        except BaseException as error:
+            metrics.SOLVES.add(1, {"status": failure_status(error)})
+            raise
         finally:
             for state in solve.drafts.values():  # a failed stage leaves drafts unfinished
                 if state.verification:
@@ -112,7 +127,11 @@ class Pipeline:
                 if state.span.is_recording():
                     state.span.set_attribute(telemetry.DRAFT_OUTCOME, "abandoned")
                     state.span.end()
-        solve.timings.total = time.perf_counter() - started
+                    metrics.DRAFTS.add(1, {"outcome": "abandoned"})
+            solve.timings.total = time.perf_counter() - started
+            for stage, seconds in solve.timings.reached().items():
+                metrics.STAGE_DURATION.record(seconds, {"stage": stage})
+        metrics.SOLVES.add(1, {"status": STATUS_LABEL[response.status]})
         response.timings.CopyFrom(solve.timings.to_proto())
         response.trace_id = telemetry.current_trace_id()
         response.num_drafts = decision.num_drafts
@@ -127,6 +146,8 @@ class Pipeline:
             reason = decision.reason if round_ == 0 else f"re-draft {round_}: no draft passed every hard rule"
             solve.emit(events.round_started(round_, decision.num_drafts, reason, feedback))
             solve.rounds = round_ + 1
+            if round_:
+                metrics.REDRAFT_ROUNDS.add(1)
             verdicts = await self.draft_and_verify(solve, decision, round_, feedback)
             if any(v.valid for v in verdicts) or not verdicts:
                 return
@@ -187,6 +208,7 @@ class Pipeline:
             },
         )
         span.add_event("generated")
+        metrics.DRAFTS.add(1, {"outcome": "generated"})
         state = DraftState(draft, round_, span)
         solve.drafts[draft.id] = state
         solve.emit(events.draft_generated(draft))
@@ -196,6 +218,7 @@ class Pipeline:
                 state.verification = asyncio.ensure_future(self.verify(solve, state))
             else:
                 state.duplicate_of = original
+                metrics.DRAFTS.add(1, {"outcome": "duplicate"})
                 state.verification = asyncio.ensure_future(self.share_verdict(solve, state, solve.drafts[original]))
 
     async def verify(self, solve: Solve, state: DraftState) -> None:
@@ -207,6 +230,8 @@ class Pipeline:
             if error.code != grpc.StatusCode.DEADLINE_EXCEEDED or solve.deadline.left() <= 0:
                 raise
             verdict = late_verdict(state.draft.id, self.settings.verify_timeout_s)  # never waited for past it
+            metrics.DRAFTS.add(1, {"outcome": "timed_out"})
+        metrics.count_rule_results(verdict.rule_results)  # a duplicate's shared verdict is not counted again
         self.record_verdict(solve, state, verdict)
 
     async def share_verdict(self, solve: Solve, state: DraftState, original: DraftState) -> None:
@@ -219,6 +244,7 @@ class Pipeline:
         state.verdict = verdict
         state.span.add_event("verified")
         state.span.set_attributes({telemetry.DRAFT_VALID: verdict.valid, telemetry.DRAFT_SCORE: verdict.score})
+        metrics.DRAFTS.add(1, {"outcome": "valid" if verdict.valid else "invalid"})
         solve.emit(events.draft_verified(verdict))
 
     async def select_and_refine(self, solve: Solve) -> pb.SolveResponse:
@@ -332,6 +358,7 @@ class Pipeline:
             state.span.set_attribute(telemetry.DRAFT_OUTCOME, outcome)
             state.span.add_event(outcome)
             state.span.end()
+            metrics.DRAFTS.add(1, {"outcome": outcome})
             solve.emit(event)
 
     async def refine(self, solve: Solve, selection: Selection) -> refiner_service_pb2.RefineFinal:

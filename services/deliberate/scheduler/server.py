@@ -10,6 +10,7 @@ import grpc
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_api.scheduler.v1 import scheduler_service_pb2_grpc
 
+from ..core import metrics
 from ..core.requests import InvalidArgument, parse_output_schema
 from .downstream import StageError
 from .limits import SOLVE
@@ -116,6 +117,7 @@ class SchedulerServicer(scheduler_service_pb2_grpc.SchedulerServiceServicer):
         try:
             validate(request, self.settings)
         except InvalidArgument as error:
+            metrics.SOLVES.add(1, {"status": "invalid_argument"})
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
 
     async def fail(self, context: grpc.aio.ServicerContext, error: Exception) -> None:

@@ -9,6 +9,7 @@ class SchedulerSettings(CommonSettings):
     """Scheduler: the client-facing service; draft → verify → select → refine."""
 
     port: int = Field(50051, description="gRPC port (the one clients call).")
+    metrics_port: int = Field(9464, ge=0, description="Port of the Prometheus GET /metrics endpoint; 0 = none.")
     drafter_address: str = Field("127.0.0.1:50052", description="host:port of the Drafter.")
     verifier_address: str = Field("127.0.0.1:50053", description="host:port of the Verifier.")
     refiner_address: str = Field("127.0.0.1:50054", description="host:port of the Refiner.")

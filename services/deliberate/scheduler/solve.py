@@ -79,9 +79,11 @@ class StageTimes:
     def add(self, stage: str, seconds: float) -> None:
         setattr(self, stage, (getattr(self, stage) or 0.0) + seconds)
 
+    def reached(self) -> dict[str, float]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
     def to_proto(self) -> pb.StageTimings:
-        reached = {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
-        return pb.StageTimings(**{stage: duration(seconds) for stage, seconds in reached.items()})
+        return pb.StageTimings(**{stage: duration(seconds) for stage, seconds in self.reached().items()})
 
 
 @dataclass

@@ -13,7 +13,7 @@ Several Scheduler replicas may watch one Verifier. With a `lease` (state.py's `R
 state is in Redis) only the lease holder restarts it; the others keep probing and reporting health. Without one,
 the watchdog acts alone, as the single Scheduler of a laptop does.
 
-Each restart raises an alert three ways: a log event, the `deliberate.watchdog.restarts` metric counter and a
+Each restart raises an alert three ways: a log event, the `deliberate_watchdog_restarts_total` metric counter and a
 "verifier.restarted" event on a `watchdog.restart` span.
 """
 
@@ -39,7 +39,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from opentelemetry import metrics, trace
+from opentelemetry import trace
+
+from ..core import metrics
 
 log = logging.getLogger("deliberate.watchdog")
 
@@ -423,15 +425,16 @@ class Watchdog:
         # Probes go straight to the Verifier: a proxy from the environment must not stand in between.
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         self.tracer = trace.get_tracer("deliberate.watchdog")
-        self.restart_counter = metrics.get_meter("deliberate.watchdog").create_counter(
-            "deliberate.watchdog.restarts", unit="{restart}", description="Verifier restarts by the watchdog."
-        )
 
     @property
     def in_grace(self) -> bool:
         return self._grace_until is not None and time.monotonic() < self._grace_until
 
     async def run(self) -> None:
+        # The series exist (at 0) from the start, so a dashboard's increase() sees the first one. Not in __init__:
+        # the service's meter provider is installed later, and a proxy drops what it is given before that.
+        metrics.RESTARTS.add(0, {"restarter": self.restarter.name})
+        metrics.HEARTBEAT_FAILURES.add(0)
         # The Verifier may be booting alongside the Scheduler (and is, for the process restarter).
         self._grace_until = time.monotonic() + self.startup_grace_s
         try:
@@ -491,6 +494,7 @@ class Watchdog:
             self._healthy_event.set()
             return
         self._healthy_event.clear()
+        metrics.HEARTBEAT_FAILURES.add(1)
         if not self.in_grace:
             self.consecutive_failures += 1
 
@@ -523,7 +527,7 @@ class Watchdog:
             self.last_restart = description
             self._grace_until = time.monotonic() + self.restart_grace_s
             span.add_event("verifier.restarted", {FAILURES: failures, ACTION: description})
-            self.restart_counter.add(1, attributes)
+            metrics.RESTARTS.add(1, {"restarter": self.restarter.name})
             log.warning(
                 "verifier restarted",
                 extra={

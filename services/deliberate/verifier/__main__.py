@@ -46,6 +46,7 @@ def main(argv: list[str] | None = None) -> None:
             ServiceSpec(
                 name="verifier",
                 port=settings.port,
+                metrics_port=settings.metrics_port,
                 grpc_services=[verifier_service_pb2.DESCRIPTOR.services_by_name["VerifierService"].full_name],
                 dependencies=rules_and_judge,
                 add_servicers=verifier_service_pb2_grpc.add_VerifierServiceServicer_to_server,

@@ -14,7 +14,7 @@ from opentelemetry import trace
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
 
-from ..core import telemetry
+from ..core import metrics, telemetry
 from ..core.convert import FINISH_REASON_NAMES, duration, struct_to_dict
 from ..core.requests import InvalidArgument
 from .constraints import ConstraintError, ConstraintSpec, RuleSet, compile_rules
@@ -120,7 +120,9 @@ class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
                     del proto.evidence[:]
                 elif self.judge.hard and judged.usable and judged.valid:  # a hard judge's yes is evidence
                     proto.evidence.append("judge")
-            proto.latency.CopyFrom(duration(time.perf_counter() - started))
+            elapsed = time.perf_counter() - started
+            proto.latency.CopyFrom(duration(elapsed))
+            metrics.VERIFICATION_DURATION.record(elapsed, {"valid": str(proto.valid).lower()})
             span.set_attributes({telemetry.DRAFT_VALID: proto.valid, telemetry.DRAFT_SCORE: proto.score})
         return proto
 

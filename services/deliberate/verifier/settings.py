@@ -9,6 +9,7 @@ class VerifierSettings(CommonSettings):
     """Verifier: checks drafts with deterministic rules (and optionally an LLM judge); never generates answers."""
 
     port: int = Field(50053, description="gRPC port.")
+    metrics_port: int = Field(9466, ge=0, description="Port of the Prometheus GET /metrics endpoint; 0 = none.")
     http_port: int = Field(8081, description="Port of the HTTP GET /health endpoint.")
     max_drafts: int = Field(16, description="Most drafts accepted per VerifyDrafts call.")
     max_draft_chars: int = Field(1_000_000, description="Longest draft text accepted, in characters.")
