@@ -49,6 +49,8 @@ log = logging.getLogger("deliberate.watchdog")
 RESTARTER = "deliberate.watchdog.restarter"
 FAILURES = "deliberate.watchdog.consecutive_failures"
 ACTION = "deliberate.watchdog.action"
+# While a starting or restarted Verifier is awaited, it is probed at least this often (seconds).
+GRACE_PROBE_S = 1.0
 
 
 class RestartError(RuntimeError):
@@ -449,10 +451,17 @@ class Watchdog:
                             "verifier unhealthy; the lease holder restarts it",
                             extra={"url": self.url, "failures": self.consecutive_failures},
                         )
-                await asyncio.sleep(self.interval_s)
+                await asyncio.sleep(self.next_probe_in())
         finally:
             if self.lease is not None and self.acting:
                 await self.lease.release()  # the next holder need not wait for the expiry
+
+    def next_probe_in(self) -> float:
+        """The heartbeat interval; while a starting or restarted Verifier is awaited (grace, not yet healthy), at
+        most GRACE_PROBE_S, so health (GetState, `deliberate_verifier_up`) turns true soon after it answers."""
+        if self.in_grace and not self.healthy:
+            return min(self.interval_s, GRACE_PROBE_S)
+        return self.interval_s
 
     async def update_role(self) -> None:
         """With a lease, take or renew it on every heartbeat (its expiry is several heartbeats long)."""
