@@ -334,6 +334,7 @@ def draft_summary(report: pb.DraftReport) -> dict:
         "score": round(verdict.score, 4),
         "selected": report.selected,
         "extracted_answer": verdict.extracted_answer,
+        "passed": [r.rule_id for r in verdict.rule_results if r.passed and not r.abstained],
         "errors": [r.message for r in verdict.rule_results if not r.passed],
         "evidence": list(verdict.evidence),
         "finish_reason": FINISH_REASONS.get(draft.finish_reason, "stop"),
