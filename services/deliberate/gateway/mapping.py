@@ -35,6 +35,14 @@ EXTENSION_FIELDS = {
     "num_drafts", "max_draft_tokens", "constraints", "rule_packs", "context", "strategy_hints", "request_id",
     "include_thinking_trace", "disable_consensus_prefix", "disable_default_arithmetic",
 }  # fmt: skip
+# SolveRequest field paths in the Scheduler's errors → the body's fields (more per request: ChatRequest.renames).
+RENAMES = {
+    "prompt": "messages",
+    "output_schema": "response_format.json_schema.schema",
+    "sampling.max_new_tokens": "max_draft_tokens",
+    "refine_sampling.max_new_tokens": "max_tokens",
+    **{f"sampling.{name}": name for name in (*SAMPLING_FIELDS, "seed")},
+}
 FINISH_REASONS = {common_pb2.FINISH_REASON_LENGTH: "length", common_pb2.FINISH_REASON_ABORTED: "length"}
 
 
@@ -50,7 +58,7 @@ class ChatRequest:
     include_thinking_trace: bool = False
     stop: list[str] = field(default_factory=list)
     # SolveRequest field path → the body's field, for errors (e.g. "refine_sampling.max_new_tokens" → "max_tokens").
-    renames: dict[str, str] = field(default_factory=dict)
+    renames: dict[str, str] = field(default_factory=lambda: dict(RENAMES))
     num_constraints: int = 0  # constraints[i] with i past this index came from rule_packs
 
     @property
@@ -89,17 +97,14 @@ def parse_chat_request(body: object, model_name: str) -> ChatRequest:
     chat = ChatRequest(solve=pb.SolveRequest(prompt=render_prompt(body.get("messages"))), model=model)
     solve = chat.solve
     solve.request_id = optional(body, "request_id", str) or uuid.uuid4().hex
-    chat.renames["prompt"] = "messages"
 
     for name in SAMPLING_FIELDS:
         if (value := optional(body, name, float)) is not None:
             setattr(solve.sampling, name, value)
-            chat.renames[f"sampling.{name}"] = name
     if (seed := optional(body, "seed", int)) is not None:
         solve.sampling.seed = seed
     if (draft_tokens := optional(body, "max_draft_tokens", int)) is not None:
         solve.sampling.max_new_tokens = draft_tokens
-        chat.renames["sampling.max_new_tokens"] = "max_draft_tokens"
     for name in ("max_completion_tokens", "max_tokens"):  # the newer name wins when both are given
         if (tokens := optional(body, name, int)) is not None:
             solve.refine_sampling.max_new_tokens = tokens
@@ -107,7 +112,6 @@ def parse_chat_request(body: object, model_name: str) -> ChatRequest:
             break
 
     solve.output_schema = output_schema(body.get("response_format"))
-    chat.renames["output_schema"] = "response_format.json_schema.schema"
     constraints = [constraint(item, f"constraints[{i}]") for i, item in enumerate(array(body, "constraints"))]
     chat.num_constraints = len(constraints)
     constraints += [rule_pack(item, f"rule_packs[{i}]") for i, item in enumerate(array(body, "rule_packs"))]
