@@ -185,8 +185,7 @@ def test_a_client_that_disconnects_cancels_the_solve(own_stack):
     connection.close()  # without reading the response: the caller went away
     # Aborted, not finished: without the cancel the Drafter would decode its 400 tokens and log no abort. (How soon
     # is test_cancellation's to bound; a loaded machine delays the cancel's way through two processes.)
-    aborted = abort_of(own_stack, "drafter", request_id, wait_s=60)
-    assert aborted["stopped_within_s"] < 5.0
+    abort_of(own_stack, "drafter", request_id, wait_s=60)
     gateway_log = (own_stack.log_dir / "gateway.log").read_text()
     assert "client disconnected; cancelling the solve" in gateway_log
 

@@ -57,62 +57,50 @@ class Gateway:
             raise invalid("body", f"is not valid JSON: {error}") from None
         chat = parse_chat_request(body, self.settings.model_name)
         created = int(time.time())
+        solve = SolveCall(self.scheduler, chat, request, self.settings.request_timeout_s)
         if chat.stream:
-            return await self.stream(request, chat, created)
-        call = self.scheduler.Solve(chat.solve, timeout=self.settings.request_timeout_s)
-        watch = DisconnectWatch(request, call)
+            return await self.stream(solve, chat, created)
         try:
-            response = await call
-        except grpc.aio.AioRpcError as error:
-            raise from_grpc(error.code(), error.details(), chat.rename) from None
-        except asyncio.CancelledError:
-            if not watch.disconnected.is_set():
-                raise
+            response = None
+            async for event in solve.events():
+                response = event.final if event.HasField("final") else response
+        except ClientGone:
             return Response(status_code=CLIENT_CLOSED)
         finally:
-            watch.stop()
+            solve.close()
         return JSONResponse(completion(response, chat, created))
 
-    async def stream(self, request: Request, chat: ChatRequest, created: int) -> Response:
+    async def stream(self, solve: SolveCall, chat: ChatRequest, created: int) -> Response:
         """Server-sent events. The first event is awaited before the response starts, so a request the Scheduler
         refuses (it validates before any stage runs) is an HTTP error like the non-streaming one."""
-        call = self.scheduler.SolveStream(
-            pb.SolveStreamRequest(request=chat.solve), timeout=self.settings.request_timeout_s
-        )
-        watch = DisconnectWatch(request, call)
+        events = solve.events()
         try:
-            first = await call.read()
-        except grpc.aio.AioRpcError as error:
-            watch.stop()
-            raise from_grpc(error.code(), error.details(), chat.rename) from None
-        except asyncio.CancelledError:
-            watch.stop()
-            if not watch.disconnected.is_set():
-                raise
+            first = await anext(events)
+        except ClientGone:
+            solve.close()
             return Response(status_code=CLIENT_CLOSED)
+        except BaseException:
+            solve.close()
+            raise
         translator = StreamTranslator(chat, created)
 
-        async def events() -> AsyncIterator[str]:
+        async def body() -> AsyncIterator[str]:
             try:
-                event = first
-                for item in translator.start():
+                for item in translator.start() + translator.on_event(first):
                     yield sse(item)
-                while event is not grpc.aio.EOF:
+                async for event in events:
                     for item in translator.on_event(event):
                         yield sse(item)
-                    event = await call.read()
                 yield "data: [DONE]\n\n"
-            except grpc.aio.AioRpcError as error:  # after the response started: an error event, as OpenAI sends
-                yield sse(from_grpc(error.code(), error.details(), chat.rename).body())
-            except asyncio.CancelledError:
-                if not watch.disconnected.is_set():
-                    raise
+            except ApiError as error:  # after the response started: an error event, as OpenAI sends it
+                yield sse(error.body())
+            except ClientGone:
+                pass
             finally:
-                call.cancel()
-                watch.stop()
+                solve.close()
 
         return StreamingResponse(
-            events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+            body(), media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         )
 
     async def models(self, request: Request) -> Response:
@@ -141,24 +129,48 @@ def sse(item: dict | str) -> str:
     return f"data: {json.dumps(item, separators=(',', ':'))}\n\n"
 
 
-class DisconnectWatch:
-    """Cancels the Scheduler call (and with it the drafting and refinement) when the HTTP client goes away.
-    Once the body is read, the server's `receive` returns only on a disconnect (or after the response is sent)."""
+class ClientGone(Exception):
+    """The HTTP client disconnected while its solve ran; the solve was cancelled."""
 
-    def __init__(self, request: Request, call: grpc.aio.Call):
+
+class SolveCall:
+    """One `SolveStream` call for one chat completion, streamed or not: cancelling a stream is what reaches the
+    Drafter and the Refiner (their engines abort within about a second), and the HTTP client's disconnect
+    cancels it. Once the body is read, the server's `receive` returns only on a disconnect (or after the
+    response is sent), so a task waiting on it is the watch."""
+
+    def __init__(self, stub, chat: ChatRequest, request: Request, timeout_s: float):
+        self.chat = chat
+        self.call = stub.SolveStream(pb.SolveStreamRequest(request=chat.solve), timeout=timeout_s)
         self.disconnected = asyncio.Event()
-        self.task = asyncio.ensure_future(self.watch(request, call))
+        self.watch = asyncio.ensure_future(self.cancel_on_disconnect(request))
 
-    async def watch(self, request: Request, call: grpc.aio.Call) -> None:
+    async def cancel_on_disconnect(self, request: Request) -> None:
         while (await request.receive())["type"] != "http.disconnect":
             pass
         self.disconnected.set()
-        if not call.done():
-            log.info("client disconnected; cancelling the solve")
-            call.cancel()
+        if not self.call.done():
+            log.info("client disconnected; cancelling the solve", extra={"request_id": self.chat.solve.request_id})
+            self.call.cancel()
 
-    def stop(self) -> None:
-        self.task.cancel()
+    async def events(self) -> AsyncIterator[pb.SolveStreamResponse]:
+        """The Scheduler's events, the last one `final`; its errors as ApiError, a disconnect as ClientGone."""
+        try:
+            while (event := await self.call.read()) is not grpc.aio.EOF:
+                yield event
+                if event.HasField("final"):
+                    return
+        except grpc.aio.AioRpcError as error:
+            raise from_grpc(error.code(), error.details(), self.chat.rename) from None
+        except asyncio.CancelledError:
+            if self.disconnected.is_set():
+                raise ClientGone() from None
+            raise
+        raise ApiError(502, "the Scheduler's stream ended without a final result", "server_error")
+
+    def close(self) -> None:
+        self.call.cancel()  # a no-op once the call is done
+        self.watch.cancel()
 
 
 def create_app(settings: GatewaySettings) -> Starlette:
