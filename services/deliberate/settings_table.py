@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .core.config import CommonSettings, markdown_table
 from .drafter.settings import DrafterSettings
+from .gateway.settings import GatewaySettings
 from .refiner.settings import RefinerSettings
 from .scheduler.settings import SchedulerSettings
 from .verifier.settings import VerifierSettings
@@ -17,6 +18,7 @@ if __name__ == "__main__":
                 "drafter": DrafterSettings,
                 "verifier": VerifierSettings,
                 "refiner": RefinerSettings,
+                "gateway": GatewaySettings,
             }
         )
     )

@@ -3,7 +3,8 @@
     python -m tests.clients.with_stack CMD [CMD ...]
 
 Starts the four services on free loopback ports with the tests' small model (as tests/conftest.py), then runs
-each CMD (a shell command line) with `DELIBERATE_ADDRESS` (the Scheduler, host:port) in its environment, stops
+each CMD (a shell command line) with `DELIBERATE_ADDRESS` (the Scheduler, host:port) and `DELIBERATE_GATEWAY_URL`
+(the OpenAI-compatible gateway, http://host:port) in its environment, stops
 the stack, and exits non-zero when any command failed. The commands run one after another against the same
 stack, so each language's suite sees a warm model.
 """

@@ -29,9 +29,9 @@ def seconds(event: dict) -> float:
     return datetime.fromisoformat(event["ts"].replace("Z", "+00:00")).timestamp()
 
 
-def abort_of(stack, service: str, request_id: str) -> dict:
+def abort_of(stack, service: str, request_id: str, wait_s: float = 10) -> dict:
     """The engine's "generation aborted" event of this request (matched through its trace id)."""
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         events = log_events(stack, service)
         traces = {e.get("trace_id") for e in events if e.get("request_id") == request_id}

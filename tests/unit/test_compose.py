@@ -32,7 +32,9 @@ def compose() -> dict:
 
 
 def test_validates_against_the_compose_specification():
-    assert sorted(check(COMPOSE)) == ["drafter", "jaeger", "prometheus", "redis", "refiner", "scheduler", "verifier"]
+    assert sorted(check(COMPOSE)) == [
+        "drafter", "gateway", "jaeger", "prometheus", "redis", "refiner", "scheduler", "verifier"
+    ]
 
 
 def test_a_misspelled_key_is_rejected(tmp_path):
@@ -70,6 +72,15 @@ def test_services_are_hardened_and_export_traces_to_jaeger(compose):
         assert service["cap_drop"] == ["ALL"], name
         assert service["environment"]["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://jaeger:4317", name
         assert service["build"]["target"] == name
+
+
+def test_the_gateway_fronts_the_scheduler_once_it_is_healthy(compose):
+    gateway = compose["services"]["gateway"]
+    assert gateway["depends_on"] == {"scheduler": {"condition": "service_healthy"}}
+    assert gateway["environment"]["DELIBERATE_SCHEDULER_ADDRESS"] == "scheduler:50051"
+    assert gateway["ports"] == ["8080:8080"] and gateway["build"]["target"] == "gateway"
+    assert gateway["read_only"] is True and gateway["cap_drop"] == ["ALL"]
+    assert gateway["environment"]["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://jaeger:4317"
 
 
 def test_the_scheduler_keeps_its_state_in_redis_on_a_named_volume(compose):

@@ -46,3 +46,25 @@ def test_an_unreachable_server_is_unhealthy_not_a_crash(capsys):
     # gRPC reports a refused connection as UNAVAILABLE, or as DEADLINE_EXCEEDED while it is still retrying
     printed = capsys.readouterr().out
     assert "UNAVAILABLE" in printed or "DEADLINE_EXCEEDED" in printed, printed
+
+
+def test_http_mode_exits_zero_only_for_a_200(capsys):
+    """The gateway image's HEALTHCHECK (`--http /health`), against a real HTTP health endpoint."""
+    import socket
+
+    from deliberate.core.http_health import HttpHealthEndpoint
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    state = {"serving": True}
+    endpoint = HttpHealthEndpoint("127.0.0.1", port, lambda: dict(state))
+    endpoint.start()
+    try:
+        assert main([f"127.0.0.1:{port}", "--http", "/health"]) == 0
+        state["serving"] = False
+        assert main([f"127.0.0.1:{port}", "--http", "/health"]) == 1
+        assert "HTTP 503" in capsys.readouterr().out
+        assert main([f"127.0.0.1:{port}", "--http", "/nowhere"]) == 1
+    finally:
+        endpoint.stop()

@@ -42,6 +42,17 @@ def test_every_service_image_is_non_root_with_a_health_check_and_its_own_entrypo
         assert body.index("COPY --from=venv-") < body.index("COPY deploy/.build/project"), service
 
 
+def test_the_gateway_image_is_non_root_checks_its_http_health_and_needs_no_engine():
+    body = stages()["gateway"]
+    assert "USER 10001:10001" in body and "EXPOSE 8080" in body
+    assert 'CMD ["python", "-m", "deliberate.core.healthcheck", "--http", "/health"]' in body
+    assert 'ENTRYPOINT ["python", "-m", "deliberate.gateway"]' in body
+    assert body.index("COPY --from=venv-gateway") < body.index("COPY deploy/.build/project")
+    gateway = requirements("gateway")
+    assert any(r.startswith("starlette") for r in gateway) and any(r.startswith("uvicorn") for r in gateway)
+    assert not any(r.startswith(("torch", "xllamacpp", "redis", "common-expression-language")) for r in gateway)
+
+
 def test_only_the_engine_images_carry_llama_cpp_and_the_models_and_none_carries_torch():
     targets = stages()
     assert "requirements-drafter.txt" in targets["venv-engine"] and "requirements-refiner.txt" in targets["venv-engine"]

@@ -16,6 +16,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 RENDER_PY = REPO_ROOT / "deploy" / "k8s" / "render.py"
 
 SERVICES = {"scheduler": 50051, "drafter": 50052, "verifier": 50053, "refiner": 50054}
+GATEWAY_PORT = 8080  # the OpenAI-compatible gateway: HTTP, not gRPC
 ENGINE_SERVICES = ("drafter", "refiner")
 SAFE_RETRY_CONDITIONS = {"connect-failure", "refused-stream", "unavailable"}
 CLUSTER_SCOPED = {"Namespace", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
@@ -87,10 +88,10 @@ def test_overlay_renders_and_validates(checked, overlay):
 def test_base_has_every_object_the_services_need(rendered):
     objects = rendered["base"]
     assert set(of_kind(objects, "Namespace")) == {"deliberate"}
-    assert set(of_kind(objects, "Deployment")) == set(SERVICES)
+    assert set(of_kind(objects, "Deployment")) == {*SERVICES, "gateway"}
     assert set(of_kind(objects, "StatefulSet")) == {"redis"}
     for kind in ("Service", "ServiceAccount", "PodDisruptionBudget"):
-        assert set(of_kind(objects, kind)) == {*SERVICES, "redis"}, kind
+        assert set(of_kind(objects, kind)) == {*SERVICES, "gateway", "redis"}, kind
     namespaced = [obj for obj in objects if obj["kind"] not in CLUSTER_SCOPED]
     assert {obj["metadata"].get("namespace") for obj in namespaced} == {"deliberate"}
 
@@ -110,8 +111,8 @@ def test_cluster_scoped_objects_have_no_namespace(rendered, overlay):
 def test_every_service_exposes_a_grpc_port_that_reaches_its_pods(rendered, overlay):
     objects = rendered[overlay]
     for name, service in of_kind(objects, "Service").items():
-        if name == "redis":
-            continue  # not a gRPC service: test_schedulers_share_their_state_in_redis
+        if name in ("redis", "gateway"):
+            continue  # not gRPC services: test_schedulers_share_their_state_in_redis, test_the_gateway_…
         ports = {port["name"]: port for port in service["spec"]["ports"]}
         assert "grpc" in ports, name
         assert ports["grpc"]["port"] == SERVICES[name]
@@ -121,6 +122,25 @@ def test_every_service_exposes_a_grpc_port_that_reaches_its_pods(rendered, overl
         assert container_ports[ports["grpc"]["targetPort"]] == SERVICES[name]
     verifier_ports = {port["name"]: port["port"] for port in one(objects, "Service", "verifier")["spec"]["ports"]}
     assert verifier_ports["http-health"] == 8081
+
+
+@pytest.mark.parametrize("overlay", list(render.OVERLAYS))
+def test_the_gateway_serves_http_and_is_ready_while_the_scheduler_serves(rendered, overlay):
+    objects = rendered[overlay]
+    service = one(objects, "Service", "gateway")
+    (port,) = service["spec"]["ports"]
+    assert port["port"] == GATEWAY_PORT and port["appProtocol"] == "http"
+    pod = one(objects, "Deployment", "gateway")["spec"]["template"]
+    assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    spec = container(objects, "gateway")
+    assert {p["name"]: p["containerPort"] for p in spec["ports"]}[port["targetPort"]] == GATEWAY_PORT
+    # Readiness follows the Scheduler (GET /health asks its gRPC health); liveness only the gateway's own port.
+    assert spec["readinessProbe"]["httpGet"] == {"path": "/health", "port": port["targetPort"]}
+    assert spec["livenessProbe"]["tcpSocket"]["port"] == port["targetPort"]
+    values = env(objects, "gateway")
+    assert values["DELIBERATE_PORT"] == str(GATEWAY_PORT) and values["DELIBERATE_HOST"] == "0.0.0.0"
+    assert values["DELIBERATE_SCHEDULER_ADDRESS"] == f"scheduler:{SERVICES['scheduler']}"
+    assert spec["image"] == "deliberate-gateway:0.1.0"
 
 
 def test_verifier_liveness_is_the_http_health_endpoint(rendered):
@@ -227,6 +247,7 @@ def test_only_the_scheduler_gets_an_api_token(rendered):
         "drafter": False,
         "verifier": False,
         "refiner": False,
+        "gateway": False,
         "redis": False,
     }
     for name in SERVICES:

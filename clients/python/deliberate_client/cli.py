@@ -24,7 +24,7 @@ from .client import DeliberateClient, build_request, to_json
 COMMANDS_GROUP = "deliberate.commands"
 # The server distribution's commands, named here so that the client alone can say what they need.
 SERVER_COMMANDS = {
-    "up": "start drafter, verifier, refiner and scheduler as local processes",
+    "up": "start drafter, verifier, refiner, scheduler and the OpenAI-compatible gateway as local processes",
     "eval": "compare single pass, self-consistency, best-of-N and the pipeline on GSM8K (docs/eval.md)",
 }
 

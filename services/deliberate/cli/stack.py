@@ -1,4 +1,5 @@
-"""Starts the four services as separate local processes and waits until each reports SERVING.
+"""Starts the four services and the OpenAI-compatible gateway as separate local processes and waits until each
+reports SERVING (the gateway: until its GET /health answers 200).
 
 Used by `deliberate up`, the integration tests and the end-to-end benchmark, so all three run the
 stack the same way.
@@ -12,6 +13,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -23,6 +26,8 @@ from deliberate.core.config import flag_name
 from .local_redis import LocalRedis
 
 SERVICES = ("drafter", "verifier", "refiner", "scheduler")
+# HTTP in front of the Scheduler; started once the four serve (docs/gateway.md).
+GATEWAY = "gateway"
 
 
 @dataclass
@@ -37,6 +42,8 @@ class Ports:
     drafter_metrics: int = 9465
     verifier_metrics: int = 9466
     refiner_metrics: int = 9467
+    # The OpenAI-compatible gateway (HTTP).
+    gateway: int = 8080
 
     @classmethod
     def free(cls) -> Ports:
@@ -54,7 +61,8 @@ class Ports:
 @dataclass
 class Stack:
     """Drafter, refiner and scheduler are started here; the verifier is started and supervised by the scheduler
-    (its `process` restarter), so the scheduler's watchdog can restart it — still four separate processes."""
+    (its `process` restarter), so the scheduler's watchdog can restart it — still four separate processes.
+    The gateway (`with_gateway`) is a fifth, started once the Scheduler serves."""
 
     ports: Ports = field(default_factory=Ports)
     host: str = "127.0.0.1"
@@ -67,6 +75,7 @@ class Stack:
     state: str = "file"
     redis: LocalRedis | None = None
     owns_redis: bool = field(default=False, init=False)
+    with_gateway: bool = True
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
 
     @property
@@ -79,9 +88,18 @@ class Stack:
     def metrics_url(self, service: str) -> str:
         return f"http://{self.host}:{getattr(self.ports, service + '_metrics')}/metrics"
 
+    @property
+    def gateway_url(self) -> str:
+        """The OpenAI-compatible gateway's base URL (OpenAI's SDKs take `{gateway_url}/v1`)."""
+        return f"http://{self.host}:{self.ports.gateway}"
+
     def client_env(self) -> dict[str, str]:
-        """Where a client finds this stack: `DELIBERATE_ADDRESS`, the Scheduler's host:port."""
-        return {"DELIBERATE_ADDRESS": self.address}
+        """Where a client finds this stack: `DELIBERATE_ADDRESS`, the Scheduler's host:port, and
+        `DELIBERATE_GATEWAY_URL`, the gateway's base URL (when it runs)."""
+        env = {"DELIBERATE_ADDRESS": self.address}
+        if self.with_gateway:
+            env["DELIBERATE_GATEWAY_URL"] = self.gateway_url
+        return env
 
     def wiring(self, service: str) -> dict[str, str]:
         """The settings (field name -> value) that put `service` on its port and connect it to the others.
@@ -105,6 +123,8 @@ class Stack:
             }
             if self.redis is not None:
                 settings["state_url"] = self.redis.url
+        if service == GATEWAY:
+            settings["scheduler_address"] = self.address
         return settings
 
     def command(self, service: str) -> list[str]:
@@ -143,6 +163,9 @@ class Stack:
             if service != "verifier":  # the scheduler starts it
                 self.start(service)
         self.wait_healthy(timeout_s)
+        if self.with_gateway:
+            self.start(GATEWAY)
+            self.wait_healthy(timeout_s, services=(GATEWAY,))
 
     def start_state_store(self) -> None:
         """With state "redis" and no Redis given, a local redis-server (data in state_dir/redis) for the Scheduler."""
@@ -167,6 +190,12 @@ class Stack:
         return f"; see {self.log_dir / (service + '.log')}" if self.log_dir else ""
 
     def is_serving(self, service: str) -> bool:
+        if service == GATEWAY:
+            try:
+                with urllib.request.urlopen(f"{self.gateway_url}/health", timeout=1.0) as reply:
+                    return reply.status == 200
+            except (urllib.error.URLError, OSError):
+                return False
         with grpc.insecure_channel(self.address_of(service)) as channel:
             try:
                 reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=1.0)

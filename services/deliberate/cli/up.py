@@ -1,5 +1,6 @@
-"""`deliberate up`: the four services as local processes (drafter, verifier, refiner, scheduler), kept serving
-until Ctrl-C; `--solve-example` solves one question through them first so a newcomer sees a staged answer."""
+"""`deliberate up`: the four services as local processes (drafter, verifier, refiner, scheduler) and the
+OpenAI-compatible gateway in front of them, kept serving until Ctrl-C;
+`--solve-example` solves one question through them first so a newcomer sees a staged answer."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from deliberate_client.cli import EXAMPLE_QUESTION, SERVER_COMMANDS, run_solve
 
-from .stack import Ports, Stack
+from .stack import GATEWAY, Ports, Stack
 
 
 def add_command(commands: argparse._SubParsersAction) -> None:
@@ -19,6 +20,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     up = commands.add_parser("up", help=SERVER_COMMANDS["up"])
     up.add_argument("--host", default="127.0.0.1")
     up.add_argument("--port", type=int, default=Ports.scheduler, help="the Scheduler's port")
+    up.add_argument("--gateway-port", type=int, default=Ports.gateway, help="the OpenAI-compatible gateway's HTTP port")
     up.add_argument("--log-dir", type=Path, default=Path(".deliberate/logs"))
     up.add_argument("--solve-example", action="store_true", help="solve an example question once all are up")
     up.add_argument(
@@ -34,9 +36,9 @@ def add_command(commands: argparse._SubParsersAction) -> None:
 
 
 def run_up(args: argparse.Namespace) -> int:
-    ports = Ports(scheduler=args.port)
+    ports = Ports(scheduler=args.port, gateway=args.gateway_port)
     stack = Stack(ports=ports, host=args.host, log_dir=args.log_dir, state=args.state)
-    print(f"starting drafter, verifier, refiner, scheduler (logs in {args.log_dir}/) …", flush=True)
+    print(f"starting drafter, verifier, refiner, scheduler, gateway (logs in {args.log_dir}/) …", flush=True)
     started = time.monotonic()
     try:
         stack.up()
@@ -44,11 +46,16 @@ def run_up(args: argparse.Namespace) -> int:
         print(f"error: {error}", file=sys.stderr)
         stack.down()
         return 1
-    print(f"all four services SERVING after {time.monotonic() - started:.1f}s; scheduler at {stack.address}")
+    print(
+        f"all four services and the gateway SERVING after {time.monotonic() - started:.1f}s; "
+        f"scheduler at {stack.address}, OpenAI-compatible API at {stack.gateway_url}/v1"
+    )
     for service in ("drafter", "verifier", "refiner", "scheduler"):
         process = stack.processes.get(service)
         owner = f"pid {process.pid:<7}" if process else "supervised by the scheduler (watchdog restarts it)"
         print(f"  {service:<9} {stack.address_of(service)}  {stack.metrics_url(service)}  {owner}")
+    gateway = stack.processes[GATEWAY]
+    print(f"  {GATEWAY:<9} {stack.gateway_url}  pid {gateway.pid:<7} (OpenAI-compatible: /v1/chat/completions)")
     if stack.redis is not None:
         print(f"  {'redis':<9} {stack.redis.url}  pid {stack.redis.process.pid} (data in {stack.redis.data_dir}/)")
     # Installed explicitly: a shell that starts us in the background leaves SIGINT ignored.
@@ -64,7 +71,7 @@ def run_up(args: argparse.Namespace) -> int:
                 example=None, constraints=None, check_arithmetic=True,
             )  # fmt: skip
             run_solve(example)
-            print(f'\nstill serving at {stack.address}; try: deliberate solve "your question"  (Ctrl-C stops all four)')
+            print(f'\nstill serving at {stack.address}; try: deliberate solve "your question"  (Ctrl-C stops them all)')
         while True:
             for service, process in stack.processes.items():
                 if process.poll() is not None:

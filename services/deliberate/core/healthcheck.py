@@ -4,7 +4,8 @@ Without an address it checks 127.0.0.1 at the service's own `DELIBERATE_PORT`, s
 serves every image and follows a changed port.
 
 Container HEALTHCHECKs use it, so an image needs no grpc_health_probe binary; Kubernetes uses its native
-gRPC probes instead. Exit codes: 0 serving, 1 anything else (not serving, unreachable, timed out).
+gRPC probes instead. `--http /health` asks an HTTP server instead (the gateway): serving means a 200.
+Exit codes: 0 serving, 1 anything else (not serving, unreachable, timed out).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import urllib.error
+import urllib.request
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -28,6 +31,17 @@ def check(address: str, service: str = "", timeout_s: float = 3.0) -> str:
     return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
 
 
+def check_http(url: str, timeout_s: float = 3.0) -> str:
+    """`SERVING` for a 200, else the status or the error that prevented an answer."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as reply:
+            return "SERVING" if reply.status == 200 else f"HTTP {reply.status}"
+    except urllib.error.HTTPError as error:
+        return f"HTTP {error.code}"
+    except OSError as error:
+        return f"unreachable: {error}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m deliberate.core.healthcheck", description=__doc__)
     parser.add_argument(
@@ -35,9 +49,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--service", default="", help="health service name; empty = the whole server")
     parser.add_argument("--timeout-s", type=float, default=3.0)
+    parser.add_argument("--http", metavar="PATH", help="GET http://ADDRESS/PATH instead of gRPC health, e.g. /health")
     args = parser.parse_args(argv)
     address = args.address or f"127.0.0.1:{os.environ.get('DELIBERATE_PORT', '')}"
-    status = check(address, args.service, args.timeout_s)
+    if args.http:
+        status = check_http(f"http://{address}{args.http}", args.timeout_s)
+    else:
+        status = check(address, args.service, args.timeout_s)
     print(f"{address}: {status}")
     return 0 if status == "SERVING" else 1
 

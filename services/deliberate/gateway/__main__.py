@@ -1,0 +1,33 @@
+"""`python -m deliberate.gateway`: OpenAI-compatible HTTP in front of the Scheduler (docs/gateway.md)."""
+
+from __future__ import annotations
+
+import uvicorn
+
+from ..core.config import parse_settings
+from ..core.logs import setup_logging
+from ..core.telemetry import setup_tracing
+from .server import create_app
+from .settings import GatewaySettings
+
+
+def main(argv: list[str] | None = None) -> None:
+    settings = parse_settings(GatewaySettings, argv, prog="deliberate.gateway")
+    setup_logging("gateway", settings.log_level)
+    provider = setup_tracing("gateway", settings.trace_exporter)  # the gRPC client spans join the caller's trace
+    config = uvicorn.Config(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_config=None,  # uvicorn's records go through the JSON logs
+        access_log=False,
+        timeout_graceful_shutdown=int(settings.shutdown_grace_s),
+    )
+    try:
+        uvicorn.Server(config).run()
+    finally:
+        provider.shutdown()
+
+
+if __name__ == "__main__":
+    main()
