@@ -33,7 +33,14 @@ def compose() -> dict:
 
 def test_validates_against_the_compose_specification():
     assert sorted(check(COMPOSE)) == [
-        "drafter", "gateway", "jaeger", "prometheus", "redis", "refiner", "scheduler", "verifier"
+        "drafter",
+        "gateway",
+        "jaeger",
+        "prometheus",
+        "redis",
+        "refiner",
+        "scheduler",
+        "verifier",
     ]
 
 
