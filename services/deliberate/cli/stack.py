@@ -107,11 +107,9 @@ class Stack:
         `command` passes them as flags; the container test passes them as DELIBERATE_* variables.
         """
         p = self.ports
-        settings = {
-            "host": self.host,
-            "port": str(getattr(p, service)),
-            "metrics_port": str(getattr(p, f"{service}_metrics")),
-        }
+        settings = {"host": self.host, "port": str(getattr(p, service))}
+        if service in SERVICES:  # the gateway serves no /metrics of its own (yet)
+            settings["metrics_port"] = str(getattr(p, f"{service}_metrics"))
         if service == "verifier":
             settings["http_port"] = str(p.verifier_http)
         if service == "scheduler":
