@@ -178,12 +178,12 @@ def test_a_client_that_disconnects_cancels_the_solve(own_stack):
     body = {
         "model": "deliberate",
         "messages": [{"role": "user", "content": "Write a long story about counting numbers, step by step."}],
-        "num_drafts": 2, "max_draft_tokens": 400, "request_id": request_id,
+        "num_drafts": 2, "max_draft_tokens": 1024, "request_id": request_id,
     }  # fmt: skip
     connection.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
-    time.sleep(3.0)  # the Drafter is decoding its 400 tokens now
+    time.sleep(3.0)  # the Drafter is decoding its 1024 tokens now (the most a request may ask; ~10 s or more here)
     connection.close()  # without reading the response: the caller went away
-    # Aborted, not finished: without the cancel the Drafter would decode its 400 tokens and log no abort. (How soon
+    # Aborted, not finished: without the cancel the Drafter would decode its 1024 tokens and log no abort. (How soon
     # is test_cancellation's to bound; a loaded machine delays the cancel's way through two processes.)
     abort_of(own_stack, "drafter", request_id, wait_s=60)
     gateway_log = (own_stack.log_dir / "gateway.log").read_text()

@@ -66,7 +66,8 @@ class Cluster:
             ],
         )  # fmt: skip
         self.a = Stack(ports=ports, log_dir=root / "a", **common)
-        self.b = Stack(ports=replace(ports, scheduler=free_port()), log_dir=root / "b", **common)
+        ports_b = replace(ports, scheduler=free_port(), scheduler_metrics=free_port())
+        self.b = Stack(ports=ports_b, log_dir=root / "b", **common)
 
     def start(self) -> None:
         verifier = shlex.join(self.a.command("verifier"))

@@ -40,8 +40,11 @@ class RefinerServicer(EngineServicer, refiner_service_pb2_grpc.RefinerServiceSer
         sampling, schema = await self.validated(self.validate, request, context)
         selected = [selected_draft(item) for item in request.selected]
         trace_marker = "" if request.disable_thinking_trace else thinking_trace(selected[0])
+        # Where the engine can, a structured answer is decoded under its schema (as the Drafter's drafts are), so
+        # it is the JSON object alone; free text before it (a consensus prefix) would break it.
+        constrained = schema is not None and self.engine.capabilities.output_schema
         prefix = ""
-        if not request.disable_consensus_prefix:
+        if not request.disable_consensus_prefix and not constrained:
             prefix = consensus_prefix([d.text for d in request.all_drafts], self.settings.consensus_min_support)
         budget = self.budget(request, selected[0].score, context.time_remaining())
         metrics.REFINE_TOKEN_BUDGET.record(budget.tokens)
@@ -57,7 +60,7 @@ class RefinerServicer(EngineServicer, refiner_service_pb2_grpc.RefinerServiceSer
             if prefix:
                 yield chunk(prefix)
             completion = None
-            async with self.generation(context, [prompt], sampling) as events:
+            async with self.generation(context, [prompt], sampling, schema if constrained else None) as events:
                 async for event in events:
                     if isinstance(event, TextDelta):
                         yield chunk(event.text)
