@@ -139,7 +139,7 @@ def containers(engine_socket, otlp_receiver, redis_on_host):
         "DELIBERATE_STATE_URL": redis_on_host.url,
         "DELIBERATE_WATCHDOG_LEASE_S": 5 * HEARTBEAT_S,
     }
-    own[REPLICA] = own["scheduler"] | {"DELIBERATE_PORT": replica_port()}
+    own[REPLICA] = own["scheduler"] | {"DELIBERATE_PORT": replica_port(), "DELIBERATE_METRICS_PORT": replica_port()}
     for service in ENGINE_SERVICES:
         own[service]["DELIBERATE_MODEL"] = TEST_MODEL
     socket_access = [
