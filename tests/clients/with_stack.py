@@ -18,8 +18,7 @@ import tempfile
 from pathlib import Path
 
 from deliberate.cli.stack import Ports, Stack
-
-TEST_MODEL = "smollm2-135m"
+from tests.conftest import TEST_MODEL
 
 
 def main(commands: list[str]) -> int:

@@ -26,6 +26,7 @@ import grpc
 import pytest
 from google.protobuf import json_format, struct_pb2
 
+from deliberate.cli.local_redis import free_port
 from deliberate.cli.stack import Ports, Stack
 from deliberate.core.config import env_name
 from deliberate_api.common.v1 import common_pb2
@@ -139,7 +140,7 @@ def containers(engine_socket, otlp_receiver, redis_on_host):
         "DELIBERATE_STATE_URL": redis_on_host.url,
         "DELIBERATE_WATCHDOG_LEASE_S": 5 * HEARTBEAT_S,
     }
-    own[REPLICA] = own["scheduler"] | {"DELIBERATE_PORT": replica_port(), "DELIBERATE_METRICS_PORT": replica_port()}
+    own[REPLICA] = own["scheduler"] | {"DELIBERATE_PORT": free_port(), "DELIBERATE_METRICS_PORT": free_port()}
     for service in ENGINE_SERVICES:
         own[service]["DELIBERATE_MODEL"] = TEST_MODEL
     socket_access = [
@@ -178,14 +179,6 @@ def containers(engine_socket, otlp_receiver, redis_on_host):
 
 def image_of(container: str) -> str:
     return "scheduler" if container == REPLICA else container
-
-
-def replica_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def remove_containers() -> None:

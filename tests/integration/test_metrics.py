@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from deliberate.cli.local_redis import free_port
 from deliberate.cli.stack import SERVICES
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_client.client import DeliberateClient, build_request
@@ -120,12 +120,6 @@ def test_every_documented_metric_is_served_by_its_services(solved):
         sample = f"{name}_count" if kind == "histogram" else name
         for service in services:
             assert has(after[service], sample), f"{service} serves no {sample}"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def query(port: int, path: str, **params: str) -> dict:
