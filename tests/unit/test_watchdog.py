@@ -571,3 +571,71 @@ def test_a_replica_taking_over_the_lease_during_a_long_restart_does_not_restart_
 
     # A bound on the whole scenario: a busy machine may make it fail, never hang.
     assert sorted(asyncio.run(asyncio.wait_for(scenario(), timeout=60))) == [0, 1]
+
+
+class HandedOverLease:
+    """A lease this replica takes on its second heartbeat (another holder's lease expired)."""
+
+    holder = "b"
+
+    def __init__(self):
+        self.asked = 0
+
+    async def held(self) -> bool:
+        self.asked += 1
+        return self.asked >= 2
+
+    async def release(self) -> None:
+        pass
+
+
+def test_a_replica_taking_over_while_the_verifier_is_healthy_restarts_it_without_the_restart_grace(verifier):
+    """Grace on takeover protects a restart the previous holder may have under way; a Verifier that answered the
+    last probe is not being restarted, so when it dies just after the handover its failures count at once."""
+    watchdog = Watchdog(
+        verifier.url,
+        RecordingRestarter(verifier),
+        interval_s=INTERVAL_S,
+        restart_grace_s=60.0,
+        startup_grace_s=0,
+        lease=HandedOverLease(),
+    )
+
+    async def body():
+        await until(lambda: watchdog.acting)
+        verifier.status = 503
+        await until(lambda: watchdog.restarts == 1)
+
+    asyncio.run(watching(watchdog, body))
+
+
+class CancelSwallowingLease(HandedOverLease):
+    """Swallows a cancellation that arrives during `held()`, as redis-py can when its read timeout races it."""
+
+    def __init__(self):
+        super().__init__()
+        self.asking = asyncio.Event()
+        self.swallowed = 0
+
+    async def held(self) -> bool:
+        self.asking.set()
+        try:
+            await asyncio.sleep(INTERVAL_S)
+        except asyncio.CancelledError:
+            self.swallowed += 1
+        self.asking.clear()
+        return True
+
+
+def test_a_cancellation_swallowed_by_the_lease_still_stops_the_watchdog(verifier):
+    async def scenario():
+        lease = CancelSwallowingLease()
+        watchdog = Watchdog(verifier.url, RecordingRestarter(verifier), interval_s=INTERVAL_S, lease=lease)
+        task = asyncio.create_task(watchdog.run())
+        await lease.asking.wait()
+        task.cancel()
+        await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), timeout=5)
+        return lease, task
+
+    lease, task = asyncio.run(scenario())
+    assert lease.swallowed == 1 and task.cancelled()

@@ -379,6 +379,14 @@ def build_restarter(kind: str, **settings) -> Restarter:
 # --- the watchdog ---------------------------------------------------------------------------------------------------
 
 
+def stop_if_cancelled() -> None:
+    """Honours a cancellation that an await swallowed: redis-py's read timeout racing a task's cancel (Python
+    3.11's `asyncio.timeout`) can drop the CancelledError, and the loop would then never stop."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
 class Watchdog:
     """Probes `url` every `interval_s`; after `failures_to_restart` consecutive failures, restarts the target once.
 
@@ -443,6 +451,7 @@ class Watchdog:
             while True:
                 self.record(await self.probe())
                 await self.update_role()
+                stop_if_cancelled()
                 if self.consecutive_failures >= self.failures_to_restart:
                     if self.acting:
                         await self.restart()
@@ -472,9 +481,10 @@ class Watchdog:
             log.info(
                 "watchdog lease %s", "taken: this replica restarts the Verifier" if acting else "lost: observing only"
             )
-        if acting and not self.acting:
-            # The previous holder may have just restarted the Verifier (a restart longer than the lease lets the
-            # lease lapse): failures seen while observing do not count, and the restart grace applies.
+        if acting and not self.acting and not self.healthy:
+            # The previous holder may be restarting the Verifier (a restart longer than the lease lets the lease
+            # lapse): failures seen while observing do not count, and the restart grace applies. A Verifier that
+            # answered the last probe is not being restarted: its next failures count at once.
             self.consecutive_failures = 0
             self._grace_until = time.monotonic() + self.restart_grace_s
         self.acting = acting
