@@ -66,3 +66,20 @@ def test_cancelling_the_stream_stops_generation_long_before_its_budget(stack, st
     assert aborted["stopped_within_s"] < STOP_BOUND_S
     assert seconds(aborted) - cancelled_at < STOP_BOUND_S, "generation stopped soon after the cancel"
     assert stack.is_serving(service)
+
+
+def test_cancelling_a_unary_solve_stops_drafting_too(stack):
+    """A unary Solve has no stream to close: the Scheduler must still notice the cancel and stop the Drafter."""
+    request_id = f"cancel-unary-{time.time_ns()}"
+    request = build_request(
+        "Write a long story about counting numbers, step by step.", num_drafts=2, request_id=request_id,
+        max_new_tokens=400, refine_max_new_tokens=8,
+    )  # fmt: skip
+    with DeliberateClient(stack.address) as client:
+        call = client.stub.Solve.future(request, timeout=240)
+        time.sleep(4.0)  # validation, then the drafter decodes its 400 tokens
+        cancelled_at = time.time()
+        assert call.cancel()
+    aborted = abort_of(stack, "drafter", request_id)
+    assert aborted["stopped_within_s"] < STOP_BOUND_S
+    assert seconds(aborted) - cancelled_at < STOP_BOUND_S, "generation stopped soon after the cancel"
