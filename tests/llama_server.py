@@ -75,7 +75,7 @@ def serve(model: str, port: int, api_key: str, context_per_slot: int, parallel: 
     params.port = port
     params.n_parallel = parallel
     params.n_ctx = parallel * context_per_slot
-    params.kv_unified = True
+    params.kv_unified = False  # each slot its own context_per_slot, so a longer prompt is refused
     params.cpuparams.n_threads = params.cpuparams_batch.n_threads = min(2, os.cpu_count() or 1)
     params.warmup = False
     params.verbosity = -1
