@@ -181,7 +181,6 @@ class RemoteEngine(Engine):
         self, stream: _Stream, body: dict, emit: EventSink, cancel: threading.Event, failed: threading.Event
     ) -> None:
         """One sequence: its request (retried until its first token), its deltas, then its Completion."""
-        import httpx2
 
         def stopped() -> bool:
             return failed.is_set() or sequence_cancelled(cancel, stream.index)
@@ -190,29 +189,34 @@ class RemoteEngine(Engine):
         if response is None:
             stream.cancelled = True
         else:
-            with contextlib.closing(response):
-                try:
-                    for event in httpx2.EventSource(response):
-                        if stopped():
-                            stream.cancelled = True
-                            break  # leaving the block closes the connection: the server stops this sequence
-                        if event.data.strip() == "[DONE]":
-                            break
-                        if piece := stream.read(event.data, self.url):
-                            emit(TextDelta(stream.index, piece))
-                except httpx2.TimeoutException:
-                    raise EngineError(
-                        f"remote engine at {self.url} sent nothing for {self.config.read_timeout_s:g} s",
-                        "DEADLINE_EXCEEDED",
-                    ) from None
-                except httpx2.TransportError as error:
-                    raise EngineError(
-                        f"remote engine at {self.url} broke off the stream: {error}", "UNAVAILABLE"
-                    ) from None
+            with contextlib.closing(response):  # closing it stops the sequence on the server
+                self._read(stream, response, emit, stopped)
         if failed.is_set():
             return  # no completion for a sequence stopped by another's failure: the call raises that
         stream.finish()
         emit(stream.completion)
+
+    def _read(self, stream: _Stream, response, emit: EventSink, stopped) -> None:
+        """Emits the stream's deltas until it ends, or until `stopped()`."""
+        import httpx2
+
+        try:
+            for event in httpx2.EventSource(response):
+                if stopped():
+                    stream.cancelled = True
+                    return
+                if event.data.strip() == "[DONE]":
+                    return
+                if piece := stream.read(event.data, self.url):
+                    emit(TextDelta(stream.index, piece))
+        except httpx2.TimeoutException:
+            raise EngineError(
+                f"remote engine at {self.url} sent nothing for {self.config.read_timeout_s:g} s", "DEADLINE_EXCEEDED"
+            ) from None
+        except httpx2.TransportError as error:
+            raise EngineError(f"remote engine at {self.url} broke off the stream: {error}", "UNAVAILABLE") from None
+        if stream.finish_reason is None:  # closed without [DONE] or a finish reason: cut short
+            raise EngineError(f"remote engine at {self.url} cut the stream short (no finish reason)", "UNAVAILABLE")
 
     def _request(self, method: str, path: str, cancel: threading.Event, index: int, body: dict | None = None):
         """The open response to `method path`, retried with backoff; None when cancelled meanwhile."""
