@@ -6,6 +6,7 @@ process on `--engine remote` answering over gRPC."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import grpc
@@ -164,3 +165,14 @@ def test_a_drafter_on_the_remote_engine_drafts_over_grpc(server_url, tmp_path):
     assert (load.engine, load.capacity) == ("remote", 4)
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "remote engine at" in caught.value.details() and "(400)" in caught.value.details()
+
+
+def test_cancelling_while_the_server_evaluates_the_prompt_returns_at_once(engine):
+    # Last: llama.cpp's server goes on evaluating the prompt it was sent, slowing what would follow.
+    prompt = engine.format_chat("You are brief.", "Summarize: " + "tokens " * 800)  # seconds of prompt on 2 CPUs
+    cancel = Cancellation()
+    threading.Timer(0.5, cancel.set).start()
+    started = time.monotonic()
+    [completion] = engine.generate([prompt], SamplingParams(max_new_tokens=8), lambda e: None, cancel)
+    assert time.monotonic() - started < 2.0  # its connection was shut, not left until the first token
+    assert (completion.finish_reason, completion.text) == ("aborted", "")

@@ -9,7 +9,8 @@ model to continue: llama.cpp's server continues it by itself, vLLM and SGLang wh
 
 N sequences are N streaming requests side by side, not one request with `n`: the Drafter's N prompts always
 differ (one strategy hint each), and a request per sequence gives each its own seed (seed + i) and lets one be
-cancelled alone by closing its stream. Cancellation is seen at the next streamed token.
+cancelled alone. A cancelled sequence's connection is shut at once (within CANCEL_POLL_S), even while the server
+still queues it or evaluates its prompt, and the server drops a request whose client went away.
 
 Retries: a connect error, 429 or 5xx before the first token is retried with exponential backoff; nothing is
 retried once a token arrived. Failures raise `EngineError` with the gRPC status the services answer with
@@ -21,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import socket
 import threading
 import time
 from collections.abc import Sequence
@@ -44,6 +46,8 @@ log = logging.getLogger("deliberate.engine")
 
 # Starts a prompt that format_chat serialized; a control character no chat text begins with.
 CHAT_MARKER = "\x1fdeliberate-chat\x1f"
+# How often a generation looks for sequences to stop while their threads wait for the server.
+CANCEL_POLL_S = 0.05
 # HTTP answers that may succeed when asked again a little later.
 RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 # The gRPC status a final HTTP error maps to; others are INTERNAL.
@@ -86,7 +90,9 @@ class RemoteEngine(Engine):
         self._http = httpx2.Client(
             headers=headers,
             timeout=httpx2.Timeout(config.read_timeout_s, connect=config.connect_timeout_s),
-            limits=httpx2.Limits(max_connections=config.max_parallel),
+            # A connection per request (no keep-alive): its socket is known from the connect on, so a cancelled
+            # sequence's connection can be shut even while the server has not answered yet.
+            limits=httpx2.Limits(max_connections=config.max_parallel, max_keepalive_connections=0),
         )
 
     @classmethod
@@ -94,7 +100,7 @@ class RemoteEngine(Engine):
         """Connects: asks the server for its models (so a wrong URL or key fails at startup) and picks the
         configured one, or the first listed."""
         engine = cls(config, config.model)
-        with contextlib.closing(engine._request("GET", "/models", threading.Event(), 0)) as response:
+        with contextlib.closing(engine._request("GET", "/models", lambda: False, threading.Event())) as response:
             try:
                 listed = [m["id"] for m in json.loads(response.read())["data"]]
             except (ValueError, KeyError, TypeError):
@@ -127,6 +133,8 @@ class RemoteEngine(Engine):
         if not prompts:
             return []
         seeds = sequence_seeds(params, len(prompts))
+        started = time.perf_counter()
+        streams = [_Stream(index, started) for index in range(len(prompts))]
         failed = threading.Event()  # one sequence failed: the others stop and the call raises its error
         lock = threading.Lock()
 
@@ -134,19 +142,23 @@ class RemoteEngine(Engine):
             with lock:
                 on_event(event)
 
-        def run(index: int) -> _Stream:
-            body = self._body(prompts[index], params, seeds[index], output_schema)
-            stream = _Stream(index, time.perf_counter())
+        def run(stream: _Stream) -> None:
+            body = self._body(prompts[stream.index], params, seeds[stream.index], output_schema)
             try:
                 self._stream(stream, body, emit, cancel, failed)
             except BaseException:
                 failed.set()
                 raise
-            return stream
 
-        with ThreadPoolExecutor(min(len(prompts), self.config.max_parallel), thread_name_prefix="remote") as pool:
-            futures = [pool.submit(run, index) for index in range(len(prompts))]
-            streams = [f.result() for f in futures]  # raises the first failed sequence's error
+        done = threading.Event()
+        watcher = threading.Thread(target=_shut_stopped, args=(streams, cancel, failed, done), daemon=True)
+        watcher.start()
+        try:
+            with ThreadPoolExecutor(min(len(prompts), self.config.max_parallel), thread_name_prefix="remote") as pool:
+                for future in [pool.submit(run, stream) for stream in streams]:
+                    future.result()  # raises the first failed sequence's error
+        finally:
+            done.set()
         self._record_speed(max(streams, key=lambda s: len(s.token_times)).token_times)
         return [s.completion for s in streams]
 
@@ -185,26 +197,32 @@ class RemoteEngine(Engine):
         def stopped() -> bool:
             return failed.is_set() or sequence_cancelled(cancel, stream.index)
 
-        response = None if stopped() else self._request("POST", "/chat/completions", cancel, stream.index, body)
+        def on_socket(sock: socket.socket) -> None:
+            stream.connection = sock
+
+        response = None if stopped() else self._request("POST", "/chat/completions", stopped, cancel, body, on_socket)
         if response is None:
             stream.cancelled = True
         else:
-            with contextlib.closing(response):  # closing it stops the sequence on the server
+            try:
                 self._read(stream, response, emit, stopped)
+            finally:
+                stream.connection = None
+                response.close()  # mid-stream, this drops the connection: the server stops the sequence
         if failed.is_set():
-            return  # no completion for a sequence stopped by another's failure: the call raises that
+            return  # no completion: the call raises the failed sequence's error
         stream.finish()
         emit(stream.completion)
 
     def _read(self, stream: _Stream, response, emit: EventSink, stopped) -> None:
-        """Emits the stream's deltas until it ends, or until `stopped()`."""
+        """Emits the stream's deltas until it ends, or until `stopped()` (its connection may be shut meanwhile:
+        `_shut_stopped`)."""
         import httpx2
 
         try:
             for event in httpx2.EventSource(response):
                 if stopped():
-                    stream.cancelled = True
-                    return
+                    break
                 if event.data.strip() == "[DONE]":
                     return
                 if piece := stream.read(event.data, self.url):
@@ -214,20 +232,33 @@ class RemoteEngine(Engine):
                 f"remote engine at {self.url} sent nothing for {self.config.read_timeout_s:g} s", "DEADLINE_EXCEEDED"
             ) from None
         except httpx2.TransportError as error:
-            raise EngineError(f"remote engine at {self.url} broke off the stream: {error}", "UNAVAILABLE") from None
-        if stream.finish_reason is None:  # closed without [DONE] or a finish reason: cut short
+            if not stopped():
+                raise EngineError(f"remote engine at {self.url} broke off the stream: {error}", "UNAVAILABLE") from None
+        if stream.finish_reason is not None:
+            return  # finished, if perhaps stopped just before [DONE]
+        if stopped():
+            stream.cancelled = True
+        else:  # closed without [DONE] or a finish reason
             raise EngineError(f"remote engine at {self.url} cut the stream short (no finish reason)", "UNAVAILABLE")
 
-    def _request(self, method: str, path: str, cancel: threading.Event, index: int, body: dict | None = None):
-        """The open response to `method path`, retried with backoff; None when cancelled meanwhile."""
+    def _request(self, method: str, path: str, stopped, wake: threading.Event, body=None, on_socket=None):
+        """The open response to `method path`, retried with backoff; None once `stopped()` (checked after each
+        failed try; `wake` cuts a backoff wait short). `on_socket` gets the connection's socket once connected."""
         import httpx2
+
+        def trace(name: str, info: dict) -> None:  # httpcore's hook: the socket before any answer arrives
+            if on_socket is not None and name.endswith("connect_tcp.complete"):
+                on_socket(info["return_value"].get_extra_info("socket"))
 
         url = self.url + path
         for attempt in range(self.config.retries + 1):
             last_try = attempt == self.config.retries
+            request = self._http.build_request(method, url, json=body, extensions={"trace": trace})
             try:
-                response = self._http.send(self._http.build_request(method, url, json=body), stream=True)
-            except (httpx2.ConnectTimeout, httpx2.ConnectError, httpx2.RemoteProtocolError) as error:
+                response = self._http.send(request, stream=True)
+            except (httpx2.ConnectTimeout, httpx2.NetworkError, httpx2.RemoteProtocolError) as error:
+                if stopped():  # its connection was shut
+                    return None
                 if last_try:
                     raise EngineError(
                         f"remote engine unreachable at {url} after {attempt + 1} tries: {error}", "UNAVAILABLE"
@@ -244,10 +275,21 @@ class RemoteEngine(Engine):
                 response.close()
                 if last_try or response.status_code not in RETRYABLE_STATUSES:
                     raise http_error(url, self.model, response.status_code, response.text)
-            # Waits on the whole call's cancel: a sequence cancelled alone is noticed after the wait.
-            if cancel.wait(self.config.backoff_s * 2**attempt) or sequence_cancelled(cancel, index):
+            wake.wait(self.config.backoff_s * 2**attempt)
+            if stopped():
                 return None
         raise AssertionError("unreachable")
+
+
+def _shut_stopped(streams: list[_Stream], cancel: threading.Event, failed: threading.Event, done) -> None:
+    """Until `done`: shuts the connection of each stopped sequence, so a thread blocked reading it (the server
+    still queues the request or evaluates its prompt) returns at once rather than at the next token."""
+    while not done.wait(CANCEL_POLL_S):
+        for stream in streams:
+            sock = stream.connection
+            if sock is not None and (failed.is_set() or sequence_cancelled(cancel, stream.index)):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
 
 
 def chat_messages(prompt: str) -> tuple[list[dict], str]:
@@ -283,6 +325,7 @@ class _Stream:
     completion_tokens: int | None = None  # from the server's usage; None: count the deltas
     finish_reason: str | None = None
     cancelled: bool = False
+    connection: socket.socket | None = None  # the open stream's socket, for `_shut_stopped`
     token_times: list[float] = field(default_factory=list)
     completion: Completion | None = None
 
