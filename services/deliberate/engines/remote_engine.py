@@ -83,6 +83,7 @@ class RemoteEngine(Engine):
     def __init__(self, config: RemoteConfig, model: str) -> None:
         import httpx2
 
+        logging.getLogger("httpx2").setLevel(logging.WARNING)  # a line per request otherwise; the engine logs its own
         self.config = config
         self.model = model
         self.url = config.url.rstrip("/")
