@@ -108,7 +108,9 @@ class RemoteEngine(Engine):
                 raise EngineError(f"{engine.url}/models answered no OpenAI model list", "FAILED_PRECONDITION") from None
         if not engine.model:
             if not listed:
-                raise EngineError(f"remote engine at {engine.url} lists no model; set DELIBERATE_REMOTE_MODEL")
+                raise EngineError(
+                    f"remote engine at {engine.url} lists no model; set DELIBERATE_REMOTE_MODEL", "FAILED_PRECONDITION"
+                )
             engine.model = listed[0]
         elif engine.model not in listed:  # Ollama also takes "name" for "name:latest": let the server decide
             log.warning("remote model not listed", extra={"model": engine.model, "listed": listed[:10]})
@@ -308,7 +310,8 @@ def http_error(url: str, model: str, status: int, text: str) -> EngineError:
         message = error.get("message", str(error)) if isinstance(error, dict) else str(error)
     except (ValueError, AttributeError):
         message = text
-    what = {401: "refused the API key", 403: "refused the request", 404: f"has no model {model!r} (or no API)"}
+    no_model = f"has no model {model!r} (or no OpenAI API)" if model else "has no OpenAI API"
+    what = {401: "refused the API key", 403: "refused the request", 404: no_model}
     return EngineError(
         f"remote engine at {url} {what.get(status, 'failed')} ({status}): {message[:300]}",
         STATUS_OF_HTTP.get(status, "UNAVAILABLE" if status >= 500 else "INTERNAL"),
