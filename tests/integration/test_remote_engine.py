@@ -1,13 +1,15 @@
 """The remote engine against a real llama.cpp HTTP server (xllamacpp's, OpenAI-compatible) in its own process,
 on the small test model with tiny token budgets: drafts with text and token counts, streaming, seeds,
 cancelling one sequence, a continued assistant prefix, schemas, errors mapped to gRPC statuses, and a Drafter
-process on `--engine remote` answering over gRPC."""
+and a Refiner process on `--engine remote` answering over gRPC."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
+from collections.abc import Iterator
 
 import grpc
 import jsonschema
@@ -20,6 +22,7 @@ from deliberate.engines.base import Cancellation, EngineError
 from deliberate.engines.remote_engine import RemoteConfig, RemoteEngine
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
+from deliberate_api.refiner.v1 import refiner_service_pb2, refiner_service_pb2_grpc
 from tests.conftest import TEST_MODEL
 from tests.llama_server import running_llama_server
 
@@ -137,12 +140,24 @@ def test_a_server_still_starting_is_retried_and_a_wrong_api_key_is_refused():
         assert "wrong-key" not in str(caught.value)
 
 
-def test_a_drafter_on_the_remote_engine_drafts_over_grpc(server_url, tmp_path):
-    env = {"DELIBERATE_ENGINE": "remote", "DELIBERATE_REMOTE_URL": server_url, "DELIBERATE_REMOTE_MAX_PARALLEL": "4"}
-    stack = Stack(ports=Ports.free(), env=env, log_dir=tmp_path, with_gateway=False)
-    stack.start("drafter")
+def remote_env(server_url: str) -> dict[str, str]:
+    return {"DELIBERATE_ENGINE": "remote", "DELIBERATE_REMOTE_URL": server_url, "DELIBERATE_REMOTE_MAX_PARALLEL": "4"}
+
+
+@contextlib.contextmanager
+def serving(stack: Stack, service: str) -> Iterator[None]:
+    """`service` of `stack` started alone, SERVING, and stopped at exit."""
+    stack.start(service)
     try:
-        stack.wait_healthy(60, services=("drafter",))
+        stack.wait_healthy(60, services=(service,))
+        yield
+    finally:
+        stack.down()
+
+
+def test_a_drafter_on_the_remote_engine_drafts_over_grpc(server_url, tmp_path):
+    stack = Stack(ports=Ports.free(), env=remote_env(server_url), log_dir=tmp_path, with_gateway=False)
+    with serving(stack, "drafter"):
         with grpc.insecure_channel(stack.address_of("drafter")) as channel:
             drafter = drafter_service_pb2_grpc.DrafterServiceStub(channel)
             request = drafter_service_pb2.GenerateDraftsRequest(
@@ -157,14 +172,33 @@ def test_a_drafter_on_the_remote_engine_drafts_over_grpc(server_url, tmp_path):
             too_long = drafter_service_pb2.GenerateDraftsRequest(request_id="too-long", prompt=TOO_LONG, num_drafts=1)
             with pytest.raises(grpc.RpcError) as caught:
                 list(drafter.GenerateDrafts(too_long, timeout=60))
-    finally:
-        stack.down()
 
     assert sorted(d.index for d in drafts) == [0, 1, 2]
     assert all(d.text and d.usage.completion_tokens > 0 for d in drafts)
     assert (load.engine, load.capacity) == ("remote", 4)
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "remote engine at" in caught.value.details() and "(400)" in caught.value.details()
+
+
+def test_a_refiner_on_the_remote_engine_continues_the_drafts_consensus(server_url, tmp_path):
+    stack = Stack(ports=Ports.free(), env=remote_env(server_url), log_dir=tmp_path, with_gateway=False)
+    agreed = "Count: 1, 2, 3, 4,\n"
+    drafts = [common_pb2.Draft(index=i, text=agreed + tail) for i, tail in enumerate(("5, 6", "5 6", "5,6"))]
+    request = refiner_service_pb2.RefineRequest(
+        request_id="remote-refine",
+        prompt=QUESTION,
+        selected=[refiner_service_pb2.VerifiedDraft(draft=drafts[0])],
+        all_drafts=drafts,
+        sampling=common_pb2.SamplingParams(max_new_tokens=8, temperature=0.0),
+        disable_thinking_trace=True,
+    )
+    with serving(stack, "refiner"), grpc.insecure_channel(stack.address_of("refiner")) as channel:
+        replies = list(refiner_service_pb2_grpc.RefinerServiceStub(channel).Refine(request, timeout=120))
+
+    final = replies[-1].final
+    assert final.consensus_prefix == agreed and final.usage.completion_tokens > 0
+    assert final.text.startswith(agreed) and final.text != agreed  # the model went on after the agreed line
+    assert "".join(r.chunk.text for r in replies[:-1]) == final.text
 
 
 def test_cancelling_while_the_server_evaluates_the_prompt_returns_at_once(engine):
