@@ -12,9 +12,10 @@ differ (one strategy hint each), and a request per sequence gives each its own s
 cancelled alone. A cancelled sequence's connection is shut at once (within CANCEL_POLL_S), even while the server
 still queues it or evaluates its prompt, and the server drops a request whose client went away.
 
-Retries: a connect error, 429 or 5xx before the first token is retried with exponential backoff; nothing is
-retried once a token arrived. Failures raise `EngineError` with the gRPC status the services answer with
-(`STATUS_OF_HTTP`, docs/models.md#remote-engine). The API key is sent as a bearer token and never logged.
+Retries: a connect error, a dropped connection, 408, 429 or 5xx before the first token is retried with
+exponential backoff; nothing is retried once a token arrived. Failures raise `EngineError` with the gRPC status
+the services answer with (`STATUS_OF_HTTP`, docs/models.md#remote-engine). The API key is sent as a bearer
+token and never logged.
 """
 
 from __future__ import annotations
