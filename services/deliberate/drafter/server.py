@@ -19,7 +19,7 @@ from ..core.gpu import GpuMonitor, GpuReading
 from ..core.requests import parse_output_schema
 from ..engines.base import Completion, Engine, SamplingParams
 from ..engines.load import EngineLoad
-from ..engines.service import EngineServicer, open_engine
+from ..engines.service import EngineServicer, open_engine_of
 from .limits import GENERATE_DRAFTS
 from .prompts import SYSTEM_PROMPT, draft_user_message, strategies_for
 from .settings import DrafterSettings
@@ -44,7 +44,7 @@ class DrafterServicer(EngineServicer, drafter_service_pb2_grpc.DrafterServiceSer
     async def open(cls, settings: DrafterSettings) -> AsyncIterator[DrafterServicer]:
         """The servicer with its engine loaded and, where NVML sees one, the GPU it reports on."""
         with GpuMonitor.open() as gpu:
-            async with open_engine(settings.engine, settings.model, settings.engine_threads) as engine:
+            async with open_engine_of(settings) as engine:
                 yield cls(settings, engine, gpu)
 
     def validate(self, request: drafter_service_pb2.GenerateDraftsRequest) -> tuple[SamplingParams, dict | None]:

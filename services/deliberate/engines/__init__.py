@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .base import Completion, Engine, GenerationEvent, SamplingParams, TextDelta
+
+if TYPE_CHECKING:
+    from .remote_engine import RemoteConfig
 
 __all__ = ["Completion", "Engine", "GenerationEvent", "SamplingParams", "TextDelta", "load_engine"]
 
 
-ENGINES = ("llamacpp", "transformers", "vllm")
+ENGINES = ("llamacpp", "transformers", "vllm", "remote")
 
 
-def load_engine(name: str, model: str = "embedded", threads: int = 0) -> Engine:
+def load_engine(name: str, model: str = "embedded", threads: int = 0, remote: RemoteConfig | None = None) -> Engine:
     """Builds the engine `name` (one of ENGINES) on `model` (an embedded model's name or a local path).
 
     llamacpp runs GGUF files; transformers GGUF or HF-format directories (the `transformers` extra);
     vllm needs an HF-format model directory (see `deliberate.engines.vllm_engine`). `threads` (CPU engines):
-    0 means every CPU the process may use.
+    0 means every CPU the process may use. remote talks to the OpenAI-compatible server `remote` describes
+    (`deliberate.engines.remote_engine`); `model` is unused then.
     """
     if name == "llamacpp":
         from .llamacpp_engine import LlamaCppEngine
@@ -29,4 +35,10 @@ def load_engine(name: str, model: str = "embedded", threads: int = 0) -> Engine:
         from .vllm_engine import VllmEngine
 
         return VllmEngine.load(model)
+    if name == "remote":
+        from .remote_engine import RemoteEngine
+
+        if remote is None:
+            raise ValueError("the remote engine needs the server's URL: --remote-url / DELIBERATE_REMOTE_URL")
+        return RemoteEngine.load(remote)
     raise ValueError(f"unknown engine {name!r}; available: {', '.join(ENGINES)}")

@@ -1,8 +1,9 @@
-"""The one interface every LLM engine implements (llamacpp, transformers, vllm).
+"""The one interface every LLM engine implements (llamacpp, transformers, vllm, remote).
 
 What each engine can do beyond plain generation (`EngineCapabilities`):
 - llamacpp: a seed per sequence, cancelling one sequence alone, decoding constrained to a JSON Schema;
 - vllm: a seed per sequence and cancelling one sequence alone; no schema constraint yet;
+- remote (an OpenAI-compatible server): a seed per sequence, cancelling one alone, the schema as `response_format`;
 - transformers: one seed per batch (the first), cancel stops the whole batch, no schema constraint.
 An engine that cannot honour a request's schema generates unconstrained and says so in `capabilities`;
 the Verifier still checks every draft against the schema.
@@ -92,6 +93,15 @@ class Cancellation(threading.Event):
 def sequence_cancelled(cancel: threading.Event, index: int) -> bool:
     """Whether sequence `index` is to stop: its own cancel, or the whole generation's."""
     return cancel.is_cancelled(index) if isinstance(cancel, Cancellation) else cancel.is_set()
+
+
+class EngineError(RuntimeError):
+    """An engine refused or failed a generation. `status` names the gRPC status code (grpc.StatusCode's name)
+    the services answer with; INTERNAL unless the engine knows better (the remote engine maps HTTP errors)."""
+
+    def __init__(self, message: str, status: str = "INTERNAL") -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from .base import (
     Completion,
     Engine,
     EngineCapabilities,
+    EngineError,
     EventSink,
     FinishReason,
     SamplingParams,
@@ -167,10 +168,6 @@ class LlamaCppEngine(Engine):
         completion = sequence.completion(time.perf_counter() - sequence.started)
         on_event(completion)
         return completion
-
-
-class EngineError(RuntimeError):
-    """llama.cpp refused or failed a request."""
 
 
 @dataclass

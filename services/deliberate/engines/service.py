@@ -24,22 +24,30 @@ from ..core.config import parse_settings
 from ..core.requests import InvalidArgument, sampling_overrides
 from ..core.server import ServiceSpec, run
 from . import load_engine
-from .base import Cancellation, Engine, GenerationEvent, SamplingParams
+from .base import Cancellation, Engine, EngineError, GenerationEvent, SamplingParams
+from .remote_engine import RemoteConfig
 from .settings import EngineSettings
 
 log = logging.getLogger("deliberate.engine")
 
 
 @asynccontextmanager
-async def open_engine(name: str, model: str, threads: int = 0) -> AsyncIterator[Engine]:
+async def open_engine(
+    name: str, model: str, threads: int = 0, remote: RemoteConfig | None = None
+) -> AsyncIterator[Engine]:
     """Loads the engine in a worker thread (the event loop keeps answering signals meanwhile)."""
-    engine = await asyncio.to_thread(load_engine, name, model, threads)
+    engine = await asyncio.to_thread(load_engine, name, model, threads, remote)
     metrics.observe_engine(engine)
     try:
         yield engine
     finally:
         # The engines free their model with the process; nothing of theirs outlives it.
         log.info("engine released", extra={"engine": engine.name})
+
+
+def open_engine_of(settings: EngineSettings):
+    """`open_engine` with a Drafter's or Refiner's settings."""
+    return open_engine(settings.engine, settings.model, settings.engine_threads, settings.remote_config())
 
 
 class EngineServicer:
@@ -54,7 +62,7 @@ class EngineServicer:
     @asynccontextmanager
     async def open(cls, settings: EngineSettings) -> AsyncIterator[Self]:
         """The servicer with its engine loaded; the engine is released on exit."""
-        async with open_engine(settings.engine, settings.model, settings.engine_threads) as engine:
+        async with open_engine_of(settings) as engine:
             yield cls(settings, engine)
 
     def sampling(self, proto: common_pb2.SamplingParams) -> SamplingParams:
@@ -71,12 +79,17 @@ class EngineServicer:
     ) -> AsyncIterator[AsyncIterator[GenerationEvent]]:
         """The engine's events for this RPC. The engine stops as soon as the RPC ends (the client cancelled,
         its deadline passed): gRPC does not close a streaming handler it cancels while that handler waits
-        to send, so closing the event stream alone would leave the engine decoding for no one."""
+        to send, so closing the event stream alone would leave the engine decoding for no one.
+        An EngineError ends the RPC with the status it names."""
         cancel = Cancellation()
         context.add_done_callback(lambda _: cancel.set())
         events = self.engine.stream(prompts, sampling, output_schema=output_schema, cancel=cancel)
-        async with contextlib.aclosing(events):
-            yield events
+        try:
+            async with contextlib.aclosing(events):
+                yield events
+        except EngineError as error:
+            log.warning("generation failed", extra={"engine": self.engine.name, "error": str(error)})
+            await context.abort(grpc.StatusCode[error.status], str(error))
 
     async def validated(self, validate: Callable, request, context: grpc.aio.ServicerContext):
         """`validate(request)`'s result, or INVALID_ARGUMENT naming the field it refused."""
