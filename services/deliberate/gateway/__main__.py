@@ -14,7 +14,8 @@ from .settings import GatewaySettings
 def main(argv: list[str] | None = None) -> None:
     settings = parse_settings(GatewaySettings, argv, prog="deliberate.gateway")
     setup_logging("gateway", settings.log_level)
-    provider = setup_tracing("gateway", settings.trace_exporter)  # the gRPC client spans join the caller's trace
+    # The gRPC client spans join the caller's trace.
+    provider = setup_tracing("gateway", settings.trace_exporter, settings.trace_file)
     config = uvicorn.Config(
         create_app(settings),
         host=settings.host,
