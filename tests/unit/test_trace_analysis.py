@@ -54,9 +54,18 @@ def test_the_critical_path_follows_the_last_finishing_child_back_in_time():
     assert [s.span.name for s in critical_path(spans)] == ["root", "a", "b", "d"], "in order of start"
 
 
-def test_a_child_outliving_its_parent_is_clipped_to_the_parent():
-    spans = [span("root", "r", "", 0, 10), span("late", "x", "r", 5, 20)]
-    assert path_of(spans) == {"r": 5, "x": 5}
+def test_a_child_still_open_counts_through_its_childrens_work_before_that_point():
+    spans = [
+        span("round", "r", "", 0, 100),
+        span("generate", "g", "r", 0, 62),  # the stream of drafts, closed after the last one arrived
+        span("drafter.draft", "gd", "g", 0, 58),
+        span("draft 1", "d1", "r", 30, 200),  # a draft's span, open past its round until selection
+        span("verify 1", "v1", "d1", 31, 40),
+        span("draft 2", "d2", "r", 60, 200),
+        span("verify 2", "v2", "d2", 61, 95),  # the verdict the round waited for last
+        span("draft 3", "d3", "r", 80, 200),  # a duplicate: no verification of its own
+    ]
+    assert path_of(spans) == {"r": 7, "d2": 1, "v2": 34, "g": 0, "gd": 58}
 
 
 def test_the_path_starts_at_the_trace_root_even_when_its_parent_is_elsewhere():

@@ -188,6 +188,7 @@ class Step:
         return {
             "service": self.span.service,
             "name": self.span.name,
+            "draft_id": self.span.attributes.get(telemetry.DRAFT_ID, ""),
             "depth": self.depth,
             "start_s": (self.span.start_ns - origin_ns) / 1e9,
             "seconds": self.span.seconds,
@@ -196,10 +197,11 @@ class Step:
 
 
 def critical_path(spans: list[Span]) -> list[Step]:
-    """The chain of spans that determined when the trace's root ended, in order of start (Jaeger's
-    algorithm): walking back from a span's end, the child that finished last is on the path, then the child
-    that finished last before that one started, and so on; the gaps between are the span's own time. Children
-    are clipped to their parent's window. The steps' `on_path_ns` add up to the root's duration."""
+    """The chain of spans that determined when the trace's root ended, in order of start (Jaeger's algorithm,
+    extended to streams): walking back from a span's end, the child whose work reached furthest is on the path,
+    then the one that reached furthest before that child started, and so on; the gaps between are the span's own
+    time. A child still open at that point (a streaming call, a draft's span that outlives its round) counts
+    only through its own children's work before it. The steps' `on_path_ns` add up to the root's duration."""
     children: dict[str, list[Span]] = defaultdict(list)
     ids = {s.span_id for s in spans}
     for span in spans:
@@ -210,20 +212,27 @@ def critical_path(spans: list[Span]) -> list[Step]:
         return []
     steps: list[Step] = []
 
+    def reach(span: Span, limit: int) -> int:
+        """When the span's work ended as seen from `limit`: its end, or for a span still open then, the
+        furthest reach of its children before it (0: none)."""
+        if span.end_ns <= limit:
+            return span.end_ns
+        return max((reach(c, limit) for c in children[span.span_id] if c.start_ns < limit), default=0)
+
     def walk(span: Span, end_ns: int, depth: int) -> None:
         step = Step(span, depth)
         steps.append(step)
         cursor = end_ns
-        for child in sorted(children[span.span_id], key=lambda c: min(c.end_ns, end_ns), reverse=True):
-            child_end = min(child.end_ns, end_ns)
-            child_start = max(child.start_ns, span.start_ns)
-            if child_end > cursor or child_start >= child_end:
-                continue  # overlaps a later child already on the path
+        while cursor > span.start_ns:
+            # Among equal reaches the child started first: the stream whose items the others handle.
+            reached = [(reach(c, cursor), -c.start_ns, c) for c in children[span.span_id] if c.start_ns < cursor]
+            child_end, _, child = max(reached, key=lambda r: r[:2], default=(0, 0, None))
+            child_start = max(child.start_ns, span.start_ns) if child else cursor
+            if child is None or child_end <= child_start:
+                break
             step.on_path_ns += cursor - child_end
             walk(child, child_end, depth + 1)
             cursor = child_start
-            if cursor <= span.start_ns:
-                break
         step.on_path_ns += max(0, cursor - span.start_ns)
 
     root = min(roots, key=lambda s: (s.start_ns, -s.end_ns))

@@ -184,7 +184,7 @@ def path_table(document: dict) -> str:
         return ""
     rows = [
         [
-            "  " * s["depth"] + s["name"],
+            "  " * s["depth"] + f"{s['name']} {s['draft_id']}".rstrip(),
             s["service"].removeprefix("deliberate-"),
             seconds(s["start_s"]),
             seconds(s["seconds"]),
