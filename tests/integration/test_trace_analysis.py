@@ -1,12 +1,15 @@
-"""`deliberate traces` on the trace file of a real local stack: the four services append their spans to one
-file (`Stack(trace_file=…)`, as `deliberate up --trace-file` does), three solves run (one needs re-draft
-rounds), and the analysis agrees with what the SolveResponses say about each request."""
+"""`deliberate traces` on the trace file of a real local stack: the four services and the gateway append their
+spans to one file (`Stack(trace_file=…)`, as `deliberate up --trace-file` does), three solves run (one needs
+re-draft rounds), and the analysis agrees with what the SolveResponses say about each request. A fourth request,
+through the gateway, comes after `--end` and is looked at alone."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import time
+import urllib.request
 from collections import Counter
 
 import pytest
@@ -36,13 +39,31 @@ REQUESTS = [
 
 @pytest.fixture(scope="module")
 def solved(tmp_path_factory):
-    """The trace file and the responses, once the stack stopped (a graceful stop flushes every span)."""
+    """The trace file, the responses and the time between them and the gateway's request, once the stack
+    stopped (a graceful stop flushes every span)."""
     directory = tmp_path_factory.mktemp("traces")
     trace_file = directory / "spans.jsonl"
-    stack = Stack(ports=Ports.free(), log_dir=directory / "logs", trace_file=trace_file, with_gateway=False)
-    with stack, DeliberateClient(stack.address) as client:
-        responses = {r.request_id: client.solve(r, timeout=240) for r in REQUESTS}
-    return trace_file, responses
+    stack = Stack(ports=Ports.free(), log_dir=directory / "logs", trace_file=trace_file)
+    with stack:
+        with DeliberateClient(stack.address) as client:
+            responses = {r.request_id: client.solve(r, timeout=240) for r in REQUESTS}
+        between = time.time()
+        chat = {
+            "model": "deliberate",
+            "messages": [{"role": "user", "content": "What is 2 plus 2?"}],
+            "max_tokens": 12,
+            "max_draft_tokens": 16,
+            "num_drafts": 2,
+            "request_id": "ta-gateway",
+        }
+        post = urllib.request.Request(
+            f"{stack.gateway_url}/v1/chat/completions", json.dumps(chat).encode(), {"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(post, timeout=240) as reply:
+            assert reply.status == 200
+    codes = stack.down()  # already down: the exit codes it recorded
+    assert codes.get("gateway") == 0, "the gateway exits through its span flush"
+    return trace_file, responses, between
 
 
 def traces(*args: str) -> str:
@@ -51,7 +72,7 @@ def traces(*args: str) -> str:
 
 
 def test_every_line_is_an_otlp_json_request_and_every_parent_is_in_the_file(solved):
-    trace_file, _ = solved
+    trace_file, _, _ = solved
     spans, services = [], set()
     for line in trace_file.read_text().splitlines():
         request = json.loads(line)
@@ -59,7 +80,7 @@ def test_every_line_is_an_otlp_json_request_and_every_parent_is_in_the_file(solv
             attributes = {a["key"]: a["value"] for a in resource_spans["resource"]["attributes"]}
             services.add(attributes["service.name"]["stringValue"])
             spans += [span for scope in resource_spans["scopeSpans"] for span in scope["spans"]]
-    assert services >= SERVICES
+    assert services >= SERVICES | {"deliberate-gateway"}
     ids = {span["spanId"] for span in spans}
     for span in spans:
         assert len(span["traceId"]) == 32 and len(span["spanId"]) == 16
@@ -69,8 +90,8 @@ def test_every_line_is_an_otlp_json_request_and_every_parent_is_in_the_file(solv
 
 
 def test_the_analysis_agrees_with_the_responses(solved):
-    trace_file, responses = solved
-    document = json.loads(traces("--file", str(trace_file), "--json"))
+    trace_file, responses, between = solved
+    document = json.loads(traces("--file", str(trace_file), "--end", str(between), "--json"))
 
     assert document["requests"] == len(REQUESTS)
     by_id = {r["request_id"]: r for r in document["per_request"]}
@@ -109,7 +130,7 @@ def test_the_analysis_agrees_with_the_responses(solved):
 
 
 def test_one_requests_critical_path_ends_with_its_refinement(solved):
-    trace_file, responses = solved
+    trace_file, responses, _ = solved
     document = json.loads(traces("--file", str(trace_file), "--request-id", "ta-redraft", "--json"))
     assert document["requests"] == 1
     path = document["critical_path"]
@@ -124,3 +145,16 @@ def test_one_requests_critical_path_ends_with_its_refinement(solved):
     verdicts = [d.verdict for d in responses["ta-redraft"].drafts]
     rejecting = {r.rule_id for v in verdicts for r in v.rule_results if r.hard and not r.passed}
     assert all(rule in text for rule in rejecting) and "re-drafts: 1 of 1 request(s)" in text
+
+
+def test_a_request_through_the_gateway_starts_its_path_at_the_gateways_call(solved):
+    trace_file, _, between = solved
+    document = json.loads(traces("--file", str(trace_file), "--request-id", "ta-gateway", "--json"))
+    assert document["requests"] == 1 and document["per_request"][0]["generated"] == 2
+    root, solve = document["critical_path"]["steps"][:2]
+    assert (root["service"], root["name"]) == (
+        "deliberate-gateway",
+        "/deliberate.scheduler.v1.SchedulerService/SolveStream",
+    )
+    assert solve["service"] == "deliberate-scheduler" and solve["depth"] == 1
+    assert json.loads(traces("--file", str(trace_file), "--start", str(between), "--json"))["requests"] == 1
