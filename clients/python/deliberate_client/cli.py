@@ -26,6 +26,7 @@ COMMANDS_GROUP = "deliberate.commands"
 SERVER_COMMANDS = {
     "up": "start drafter, verifier, refiner, scheduler and the OpenAI-compatible gateway as local processes",
     "eval": "compare single pass, self-consistency, best-of-N and the pipeline on GSM8K (docs/eval.md)",
+    "traces": "per-stage latency, draft funnel and rejecting rules from the services' spans (docs/telemetry.md)",
 }
 
 EXAMPLE_QUESTION = (

@@ -76,6 +76,8 @@ class Stack:
     redis: LocalRedis | None = None
     owns_redis: bool = field(default=False, init=False)
     with_gateway: bool = True
+    # Every process appends its spans here (the `file` exporter; `deliberate traces --file` reads them).
+    trace_file: Path | None = None
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
 
     @property
@@ -147,13 +149,20 @@ class Stack:
         # Own session: a Ctrl-C in the terminal reaches only the launcher, which then drains each service once.
         process = subprocess.Popen(
             self.command(service),
-            env={**os.environ, **self.env},
+            env={**os.environ, **self.env, **self.trace_env()},
             stdout=output,
             stderr=output,
             start_new_session=True,
         )
         self.processes[service] = process
         return process
+
+    def trace_env(self) -> dict[str, str]:
+        """With a trace file, the variables that make a service export its spans there (the Scheduler passes
+        them on to the Verifier it starts)."""
+        if self.trace_file is None:
+            return {}
+        return {"DELIBERATE_TRACE_EXPORTER": "file", "DELIBERATE_TRACE_FILE": str(self.trace_file.resolve())}
 
     def up(self, timeout_s: float = 300.0) -> None:
         self.start_state_store()

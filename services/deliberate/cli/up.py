@@ -30,6 +30,11 @@ def add_command(commands: argparse._SubParsersAction) -> None:
         help="where the Scheduler keeps learned weights and feedback: a local file, or a redis-server started here "
         "on a free loopback port (data in .deliberate/redis), as Scheduler replicas share it",
     )
+    up.add_argument(
+        "--trace-file",
+        type=Path,
+        help="every service appends its spans to this file (OTLP/JSON lines); read it with `deliberate traces`",
+    )
     # The default model writes ~150-250 tokens per GSM8K draft with the brief prompt (docs/models.md).
     up.add_argument("--example-max-new-tokens", type=int, default=320)
     up.set_defaults(run=run_up)
@@ -37,7 +42,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
 
 def run_up(args: argparse.Namespace) -> int:
     ports = Ports(scheduler=args.port, gateway=args.gateway_port)
-    stack = Stack(ports=ports, host=args.host, log_dir=args.log_dir, state=args.state)
+    stack = Stack(ports=ports, host=args.host, log_dir=args.log_dir, state=args.state, trace_file=args.trace_file)
     print(f"starting drafter, verifier, refiner, scheduler, gateway (logs in {args.log_dir}/) …", flush=True)
     started = time.monotonic()
     try:
@@ -56,6 +61,8 @@ def run_up(args: argparse.Namespace) -> int:
         print(f"  {service:<9} {stack.address_of(service)}  {stack.metrics_url(service)}  {owner}")
     gateway = stack.processes[GATEWAY]
     print(f"  {GATEWAY:<9} {stack.gateway_url}  pid {gateway.pid:<7} (OpenAI-compatible: /v1/chat/completions)")
+    if args.trace_file:
+        print(f"  spans appended to {args.trace_file}; deliberate traces --file {args.trace_file}")
     if stack.redis is not None:
         print(f"  {'redis':<9} {stack.redis.url}  pid {stack.redis.process.pid} (data in {stack.redis.data_dir}/)")
     # Installed explicitly: a shell that starts us in the background leaves SIGINT ignored.

@@ -24,7 +24,13 @@ class CommonSettings(BaseModel):
     log_level: str = Field("INFO", description="Python log level of the structured JSON logs.")
     trace_exporter: str = Field(
         "auto",
-        description="Span exporter: otlp, console, none; auto = otlp when OTEL_EXPORTER_OTLP_ENDPOINT is set.",
+        description="Span exporter: otlp, file, console, none; auto = otlp when OTEL_EXPORTER_OTLP_ENDPOINT is "
+        "set, else file when a trace file is set.",
+    )
+    trace_file: str = Field(
+        "",
+        description="File the `file` exporter appends spans to, one OTLP/JSON line per batch "
+        "(the OpenTelemetry Collector's file exporter format; several services may share one file).",
     )
     shutdown_grace_s: float = Field(5.0, description="Seconds in-flight RPCs get to finish on SIGTERM.")
 

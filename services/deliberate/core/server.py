@@ -55,7 +55,7 @@ class ServiceSpec:
 
 async def serve(spec: ServiceSpec, settings: CommonSettings) -> None:
     setup_logging(spec.name, settings.log_level)
-    provider = setup_tracing(spec.name, settings.trace_exporter)
+    provider = setup_tracing(spec.name, settings.trace_exporter, settings.trace_file)
     metrics_endpoint = setup_metrics(spec.name, settings.host, spec.metrics_port)  # a taken port fails here
 
     server = grpc.aio.server(

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import signal
+import sys
+
 import uvicorn
 
 from ..core.config import parse_settings
@@ -14,7 +17,8 @@ from .settings import GatewaySettings
 def main(argv: list[str] | None = None) -> None:
     settings = parse_settings(GatewaySettings, argv, prog="deliberate.gateway")
     setup_logging("gateway", settings.log_level)
-    provider = setup_tracing("gateway", settings.trace_exporter)  # the gRPC client spans join the caller's trace
+    # The gRPC client spans join the caller's trace.
+    provider = setup_tracing("gateway", settings.trace_exporter, settings.trace_file)
     config = uvicorn.Config(
         create_app(settings),
         host=settings.host,
@@ -23,6 +27,9 @@ def main(argv: list[str] | None = None) -> None:
         access_log=False,
         timeout_graceful_shutdown=int(settings.shutdown_grace_s),
     )
+    # uvicorn drains on SIGTERM and then raises it again under the handler it found; the default one would end
+    # the process before `finally` flushes the last spans, so that handler exits through SystemExit.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         uvicorn.Server(config).run()
     finally:

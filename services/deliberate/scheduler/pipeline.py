@@ -111,6 +111,7 @@ class Pipeline:
         span = trace.get_current_span()
         span.set_attribute(telemetry.REQUEST_ID, solve.request_id)
         decision = self.draft_count(request.num_drafts)
+        span.set_attribute(telemetry.NUM_DRAFTS, decision.num_drafts)
         started = time.perf_counter()
         try:
             if request.constraints or request.output_schema:  # a constraint that does not compile is refused
@@ -131,6 +132,8 @@ class Pipeline:
             solve.timings.total = time.perf_counter() - started
             for stage, seconds in solve.timings.reached().items():
                 metrics.STAGE_DURATION.record(seconds, {"stage": stage})
+                span.set_attribute(telemetry.stage_seconds(stage), seconds)
+            span.set_attribute(telemetry.ROUNDS, solve.rounds)
         metrics.SOLVES.add(1, {"status": STATUS_LABEL[response.status]})
         response.timings.CopyFrom(solve.timings.to_proto())
         response.trace_id = telemetry.current_trace_id()
@@ -148,7 +151,9 @@ class Pipeline:
             solve.rounds = round_ + 1
             if round_:
                 metrics.REDRAFT_ROUNDS.add(1)
-            verdicts = await self.draft_and_verify(solve, decision, round_, feedback)
+            attributes = {telemetry.REQUEST_ID: solve.request_id, telemetry.ROUND: round_}
+            with tracer.start_as_current_span("deliberate.round", attributes=attributes):
+                verdicts = await self.draft_and_verify(solve, decision, round_, feedback)
             if any(v.valid for v in verdicts) or not verdicts:
                 return
             feedback = verifier_feedback(verdicts)
@@ -172,7 +177,6 @@ class Pipeline:
         """Verification of each draft starts as soon as it arrives, while the others are still generated.
         Returns this round's verdicts."""
         request = solve.request
-        trace.get_current_span().set_attribute(telemetry.NUM_DRAFTS, decision.num_drafts)
         started = time.perf_counter()
         before = set(solve.drafts)
         drafts = self.downstream.generate_drafts(
@@ -205,6 +209,7 @@ class Pipeline:
                 telemetry.DRAFT_INDEX: draft.index,
                 telemetry.DRAFT_STRATEGY: draft.strategy,
                 telemetry.DRAFT_TOKENS: draft.usage.completion_tokens,
+                telemetry.DRAFT_ROUND: round_,
             },
         )
         span.add_event("generated")
@@ -244,6 +249,8 @@ class Pipeline:
         state.verdict = verdict
         state.span.add_event("verified")
         state.span.set_attributes({telemetry.DRAFT_VALID: verdict.valid, telemetry.DRAFT_SCORE: verdict.score})
+        if failed := [r.rule_id for r in verdict.rule_results if r.hard and not r.passed]:
+            state.span.set_attribute(telemetry.DRAFT_FAILED_RULES, failed)
         metrics.DRAFTS.add(1, {"outcome": "valid" if verdict.valid else "invalid"})
         solve.emit(events.draft_verified(verdict))
 
