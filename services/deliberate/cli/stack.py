@@ -145,15 +145,19 @@ class Stack:
         output = subprocess.DEVNULL
         if self.log_dir:
             self.log_dir.mkdir(parents=True, exist_ok=True)
-            output = open(self.log_dir / f"{service}.log", "ab")  # noqa: SIM115 (owned by the child)
+            output = open(self.log_dir / f"{service}.log", "ab")  # noqa: SIM115 (closed below; the child keeps its copy)
         # Own session: a Ctrl-C in the terminal reaches only the launcher, which then drains each service once.
-        process = subprocess.Popen(
-            self.command(service),
-            env={**os.environ, **self.env, **self.trace_env()},
-            stdout=output,
-            stderr=output,
-            start_new_session=True,
-        )
+        try:
+            process = subprocess.Popen(
+                self.command(service),
+                env={**os.environ, **self.env, **self.trace_env()},
+                stdout=output,
+                stderr=output,
+                start_new_session=True,
+            )
+        finally:
+            if output is not subprocess.DEVNULL:
+                output.close()  # a supervisor restarts services many times: no descriptor per start
         self.processes[service] = process
         return process
 
