@@ -214,6 +214,19 @@ class Stack:
                 return False
         return reply.status == health_pb2.HealthCheckResponse.SERVING
 
+    def verifier_pid(self) -> int | None:
+        """The pid of the Verifier the Scheduler started (found by its port in /proc; Linux), None if none runs."""
+        wanted = f"--port\x00{self.ports.verifier}\x00"
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    cmdline = (entry / "cmdline").read_bytes().decode()
+                except OSError:
+                    continue
+                if "deliberate.verifier" in cmdline and wanted in cmdline:
+                    return int(entry.name)
+        return None
+
     def down(self, timeout_s: float = 15.0) -> dict[str, int]:
         """SIGTERM every process (graceful drain), SIGKILL what is still alive after `timeout_s`."""
         for process in self.processes.values():
