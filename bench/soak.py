@@ -322,7 +322,9 @@ def report(name: str, settings: dict, soak: Soak, rss_start: dict, rss_end: dict
     for phase, figures_of in phases.items():
         print(f"{phase:<9} {figures_of}")
     for criterion, met in criteria.items():
-        print(f"{'PASS' if met else 'FAIL'}  {criterion}")
+        phase = criterion.split()[0]
+        empty = phase in phases and not phases[phase]["requests"]
+        print(f"{'PASS' if met else 'FAIL'}  {criterion}" + ("  (no request fell in this phase)" if empty else ""))
     print(f"wrote {path}")
     return 0 if figures["passed"] else 1
 
