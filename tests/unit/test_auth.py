@@ -14,7 +14,7 @@ KNOWN = frozenset(PERMISSION_OF_METHOD.values())
 
 def test_a_token_without_permissions_has_them_all_and_comments_are_skipped(tmp_path):
     path = tmp_path / "tokens"
-    path.write_text("# admin\nadmin-token\n\nsolver-token solve\nreader-token state,feedback\n")
+    path.write_text("# admin\nadmin-token\n\nsolver-token solve\nreader-token\tstate, feedback\n")
     tokens = Tokens.load(str(path), KNOWN)
     assert tokens.permissions("admin-token") == KNOWN == {"solve", "feedback", "state"}
     assert tokens.permissions("solver-token") == {"solve"}

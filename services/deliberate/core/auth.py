@@ -43,9 +43,10 @@ class Tokens:
             raise SystemExit(f"--auth-tokens-file: cannot read {path!r}: {error.strerror}") from None
         permissions_of = {}
         for number, line in enumerate(lines, 1):
-            token, _, grants = line.strip().partition(" ")
-            if not token or token.startswith("#"):
+            fields = line.split(maxsplit=1)  # the token, then its permissions after any blanks
+            if not fields or fields[0].startswith("#"):
                 continue
+            token, grants = fields[0], fields[1] if len(fields) > 1 else ""
             granted = frozenset(p.strip() for p in grants.split(",") if p.strip()) or known_permissions
             if unknown := granted - known_permissions:
                 raise SystemExit(
