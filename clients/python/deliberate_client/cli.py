@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -73,6 +74,20 @@ def needs_server(args: argparse.Namespace) -> int:
 
 def add_solve_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--address", default="127.0.0.1:50051", help="the Scheduler's host:port")
+    # Not DELIBERATE_TLS_*: those are the services' own certificate, and `deliberate up` passes its
+    # environment on to them.
+    for option, purpose in (
+        ("ca", "PEM CA bundle that verifies a TLS Scheduler"),
+        ("cert", "PEM client certificate for an mTLS Scheduler"),
+        ("key", "PEM private key of --tls-cert-file"),
+    ):
+        env = f"DELIBERATE_CLIENT_TLS_{option.upper()}_FILE"
+        parser.add_argument(f"--tls-{option}-file", default=os.environ.get(env, ""), help=f"{purpose} (env {env})")
+    parser.add_argument(
+        "--token-file",
+        type=Path,
+        help="file holding the bearer token a Scheduler with --auth-tokens-file wants (or env DELIBERATE_TOKEN)",
+    )
     parser.add_argument("--num-drafts", type=int, default=0, help="0 lets the Scheduler choose")
     parser.add_argument("--max-new-tokens", type=int, help="per draft")
     parser.add_argument("--refine-max-new-tokens", type=int, help="for the final answer")
@@ -135,10 +150,22 @@ def request_from_args(args: argparse.Namespace):
     )
 
 
+def client_from_args(args: argparse.Namespace) -> DeliberateClient:
+    """The client the connection options describe (the token never as a flag: a command line is visible)."""
+    token = args.token_file.read_text().strip() if args.token_file else os.environ.get("DELIBERATE_TOKEN", "")
+    return DeliberateClient(
+        args.address,
+        tls_ca_file=args.tls_ca_file,
+        tls_cert_file=args.tls_cert_file,
+        tls_key_file=args.tls_key_file,
+        token=token,
+    )
+
+
 def run_solve(args: argparse.Namespace) -> int:
     request = request_from_args(args)
     view = ProgressView(quiet=args.json)
-    with DeliberateClient(args.address) as client:
+    with client_from_args(args) as client:
         try:
             for event in client.solve_stream(request, timeout=args.timeout):
                 view.show(event)

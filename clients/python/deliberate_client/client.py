@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import grpc
 from google.protobuf import json_format, struct_pb2
@@ -57,8 +58,21 @@ def build_request(
 
 
 class DeliberateClient:
-    def __init__(self, address: str = "127.0.0.1:50051"):
-        self.channel = grpc.insecure_channel(address)
+    """`tls_ca_file` verifies a TLS Scheduler (any tls_* turns TLS on; no CA file: the system's CAs);
+    `tls_cert_file` and `tls_key_file` are the client certificate an mTLS Scheduler demands; `token` is sent as
+    `authorization: Bearer <token>` on every call, over TLS or, without it, to a loopback address only
+    (gRPC refuses to send call credentials in plain text elsewhere). See docs/security.md."""
+
+    def __init__(
+        self,
+        address: str = "127.0.0.1:50051",
+        *,
+        tls_ca_file: str = "",
+        tls_cert_file: str = "",
+        tls_key_file: str = "",
+        token: str = "",
+    ):
+        self.channel = open_channel(address, tls_ca_file, tls_cert_file, tls_key_file, token)
         self.stub = scheduler_service_pb2_grpc.SchedulerServiceStub(self.channel)
 
     def solve(self, request: pb.SolveRequest, timeout: float | None = None) -> pb.SolveResponse:
@@ -76,6 +90,23 @@ class DeliberateClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def open_channel(address: str, ca_file: str, cert_file: str, key_file: str, token: str) -> grpc.Channel:
+    def read(path: str) -> bytes | None:
+        return Path(path).read_bytes() if path else None
+
+    if ca_file or cert_file or key_file:
+        if bool(cert_file) != bool(key_file):
+            raise ValueError("tls_cert_file and tls_key_file go together")
+        credentials = grpc.ssl_channel_credentials(read(ca_file), read(key_file), read(cert_file))
+    elif token:  # plain text, as gRPC allows call credentials there: only to a loopback address
+        credentials = grpc.local_channel_credentials(grpc.LocalConnectionType.LOCAL_TCP)
+    else:
+        return grpc.insecure_channel(address)
+    if token:
+        credentials = grpc.composite_channel_credentials(credentials, grpc.access_token_call_credentials(token))
+    return grpc.secure_channel(address, credentials)
 
 
 def to_json(message) -> str:

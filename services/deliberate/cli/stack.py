@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shlex
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -58,6 +59,43 @@ class Ports:
         return cls(*numbers)
 
 
+@dataclass(frozen=True)
+class TlsFiles:
+    """The PEM files of an mTLS stack, as deploy/dev-certs.sh names them: every service serves `cert` and demands
+    a client certificate `ca` signed; the Scheduler, the gateway and the stack's own probes present `client_cert`."""
+
+    ca: Path
+    cert: Path
+    key: Path
+    client_cert: Path
+    client_key: Path
+
+    @classmethod
+    def in_dir(cls, directory: Path) -> TlsFiles:
+        return cls(*(directory / name for name in ("ca.pem", "server.pem", "server-key.pem", "client.pem",
+                                                   "client-key.pem")))  # fmt: skip
+
+    def serving(self) -> dict[str, str]:
+        return {"tls_cert_file": str(self.cert), "tls_key_file": str(self.key), "tls_client_ca_file": str(self.ca)}
+
+    def calling(self) -> dict[str, str]:
+        return {
+            "downstream_tls_ca_file": str(self.ca),
+            "downstream_tls_cert_file": str(self.client_cert),
+            "downstream_tls_key_file": str(self.client_key),
+        }
+
+    def channel_credentials(self) -> grpc.ChannelCredentials:
+        return grpc.ssl_channel_credentials(
+            self.ca.read_bytes(), self.client_key.read_bytes(), self.client_cert.read_bytes()
+        )
+
+    def ssl_context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=self.ca)
+        context.load_cert_chain(self.client_cert, self.client_key)
+        return context
+
+
 @dataclass
 class Stack:
     """Drafter, refiner and scheduler are started here; the verifier is started and supervised by the scheduler
@@ -78,6 +116,10 @@ class Stack:
     with_gateway: bool = True
     # Every process appends its spans here (the `file` exporter; `deliberate traces --file` reads them).
     trace_file: Path | None = None
+    # Every service serves mTLS with these (the gateway HTTPS); None: plain text.
+    tls: TlsFiles | None = None
+    # The Scheduler's --auth-tokens-file: its clients need a bearer token (docs/security.md).
+    auth_tokens_file: Path | None = None
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
 
     @property
@@ -93,7 +135,8 @@ class Stack:
     @property
     def gateway_url(self) -> str:
         """The OpenAI-compatible gateway's base URL (OpenAI's SDKs take `{gateway_url}/v1`)."""
-        return f"http://{self.host}:{self.ports.gateway}"
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://{self.host}:{self.ports.gateway}"
 
     def client_env(self) -> dict[str, str]:
         """Where a client finds this stack: `DELIBERATE_ADDRESS`, the Scheduler's host:port, and
@@ -101,6 +144,12 @@ class Stack:
         env = {"DELIBERATE_ADDRESS": self.address}
         if self.with_gateway:
             env["DELIBERATE_GATEWAY_URL"] = self.gateway_url
+        if self.tls:
+            env |= {
+                "DELIBERATE_CLIENT_TLS_CA_FILE": str(self.tls.ca),
+                "DELIBERATE_CLIENT_TLS_CERT_FILE": str(self.tls.client_cert),
+                "DELIBERATE_CLIENT_TLS_KEY_FILE": str(self.tls.client_key),
+            }
         return env
 
     def wiring(self, service: str) -> dict[str, str]:
@@ -125,6 +174,12 @@ class Stack:
                 settings["state_url"] = self.redis.url
         if service == GATEWAY:
             settings["scheduler_address"] = self.address
+        if self.tls:
+            settings |= self.tls.serving()
+            if service in ("scheduler", GATEWAY):
+                settings |= self.tls.calling()
+        if service == "scheduler" and self.auth_tokens_file:
+            settings["auth_tokens_file"] = str(self.auth_tokens_file)
         return settings
 
     def command(self, service: str) -> list[str]:
@@ -203,11 +258,12 @@ class Stack:
     def is_serving(self, service: str) -> bool:
         if service == GATEWAY:
             try:
-                with urllib.request.urlopen(f"{self.gateway_url}/health", timeout=1.0) as reply:
+                context = self.tls.ssl_context() if self.tls else None
+                with urllib.request.urlopen(f"{self.gateway_url}/health", timeout=1.0, context=context) as reply:
                     return reply.status == 200
             except (urllib.error.URLError, OSError):
                 return False
-        with grpc.insecure_channel(self.address_of(service)) as channel:
+        with self.channel(service) as channel:
             try:
                 reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=1.0)
             except grpc.RpcError:
@@ -226,6 +282,12 @@ class Stack:
                 if "deliberate.verifier" in cmdline and wanted in cmdline:
                     return int(entry.name)
         return None
+
+    def channel(self, service: str) -> grpc.Channel:
+        """A channel to `service` as the stack's own clients call it (with the client certificate under TLS)."""
+        if self.tls is None:
+            return grpc.insecure_channel(self.address_of(service))
+        return grpc.secure_channel(self.address_of(service), self.tls.channel_credentials())
 
     def down(self, timeout_s: float = 15.0) -> dict[str, int]:
         """SIGTERM every process (graceful drain), SIGKILL what is still alive after `timeout_s`."""

@@ -33,6 +33,29 @@ class CommonSettings(BaseModel):
         "(the OpenTelemetry Collector's file exporter format; several services may share one file).",
     )
     shutdown_grace_s: float = Field(5.0, description="Seconds in-flight RPCs get to finish on SIGTERM.")
+    tls_cert_file: str = Field(
+        "",
+        description="PEM certificate (chain) the server presents; with --tls-key-file it serves TLS only. "
+        "Empty: plain text (docs/security.md).",
+    )
+    tls_key_file: str = Field("", description="PEM private key of --tls-cert-file.")
+    tls_client_ca_file: str = Field(
+        "", description="PEM CA bundle; when set, clients must present a certificate it signed (mTLS)."
+    )
+
+
+class DownstreamTlsSettings(BaseModel):
+    """How a service calls the services behind it (the Scheduler its three, the gateway the Scheduler)."""
+
+    downstream_tls_ca_file: str = Field(
+        "",
+        description="PEM CA bundle that verifies the called services' certificates; any downstream_tls_* "
+        "setting turns TLS on for the calls (no CA file: the system's CAs). Empty: plain text.",
+    )
+    downstream_tls_cert_file: str = Field(
+        "", description="PEM client certificate presented to the called services (their --tls-client-ca-file)."
+    )
+    downstream_tls_key_file: str = Field("", description="PEM private key of --downstream-tls-cert-file.")
 
 
 def env_name(field: str) -> str:

@@ -25,6 +25,7 @@ from .config import CommonSettings
 from .logs import setup_logging
 from .metrics import setup_metrics
 from .telemetry import setup_tracing
+from .tls import server_credentials
 
 log = logging.getLogger("deliberate.server")
 
@@ -51,6 +52,8 @@ class ServiceSpec:
     # exited after the server drained.
     dependencies: Callable[[], AbstractAsyncContextManager[Any]] = no_dependencies
     on_health_change: Callable[[bool], None] | None = None
+    # Run before every handler, in order (the Scheduler's bearer tokens: core/auth.py).
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = ()
 
 
 async def serve(spec: ServiceSpec, settings: CommonSettings) -> None:
@@ -59,10 +62,11 @@ async def serve(spec: ServiceSpec, settings: CommonSettings) -> None:
     metrics_endpoint = setup_metrics(spec.name, settings.host, spec.metrics_port)  # a taken port fails here
 
     server = grpc.aio.server(
+        interceptors=spec.interceptors,
         options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-        ]
+        ],
     )
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -75,7 +79,11 @@ async def serve(spec: ServiceSpec, settings: CommonSettings) -> None:
         server,
     )
     address = f"{settings.host}:{spec.port}"
-    server.add_insecure_port(address)
+    credentials = server_credentials(settings.tls_cert_file, settings.tls_key_file, settings.tls_client_ca_file)
+    if credentials is None:
+        server.add_insecure_port(address)
+    else:  # health and reflection too: one port, one protocol
+        server.add_secure_port(address, credentials)
 
     async def set_health(serving: bool) -> None:
         status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
@@ -105,7 +113,8 @@ async def serve(spec: ServiceSpec, settings: CommonSettings) -> None:
             await server.start()
             try:
                 await set_health(True)
-                log.info("serving", extra={"address": address})
+                transport = "plain text" if credentials is None else "mtls" if settings.tls_client_ca_file else "tls"
+                log.info("serving", extra={"address": address, "transport": transport})
                 await stop.wait()
             finally:  # drained before the dependencies close: in-flight calls still have their engine
                 log.info("shutting down", extra={"grace_s": settings.shutdown_grace_s})

@@ -23,6 +23,7 @@ from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_api.scheduler.v1 import scheduler_service_pb2_grpc
 
 from ..core.server import MAX_MESSAGE_BYTES
+from ..core.tls import aio_channel, channel_credentials
 from .errors import ApiError, from_grpc, invalid
 from .mapping import ChatRequest, StreamTranslator, completion, parse_chat_request
 from .settings import GatewaySettings
@@ -57,7 +58,8 @@ class Gateway:
             raise invalid("body", f"is not valid JSON: {error}") from None
         chat = parse_chat_request(body, self.settings.model_name)
         created = int(time.time())
-        solve = SolveCall(self.scheduler, chat, request, self.settings.request_timeout_s)
+        timeout_s = self.settings.request_timeout_s
+        solve = SolveCall(self.scheduler, chat, request, timeout_s, forwarded_credentials(request))
         if chat.stream:
             return await self.stream(solve, chat, created)
         try:
@@ -122,6 +124,13 @@ class Gateway:
         return JSONResponse(body, status_code=200 if serving else 503)
 
 
+def forwarded_credentials(request: Request) -> tuple[tuple[str, str], ...]:
+    """The caller's `Authorization` header, passed on to the Scheduler: a Scheduler with --auth-tokens-file
+    checks it (its UNAUTHENTICATED and PERMISSION_DENIED become 401 and 403)."""
+    authorization = request.headers.get("authorization")
+    return (("authorization", authorization),) if authorization else ()
+
+
 def sse(item: dict | str) -> str:
     """One server-sent event: a JSON data line, or a comment line (`: round_started`) that parsers skip."""
     if isinstance(item, str):
@@ -139,9 +148,9 @@ class SolveCall:
     cancels it. Once the body is read, the server's `receive` returns only on a disconnect (or after the
     response is sent), so a task waiting on it is the watch."""
 
-    def __init__(self, stub, chat: ChatRequest, request: Request, timeout_s: float):
+    def __init__(self, stub, chat: ChatRequest, request: Request, timeout_s: float, metadata: tuple = ()):
         self.chat = chat
-        self.call = stub.SolveStream(pb.SolveStreamRequest(request=chat.solve), timeout=timeout_s)
+        self.call = stub.SolveStream(pb.SolveStreamRequest(request=chat.solve), timeout=timeout_s, metadata=metadata)
         self.disconnected = asyncio.Event()
         self.watch = asyncio.ensure_future(self.cancel_on_disconnect(request))
 
@@ -177,7 +186,10 @@ def create_app(settings: GatewaySettings) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[dict[str, Gateway]]:
         options = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
-        async with grpc.aio.insecure_channel(settings.scheduler_address, options=options) as channel:
+        credentials = channel_credentials(
+            settings.downstream_tls_ca_file, settings.downstream_tls_cert_file, settings.downstream_tls_key_file
+        )
+        async with aio_channel(settings.scheduler_address, credentials, options) as channel:
             log.info("gateway ready", extra={"scheduler": settings.scheduler_address, "port": settings.port})
             yield {"gateway": Gateway(settings, channel)}
 

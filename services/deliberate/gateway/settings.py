@@ -2,10 +2,10 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from ..core.config import CommonSettings
+from ..core.config import CommonSettings, DownstreamTlsSettings
 
 
-class GatewaySettings(CommonSettings):
+class GatewaySettings(DownstreamTlsSettings, CommonSettings):
     """Gateway: OpenAI-compatible HTTP (chat completions, models, health) in front of the Scheduler's gRPC API."""
 
     port: int = Field(8080, description="HTTP port of the OpenAI-compatible API.")

@@ -15,6 +15,7 @@ from pathlib import Path
 from deliberate_api.scheduler.v1 import scheduler_service_pb2, scheduler_service_pb2_grpc
 
 from ..core import metrics
+from ..core.auth import TokenAuthInterceptor, Tokens, method_permissions
 from ..core.config import parse_settings
 from ..core.server import ServiceSpec, run
 from .downstream import Downstream, Stubs
@@ -61,10 +62,23 @@ def state_from(settings: SchedulerSettings) -> tuple[StateStore, RedisLease | No
     return store, RedisLease(store.client, f"{store.prefix}lease:watchdog", holder, settings.watchdog_lease_s)
 
 
+SCHEDULER_SERVICE = scheduler_service_pb2.DESCRIPTOR.services_by_name["SchedulerService"].full_name
+# What a token may be granted (--auth-tokens-file); a method not listed needs them all.
+PERMISSION_OF_METHOD = {"Solve": "solve", "SolveStream": "solve", "SubmitFeedback": "feedback", "GetState": "state"}
+
+
+def interceptors_from(settings: SchedulerSettings) -> list[TokenAuthInterceptor]:
+    if not settings.auth_tokens_file:
+        return []
+    tokens = Tokens.load(settings.auth_tokens_file, frozenset(PERMISSION_OF_METHOD.values()))
+    return [TokenAuthInterceptor(tokens, method_permissions(SCHEDULER_SERVICE, PERMISSION_OF_METHOD))]
+
+
 def main(argv: list[str] | None = None) -> None:
     settings = parse_settings(SchedulerSettings, argv, prog="deliberate.scheduler")
     store, lease = state_from(settings)
     restarter = restarter_from(settings)
+    interceptors = interceptors_from(settings)
     watchdog = Watchdog(
         settings.verifier_health_url,
         restarter,
@@ -107,9 +121,10 @@ def main(argv: list[str] | None = None) -> None:
             name="scheduler",
             port=settings.port,
             metrics_port=settings.metrics_port,
-            grpc_services=[scheduler_service_pb2.DESCRIPTOR.services_by_name["SchedulerService"].full_name],
+            grpc_services=[SCHEDULER_SERVICE],
             dependencies=supervised_pipeline,
             add_servicers=scheduler_service_pb2_grpc.add_SchedulerServiceServicer_to_server,
+            interceptors=interceptors,
         ),
         settings,
     )

@@ -21,6 +21,7 @@ from deliberate_api.drafter.v1 import drafter_service_pb2, drafter_service_pb2_g
 from deliberate_api.refiner.v1 import refiner_service_pb2, refiner_service_pb2_grpc
 from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
 
+from ..core.tls import aio_channel, channel_credentials
 from .load import EngineReport
 from .settings import SchedulerSettings
 from .watchdog import Watchdog
@@ -81,8 +82,11 @@ class Stubs:
     async def open(cls, settings: SchedulerSettings) -> AsyncIterator[Stubs]:
         """Channels to the three services, closed on exit. Opened inside the running event loop, after the
         gRPC instrumentation is installed, so every call carries the trace."""
+        credentials = channel_credentials(
+            settings.downstream_tls_ca_file, settings.downstream_tls_cert_file, settings.downstream_tls_key_file
+        )
         channels = [
-            grpc.aio.insecure_channel(address)
+            aio_channel(address, credentials)
             for address in (settings.drafter_address, settings.verifier_address, settings.refiner_address)
         ]
         try:

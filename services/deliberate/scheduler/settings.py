@@ -2,10 +2,10 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from ..core.config import CommonSettings
+from ..core.config import CommonSettings, DownstreamTlsSettings
 
 
-class SchedulerSettings(CommonSettings):
+class SchedulerSettings(DownstreamTlsSettings, CommonSettings):
     """Scheduler: the client-facing service; draft → verify → select → refine."""
 
     port: int = Field(50051, description="gRPC port (the one clients call).")
@@ -13,6 +13,11 @@ class SchedulerSettings(CommonSettings):
     drafter_address: str = Field("127.0.0.1:50052", description="host:port of the Drafter.")
     verifier_address: str = Field("127.0.0.1:50053", description="host:port of the Verifier.")
     refiner_address: str = Field("127.0.0.1:50054", description="host:port of the Refiner.")
+    auth_tokens_file: str = Field(
+        "",
+        description="File of accepted bearer tokens, one per line: `TOKEN` (every permission) or "
+        "`TOKEN solve,feedback,state`; calls without a listed token get UNAUTHENTICATED. Empty: no authentication.",
+    )
     default_num_drafts: int = Field(5, description="Drafts per request when no load monitor decides (tests).")
     max_drafts: int = Field(8, description="Largest num_drafts a request may ask for.")
     max_prompt_chars: int = Field(8000, description="Longest prompt accepted, in characters.")
