@@ -13,7 +13,7 @@ from pathlib import Path
 
 from deliberate_client.cli import EXAMPLE_QUESTION, SERVER_COMMANDS, run_solve
 
-from .stack import GATEWAY, Ports, Stack
+from .stack import GATEWAY, Ports, Stack, TlsFiles
 from .supervisor import CrashLoop, Supervisor
 
 
@@ -37,6 +37,17 @@ def add_command(commands: argparse._SubParsersAction) -> None:
         type=Path,
         help="every service appends its spans to this file (OTLP/JSON lines); read it with `deliberate traces`",
     )
+    up.add_argument(
+        "--tls-dir",
+        type=Path,
+        help="serve mTLS everywhere with the PEM files deploy/dev-certs.sh writes into this folder (docs/security.md)",
+    )
+    up.add_argument(
+        "--auth-tokens-file",
+        type=Path,
+        help="the Scheduler demands a bearer token listed in this file (docs/security.md); "
+        "the example solve sends $DELIBERATE_TOKEN",
+    )
     # The default model writes ~150-250 tokens per GSM8K draft with the brief prompt (docs/models.md).
     up.add_argument("--example-max-new-tokens", type=int, default=320)
     up.set_defaults(run=run_up)
@@ -44,7 +55,11 @@ def add_command(commands: argparse._SubParsersAction) -> None:
 
 def run_up(args: argparse.Namespace) -> int:
     ports = Ports(scheduler=args.port, gateway=args.gateway_port)
-    stack = Stack(ports=ports, host=args.host, log_dir=args.log_dir, state=args.state, trace_file=args.trace_file)
+    tls = TlsFiles.in_dir(args.tls_dir) if args.tls_dir else None
+    stack = Stack(
+        ports=ports, host=args.host, log_dir=args.log_dir, state=args.state, trace_file=args.trace_file,
+        tls=tls, auth_tokens_file=args.auth_tokens_file,
+    )  # fmt: skip
     print(f"starting drafter, verifier, refiner, scheduler, gateway (logs in {args.log_dir}/) …", flush=True)
     started = time.monotonic()
     try:
@@ -79,7 +94,9 @@ def run_up(args: argparse.Namespace) -> int:
                 prompt=EXAMPLE_QUESTION, address=stack.address, num_drafts=5,
                 max_new_tokens=args.example_max_new_tokens, refine_max_new_tokens=args.example_max_new_tokens,
                 temperature=None, seed=None, schema=None, context=None, timeout=300.0, json=False,
-                example=None, constraints=None, check_arithmetic=True,
+                example=None, constraints=None, check_arithmetic=True, token_file=None,
+                tls_ca_file=str(tls.ca) if tls else "", tls_cert_file=str(tls.client_cert) if tls else "",
+                tls_key_file=str(tls.client_key) if tls else "",
             )  # fmt: skip
             run_solve(example)
             print(f'\nstill serving at {stack.address}; try: deliberate solve "your question"  (Ctrl-C stops them all)')
