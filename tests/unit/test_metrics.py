@@ -68,4 +68,5 @@ def test_engine_gauges_read_the_engines_load_report(llamacpp_engine):
     assert in_process_value("deliberate.engine.sequences.running", **labels) == 0
     assert in_process_value("deliberate.engine.sequences.queued", **labels) == 0
     tokens = in_process_value("deliberate.engine.tokens_per_second", **labels) * LOAD_WINDOW_S
-    assert tokens - tokens_before == pytest.approx(16)
+    # Tokens of earlier tests in the shared engine may leave the window meanwhile, never these 16.
+    assert 16 - 1e-6 <= tokens <= tokens_before + 16 + 1e-6
