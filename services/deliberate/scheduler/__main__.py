@@ -16,7 +16,7 @@ from deliberate_api.scheduler.v1 import scheduler_service_pb2, scheduler_service
 
 from ..core import metrics
 from ..core.config import parse_settings
-from ..core.server import ServiceSpec, run
+from ..core.server import ServiceSpec, method_names, run
 from .downstream import Downstream, Stubs
 from .load import DrafterLoadSampler, LoadMonitor
 from .pipeline import Pipeline
@@ -102,14 +102,17 @@ def main(argv: list[str] | None = None) -> None:
                 await asyncio.to_thread(restarter.stop)
             await store.close()
 
+    service = scheduler_service_pb2.DESCRIPTOR.services_by_name["SchedulerService"].full_name
     run(
         ServiceSpec(
             name="scheduler",
             port=settings.port,
             metrics_port=settings.metrics_port,
-            grpc_services=[scheduler_service_pb2.DESCRIPTOR.services_by_name["SchedulerService"].full_name],
+            grpc_services=[service],
             dependencies=supervised_pipeline,
             add_servicers=scheduler_service_pb2_grpc.add_SchedulerServiceServicer_to_server,
+            work_methods=method_names(service, "Solve", "SolveStream"),
+            max_in_flight=settings.max_in_flight,
         ),
         settings,
     )
