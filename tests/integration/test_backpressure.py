@@ -8,10 +8,15 @@ answer."""
 
 from __future__ import annotations
 
+import json
+import math
 import random
 import threading
 import time
+import urllib.error
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from email.message import Message
 
 import grpc
 import pytest
@@ -19,6 +24,8 @@ from google.rpc import error_details_pb2, status_pb2
 
 from deliberate.cli.stack import Ports, Stack
 from deliberate.core.admission import RETRY_AFTER_KEY, STATUS_DETAILS_KEY
+from deliberate.drafter.settings import DrafterSettings
+from deliberate_api.common.v1 import common_pb2
 from deliberate_api.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_api.scheduler.v1 import scheduler_service_pb2_grpc
@@ -40,7 +47,9 @@ def stack(tmp_path_factory):
         log_dir=tmp_path_factory.mktemp("backpressure-logs"),
         state_dir=tmp_path_factory.mktemp("backpressure-state"),
         scheduler_args=["--max-in-flight", str(BOUND), "--max-redrafts", "0"],
-        with_gateway=False,
+        # One engine thread each: on CPUs shared with other busy processes a thread waiting for its CPU would
+        # stall every decoding step of the 8 admitted solves.
+        env={"DELIBERATE_ENGINE_THREADS": "1"},
     )
     with running:
         yield running
@@ -70,6 +79,14 @@ def engine_sequences(stack: Stack) -> int:
             drafter_service_pb2.GetLoadRequest(), timeout=10
         )
     return load.busy_sequences + load.queued_sequences
+
+
+def until_idle(stack: Stack, service: str, timeout_s: float = 30.0) -> None:
+    """Until `service` has no work call in flight (a cancelled call's slot frees once its handler stopped)."""
+    deadline = time.monotonic() + timeout_s
+    while (in_flight := value(scrape(stack.metrics_url(service)), "deliberate_rpc_in_flight")) > 0:
+        assert time.monotonic() < deadline, f"{service} still has {in_flight} calls in flight"
+        time.sleep(0.1)
 
 
 def test_a_flood_beyond_the_bound_is_refused_at_once_and_the_stack_recovers(stack):
@@ -115,8 +132,23 @@ def test_a_flood_beyond_the_bound_is_refused_at_once_and_the_stack_recovers(stac
     assert sequences == 0
 
 
-def test_a_refusal_says_the_bound_and_the_setting(stack):
-    """Holds the 8 slots with streams, so the refusal's message is the Scheduler's own, then lets them go."""
+def chat_completion(stack: Stack) -> tuple[int, Message, dict]:
+    """POST /v1/chat/completions to the gateway: (HTTP status, headers, body)."""
+    body = {"model": "deliberate", "messages": [{"role": "user", "content": "What is 2 + 3?"}], "max_tokens": 4}
+    request = urllib.request.Request(
+        f"{stack.gateway_url}/v1/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, response.headers, json.load(response)
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers, json.load(error)
+
+
+def test_a_refusal_says_the_bound_and_the_setting_and_the_gateway_says_429(stack):
+    """Holds the 8 slots with streams, so the refusal is the Scheduler's own, then lets them go."""
     with grpc.insecure_channel(stack.address) as channel:
         stub = scheduler_service_pb2_grpc.SchedulerServiceStub(channel)
         streams = [stub.SolveStream(pb.SolveStreamRequest(request=small_solve(i)), timeout=180) for i in range(BOUND)]
@@ -127,9 +159,49 @@ def test_a_refusal_says_the_bound_and_the_setting(stack):
                 stub.Solve(small_solve(0), timeout=30)
             assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
             assert refused.value.details() == f"{BOUND} of {BOUND} calls in flight (--max-in-flight); retry later"
+            hint = int(dict(refused.value.trailing_metadata())[RETRY_AFTER_KEY])
+
+            status, headers, body = chat_completion(stack)
+            assert status == 429 and body["error"]["type"] == "rate_limit_error"
+            assert int(headers["retry-after-ms"]) > 0
+            assert int(headers["Retry-After"]) == math.ceil(int(headers["retry-after-ms"]) / 1000) >= 1
+            assert abs(int(headers["retry-after-ms"]) - hint) < 1000  # the Scheduler's estimate, moments later
         finally:
             for stream in streams:
                 stream.cancel()
+
+
+def test_a_busy_drafter_makes_the_solve_resource_exhausted_with_the_drafters_hint(stack):
+    """The Drafter's own bound (its default) held by calls straight to it: the Scheduler passes its refusal on
+    as RESOURCE_EXHAUSTED with the Drafter's retry hint, not as UNAVAILABLE or INTERNAL."""
+    bound = DrafterSettings.model_fields["max_in_flight"].default
+    until_idle(stack, "drafter")  # the solves cancelled before have given their slots back
+    long = common_pb2.SamplingParams(max_new_tokens=600, temperature=1.0)
+    with grpc.insecure_channel(stack.address_of("drafter")) as channel:
+        drafter = drafter_service_pb2_grpc.DrafterServiceStub(channel)
+        held = [
+            drafter.GenerateDrafts(
+                drafter_service_pb2.GenerateDraftsRequest(prompt="Count to a thousand.", num_drafts=1, sampling=long),
+                timeout=120,
+            )
+            for _ in range(bound)
+        ]
+        try:
+            deadline = time.monotonic() + 30
+            while (in_flight := value(scrape(stack.metrics_url("drafter")), "deliberate_rpc_in_flight")) < bound:
+                ended = [call.code() for call in held if call.done()]
+                assert time.monotonic() < deadline, f"the Drafter holds {in_flight}; calls ended: {ended}"
+                time.sleep(0.1)
+            with grpc.insecure_channel(stack.address) as scheduler, pytest.raises(grpc.RpcError) as refused:
+                scheduler_service_pb2_grpc.SchedulerServiceStub(scheduler).Solve(small_solve(1), timeout=60)
+        finally:
+            for call in held:
+                call.cancel()
+    until_idle(stack, "drafter")  # a cancelled stream gives its slot back
+    error = refused.value
+    assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert error.details() == f"drafter busy: {bound} of {bound} calls in flight (--max-in-flight); retry later"
+    assert int(dict(error.trailing_metadata())[RETRY_AFTER_KEY]) > 0
 
 
 WORK_METHODS = {

@@ -131,6 +131,8 @@ class Admission(grpc.aio.ServerInterceptor):
     def __init__(self, limit: InFlightLimit, work_methods: Collection[str]):
         self.limit = limit
         self.work_methods = frozenset(work_methods)
+        for method in self.work_methods:  # each at 0 on /metrics before its first call
+            limit.in_flight[short_name(method)] = 0
 
     async def intercept_service(self, continuation, handler_call_details):
         handler = await continuation(handler_call_details)
@@ -138,7 +140,12 @@ class Admission(grpc.aio.ServerInterceptor):
             return handler
         method = handler_call_details.method
         bounded = method in self.work_methods
-        return wrap(handler, self.limit if bounded else None, method.rsplit("/", 1)[-1])
+        return wrap(handler, self.limit if bounded else None, short_name(method))
+
+
+def short_name(method: str) -> str:
+    """`Solve` for `/deliberate.scheduler.v1.SchedulerService/Solve`: the metrics' `method` label."""
+    return method.rsplit("/", 1)[-1]
 
 
 def wrap(handler: grpc.RpcMethodHandler, limit: InFlightLimit | None, method: str) -> grpc.RpcMethodHandler:

@@ -39,9 +39,10 @@ class ApiError(Exception):
     retry_after_ms: int | None = None  # a busy service's hint, sent as Retry-After
 
     def headers(self) -> dict[str, str]:
+        """A retry hint as Retry-After in whole seconds (RFC 9110) and, exact, as OpenAI's retry-after-ms."""
         if self.retry_after_ms is None:
             return {}
-        return {"Retry-After": str(math.ceil(self.retry_after_ms / 1000))}  # whole seconds (RFC 9110)
+        return {"Retry-After": str(math.ceil(self.retry_after_ms / 1000)), "retry-after-ms": str(self.retry_after_ms)}
 
     def __str__(self) -> str:
         return self.message
