@@ -17,7 +17,7 @@ import inspect
 import time
 from collections import Counter
 from collections.abc import Callable, Collection
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 import grpc
 from google.protobuf import duration_pb2
@@ -148,6 +148,10 @@ def short_name(method: str) -> str:
     return method.rsplit("/", 1)[-1]
 
 
+def slot(limit: InFlightLimit | None, method: str) -> AbstractContextManager:
+    return limit.admit(method) if limit is not None else nullcontext()
+
+
 def wrap(handler: grpc.RpcMethodHandler, limit: InFlightLimit | None, method: str) -> grpc.RpcMethodHandler:
     """The same handler, receiving raw bytes: it parses them, then (when `limit`) takes a slot for the call."""
     deserialize = handler.request_deserializer
@@ -159,12 +163,8 @@ def wrap(handler: grpc.RpcMethodHandler, limit: InFlightLimit | None, method: st
 
         async def streaming(raw: bytes, context):
             request = await parse(raw, deserialize, name, context)
-            if limit is None:
-                async for response in behavior(request, context):
-                    yield response
-                return
             try:
-                with limit.admit(method):
+                with slot(limit, method):
                     async for response in behavior(request, context):
                         yield response
             except Rejected as rejected:
@@ -177,10 +177,8 @@ def wrap(handler: grpc.RpcMethodHandler, limit: InFlightLimit | None, method: st
 
     async def awaited(raw: bytes, context):
         request = await parse(raw, deserialize, name, context)
-        if limit is None:
-            return await behavior(request, context)
         try:
-            with limit.admit(method):
+            with slot(limit, method):
                 return await behavior(request, context)
         except Rejected as rejected:
             await reject(context, rejected)

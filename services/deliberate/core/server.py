@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
+from google.protobuf.descriptor import ServiceDescriptor
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
@@ -58,9 +59,9 @@ class ServiceSpec:
     max_in_flight: int = 8
 
 
-def method_names(service: str, *methods: str) -> list[str]:
-    """Full method names of `service` (its full gRPC name), as the server sees them."""
-    return [f"/{service}/{method}" for method in methods]
+def method_names(service: ServiceDescriptor, *methods: str) -> list[str]:
+    """Full method names, as the server sees them, of `service`'s `methods` (a name it lacks is a KeyError)."""
+    return [f"/{service.full_name}/{service.methods_by_name[method].name}" for method in methods]
 
 
 async def serve(spec: ServiceSpec, settings: CommonSettings) -> None:

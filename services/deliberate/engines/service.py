@@ -119,7 +119,7 @@ def run_engine_service(
             grpc_services=[service_descriptor.full_name],
             dependencies=lambda: servicer_class.open(settings),
             add_servicers=add_servicer,
-            work_methods=method_names(service_descriptor.full_name, *work_methods),
+            work_methods=method_names(service_descriptor, *work_methods),
             max_in_flight=settings.max_in_flight,
         ),
         settings,

@@ -102,13 +102,13 @@ def main(argv: list[str] | None = None) -> None:
                 await asyncio.to_thread(restarter.stop)
             await store.close()
 
-    service = scheduler_service_pb2.DESCRIPTOR.services_by_name["SchedulerService"].full_name
+    service = scheduler_service_pb2.DESCRIPTOR.services_by_name["SchedulerService"]
     run(
         ServiceSpec(
             name="scheduler",
             port=settings.port,
             metrics_port=settings.metrics_port,
-            grpc_services=[service],
+            grpc_services=[service.full_name],
             dependencies=supervised_pipeline,
             add_servicers=scheduler_service_pb2_grpc.add_SchedulerServiceServicer_to_server,
             work_methods=method_names(service, "Solve", "SolveStream"),

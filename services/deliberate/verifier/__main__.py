@@ -41,14 +41,14 @@ def main(argv: list[str] | None = None) -> None:
             judge = Judge(engine, settings.judge_timeout_s, hard=settings.judge_hard)
             yield VerifierServicer(settings, judge, reference=reference)
 
-    service = verifier_service_pb2.DESCRIPTOR.services_by_name["VerifierService"].full_name
+    service = verifier_service_pb2.DESCRIPTOR.services_by_name["VerifierService"]
     try:
         run(
             ServiceSpec(
                 name="verifier",
                 port=settings.port,
                 metrics_port=settings.metrics_port,
-                grpc_services=[service],
+                grpc_services=[service.full_name],
                 dependencies=rules_and_judge,
                 add_servicers=verifier_service_pb2_grpc.add_VerifierServiceServicer_to_server,
                 work_methods=method_names(service, "VerifyDrafts", "CheckConstraints"),
