@@ -147,6 +147,12 @@ def test_grpc_statuses_become_their_http_statuses(code, status, kind):
     }
 
 
+def test_a_retry_hint_becomes_retry_after_in_whole_seconds_and_retry_after_ms():
+    error = from_grpc(grpc.StatusCode.RESOURCE_EXHAUSTED, "8 of 8 calls in flight", retry_after_ms=1200)
+    assert error.status == 429 and error.headers() == {"Retry-After": "2", "retry-after-ms": "1200"}
+    assert from_grpc(grpc.StatusCode.RESOURCE_EXHAUSTED, "busy").headers() == {}
+
+
 def test_an_invalid_argument_names_the_field_the_client_sent():
     chat = parse_chat_request(
         body(max_tokens=5000, max_draft_tokens=9, constraints=[{"celExpression": "true"}], rule_packs=["nope"]),

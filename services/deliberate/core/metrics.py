@@ -63,6 +63,11 @@ VERIFICATION_DURATION = meter.create_histogram(
 REFINE_TOKEN_BUDGET = meter.create_histogram(
     "deliberate.refine.token_budget", unit="{token}", description="Token budget chosen for the final answer."
 )
+# Every service: calls refused because its work methods' in-flight bound was reached (core/admission.py).
+REJECTED_CALLS = meter.create_counter(
+    "deliberate.rpc.rejected", unit="{call}", description="Work calls answered RESOURCE_EXHAUSTED because the "
+    "service's --max-in-flight calls were in flight; method."
+)  # fmt: skip
 
 
 class BoundedLabel:
@@ -129,6 +134,16 @@ def observe_verifier_health(healthy: Callable[[], bool]) -> None:
         "deliberate.verifier.up", "", "1 while the watchdog's last Verifier heartbeat succeeded, else 0.",
         lambda: [(1.0 if healthy() else 0.0, {})],
     )  # fmt: skip
+
+
+def observe_in_flight(limit) -> None:
+    """The work calls in flight by method, of an `admission.InFlightLimit`; its bound as a gauge beside them."""
+    gauges(
+        "deliberate.rpc.in_flight", "{call}", "Work calls in flight (admitted, not yet ended); method.",
+        lambda: [(count, {"method": method}) for method, count in list(limit.in_flight.items())],
+    )  # fmt: skip
+    gauges("deliberate.rpc.in_flight.limit", "{call}", "The bound on work calls in flight (--max-in-flight).",
+           lambda: [(limit.bound, {})])  # fmt: skip
 
 
 @dataclass

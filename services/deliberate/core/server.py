@@ -18,12 +18,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
+from google.protobuf.descriptor import ServiceDescriptor
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from .config import CommonSettings
+from . import metrics
+from .admission import Admission, InFlightLimit
+from .config import CommonSettings, flag_name
 from .logs import setup_logging
-from .metrics import setup_metrics
 from .telemetry import setup_tracing
 from .tls import server_credentials
 
@@ -54,15 +56,27 @@ class ServiceSpec:
     on_health_change: Callable[[bool], None] | None = None
     # Run before every handler, in order (the Scheduler's bearer tokens: core/auth.py).
     interceptors: Sequence[grpc.aio.ServerInterceptor] = ()
+    # The methods that do the service's work (full names, "/deliberate.drafter.v1.DrafterService/GenerateDrafts"):
+    # at most `max_in_flight` of their calls run at once, a call beyond is refused (core/admission.py).
+    work_methods: Sequence[str] = ()
+    max_in_flight: int = 8
+
+
+def method_names(service: ServiceDescriptor, *methods: str) -> list[str]:
+    """Full method names, as the server sees them, of `service`'s `methods` (a name it lacks is a KeyError)."""
+    return [f"/{service.full_name}/{service.methods_by_name[method].name}" for method in methods]
 
 
 async def serve(spec: ServiceSpec, settings: CommonSettings) -> None:
     setup_logging(spec.name, settings.log_level)
     provider = setup_tracing(spec.name, settings.trace_exporter, settings.trace_file)
-    metrics_endpoint = setup_metrics(spec.name, settings.host, spec.metrics_port)  # a taken port fails here
+    metrics_endpoint = metrics.setup_metrics(spec.name, settings.host, spec.metrics_port)  # a taken port fails here
 
+    limit = InFlightLimit(spec.max_in_flight, flag_name("max_in_flight"))
+    metrics.observe_in_flight(limit)
     server = grpc.aio.server(
-        interceptors=spec.interceptors,
+        # Tokens are checked first: a refused caller takes no slot.
+        interceptors=[*spec.interceptors, Admission(limit, spec.work_methods)],
         options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),

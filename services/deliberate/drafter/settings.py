@@ -10,5 +10,12 @@ class DrafterSettings(EngineSettings):
 
     port: int = Field(50052, description="gRPC port.")
     metrics_port: int = Field(9465, ge=0, description="Port of the Prometheus GET /metrics endpoint; 0 = none.")
+    max_in_flight: int = Field(
+        16,
+        ge=1,
+        description="GenerateDrafts calls in flight at once; one beyond is refused at once with RESOURCE_EXHAUSTED "
+        "and a retry hint (docs/reliability.md). Two Schedulers' worth of solves; drafts beyond the engine's slots "
+        "wait in its queue.",
+    )
     max_drafts: int = Field(8, description="Largest num_drafts accepted per call.")
     max_hint_chars: int = Field(500, description="Longest strategy hint accepted, in characters.")

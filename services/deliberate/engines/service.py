@@ -22,7 +22,7 @@ from deliberate_api.common.v1 import common_pb2
 from ..core import metrics
 from ..core.config import parse_settings
 from ..core.requests import InvalidArgument, sampling_overrides
-from ..core.server import ServiceSpec, run
+from ..core.server import ServiceSpec, method_names, run
 from . import load_engine
 from .base import Cancellation, Engine, EngineError, GenerationEvent, SamplingParams
 from .remote_engine import RemoteConfig
@@ -105,6 +105,7 @@ def run_engine_service(
     servicer_class: type[EngineServicer],
     service_descriptor,
     add_servicer: Callable[[EngineServicer, grpc.aio.Server], None],
+    work_methods: Sequence[str],
     argv: list[str] | None = None,
 ) -> None:
     """Parses the settings and serves what `servicer_class.open(settings)` yields; health turns SERVING once
@@ -118,6 +119,8 @@ def run_engine_service(
             grpc_services=[service_descriptor.full_name],
             dependencies=lambda: servicer_class.open(settings),
             add_servicers=add_servicer,
+            work_methods=method_names(service_descriptor, *work_methods),
+            max_in_flight=settings.max_in_flight,
         ),
         settings,
     )

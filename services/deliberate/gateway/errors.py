@@ -6,6 +6,7 @@ exception classes (400 BadRequestError, 401 AuthenticationError, 429 RateLimitEr
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -35,6 +36,13 @@ class ApiError(Exception):
     type: str = "invalid_request_error"
     param: str | None = None
     code: str | None = None
+    retry_after_ms: int | None = None  # a busy service's hint, sent as Retry-After
+
+    def headers(self) -> dict[str, str]:
+        """A retry hint as Retry-After in whole seconds (RFC 9110) and, exact, as OpenAI's retry-after-ms."""
+        if self.retry_after_ms is None:
+            return {}
+        return {"Retry-After": str(math.ceil(self.retry_after_ms / 1000)), "retry-after-ms": str(self.retry_after_ms)}
 
     def __str__(self) -> str:
         return self.message
@@ -48,10 +56,16 @@ def invalid(field: str, problem: str) -> ApiError:
     return ApiError(400, f"{field}: {problem}", param=field, code="invalid_argument")
 
 
-def from_grpc(code: grpc.StatusCode, details: str, rename: Callable[[str], str] = lambda path: path) -> ApiError:
+def from_grpc(
+    code: grpc.StatusCode,
+    details: str,
+    rename: Callable[[str], str] = lambda path: path,
+    retry_after_ms: int | None = None,
+) -> ApiError:
     """The HTTP error for a Scheduler status. An INVALID_ARGUMENT message begins with the SolveRequest field's
     path (`sampling.temperature: must be in [0, 2], got 3`); `rename` turns that path into the body's field
-    (`temperature`), which becomes `param` and the message's first word."""
+    (`temperature`), which becomes `param` and the message's first word. A RESOURCE_EXHAUSTED's retry hint
+    (`retry_after_ms`) becomes the 429's Retry-After."""
     status, kind = HTTP_OF_STATUS.get(code, (500, "server_error"))
     param = None
     if code == grpc.StatusCode.INVALID_ARGUMENT and ": " in details:
@@ -59,4 +73,4 @@ def from_grpc(code: grpc.StatusCode, details: str, rename: Callable[[str], str] 
         if path and " " not in path:
             param = rename(path)
             details = f"{param}: {problem}"
-    return ApiError(status, details, type=kind, param=param, code=code.name.lower())
+    return ApiError(status, details, type=kind, param=param, code=code.name.lower(), retry_after_ms=retry_after_ms)

@@ -22,6 +22,7 @@ from starlette.routing import Route
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_api.scheduler.v1 import scheduler_service_pb2_grpc
 
+from ..core.admission import retry_after_ms
 from ..core.server import MAX_MESSAGE_BYTES
 from ..core.tls import aio_channel, channel_credentials
 from .errors import ApiError, from_grpc, invalid
@@ -170,7 +171,8 @@ class SolveCall:
                 if event.HasField("final"):
                     return
         except grpc.aio.AioRpcError as error:
-            raise from_grpc(error.code(), error.details(), self.chat.rename) from None
+            hint = retry_after_ms(error.trailing_metadata())
+            raise from_grpc(error.code(), error.details(), self.chat.rename, hint) from None
         except asyncio.CancelledError:
             if self.disconnected.is_set():
                 raise ClientGone() from None
@@ -196,7 +198,7 @@ def create_app(settings: GatewaySettings) -> Starlette:
     async def api_error(request: Request, error: ApiError) -> Response:
         if error.status >= 500:
             log.warning("request failed", extra={"status": error.status, "error": error.message})
-        return JSONResponse(error.body(), status_code=error.status)
+        return JSONResponse(error.body(), status_code=error.status, headers=error.headers())
 
     async def http_error(request: Request, error: HTTPException) -> Response:
         return await api_error(request, ApiError(error.status_code, f"{request.method} {request.url.path}: "

@@ -16,6 +16,7 @@ def main(argv: list[str] | None = None) -> None:
         RefinerServicer,
         refiner_service_pb2.DESCRIPTOR.services_by_name["RefinerService"],
         refiner_service_pb2_grpc.add_RefinerServiceServicer_to_server,
+        ["Refine"],
         argv,
     )
 

@@ -10,6 +10,12 @@ class RefinerSettings(EngineSettings):
 
     port: int = Field(50054, description="gRPC port.")
     metrics_port: int = Field(9467, ge=0, description="Port of the Prometheus GET /metrics endpoint; 0 = none.")
+    max_in_flight: int = Field(
+        16,
+        ge=1,
+        description="Refine calls in flight at once; one beyond is refused at once with RESOURCE_EXHAUSTED and a "
+        "retry hint (docs/reliability.md). Two Schedulers' worth of solves.",
+    )
     max_selected: int = Field(2, description="Most selected drafts accepted per call.")
     max_draft_chars: int = Field(32_000, description="Longest draft text accepted, in characters.")
     temperature: float = Field(0.7, description="Default refinement temperature.")

@@ -17,7 +17,7 @@ from deliberate_api.scheduler.v1 import scheduler_service_pb2, scheduler_service
 from ..core import metrics
 from ..core.auth import TokenAuthInterceptor, Tokens, method_permissions
 from ..core.config import parse_settings
-from ..core.server import ServiceSpec, run
+from ..core.server import ServiceSpec, method_names, run
 from .downstream import Downstream, Stubs
 from .load import DrafterLoadSampler, LoadMonitor
 from .pipeline import Pipeline
@@ -116,6 +116,7 @@ def main(argv: list[str] | None = None) -> None:
                 await asyncio.to_thread(restarter.stop)
             await store.close()
 
+    service = scheduler_service_pb2.DESCRIPTOR.services_by_name["SchedulerService"]
     run(
         ServiceSpec(
             name="scheduler",
@@ -125,6 +126,8 @@ def main(argv: list[str] | None = None) -> None:
             dependencies=supervised_pipeline,
             add_servicers=scheduler_service_pb2_grpc.add_SchedulerServiceServicer_to_server,
             interceptors=interceptors,
+            work_methods=method_names(service, "Solve", "SolveStream"),
+            max_in_flight=settings.max_in_flight,
         ),
         settings,
     )

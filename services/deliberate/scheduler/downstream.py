@@ -21,6 +21,7 @@ from deliberate_api.drafter.v1 import drafter_service_pb2, drafter_service_pb2_g
 from deliberate_api.refiner.v1 import refiner_service_pb2, refiner_service_pb2_grpc
 from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
 
+from ..core.admission import retry_after_ms
 from ..core.tls import aio_channel, channel_credentials
 from .load import EngineReport
 from .settings import SchedulerSettings
@@ -33,12 +34,13 @@ LOAD_TIMEOUT_S = 2.0
 
 
 class StageError(Exception):
-    """A stage failed; the edge answers with `code` and `message`."""
+    """A stage failed; the edge answers with `code` and `message` (and a busy service's retry hint)."""
 
-    def __init__(self, code: grpc.StatusCode, message: str):
+    def __init__(self, code: grpc.StatusCode, message: str, retry_after_ms: int | None = None):
         super().__init__(message)
         self.code = code
         self.message = message
+        self.retry_after_ms = retry_after_ms
 
 
 class Deadline:
@@ -68,6 +70,9 @@ async def stage(name: str):
             raise StageError(code, error.details()) from None
         if code == grpc.StatusCode.UNAVAILABLE:
             raise StageError(code, f"{name} unavailable: {error.details()}") from None
+        if code == grpc.StatusCode.RESOURCE_EXHAUSTED:  # busy: the client may retry when the service says
+            hint = retry_after_ms(error.trailing_metadata())
+            raise StageError(code, f"{name} busy: {error.details()}", hint) from None
         raise StageError(code, f"{name} failed: {error.details()}") from None
 
 

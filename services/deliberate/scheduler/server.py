@@ -11,6 +11,7 @@ from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_api.scheduler.v1 import scheduler_service_pb2_grpc
 
 from ..core import metrics
+from ..core.admission import retry_metadata
 from ..core.requests import InvalidArgument, parse_output_schema
 from .downstream import StageError
 from .limits import SOLVE
@@ -123,6 +124,8 @@ class SchedulerServicer(scheduler_service_pb2_grpc.SchedulerServiceServicer):
     async def fail(self, context: grpc.aio.ServicerContext, error: Exception) -> None:
         if isinstance(error, StageError):
             log.warning("solve failed", extra={"code": error.code.name, "reason": error.message})
-            await context.abort(error.code, error.message)
+            hint = error.retry_after_ms
+            trailing = () if hint is None else retry_metadata(error.code, error.message, hint)
+            await context.abort(error.code, error.message, trailing_metadata=trailing)
         log.exception("solve crashed")  # a bug, not bad input: the client still gets a clear status
         await context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(error).__name__}")

@@ -10,6 +10,13 @@ class SchedulerSettings(DownstreamTlsSettings, CommonSettings):
 
     port: int = Field(50051, description="gRPC port (the one clients call).")
     metrics_port: int = Field(9464, ge=0, description="Port of the Prometheus GET /metrics endpoint; 0 = none.")
+    max_in_flight: int = Field(
+        8,
+        ge=1,
+        description="Solve and SolveStream calls in flight at once; one beyond is refused at once with "
+        "RESOURCE_EXHAUSTED and a retry hint (docs/reliability.md). Past 8 solves the Drafter's 8 engine slots "
+        "only queue more drafts and every solve slows.",
+    )
     drafter_address: str = Field("127.0.0.1:50052", description="host:port of the Drafter.")
     verifier_address: str = Field("127.0.0.1:50053", description="host:port of the Verifier.")
     refiner_address: str = Field("127.0.0.1:50054", description="host:port of the Refiner.")

@@ -9,7 +9,7 @@ from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb
 
 from ..core.config import parse_settings
 from ..core.http_health import HttpHealthEndpoint
-from ..core.server import ServiceSpec, run
+from ..core.server import ServiceSpec, method_names, run
 from ..engines.service import open_engine
 from .judge import Judge
 from .packs import registry
@@ -41,15 +41,18 @@ def main(argv: list[str] | None = None) -> None:
             judge = Judge(engine, settings.judge_timeout_s, hard=settings.judge_hard)
             yield VerifierServicer(settings, judge, reference=reference)
 
+    service = verifier_service_pb2.DESCRIPTOR.services_by_name["VerifierService"]
     try:
         run(
             ServiceSpec(
                 name="verifier",
                 port=settings.port,
                 metrics_port=settings.metrics_port,
-                grpc_services=[verifier_service_pb2.DESCRIPTOR.services_by_name["VerifierService"].full_name],
+                grpc_services=[service.full_name],
                 dependencies=rules_and_judge,
                 add_servicers=verifier_service_pb2_grpc.add_VerifierServiceServicer_to_server,
+                work_methods=method_names(service, "VerifyDrafts", "CheckConstraints"),
+                max_in_flight=settings.max_in_flight,
                 on_health_change=lambda serving: state.update(serving=serving),
             ),
             settings,

@@ -10,6 +10,13 @@ class VerifierSettings(CommonSettings):
 
     port: int = Field(50053, description="gRPC port.")
     metrics_port: int = Field(9466, ge=0, description="Port of the Prometheus GET /metrics endpoint; 0 = none.")
+    max_in_flight: int = Field(
+        160,
+        ge=1,
+        description="VerifyDrafts and CheckConstraints calls in flight at once; one beyond is refused at once "
+        "with RESOURCE_EXHAUSTED and a retry hint (docs/reliability.md). A solve verifies each draft in a call of "
+        "its own: two Schedulers' worth of 8 solves of up to 8 drafts, with their checks.",
+    )
     http_port: int = Field(8081, description="Port of the HTTP GET /health endpoint.")
     max_drafts: int = Field(16, description="Most drafts accepted per VerifyDrafts call.")
     max_draft_chars: int = Field(1_000_000, description="Longest draft text accepted, in characters.")

@@ -1,0 +1,189 @@
+"""What reaches a servicer: a request that parses, and a work call within the service's in-flight bound.
+
+One server interceptor does both for every service (core/server.py installs it):
+
+- Request bytes are parsed here, not by grpc: grpc answers bytes its deserializer rejects with UNKNOWN, this
+  answers INVALID_ARGUMENT naming the message type. Methods whose requests stream (reflection) are left alone.
+- The work methods (Solve, GenerateDrafts, VerifyDrafts, Refine, …) share one bound on the calls in flight; a
+  call beyond it is answered RESOURCE_EXHAUSTED at once, never queued, with a retry hint in its trailing
+  metadata: `retry-after-ms`, and the standard `google.rpc.RetryInfo` in `grpc-status-details-bin`. A stream
+  counts until it ends, however it ends. Health, reflection and the cheap reads (GetLoad, GetState) are never
+  bounded: a probe must see a busy service as serving.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections import Counter
+from collections.abc import Callable, Collection
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+
+import grpc
+from google.protobuf import duration_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+
+from . import metrics
+
+RETRY_AFTER_KEY = "retry-after-ms"
+STATUS_DETAILS_KEY = "grpc-status-details-bin"
+# The retry hint: about the time until a slot frees (the recent call duration over the bound), within these.
+MIN_RETRY_AFTER_MS = 50
+MAX_RETRY_AFTER_MS = 10_000
+# The hint before any work call finished, and how much each finished call moves the average duration.
+INITIAL_CALL_S = 1.0
+DURATION_SMOOTHING = 0.2
+
+
+class Rejected(Exception):
+    """The bound is reached; `retry_after_ms` is the hint sent to the client."""
+
+    def __init__(self, message: str, retry_after_ms: int):
+        super().__init__(message)
+        self.retry_after_ms = retry_after_ms
+
+
+class InFlightLimit:
+    """Counts the work calls in flight, by method, against one bound shared by the service's work methods.
+
+    Used from the server's event loop only; the metrics scrape (another thread) only reads the counts."""
+
+    def __init__(self, bound: int, setting: str):
+        if bound < 1:
+            raise ValueError(f"{setting} must be at least 1, got {bound}")
+        self.bound = bound
+        self.setting = setting
+        self.in_flight: Counter[str] = Counter()
+        self.rejected: Counter[str] = Counter()
+        self.mean_call_s = INITIAL_CALL_S
+
+    @property
+    def total(self) -> int:
+        return sum(self.in_flight.values())
+
+    def retry_after_ms(self) -> int:
+        """About when one of the calls in flight ends, if they end evenly spread over a call's duration."""
+        estimate = round(1000 * self.mean_call_s / self.bound)
+        return max(MIN_RETRY_AFTER_MS, min(MAX_RETRY_AFTER_MS, estimate))
+
+    @contextmanager
+    def admit(self, method: str):
+        """Holds one slot for the block (raises `Rejected` when none is free); released however it ends."""
+        if self.total >= self.bound:
+            self.rejected[method] += 1
+            metrics.REJECTED_CALLS.add(1, {"method": method})
+            raise Rejected(
+                f"{self.total} of {self.bound} calls in flight ({self.setting}); retry later", self.retry_after_ms()
+            )
+        self.in_flight[method] += 1
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.in_flight[method] -= 1
+            elapsed = time.monotonic() - started
+            self.mean_call_s += DURATION_SMOOTHING * (elapsed - self.mean_call_s)
+
+
+def retry_metadata(code: grpc.StatusCode, message: str, retry_after_ms: int) -> tuple[tuple[str, str | bytes], ...]:
+    """Trailing metadata carrying the retry hint, plain and as google.rpc.RetryInfo (what grpcio-status reads)."""
+    delay = duration_pb2.Duration()
+    delay.FromMilliseconds(retry_after_ms)
+    status = status_pb2.Status(code=getattr(code_pb2, code.name), message=message)
+    status.details.add().Pack(error_details_pb2.RetryInfo(retry_delay=delay))
+    return ((RETRY_AFTER_KEY, str(retry_after_ms)), (STATUS_DETAILS_KEY, status.SerializeToString()))
+
+
+def retry_after_ms(metadata) -> int | None:
+    """The `retry-after-ms` hint in a call's trailing metadata, if any."""
+    for key, value in metadata or ():
+        if key == RETRY_AFTER_KEY:
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+async def reject(context: grpc.aio.ServicerContext, rejected: Rejected) -> None:
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+    message = str(rejected)
+    await context.abort(code, message, trailing_metadata=retry_metadata(code, message, rejected.retry_after_ms))
+
+
+async def parse(raw: bytes, deserialize: Callable[[bytes], object], name: str, context) -> object:
+    try:
+        return deserialize(raw)
+    except Exception as error:  # protobuf's DecodeError, or whatever a custom deserializer raises
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"request: not a valid {name} ({error})")
+
+
+def message_name(deserialize: Callable[[bytes], object]) -> str:
+    """`deliberate.scheduler.v1.SolveRequest` for a generated `SolveRequest.FromString`."""
+    owner = getattr(deserialize, "__self__", None)
+    descriptor = getattr(owner, "DESCRIPTOR", None)
+    return descriptor.full_name if descriptor is not None else "request message"
+
+
+class Admission(grpc.aio.ServerInterceptor):
+    """Parses every unary request itself and bounds the `work_methods` (full names, `/package.Service/Method`)."""
+
+    def __init__(self, limit: InFlightLimit, work_methods: Collection[str]):
+        self.limit = limit
+        self.work_methods = frozenset(work_methods)
+        for method in self.work_methods:  # each at 0 on /metrics before its first call
+            limit.in_flight[short_name(method)] = 0
+
+    async def intercept_service(self, continuation, handler_call_details):
+        handler = await continuation(handler_call_details)
+        if handler is None or handler.request_streaming or handler.request_deserializer is None:
+            return handler
+        method = handler_call_details.method
+        bounded = method in self.work_methods
+        return wrap(handler, self.limit if bounded else None, short_name(method))
+
+
+def short_name(method: str) -> str:
+    """`Solve` for `/deliberate.scheduler.v1.SchedulerService/Solve`: the metrics' `method` label."""
+    return method.rsplit("/", 1)[-1]
+
+
+def slot(limit: InFlightLimit | None, method: str) -> AbstractContextManager:
+    return limit.admit(method) if limit is not None else nullcontext()
+
+
+def wrap(handler: grpc.RpcMethodHandler, limit: InFlightLimit | None, method: str) -> grpc.RpcMethodHandler:
+    """The same handler, receiving raw bytes: it parses them, then (when `limit`) takes a slot for the call."""
+    deserialize = handler.request_deserializer
+    name = message_name(deserialize)
+    behavior: Callable = handler.unary_unary or handler.unary_stream
+    serializer = handler.response_serializer
+
+    if inspect.isasyncgenfunction(behavior):  # a stream of responses: counted until the generator ends
+
+        async def streaming(raw: bytes, context):
+            request = await parse(raw, deserialize, name, context)
+            try:
+                with slot(limit, method):
+                    async for response in behavior(request, context):
+                        yield response
+            except Rejected as rejected:
+                await reject(context, rejected)
+
+        return grpc.unary_stream_rpc_method_handler(streaming, response_serializer=serializer)
+
+    if not inspect.iscoroutinefunction(behavior):
+        return handler  # a synchronous handler: none on these servers
+
+    async def awaited(raw: bytes, context):
+        request = await parse(raw, deserialize, name, context)
+        try:
+            with slot(limit, method):
+                return await behavior(request, context)
+        except Rejected as rejected:
+            await reject(context, rejected)
+
+    make: Callable[..., grpc.RpcMethodHandler] = (
+        grpc.unary_unary_rpc_method_handler if handler.unary_unary else grpc.unary_stream_rpc_method_handler
+    )
+    return make(awaited, response_serializer=serializer)

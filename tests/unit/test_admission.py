@@ -1,0 +1,193 @@
+"""The admission interceptor on a real in-process grpc.aio server: the in-flight bound (unary calls and streams,
+released however a call ends), the retry hint, and undecodable request bytes as INVALID_ARGUMENT."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import pytest
+from google.protobuf import wrappers_pb2
+from google.rpc import error_details_pb2, status_pb2
+
+from deliberate.core.admission import (
+    MAX_RETRY_AFTER_MS,
+    MIN_RETRY_AFTER_MS,
+    RETRY_AFTER_KEY,
+    STATUS_DETAILS_KEY,
+    Admission,
+    InFlightLimit,
+    retry_after_ms,
+)
+
+SERVICE = "test.Work"
+BOUND = 2
+
+
+class Work:
+    """Calls that hold their slot until `release` is set; `Fail` fails, `Cheap` is not a work method."""
+
+    def __init__(self):
+        self.release = asyncio.Event()
+
+    async def Hold(self, request, context):  # noqa: N802 (gRPC naming)
+        await self.release.wait()
+        return wrappers_pb2.StringValue(value=request.value)
+
+    async def Stream(self, request, context):  # noqa: N802 (gRPC naming)
+        yield wrappers_pb2.StringValue(value="first")
+        await self.release.wait()
+        yield wrappers_pb2.StringValue(value="last")
+
+    async def Fail(self, request, context):  # noqa: N802 (gRPC naming)
+        raise RuntimeError("a bug")
+
+    async def Cheap(self, request, context):  # noqa: N802 (gRPC naming)
+        return wrappers_pb2.StringValue(value="cheap")
+
+
+class Running:
+    def __init__(self, server: grpc.aio.Server, channel: grpc.aio.Channel, limit: InFlightLimit, work: Work):
+        self.server, self.channel, self.limit, self.work = server, channel, limit, work
+
+    def unary(self, method: str):
+        return self.channel.unary_unary(
+            f"/{SERVICE}/{method}",
+            request_serializer=wrappers_pb2.StringValue.SerializeToString,
+            response_deserializer=wrappers_pb2.StringValue.FromString,
+        )
+
+    def stream(self, method: str):
+        return self.channel.unary_stream(
+            f"/{SERVICE}/{method}",
+            request_serializer=wrappers_pb2.StringValue.SerializeToString,
+            response_deserializer=wrappers_pb2.StringValue.FromString,
+        )
+
+    async def until_in_flight(self, count: int) -> None:
+        async with asyncio.timeout(5):
+            while self.limit.total != count:
+                await asyncio.sleep(0.01)
+
+
+def handler(behavior, streaming: bool) -> grpc.RpcMethodHandler:
+    make = grpc.unary_stream_rpc_method_handler if streaming else grpc.unary_unary_rpc_method_handler
+    return make(
+        behavior,
+        request_deserializer=wrappers_pb2.StringValue.FromString,
+        response_serializer=wrappers_pb2.StringValue.SerializeToString,
+    )
+
+
+async def running() -> Running:
+    work = Work()
+    limit = InFlightLimit(BOUND, "--max-in-flight")
+    work_methods = [f"/{SERVICE}/{name}" for name in ("Hold", "Stream", "Fail")]
+    server = grpc.aio.server(interceptors=[Admission(limit, work_methods)])
+    handlers = {
+        "Hold": handler(work.Hold, False),
+        "Stream": handler(work.Stream, True),
+        "Fail": handler(work.Fail, False),
+        "Cheap": handler(work.Cheap, False),
+    }
+    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(SERVICE, handlers)])
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    return Running(server, grpc.aio.insecure_channel(f"127.0.0.1:{port}"), limit, work)
+
+
+def serve(test):
+    async def main():
+        service = await running()
+        try:
+            await test(service)
+        finally:
+            await service.channel.close()
+            await service.server.stop(None)
+
+    asyncio.run(main())
+
+
+def test_a_call_beyond_the_bound_is_refused_at_once_with_a_retry_hint():
+    async def test(service: Running):
+        held = [asyncio.ensure_future(service.unary("Hold")(wrappers_pb2.StringValue(value=str(i)))) for i in range(2)]
+        await service.until_in_flight(BOUND)
+
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await asyncio.wait_for(service.unary("Hold")(wrappers_pb2.StringValue()), timeout=2)
+        error = refused.value
+        assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert error.details() == "2 of 2 calls in flight (--max-in-flight); retry later"
+        hint = retry_after_ms(error.trailing_metadata())
+        assert MIN_RETRY_AFTER_MS <= hint <= MAX_RETRY_AFTER_MS
+        details = dict(error.trailing_metadata())[STATUS_DETAILS_KEY]
+        status = status_pb2.Status.FromString(details)
+        retry_info = error_details_pb2.RetryInfo()
+        assert status.code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0] and status.details[0].Unpack(retry_info)
+        assert retry_info.retry_delay.ToMilliseconds() == hint
+        assert service.limit.rejected == {"Hold": 1}
+
+        assert (await service.unary("Cheap")(wrappers_pb2.StringValue())).value == "cheap"  # never bounded
+        service.work.release.set()
+        assert [reply.value for reply in await asyncio.gather(*held)] == ["0", "1"]
+        await service.until_in_flight(0)
+        assert (await service.unary("Hold")(wrappers_pb2.StringValue(value="again"))).value == "again"
+
+    serve(test)
+
+
+def test_a_stream_holds_its_slot_until_it_ends_and_a_cancel_frees_it():
+    async def test(service: Running):
+        streams = [service.stream("Stream")(wrappers_pb2.StringValue()) for _ in range(BOUND)]
+        for stream in streams:
+            assert (await stream.read()).value == "first"
+        assert service.limit.total == BOUND  # still open after their first message
+
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await service.unary("Hold")(wrappers_pb2.StringValue())
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+        streams[0].cancel()
+        await service.until_in_flight(BOUND - 1)
+        service.work.release.set()
+        assert (await streams[1].read()).value == "last"
+        assert await streams[1].read() is grpc.aio.EOF
+        await service.until_in_flight(0)
+
+    serve(test)
+
+
+def test_a_failing_call_releases_its_slot():
+    async def test(service: Running):
+        for _ in range(BOUND + 1):  # more failures than slots: each gave its slot back
+            with pytest.raises(grpc.aio.AioRpcError) as failed:
+                await service.unary("Fail")(wrappers_pb2.StringValue())
+            assert failed.value.code() == grpc.StatusCode.UNKNOWN
+        assert service.limit.total == 0 and not service.limit.rejected
+
+    serve(test)
+
+
+def test_undecodable_bytes_are_invalid_argument_naming_the_message():
+    async def test(service: Running):
+        for method in ("Hold", "Cheap"):  # bounded or not
+            raw = service.channel.unary_unary(f"/{SERVICE}/{method}")  # bytes as they are
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await raw(b"\xff\xff\xff")
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert refused.value.details().startswith("request: not a valid google.protobuf.StringValue (")
+        assert service.limit.total == 0
+
+    serve(test)
+
+
+def test_the_retry_hint_follows_the_recent_call_duration():
+    limit = InFlightLimit(4, "--max-in-flight")
+    assert limit.retry_after_ms() == 250  # 1 s per call before any ended, over 4 slots
+    limit.mean_call_s = 0.01
+    assert limit.retry_after_ms() == MIN_RETRY_AFTER_MS
+    limit.mean_call_s = 1000
+    assert limit.retry_after_ms() == MAX_RETRY_AFTER_MS
+    assert retry_after_ms([(RETRY_AFTER_KEY, "120")]) == 120 and retry_after_ms([]) is None
+    with pytest.raises(ValueError, match="--max-in-flight must be at least 1"):
+        InFlightLimit(0, "--max-in-flight")
