@@ -45,6 +45,11 @@ int32 = st.one_of(st.sampled_from([0, 1, -1, 8, 9, 1024, 1025, 2**31 - 1, -(2**3
 int64 = st.one_of(st.sampled_from([0, -1, 2**63 - 1, -(2**63)]), st.integers(-(2**63), 2**63 - 1))
 
 
+def mostly(usual, rare):
+    """`usual` about three times in four: enough valid requests reach the work behind the edge."""
+    return st.sampled_from([usual, usual, usual, rare]).flatmap(lambda chosen: chosen)
+
+
 def optional(strategy):
     return st.one_of(st.none(), strategy)
 
@@ -84,9 +89,12 @@ def nest(depth: int, leaf: object, kind: str) -> object:
     return value
 
 
-deep_values = st.builds(nest, st.integers(1, 120), json_scalars, st.sampled_from(["object", "array"]))
+# Past about 30 levels a context exceeds protobuf's nesting limit: the edge refuses the bytes (INVALID_ARGUMENT).
+deep_values = st.builds(
+    nest, mostly(st.integers(1, 30), st.integers(31, 120)), json_scalars, st.sampled_from(["object", "array"])
+)
 # A Struct number may be nan or inf (the wire allows any double), unlike a JSON number.
-struct_leaves = st.one_of(json_scalars, st.sampled_from([math.nan, math.inf, -math.inf]))
+struct_leaves = mostly(json_scalars, st.sampled_from([math.nan, math.inf, -math.inf]))
 struct_values = st.recursive(
     struct_leaves,
     lambda children: st.one_of(st.lists(children, max_size=6), st.dictionaries(text(12), children, max_size=6)),
@@ -114,7 +122,7 @@ contexts = st.builds(
     struct_number,
     st.dictionaries(
         st.one_of(st.sampled_from(CONTEXT_KEYS), text(12)),
-        st.one_of(struct_values, deep_values, big_lists),
+        st.one_of(mostly(json_values, struct_values), deep_values, big_lists),
         max_size=5,
     ),
 )
@@ -177,6 +185,8 @@ CEL_EXPENSIVE = [
     "'" + "x" * 2040 + "'",
     "1" * 2049,
 ]
+CEL_VALID = ["true", "size(text) > 0", "answer == 42", "ctx.l.all(x, x != null)", "text.contains('Final')",
+             "size(ctx.l) < 10 || ctx.budget > 0", "answer.ids.exists(i, i in ctx.ids)"]  # fmt: skip
 cel_expressions = st.one_of(cel_generated, st.sampled_from(CEL_EXPENSIVE), text(60))
 
 # --- JSON Schemas ---------------------------------------------------------------------------------------------
@@ -228,23 +238,27 @@ schema_texts = st.one_of(
     around(64 * 1024),
 )
 
+VALID_SCHEMA = json.dumps({"type": "object", "properties": {"ids": {"type": "array", "items": {"type": "integer"}}}})
+
 # --- constraints ----------------------------------------------------------------------------------------------
 
 RULE_PACKS = ["arithmetic", "ad_selection", "", "nope", "ARITHMETIC", "arithmetic\x00"]
 params = st.builds(
     struct_number,
-    st.dictionaries(st.sampled_from(["budget", "catalog", "x"]), st.one_of(struct_values, big_lists), max_size=3),
+    st.dictionaries(st.sampled_from(["budget", "catalog", "x"]), mostly(json_values, struct_values), max_size=3),
 )
 
 
 @st.composite
 def constraint(draw) -> tuple[dict, dict]:
     """A Constraint's fields and its params, set in place by `add_constraints` (see `contexts`)."""
-    kind = draw(st.sampled_from(["json_schema", "cel_expression", "rule_pack", None]))
+    kind = draw(mostly(st.sampled_from(["json_schema", "cel_expression", "rule_pack"]), st.none()))
     source = {
-        "json_schema": schema_texts,
-        "cel_expression": cel_expressions,
-        "rule_pack": st.one_of(st.sampled_from(RULE_PACKS), text(20)),
+        "json_schema": mostly(st.builds(json.dumps, schema_objects), schema_texts),
+        "cel_expression": mostly(st.one_of(cel_generated, st.sampled_from(CEL_VALID)), cel_expressions),
+        "rule_pack": mostly(
+            st.sampled_from(["arithmetic", "ad_selection"]), st.one_of(st.sampled_from(RULE_PACKS), text(20))
+        ),
         None: st.none(),
     }[kind]
     fields = {"id": draw(text(20)), "soft": draw(st.booleans()), "failure_message": draw(text(30))}
@@ -259,7 +273,7 @@ def add_constraints(request, drawn: list[tuple[dict, dict]]) -> None:
         added.params.update(parameters)
 
 
-constraints = st.lists(constraint(), max_size=4) | st.lists(constraint(), min_size=33, max_size=34)
+constraints = mostly(st.lists(constraint(), max_size=3), st.lists(constraint(), min_size=31, max_size=34))
 
 # --- drafts ---------------------------------------------------------------------------------------------------
 
@@ -289,7 +303,7 @@ draft_pieces = st.one_of(
     st.builds(lambda n: json.dumps({"a" * n + "!": 1}), st.integers(10, 40)),  # … and for patternProperties
     st.builds(lambda n: f"Final answer: {'9' * n}", st.integers(1, 5000)),
 )
-draft_texts = st.one_of(st.lists(draft_pieces, max_size=4).map("\n".join), around(1_000_000))
+draft_texts = mostly(st.lists(draft_pieces, max_size=4).map("\n".join), around(1_000_000))
 
 
 @st.composite
@@ -305,15 +319,17 @@ def draft(draw) -> common_pb2.Draft:
 
 # --- requests -------------------------------------------------------------------------------------------------
 
-output_schemas = st.one_of(st.just(""), schema_texts)
+output_schemas = mostly(st.sampled_from(["", VALID_SCHEMA]), schema_texts)
+prompts = mostly(st.text(characters, min_size=1, max_size=60).filter(str.strip), field_text(60, 8000))
+drafts = mostly(st.lists(draft(), min_size=1, max_size=4), st.lists(draft(), max_size=17))
 
 
 @st.composite
 def verify_drafts_requests(draw) -> verifier_service_pb2.VerifyDraftsRequest:
     request = verifier_service_pb2.VerifyDraftsRequest(
         request_id=draw(text(20)),
-        prompt=draw(field_text(60, 8000)),
-        drafts=draw(st.lists(draft(), max_size=4) | st.lists(draft(), min_size=16, max_size=17)),
+        prompt=draw(prompts),
+        drafts=draw(drafts),
         output_schema=draw(output_schemas),
     )
     add_constraints(request, draw(constraints))
@@ -332,7 +348,7 @@ def check_constraints_requests(draw) -> verifier_service_pb2.CheckConstraintsReq
 @st.composite
 def solve_requests(draw) -> scheduler_service_pb2.SolveRequest:
     request = scheduler_service_pb2.SolveRequest(
-        prompt=draw(field_text(60, 8000)),
+        prompt=draw(prompts),
         output_schema=draw(output_schemas),
         num_drafts=draw(int32),
         strategy_hints=draw(st.lists(field_text(20, 500), max_size=9)),

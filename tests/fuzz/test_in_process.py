@@ -4,6 +4,7 @@ Verifier's VerifyDrafts and CheckConstraints, the Scheduler's validation), and m
 
 from __future__ import annotations
 
+import json
 import math
 
 import grpc
@@ -14,6 +15,7 @@ from deliberate.scheduler.settings import SchedulerSettings
 from deliberate.scheduler.verdicts import effective_constraints
 from deliberate.verifier.server import VerifierServicer
 from deliberate.verifier.settings import VerifierSettings
+from deliberate_api.common.v1 import common_pb2
 from deliberate_api.verifier.v1 import verifier_service_pb2
 
 from .harness import Tally, call_in_process, check_outcome, fuzz_settings, run
@@ -23,8 +25,26 @@ VERIFIER = VerifierServicer(VerifierSettings())
 SCHEDULER = SchedulerServicer(SchedulerSettings(), pipeline=None)  # validation reaches no pipeline
 
 
+# Python's `re` backtracked exponentially on these (the Verifier hung for hours); patterns now run on a bounded engine.
+AAA = "a" * 40 + "!"
+NESTED_QUANTIFIER = {"type": "string", "pattern": "^(a+)+$"}
+ONLY_NESTED_QUANTIFIER_KEYS = {"patternProperties": {"^(a+)+$": {}}, "additionalProperties": False}
+
+
 @fuzz_settings(ci=120, full=4000)
 @given(request=verify_drafts_requests())
+@example(
+    request=verifier_service_pb2.VerifyDraftsRequest(
+        prompt="q", drafts=[common_pb2.Draft(text=json.dumps(AAA))], output_schema=json.dumps(NESTED_QUANTIFIER)
+    )
+)
+@example(
+    request=verifier_service_pb2.VerifyDraftsRequest(
+        prompt="q",
+        drafts=[common_pb2.Draft(text=json.dumps({AAA: 1}))],
+        constraints=[common_pb2.Constraint(json_schema=json.dumps(ONLY_NESTED_QUANTIFIER_KEYS))],
+    )
+)
 def test_verify_drafts(request):
     outcome = run(call_in_process(VERIFIER.VerifyDrafts, request))
     check_outcome(outcome, request)
