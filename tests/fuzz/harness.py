@@ -45,9 +45,9 @@ ALLOWED = {
 FIELD_PATH = re.compile(r"^([a-z_]+)(\[\d+\])?(\.[a-z_]+(\[\d+\])?)*: ")
 
 
-def fuzz_settings(*, ci: int, full: int) -> settings:
+def fuzz_settings(*, ci: int, full: int, **overrides) -> settings:
     """The active profile with this target's share of examples."""
-    return settings(settings.get_profile(PROFILE), max_examples=full if PROFILE == "full" else ci)
+    return settings(settings.get_profile(PROFILE), max_examples=full if PROFILE == "full" else ci, **overrides)
 
 
 @dataclass

@@ -56,12 +56,13 @@ def optional(strategy):
 
 @st.composite
 def sampling(draw) -> common_pb2.SamplingParams:
+    """Mostly within the documented ranges (core/limits.py SAMPLING), sometimes anything at all."""
     fields = {
-        "temperature": draw(optional(floats)),
-        "top_p": draw(optional(floats)),
-        "max_new_tokens": draw(optional(int32)),
-        "presence_penalty": draw(optional(floats)),
-        "frequency_penalty": draw(optional(floats)),
+        "temperature": draw(optional(mostly(st.floats(0.0, 2.0, width=32), floats))),
+        "top_p": draw(optional(mostly(st.floats(0.25, 1.0, width=32), floats))),
+        "max_new_tokens": draw(optional(mostly(st.integers(1, 1024), int32))),
+        "presence_penalty": draw(optional(mostly(st.floats(-2.0, 2.0, width=32), floats))),
+        "frequency_penalty": draw(optional(mostly(st.floats(-2.0, 2.0, width=32), floats))),
         "seed": draw(optional(int64)),
     }
     return common_pb2.SamplingParams(**{name: value for name, value in fields.items() if value is not None})
@@ -350,9 +351,9 @@ def solve_requests(draw) -> scheduler_service_pb2.SolveRequest:
     request = scheduler_service_pb2.SolveRequest(
         prompt=draw(prompts),
         output_schema=draw(output_schemas),
-        num_drafts=draw(int32),
-        strategy_hints=draw(st.lists(field_text(20, 500), max_size=9)),
-        request_id=draw(field_text(20, 128)),
+        num_drafts=draw(mostly(st.integers(0, 8), int32)),
+        strategy_hints=draw(mostly(st.lists(text(20), max_size=3), st.lists(field_text(20, 500), max_size=9))),
+        request_id=draw(mostly(text(20), around(128))),
         disable_thinking_trace=draw(st.booleans()),
         disable_consensus_prefix=draw(st.booleans()),
         disable_default_arithmetic=draw(st.booleans()),
