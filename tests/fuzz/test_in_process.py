@@ -31,8 +31,19 @@ NESTED_QUANTIFIER = {"type": "string", "pattern": "^(a+)+$"}
 ONLY_NESTED_QUANTIFIER_KEYS = {"patternProperties": {"^(a+)+$": {}}, "additionalProperties": False}
 
 
+# CEL's cost estimate ignored what `+` copies: this held the Verifier's event loop for ~28 s per draft.
+CONCATENATIONS = "size(" + " + ".join(["text"] * 290) + ") > 0"
+
+
 @fuzz_settings(ci=120, full=4000)
 @given(request=verify_drafts_requests())
+@example(
+    request=verifier_service_pb2.VerifyDraftsRequest(
+        prompt="q",
+        drafts=[common_pb2.Draft(text="Final answer: 1 " + "x" * 999_000)],
+        constraints=[common_pb2.Constraint(cel_expression=CONCATENATIONS)],
+    )
+)
 @example(
     request=verifier_service_pb2.VerifyDraftsRequest(
         prompt="q", drafts=[common_pb2.Draft(text=json.dumps(AAA))], output_schema=json.dumps(NESTED_QUANTIFIER)

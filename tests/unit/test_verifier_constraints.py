@@ -186,6 +186,16 @@ def test_cel_cost_estimate_grows_with_nesting_and_refuses_quadratic_blowups():
     assert verdict.outcomes[-1].message.startswith("blowup failed: estimated cost ")
 
 
+def test_cel_cost_counts_what_a_chain_of_concatenations_copies():
+    chain = "size(" + " + ".join(["text"] * 290) + ") > 0"
+    assert cel_cost(chain, largest=0, longest=100) < MAX_CEL_COST  # a short draft: cheap
+    assert cel_cost(chain, largest=0, longest=1_000_000) > MAX_CEL_COST  # the same over a 1 MB draft: refused
+    assert cel_cost("size(text + text) > 0", largest=0, longest=1_000_000) < MAX_CEL_COST
+    spec = ConstraintSpec(0, "cel_expression", chain, id="copies")
+    verdict = verify("Final answer: 1 " + "x" * 999_000, compile_rules("", [spec], {}).rules)
+    assert verdict.outcomes[-1].message.startswith("copies failed: estimated cost ")
+
+
 def test_constraints_that_read_only_the_text_keep_free_text_rules():
     text_only = compile_rules("", [ConstraintSpec(0, "cel_expression", "size(text) >= 20", id="long")], {})
     assert text_only.rule_ids == ["complete", "final_answer", "numeric_answer", "long", "explicit_final_line"]
