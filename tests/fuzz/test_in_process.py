@@ -25,23 +25,40 @@ VERIFIER = VerifierServicer(VerifierSettings())
 SCHEDULER = SchedulerServicer(SchedulerSettings(), pipeline=None)  # validation reaches no pipeline
 
 
+def with_context(request, context: dict, params: dict | None = None):
+    """`request` with a context (and first constraint params) set in place, as strategies.py does."""
+    request.context.update(context)
+    if params is not None:
+        request.constraints.add(rule_pack="arithmetic").params.update(params)
+    return request
+
+
 # Python's `re` backtracked exponentially on these (the Verifier hung for hours); patterns now run on a bounded engine.
 AAA = "a" * 40 + "!"
 NESTED_QUANTIFIER = {"type": "string", "pattern": "^(a+)+$"}
 ONLY_NESTED_QUANTIFIER_KEYS = {"patternProperties": {"^(a+)+$": {}}, "additionalProperties": False}
 
 
-# CEL's cost estimate ignored what `+` copies: this held the Verifier's event loop for ~28 s per draft.
+# CEL's cost estimate ignored what `+` and each read of a variable copy: these held the Verifier's event loop for
+# ~28 s and ~133 s per draft.
 CONCATENATIONS = "size(" + " + ".join(["text"] * 290) + ") > 0"
+READS_IN_LOOPS = "ctx.l.all(x, ctx.l.all(y, size(text) > 0))"
+LONG_DRAFT = common_pb2.Draft(text="Final answer: 1 " + "x" * 999_000)
 
 
 @fuzz_settings(ci=120, full=4000)
 @given(request=verify_drafts_requests())
 @example(
     request=verifier_service_pb2.VerifyDraftsRequest(
-        prompt="q",
-        drafts=[common_pb2.Draft(text="Final answer: 1 " + "x" * 999_000)],
-        constraints=[common_pb2.Constraint(cel_expression=CONCATENATIONS)],
+        prompt="q", drafts=[LONG_DRAFT], constraints=[common_pb2.Constraint(cel_expression=CONCATENATIONS)]
+    )
+)
+@example(
+    request=with_context(
+        verifier_service_pb2.VerifyDraftsRequest(
+            prompt="q", drafts=[LONG_DRAFT], constraints=[common_pb2.Constraint(cel_expression=READS_IN_LOOPS)]
+        ),
+        {"l": list(range(900))},
     )
 )
 @example(
@@ -60,14 +77,6 @@ def test_verify_drafts(request):
     outcome = run(call_in_process(VERIFIER.VerifyDrafts, request))
     check_outcome(outcome, request)
     Tally.add("Verifier.VerifyDrafts (in process)", outcome)
-
-
-def with_context(request, context: dict, params: dict | None = None):
-    """`request` with a context (and first constraint params) set in place, as strategies.py does."""
-    request.context.update(context)
-    if params is not None:
-        request.constraints.add(rule_pack="arithmetic").params.update(params)
-    return request
 
 
 @fuzz_settings(ci=80, full=3000)
