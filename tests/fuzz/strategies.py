@@ -21,6 +21,8 @@ ODD_CHARACTERS = "\x00\x07\x1b\x7f\u0085\u00a0\u200b\u200d\u202e\u2066\ufeff\uff
 )
 EDGE_TEXTS = ["", " ", "\t\n\r", "\u3000", "\u0301" * 64, "🧪" * 100, "\ud7ff\ue000", "a\x00b", "Final answer: 42"]
 
+SURROGATES = st.one_of(st.characters(categories=["Cs"]), st.sampled_from("a😀"))
+surrogate_texts = st.text(SURROGATES, max_size=3)
 characters = st.one_of(st.characters(exclude_categories=("Cs",)), st.sampled_from(ODD_CHARACTERS))
 
 
@@ -300,6 +302,10 @@ draft_pieces = st.one_of(
     st.builds(json.dumps, deep_values),
     st.sampled_from(["[" * 100_000, "{" * 50_000, '{"a": NaN}', '{"a": 1e999}', "```json\n{\n```", "null"]),
     st.builds(lambda n: json.dumps({"ids": [1] * n}), st.sampled_from([0, 5, 5000])),
+    # JSON escapes of half a surrogate pair ("\ud83d"): valid JSON, but no valid text.
+    st.builds(
+        json.dumps, st.dictionaries(st.text(SURROGATES, max_size=3), st.text(SURROGATES, max_size=3), max_size=2)
+    ),
     st.builds(lambda n: json.dumps("a" * n + "!"), st.integers(10, 40)),  # food for `^(a+)+$`
     st.builds(lambda n: json.dumps({"a" * n + "!": 1}), st.integers(10, 40)),  # … and for patternProperties
     st.builds(lambda n: f"Final answer: {'9' * n}", st.integers(1, 5000)),

@@ -48,6 +48,19 @@ LONG_DRAFT = common_pb2.Draft(text="Final answer: 1 " + "x" * 999_000)
 
 @fuzz_settings(ci=120, full=4000)
 @given(request=verify_drafts_requests())
+# Half a surrogate pair escaped in the draft's JSON reached protobuf and CEL as a lone surrogate (UNKNOWN).
+@example(
+    request=verifier_service_pb2.VerifyDraftsRequest(
+        prompt="q", drafts=[common_pb2.Draft(text='{"a": "\\ud83d"}')], output_schema='{"type": "object"}'
+    )
+)
+@example(
+    request=verifier_service_pb2.VerifyDraftsRequest(
+        prompt="q",
+        drafts=[common_pb2.Draft(text='{"ids": "\\udfff"}')],
+        constraints=[common_pb2.Constraint(cel_expression="answer.ids == 1")],
+    )
+)
 @example(
     request=verifier_service_pb2.VerifyDraftsRequest(
         prompt="q", drafts=[LONG_DRAFT], constraints=[common_pb2.Constraint(cel_expression=CONCATENATIONS)]
