@@ -222,7 +222,18 @@ SCHEMA_TEXTS = [
     json.dumps({"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}),
     json.dumps({"$ref": "#"}),
     json.dumps({"$ref": "http://example.com/remote.json"}),
-    json.dumps({"$schema": "http://json-schema.org/draft-04/schema#", "type": "object"}),
+    *(
+        json.dumps(
+            {"$schema": draft, "properties": {"a": {"type": "string", "format": "ip-address", "pattern": "^(a+)+$"}}}
+        )
+        for draft in [
+            "http://json-schema.org/draft-03/schema#",
+            "http://json-schema.org/draft-04/schema#",
+            "http://json-schema.org/draft-06/schema#",
+            "http://json-schema.org/draft-07/schema#",
+            "https://json-schema.org/draft/2019-09/schema",
+        ]
+    ),
     json.dumps({"$schema": "bogus"}),
     json.dumps(nest(300, {}, "object")).replace('"a"', '"not"'),
     "[" * 10000,

@@ -36,6 +36,7 @@ def with_context(request, context: dict, params: dict | None = None):
 # Python's `re` backtracked exponentially on these (the Verifier hung for hours); patterns now run on a bounded engine.
 AAA = "a" * 40 + "!"
 NESTED_QUANTIFIER = {"type": "string", "pattern": "^(a+)+$"}
+DRAFT_03 = "http://json-schema.org/draft-03/schema#"
 ONLY_NESTED_QUANTIFIER_KEYS = {"patternProperties": {"^(a+)+$": {}}, "additionalProperties": False}
 
 
@@ -48,6 +49,16 @@ LONG_DRAFT = common_pb2.Draft(text="Final answer: 1 " + "x" * 999_000)
 
 @fuzz_settings(ci=120, full=4000)
 @given(request=verify_drafts_requests())
+# Checking a draft-03 schema looked its formats up among the latest draft's (KeyError, UNKNOWN).
+@example(
+    request=verifier_service_pb2.VerifyDraftsRequest(
+        prompt="q",
+        drafts=[common_pb2.Draft(text='{"a": "' + AAA + '"}')],
+        output_schema=json.dumps(
+            {"$schema": "http://json-schema.org/draft-03/schema#", "properties": {"a": NESTED_QUANTIFIER}}
+        ),
+    )
+)
 # Half a surrogate pair escaped in the draft's JSON reached protobuf and CEL as a lone surrogate (UNKNOWN).
 @example(
     request=verifier_service_pb2.VerifyDraftsRequest(

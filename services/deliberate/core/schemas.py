@@ -100,7 +100,8 @@ for _module in (_keywords, _legacy_keywords, _utils):
 def schema_format_checker(validator_class: type[validators.Validator]) -> FormatChecker:
     """The draft's own format checker, whose "regex" (what `pattern` values must be) is what `bounded_regex`
     compiles."""
-    checker = FormatChecker(validator_class.FORMAT_CHECKER.checkers)
+    checker = FormatChecker(())  # FormatChecker(formats) would look them up among the latest draft's only
+    checker.checkers = dict(validator_class.FORMAT_CHECKER.checkers)
     checker.checks("regex", raises=ValueError)(lambda value: not isinstance(value, str) or bounded_regex(value))
     return checker
 
