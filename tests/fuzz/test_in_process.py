@@ -107,6 +107,8 @@ def test_verify_drafts(request):
 @given(request=check_constraints_requests())
 # Struct numbers that JSON cannot hold escaped struct_to_dict as ValueError (UNKNOWN); now refused at the edge.
 @example(request=with_context(verifier_service_pb2.CheckConstraintsRequest(), {"budget": math.nan}))
+# An output schema nested past the JSON decoder's recursion limit escaped json.loads as RecursionError (UNKNOWN).
+@example(request=verifier_service_pb2.CheckConstraintsRequest(output_schema="[" * 10_000))
 @example(request=with_context(verifier_service_pb2.CheckConstraintsRequest(), {}, {"x": [{"y": -math.inf}]}))
 def test_check_constraints(request):
     outcome = run(call_in_process(VERIFIER.CheckConstraints, request))

@@ -92,8 +92,8 @@ def compile_rules(
     output_schema = None
     if output_schema_text.strip():
         try:
+            validator = compiled_validator(output_schema_text)  # first: it refuses JSON nested too deeply to load
             output_schema = json.loads(output_schema_text)
-            validator = compiled_validator(output_schema_text)
         except ValueError as error:
             raise ConstraintError("output_schema", str(error)) from None
 
