@@ -8,6 +8,8 @@ import json
 import pytest
 
 from deliberate.verifier.constraints import (
+    CHARS_PER_STEP,
+    ITEMS_PER_STEP,
     MAX_CEL_COST,
     ConstraintError,
     ConstraintSpec,
@@ -184,6 +186,26 @@ def test_cel_cost_estimate_grows_with_nesting_and_refuses_quadratic_blowups():
     context = {"a": list(range(2000))}
     verdict = verify("Final answer: 1", compile_rules("", [spec], context).rules, context=context)
     assert verdict.outcomes[-1].message.startswith("blowup failed: estimated cost ")
+
+
+def test_cel_cost_counts_what_a_chain_of_concatenations_copies():
+    chain = "size(" + " + ".join(["text"] * 290) + ") > 0"
+    short, long = {"text": 100 // CHARS_PER_STEP}, {"text": 1_000_000 // CHARS_PER_STEP}
+    assert cel_cost(chain, 0, short) < MAX_CEL_COST  # a short draft: cheap
+    assert cel_cost(chain, 0, long) > MAX_CEL_COST  # the same over a 1 MB draft: refused
+    assert cel_cost("size(text + text) > 0", 0, long) < MAX_CEL_COST
+    spec = ConstraintSpec(0, "cel_expression", chain, id="copies")
+    verdict = verify("Final answer: 1 " + "x" * 999_000, compile_rules("", [spec], {}).rules)
+    assert verdict.outcomes[-1].message.startswith("copies failed: estimated cost ")
+
+
+def test_cel_cost_counts_what_each_read_of_a_variable_in_a_loop_copies():
+    reads_draft = "ctx.l.all(x, ctx.l.all(y, size(text) > 0))"
+    items = {"ctx": 900 // ITEMS_PER_STEP}
+    assert cel_cost(reads_draft, 900, items | {"text": 100 // CHARS_PER_STEP}) < MAX_CEL_COST
+    assert cel_cost(reads_draft, 900, items | {"text": 1_000_000 // CHARS_PER_STEP}) > MAX_CEL_COST  # ran 133 s
+    read_once = {"ctx": 5000 // ITEMS_PER_STEP, "text": 1_000_000 // CHARS_PER_STEP}
+    assert cel_cost("ctx.l.all(x, x > 0)", 5000, read_once) < MAX_CEL_COST  # the list is read once
 
 
 def test_constraints_that_read_only_the_text_keep_free_text_rules():

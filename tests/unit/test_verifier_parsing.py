@@ -205,6 +205,8 @@ def test_extract_json_repairs_curly_quotes(value):
         ("```\n[1, 2]\n```", [1, 2], ()),
         ('```python\nx = {1: 2}\n```\n```json\n{"a": 1}\n```', {"a": 1}, ()),
         ('```json\n{"a": [1, 2', {"a": [1, 2]}, ("unclosed brackets",)),  # cut off mid-block
+        ('{"a": "\\ud83d\\ude00"}', {"a": "😀"}, ()),  # a whole pair is one character
+        ('{"a": "\\ud83d!", "\\udfff": 1}', {"a": "\ufffd!", "\ufffd": 1}, ("unpaired surrogate escapes",)),
     ],
 )
 def test_parse_json_examples(text, expected, repairs):

@@ -14,6 +14,7 @@ right after these.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -121,7 +122,46 @@ class Bytes:
         return f"at most {describe_bound(self.max_bytes, settings_model)} bytes serialized{flags(self.max_bytes)}"
 
 
-Rule = Text | Range | Count | Bytes
+@dataclass(frozen=True)
+class JsonObject:
+    """A google.protobuf.Struct: at most `max_bytes` serialized (when given), and every number finite. The wire
+    carries any double, but JSON, CEL and the rule packs reading the object have no NaN or Infinity."""
+
+    max_bytes: Bound | None = None
+
+    def check(self, path: str, value: Message, settings: BaseModel) -> None:
+        if self.max_bytes is not None:
+            Bytes(self.max_bytes).check(path, value, settings)
+        found = non_finite_number(value)
+        if found is not None:
+            where, number = found
+            raise InvalidArgument(path, f"holds {number} at {where}; numbers must be finite")
+
+    def describe(self, settings_model: type[BaseModel]) -> str:
+        finite = "finite numbers"
+        return finite if self.max_bytes is None else f"{Bytes(self.max_bytes).describe(settings_model)}, {finite}"
+
+
+def non_finite_number(struct: Message) -> tuple[str, float] | None:
+    """(JSON path, number) of the first NaN or infinity in a Struct, None when there is none; iterative, so
+    nesting as deep as the wire allows costs no stack."""
+    stack: list[tuple[str, Message]] = [("$", struct)]
+    while stack:
+        where, message = stack.pop()
+        if message.DESCRIPTOR.name == "Struct":
+            stack.extend((f"{where}.{key}", value) for key, value in message.fields.items())
+        elif message.DESCRIPTOR.name == "ListValue":
+            stack.extend((f"{where}[{i}]", value) for i, value in enumerate(message.values))
+        else:  # a Value
+            kind = message.WhichOneof("kind")
+            if kind == "number_value" and not math.isfinite(message.number_value):
+                return where, message.number_value
+            if kind in ("struct_value", "list_value"):
+                stack.append((where, getattr(message, kind)))
+    return None
+
+
+Rule = Text | Range | Count | Bytes | JsonObject
 
 
 def nested(prefix: str, limits: dict[str, Rule]) -> dict[str, Rule]:
@@ -195,7 +235,8 @@ MAX_CONTEXT_BYTES = 1024 * 1024
 CONSTRAINTS: dict[str, Rule] = {
     "constraints": Count(0, MAX_CONSTRAINTS),
     "constraints[].cel_expression": Text(MAX_CEL_CHARS),
-    "context": Bytes(MAX_CONTEXT_BYTES),
+    "constraints[].params": JsonObject(),
+    "context": JsonObject(MAX_CONTEXT_BYTES),
 }
 
 # deliberate.common.v1.SamplingParams, wherever a request carries one.

@@ -2,16 +2,25 @@
 
 Validation has a fast path: jsonschema-rs (Rust, ~1 µs) decides valid or not; only a failing value goes
 through the Python `jsonschema` validator (~60 µs) for its precise, path-naming error message.
+
+Regular expressions (`pattern`, `patternProperties`, and the property names `additionalProperties` and
+`unevaluatedProperties` compare with them) run on jsonschema-rs's engine in both validators, never on Python's `re`:
+`re` backtracks exponentially, so `^(a+)+$` against a 40-character "aaaa…!" in a draft would hold the Verifier for
+hours. That engine is Rust's `regex` (linear in the text), or fancy-regex with a backtracking limit for
+look-arounds and back-references. A pattern it cannot compile is not a "regex" to the metaschema check, so the
+request is refused. Both validators thus read a pattern the same way, as ECMA-262-like Rust syntax (`\\p{L}` works,
+Python-only syntax such as `(?P=name)` does not).
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import re
 from dataclasses import dataclass
 
 import jsonschema_rs
-from jsonschema import Draft202012Validator, exceptions, validators
+from jsonschema import Draft202012Validator, FormatChecker, _keywords, _legacy_keywords, _utils, exceptions, validators
 
 MAX_SCHEMA_CHARS = 64 * 1024
 MAX_DETAIL_CHARS = 200
@@ -53,7 +62,7 @@ def compiled_validator(schema_text: str) -> CompiledSchema:
         raise ValueError(f"must be a JSON object, got {type(schema).__name__}")
     validator_class = validators.validator_for(schema, default=Draft202012Validator)
     try:
-        validator_class.check_schema(schema)
+        validator_class.check_schema(schema, format_checker=schema_format_checker(validator_class))
     except exceptions.SchemaError as exc:
         raise ValueError(f"is invalid at {exc.json_path}: {shorten(exc.message, MAX_DETAIL_CHARS)}") from None
     except RecursionError:
@@ -63,6 +72,38 @@ def compiled_validator(schema_text: str) -> CompiledSchema:
     except Exception:  # e.g. a format or dialect only the reference implementation knows
         fast = None
     return CompiledSchema(validator_class(schema), fast)
+
+
+@functools.lru_cache(maxsize=1024)
+def bounded_regex(pattern: str):
+    """`pattern` compiled by jsonschema-rs (see the module docstring); ValueError when it cannot be."""
+    return jsonschema_rs.validator_for({"pattern": pattern})
+
+
+class BoundedRe:
+    """Stands in for the `re` module in jsonschema's keyword modules, whose only use of it is
+    `re.search(pattern, text)` (jsonschema 4.x): the search runs on `bounded_regex`."""
+
+    @staticmethod
+    def search(pattern: str, text: str) -> bool:
+        return bounded_regex(pattern).is_valid(text)
+
+    def __getattr__(self, name: str):  # whatever else a later jsonschema reads there: the real module
+        return getattr(re, name)
+
+
+for _module in (_keywords, _legacy_keywords, _utils):
+    _module.re = BoundedRe()
+
+
+@functools.cache
+def schema_format_checker(validator_class: type[validators.Validator]) -> FormatChecker:
+    """The draft's own format checker, whose "regex" (what `pattern` values must be) is what `bounded_regex`
+    compiles."""
+    checker = FormatChecker(())  # FormatChecker(formats) would look them up among the latest draft's only
+    checker.checkers = dict(validator_class.FORMAT_CHECKER.checkers)
+    checker.checks("regex", raises=ValueError)(lambda value: not isinstance(value, str) or bounded_regex(value))
+    return checker
 
 
 def shorten(text: str, limit: int) -> str:

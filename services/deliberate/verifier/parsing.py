@@ -227,6 +227,8 @@ _TRAILING_COMMA = re.compile(r",\s*[}\]]")
 _UNQUOTED_KEY = re.compile(r"[{,]\s*[A-Za-z_$][\w$-]*\s*:")
 # Only the characters that change the bracket scanner's state; everything else is skipped in C.
 _SCANNER_TOKEN = re.compile(r'[\[\]{}"\\]')
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _CLOSING = {"{": "}", "[": "]"}
 _JSON_FENCE_LABELS = ("json", "jsonc", "json5")
 
@@ -265,7 +267,26 @@ def parse_json(text: str) -> JsonParse:
     span, error = _first_json_span(block if block is not None else text)
     if span is None:
         return JsonParse(None, error)
-    return _parse_span(span)
+    parsed = _parse_span(span)
+    if parsed.value is None or not _ESCAPED_SURROGATE.search(span.text):
+        return parsed
+    value = _replace_lone_surrogates(parsed.value)
+    if value == parsed.value:  # only whole pairs, which decode to one character
+        return parsed
+    return JsonParse(value, None, (*parsed.repairs, "unpaired surrogate escapes"))
+
+
+def _replace_lone_surrogates(value: object) -> object:
+    """JSON may escape half of a surrogate pair (`"\\ud83d"`: an emoji cut in two). No text holds one, and
+    nothing downstream accepts it (protobuf, CEL, the answer sent back), so each becomes U+FFFD, as a lenient
+    UTF-16 decoder does. Recursion is bounded: the span's nesting was checked (`MAX_JSON_DEPTH`)."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_replace_lone_surrogates(item) for item in value]
+    if isinstance(value, dict):
+        return {_replace_lone_surrogates(key): _replace_lone_surrogates(item) for key, item in value.items()}
+    return value
 
 
 def _fenced_json_block(text: str) -> str | None:

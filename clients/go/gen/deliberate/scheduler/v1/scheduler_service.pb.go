@@ -146,10 +146,10 @@ type SolveRequest struct {
 	// Optional JSON Schema (as JSON text) the structured answer must satisfy.
 	OutputSchema string `protobuf:"bytes,2,opt,name=output_schema,json=outputSchema,proto3" json:"output_schema,omitempty"`
 	// Hard and soft constraints checked by the Verifier.
-	// Limits: at most 32 items; each .cel_expression at most 2048 characters.
+	// Limits: at most 32 items; each .cel_expression at most 2048 characters; each .params finite numbers.
 	Constraints []*v1.Constraint `protobuf:"bytes,3,rep,name=constraints,proto3" json:"constraints,omitempty"`
 	// JSON object the constraints may read.
-	// Limits: at most 1048576 bytes serialized.
+	// Limits: at most 1048576 bytes serialized, finite numbers.
 	Context *structpb.Struct `protobuf:"bytes,4,opt,name=context,proto3" json:"context,omitempty"`
 	// Number of drafts; 0 lets the Scheduler choose.
 	// Limits: in [0, 8] (--max-drafts).

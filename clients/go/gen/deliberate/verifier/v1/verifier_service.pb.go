@@ -35,10 +35,10 @@ type VerifyDraftsRequest struct {
 	Drafts []*v1.Draft `protobuf:"bytes,3,rep,name=drafts,proto3" json:"drafts,omitempty"`
 	// JSON Schema (as JSON text) for the structured answer; empty for free text.
 	OutputSchema string `protobuf:"bytes,4,opt,name=output_schema,json=outputSchema,proto3" json:"output_schema,omitempty"`
-	// Limits: at most 32 items; each .cel_expression at most 2048 characters.
+	// Limits: at most 32 items; each .cel_expression at most 2048 characters; each .params finite numbers.
 	Constraints []*v1.Constraint `protobuf:"bytes,5,rep,name=constraints,proto3" json:"constraints,omitempty"`
 	// Data the constraints may read, e.g. a catalog or a pool of ids.
-	// Limits: at most 1048576 bytes serialized.
+	// Limits: at most 1048576 bytes serialized, finite numbers.
 	Context *structpb.Struct `protobuf:"bytes,6,opt,name=context,proto3" json:"context,omitempty"`
 }
 
@@ -170,9 +170,9 @@ type CheckConstraintsRequest struct {
 	unknownFields protoimpl.UnknownFields
 
 	OutputSchema string `protobuf:"bytes,1,opt,name=output_schema,json=outputSchema,proto3" json:"output_schema,omitempty"`
-	// Limits: at most 32 items; each .cel_expression at most 2048 characters.
+	// Limits: at most 32 items; each .cel_expression at most 2048 characters; each .params finite numbers.
 	Constraints []*v1.Constraint `protobuf:"bytes,2,rep,name=constraints,proto3" json:"constraints,omitempty"`
-	// Limits: at most 1048576 bytes serialized.
+	// Limits: at most 1048576 bytes serialized, finite numbers.
 	Context *structpb.Struct `protobuf:"bytes,3,opt,name=context,proto3" json:"context,omitempty"`
 }
 

@@ -37,7 +37,7 @@ export type SolveRequest = Message<"deliberate.scheduler.v1.SolveRequest"> & {
 
   /**
    * Hard and soft constraints checked by the Verifier.
-   * Limits: at most 32 items; each .cel_expression at most 2048 characters.
+   * Limits: at most 32 items; each .cel_expression at most 2048 characters; each .params finite numbers.
    *
    * @generated from field: repeated deliberate.common.v1.Constraint constraints = 3;
    */
@@ -45,7 +45,7 @@ export type SolveRequest = Message<"deliberate.scheduler.v1.SolveRequest"> & {
 
   /**
    * JSON object the constraints may read.
-   * Limits: at most 1048576 bytes serialized.
+   * Limits: at most 1048576 bytes serialized, finite numbers.
    *
    * @generated from field: google.protobuf.Struct context = 4;
    */

@@ -47,7 +47,7 @@ export type VerifyDraftsRequest = Message<"deliberate.verifier.v1.VerifyDraftsRe
   outputSchema: string;
 
   /**
-   * Limits: at most 32 items; each .cel_expression at most 2048 characters.
+   * Limits: at most 32 items; each .cel_expression at most 2048 characters; each .params finite numbers.
    *
    * @generated from field: repeated deliberate.common.v1.Constraint constraints = 5;
    */
@@ -55,7 +55,7 @@ export type VerifyDraftsRequest = Message<"deliberate.verifier.v1.VerifyDraftsRe
 
   /**
    * Data the constraints may read, e.g. a catalog or a pool of ids.
-   * Limits: at most 1048576 bytes serialized.
+   * Limits: at most 1048576 bytes serialized, finite numbers.
    *
    * @generated from field: google.protobuf.Struct context = 6;
    */
@@ -98,14 +98,14 @@ export type CheckConstraintsRequest = Message<"deliberate.verifier.v1.CheckConst
   outputSchema: string;
 
   /**
-   * Limits: at most 32 items; each .cel_expression at most 2048 characters.
+   * Limits: at most 32 items; each .cel_expression at most 2048 characters; each .params finite numbers.
    *
    * @generated from field: repeated deliberate.common.v1.Constraint constraints = 2;
    */
   constraints: Constraint[];
 
   /**
-   * Limits: at most 1048576 bytes serialized.
+   * Limits: at most 1048576 bytes serialized, finite numbers.
    *
    * @generated from field: google.protobuf.Struct context = 3;
    */
