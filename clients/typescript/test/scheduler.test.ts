@@ -105,7 +105,11 @@ describe("SchedulerService through the TypeScript client", { skip: SKIP }, () =>
     const decided = verdicts.map((event) => (event.case === "draftSelected" || event.case === "draftDiscarded" ? event.value.draftId : ""));
     assert.deepEqual(new Set(decided), new Set(generated.keys()), "every draft is selected or discarded, once");
     assert.equal(decided.length, generated.size);
-    const selected = verdicts.flatMap((event) => (event.case === "draftSelected" ? [event.value.draftId] : []));
+    // Decisions stream in draft order; each selected one carries its rank (0 = best), the order of selectedDraftIds.
+    const selected = verdicts
+      .flatMap((event) => (event.case === "draftSelected" ? [event.value] : []))
+      .sort((a, b) => a.rank - b.rank)
+      .map((choice) => choice.draftId);
     assert.deepEqual(selected, final.value.selectedDraftIds);
     assert.ok(kinds.slice(firstChunk, -1).every((kind) => kind === "refineChunk"), `${kinds}`);
 
