@@ -104,6 +104,24 @@ class EngineError(RuntimeError):
         self.status = status
 
 
+def serialized(on_event: EventSink) -> EventSink:
+    """`on_event` behind a lock: an engine that emits from several threads still hands the sink one event at a
+    time, as the single-threaded engines do."""
+    lock = threading.Lock()
+
+    def emit(event: GenerationEvent) -> None:
+        with lock:
+            on_event(event)
+
+    return emit
+
+
+def error_message(error: object) -> str:
+    """The message of an OpenAI-style error object (`{"message": …}`, as llama.cpp and OpenAI servers send), or
+    the error as text."""
+    return error.get("message", str(error)) if isinstance(error, dict) else str(error)
+
+
 @dataclass(frozen=True)
 class EngineCapabilities:
     seed_per_sequence: bool = False

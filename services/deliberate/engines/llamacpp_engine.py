@@ -29,8 +29,10 @@ from .base import (
     SamplingParams,
     TextDelta,
     cpu_count,
+    error_message,
     sequence_cancelled,
     sequence_seeds,
+    serialized,
 )
 from .models import gguf_file
 
@@ -109,7 +111,7 @@ class LlamaCppEngine(Engine):
             return []
         started = time.perf_counter()
         seeds = sequence_seeds(params, len(prompts))
-        on_event = _serialized(on_event)  # the sink sees one event at a time, as with the other engines
+        on_event = serialized(on_event)  # the sink sees one event at a time, as with the other engines
         sequences = [_Sequence(index, prompt, seeds[index], started) for index, prompt in enumerate(prompts)]
         with ThreadPoolExecutor(len(prompts), thread_name_prefix="llamacpp") as pool:
             completions = list(
@@ -162,7 +164,7 @@ class LlamaCppEngine(Engine):
         else:
             result = self._server.handle_completions(request, on_chunk)
             if isinstance(result, dict) and "error" in result:  # e.g. a prompt longer than a slot's context
-                raise EngineError(_error_message(result["error"]))
+                raise EngineError(error_message(result["error"]))
         if sequence.error is not None:
             raise EngineError(sequence.error)
         completion = sequence.completion(time.perf_counter() - sequence.started)
@@ -189,7 +191,7 @@ class _Sequence:
 
     def read(self, chunk: dict) -> None:
         if "error" in chunk:
-            self.error = _error_message(chunk["error"])
+            self.error = error_message(chunk["error"])
             return
         for choice in chunk.get("choices") or ():
             if piece := choice.get("text"):
@@ -234,17 +236,3 @@ def _render_template_once(server) -> tuple[str, str, str]:
     if not (found_system and found_user):
         raise EngineError(f"could not read the model's chat template (llama.cpp answered {str(response)[:200]!r})")
     return before, between, after
-
-
-def _serialized(on_event: EventSink) -> EventSink:
-    lock = threading.Lock()
-
-    def emit(event) -> None:
-        with lock:
-            on_event(event)
-
-    return emit
-
-
-def _error_message(error) -> str:
-    return error.get("message", str(error)) if isinstance(error, dict) else str(error)

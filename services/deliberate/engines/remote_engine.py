@@ -39,8 +39,10 @@ from .base import (
     FinishReason,
     SamplingParams,
     TextDelta,
+    error_message,
     sequence_cancelled,
     sequence_seeds,
+    serialized,
 )
 
 log = logging.getLogger("deliberate.engine")
@@ -140,11 +142,7 @@ class RemoteEngine(Engine):
         started = time.perf_counter()
         streams = [_Stream(index, started) for index in range(len(prompts))]
         failed = threading.Event()  # one sequence failed: the others stop and the call raises its error
-        lock = threading.Lock()
-
-        def emit(event) -> None:  # the sink sees one event at a time, as with the other engines
-            with lock:
-                on_event(event)
+        emit = serialized(on_event)  # the sink sees one event at a time, as with the other engines
 
         def run(stream: _Stream) -> None:
             body = self._body(prompts[stream.index], params, seeds[stream.index], output_schema)
@@ -308,7 +306,7 @@ def http_error(url: str, model: str, status: int, text: str) -> EngineError:
     """The EngineError for an HTTP error answer, with the server's own message."""
     try:
         error = json.loads(text).get("error", text)
-        message = error.get("message", str(error)) if isinstance(error, dict) else str(error)
+        message = error_message(error)
     except (ValueError, AttributeError):
         message = text
     no_model = f"has no model {model!r} (or no OpenAI API)" if model else "has no OpenAI API"
