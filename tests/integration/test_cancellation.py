@@ -13,6 +13,7 @@ from datetime import datetime
 
 import pytest
 
+from deliberate_api.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
 from deliberate_client.client import DeliberateClient, build_request
 
 pytestmark = pytest.mark.model
@@ -77,7 +78,12 @@ def test_cancelling_a_unary_solve_stops_drafting_too(stack):
     )  # fmt: skip
     with DeliberateClient(stack.address) as client:
         call = client.stub.Solve.future(request, timeout=240)
-        time.sleep(4.0)  # validation, then the drafter decodes its 400 tokens
+        # Cancelled once the drafter decodes (a fixed wait lets a quiet machine finish the whole solve first).
+        drafter = drafter_service_pb2_grpc.DrafterServiceStub(stack.channel("drafter"))
+        deadline = time.monotonic() + 60
+        while drafter.GetLoad(drafter_service_pb2.GetLoadRequest(), timeout=10).busy_sequences == 0:
+            assert time.monotonic() < deadline and not call.done(), "the drafter never started decoding"
+            time.sleep(0.05)
         cancelled_at = time.time()
         assert call.cancel()
     aborted = abort_of(stack, "drafter", request_id)
