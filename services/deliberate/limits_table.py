@@ -12,7 +12,7 @@ from .core.limits import MessageLimits
 from .drafter.limits import GENERATE_DRAFTS
 from .refiner.limits import REFINE
 from .scheduler.limits import SOLVE
-from .verifier.limits import CHECK_CONSTRAINTS, VERIFY_DRAFTS
+from .verifier.limits import CHECK_CONSTRAINTS, VERIFY_DRAFTS, VERIFY_STREAM_START
 
 ROOT = Path(__file__).resolve().parents[2]
 PROTOS = ROOT / "protos"
@@ -21,6 +21,7 @@ LIMITS = [
     ("scheduler", SOLVE),
     ("drafter", GENERATE_DRAFTS),
     ("verifier", VERIFY_DRAFTS),
+    ("verifier", VERIFY_STREAM_START),
     ("verifier", CHECK_CONSTRAINTS),
     ("refiner", REFINE),
 ]

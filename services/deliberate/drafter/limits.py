@@ -7,6 +7,9 @@ from deliberate_api.drafter.v1 import drafter_service_pb2
 from ..core.limits import SAMPLING, Count, MessageLimits, Range, Setting, Text, nested
 from .settings import DrafterSettings
 
+# A replacement draft continues a round's numbering; a round never starts more than this many drafts.
+MAX_FIRST_INDEX = 64
+
 GENERATE_DRAFTS = MessageLimits(
     drafter_service_pb2.GenerateDraftsRequest,
     DrafterSettings,
@@ -16,6 +19,7 @@ GENERATE_DRAFTS = MessageLimits(
         "strategies": Count(0, Setting("max_drafts")),
         "strategies[]": Text(Setting("max_hint_chars")),
         "feedback": Text(Setting("max_prompt_chars")),
+        "first_index": Range(0, MAX_FIRST_INDEX),
         **nested("sampling", SAMPLING),
     },
 )

@@ -17,6 +17,7 @@ SOLVE = MessageLimits(
     {
         "prompt": Text(Setting("max_prompt_chars"), required=True),
         "num_drafts": Range(0, Setting("max_drafts")),
+        "quorum": Range(0, Setting("max_drafts")),
         "strategy_hints": Count(0, Setting("max_drafts")),
         "strategy_hints[]": Text(Setting("max_hint_chars")),
         "request_id": Text(MAX_REQUEST_ID_CHARS),

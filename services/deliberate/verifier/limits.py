@@ -22,4 +22,11 @@ VERIFY_DRAFTS = MessageLimits(
     },
 )
 
+# The first message of VerifyStream; the text of each draft is bounded as it grows (--max-draft-chars).
+VERIFY_STREAM_START = MessageLimits(
+    verifier_service_pb2.VerifyStreamStart,
+    VerifierSettings,
+    {"prompt": Text(Setting("max_prompt_chars"), required=True), **CONSTRAINTS},
+)
+
 CHECK_CONSTRAINTS = MessageLimits(verifier_service_pb2.CheckConstraintsRequest, VerifierSettings, CONSTRAINTS)

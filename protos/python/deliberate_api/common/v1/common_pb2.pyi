@@ -83,7 +83,7 @@ class Draft(_message.Message):
     def __init__(self, id: _Optional[str] = ..., index: _Optional[int] = ..., strategy: _Optional[str] = ..., text: _Optional[str] = ..., usage: _Optional[_Union[TokenUsage, _Mapping]] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ..., generation_latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class RuleResult(_message.Message):
-    __slots__ = ("rule_id", "passed", "message", "hard", "duration", "abstained", "substantive")
+    __slots__ = ("rule_id", "passed", "message", "hard", "duration", "abstained", "substantive", "failed_at")
     RULE_ID_FIELD_NUMBER: _ClassVar[int]
     PASSED_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -91,6 +91,7 @@ class RuleResult(_message.Message):
     DURATION_FIELD_NUMBER: _ClassVar[int]
     ABSTAINED_FIELD_NUMBER: _ClassVar[int]
     SUBSTANTIVE_FIELD_NUMBER: _ClassVar[int]
+    FAILED_AT_FIELD_NUMBER: _ClassVar[int]
     rule_id: str
     passed: bool
     message: str
@@ -98,7 +99,18 @@ class RuleResult(_message.Message):
     duration: _duration_pb2.Duration
     abstained: bool
     substantive: bool
-    def __init__(self, rule_id: _Optional[str] = ..., passed: _Optional[bool] = ..., message: _Optional[str] = ..., hard: _Optional[bool] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., abstained: _Optional[bool] = ..., substantive: _Optional[bool] = ...) -> None: ...
+    failed_at: DraftPosition
+    def __init__(self, rule_id: _Optional[str] = ..., passed: _Optional[bool] = ..., message: _Optional[str] = ..., hard: _Optional[bool] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., abstained: _Optional[bool] = ..., substantive: _Optional[bool] = ..., failed_at: _Optional[_Union[DraftPosition, _Mapping]] = ...) -> None: ...
+
+class DraftPosition(_message.Message):
+    __slots__ = ("chars", "tokens", "line")
+    CHARS_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    LINE_FIELD_NUMBER: _ClassVar[int]
+    chars: int
+    tokens: int
+    line: int
+    def __init__(self, chars: _Optional[int] = ..., tokens: _Optional[int] = ..., line: _Optional[int] = ...) -> None: ...
 
 class JudgeVerdict(_message.Message):
     __slots__ = ("valid", "score", "error", "latency", "hard")

@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class GenerateDraftsRequest(_message.Message):
-    __slots__ = ("request_id", "prompt", "num_drafts", "strategies", "sampling", "output_schema", "round", "feedback", "fast_mode")
+    __slots__ = ("request_id", "prompt", "num_drafts", "strategies", "sampling", "output_schema", "round", "feedback", "fast_mode", "first_index")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     NUM_DRAFTS_FIELD_NUMBER: _ClassVar[int]
@@ -18,6 +18,7 @@ class GenerateDraftsRequest(_message.Message):
     ROUND_FIELD_NUMBER: _ClassVar[int]
     FEEDBACK_FIELD_NUMBER: _ClassVar[int]
     FAST_MODE_FIELD_NUMBER: _ClassVar[int]
+    FIRST_INDEX_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     prompt: str
     num_drafts: int
@@ -27,13 +28,48 @@ class GenerateDraftsRequest(_message.Message):
     round: int
     feedback: str
     fast_mode: bool
-    def __init__(self, request_id: _Optional[str] = ..., prompt: _Optional[str] = ..., num_drafts: _Optional[int] = ..., strategies: _Optional[_Iterable[str]] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., output_schema: _Optional[str] = ..., round: _Optional[int] = ..., feedback: _Optional[str] = ..., fast_mode: _Optional[bool] = ...) -> None: ...
+    first_index: int
+    def __init__(self, request_id: _Optional[str] = ..., prompt: _Optional[str] = ..., num_drafts: _Optional[int] = ..., strategies: _Optional[_Iterable[str]] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., output_schema: _Optional[str] = ..., round: _Optional[int] = ..., feedback: _Optional[str] = ..., fast_mode: _Optional[bool] = ..., first_index: _Optional[int] = ...) -> None: ...
 
 class GenerateDraftsResponse(_message.Message):
     __slots__ = ("draft",)
     DRAFT_FIELD_NUMBER: _ClassVar[int]
     draft: _common_pb2.Draft
     def __init__(self, draft: _Optional[_Union[_common_pb2.Draft, _Mapping]] = ...) -> None: ...
+
+class StreamDraftsRequest(_message.Message):
+    __slots__ = ("generate", "cancel")
+    GENERATE_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
+    generate: GenerateDraftsRequest
+    cancel: CancelDraft
+    def __init__(self, generate: _Optional[_Union[GenerateDraftsRequest, _Mapping]] = ..., cancel: _Optional[_Union[CancelDraft, _Mapping]] = ...) -> None: ...
+
+class CancelDraft(_message.Message):
+    __slots__ = ("index",)
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    def __init__(self, index: _Optional[int] = ...) -> None: ...
+
+class StreamDraftsResponse(_message.Message):
+    __slots__ = ("delta", "draft")
+    DELTA_FIELD_NUMBER: _ClassVar[int]
+    DRAFT_FIELD_NUMBER: _ClassVar[int]
+    delta: DraftDelta
+    draft: _common_pb2.Draft
+    def __init__(self, delta: _Optional[_Union[DraftDelta, _Mapping]] = ..., draft: _Optional[_Union[_common_pb2.Draft, _Mapping]] = ...) -> None: ...
+
+class DraftDelta(_message.Message):
+    __slots__ = ("draft_id", "index", "text", "tokens")
+    DRAFT_ID_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    draft_id: str
+    index: int
+    text: str
+    tokens: int
+    def __init__(self, draft_id: _Optional[str] = ..., index: _Optional[int] = ..., text: _Optional[str] = ..., tokens: _Optional[int] = ...) -> None: ...
 
 class GetLoadRequest(_message.Message):
     __slots__ = ()

@@ -40,6 +40,11 @@ class DrafterServiceStub:
                 request_serializer=deliberate_dot_drafter_dot_v1_dot_drafter__service__pb2.GenerateDraftsRequest.SerializeToString,
                 response_deserializer=deliberate_dot_drafter_dot_v1_dot_drafter__service__pb2.GenerateDraftsResponse.FromString,
                 _registered_method=True)
+        self.StreamDrafts = channel.stream_stream(
+                '/deliberate.drafter.v1.DrafterService/StreamDrafts',
+                request_serializer=deliberate_dot_drafter_dot_v1_dot_drafter__service__pb2.StreamDraftsRequest.SerializeToString,
+                response_deserializer=deliberate_dot_drafter_dot_v1_dot_drafter__service__pb2.StreamDraftsResponse.FromString,
+                _registered_method=True)
         self.GetLoad = channel.unary_unary(
                 '/deliberate.drafter.v1.DrafterService/GetLoad',
                 request_serializer=deliberate_dot_drafter_dot_v1_dot_drafter__service__pb2.GetLoadRequest.SerializeToString,
@@ -53,6 +58,15 @@ class DrafterServiceServicer:
 
     def GenerateDrafts(self, request, context):
         """Streams each draft as soon as its generation completes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StreamDrafts(self, request_iterator, context):
+        """Streams every draft token by token as it is generated, then each finished draft; on the same stream the
+        caller can stop one draft alone (its engine slot is freed at once, the others go on). The first request
+        message starts the generation; later ones cancel drafts.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -72,6 +86,11 @@ def add_DrafterServiceServicer_to_server(servicer, server):
                     servicer.GenerateDrafts,
                     request_deserializer=deliberate_dot_drafter_dot_v1_dot_drafter__service__pb2.GenerateDraftsRequest.FromString,
                     response_serializer=deliberate_dot_drafter_dot_v1_dot_drafter__service__pb2.GenerateDraftsResponse.SerializeToString,
+            ),
+            'StreamDrafts': grpc.stream_stream_rpc_method_handler(
+                    servicer.StreamDrafts,
+                    request_deserializer=deliberate_dot_drafter_dot_v1_dot_drafter__service__pb2.StreamDraftsRequest.FromString,
+                    response_serializer=deliberate_dot_drafter_dot_v1_dot_drafter__service__pb2.StreamDraftsResponse.SerializeToString,
             ),
             'GetLoad': grpc.unary_unary_rpc_method_handler(
                     servicer.GetLoad,
@@ -107,6 +126,33 @@ class DrafterService:
             '/deliberate.drafter.v1.DrafterService/GenerateDrafts',
             deliberate_dot_drafter_dot_v1_dot_drafter__service__pb2.GenerateDraftsRequest.SerializeToString,
             deliberate_dot_drafter_dot_v1_dot_drafter__service__pb2.GenerateDraftsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StreamDrafts(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/deliberate.drafter.v1.DrafterService/StreamDrafts',
+            deliberate_dot_drafter_dot_v1_dot_drafter__service__pb2.StreamDraftsRequest.SerializeToString,
+            deliberate_dot_drafter_dot_v1_dot_drafter__service__pb2.StreamDraftsResponse.FromString,
             options,
             channel_credentials,
             insecure,

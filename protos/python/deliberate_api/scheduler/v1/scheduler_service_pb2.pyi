@@ -36,7 +36,7 @@ OUTCOME_ACCEPTED: Outcome
 OUTCOME_REJECTED: Outcome
 
 class SolveRequest(_message.Message):
-    __slots__ = ("prompt", "output_schema", "constraints", "context", "num_drafts", "sampling", "strategy_hints", "request_id", "refine_sampling", "disable_thinking_trace", "disable_consensus_prefix", "disable_default_arithmetic")
+    __slots__ = ("prompt", "output_schema", "constraints", "context", "num_drafts", "sampling", "strategy_hints", "request_id", "refine_sampling", "disable_thinking_trace", "disable_consensus_prefix", "disable_default_arithmetic", "disable_streaming_verification", "disable_quorum", "quorum", "replace_aborted_drafts")
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     CONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
@@ -49,6 +49,10 @@ class SolveRequest(_message.Message):
     DISABLE_THINKING_TRACE_FIELD_NUMBER: _ClassVar[int]
     DISABLE_CONSENSUS_PREFIX_FIELD_NUMBER: _ClassVar[int]
     DISABLE_DEFAULT_ARITHMETIC_FIELD_NUMBER: _ClassVar[int]
+    DISABLE_STREAMING_VERIFICATION_FIELD_NUMBER: _ClassVar[int]
+    DISABLE_QUORUM_FIELD_NUMBER: _ClassVar[int]
+    QUORUM_FIELD_NUMBER: _ClassVar[int]
+    REPLACE_ABORTED_DRAFTS_FIELD_NUMBER: _ClassVar[int]
     prompt: str
     output_schema: str
     constraints: _containers.RepeatedCompositeFieldContainer[_common_pb2.Constraint]
@@ -61,7 +65,11 @@ class SolveRequest(_message.Message):
     disable_thinking_trace: bool
     disable_consensus_prefix: bool
     disable_default_arithmetic: bool
-    def __init__(self, prompt: _Optional[str] = ..., output_schema: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[_common_pb2.Constraint, _Mapping]]] = ..., context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., num_drafts: _Optional[int] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., strategy_hints: _Optional[_Iterable[str]] = ..., request_id: _Optional[str] = ..., refine_sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., disable_thinking_trace: _Optional[bool] = ..., disable_consensus_prefix: _Optional[bool] = ..., disable_default_arithmetic: _Optional[bool] = ...) -> None: ...
+    disable_streaming_verification: bool
+    disable_quorum: bool
+    quorum: int
+    replace_aborted_drafts: bool
+    def __init__(self, prompt: _Optional[str] = ..., output_schema: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[_common_pb2.Constraint, _Mapping]]] = ..., context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., num_drafts: _Optional[int] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., strategy_hints: _Optional[_Iterable[str]] = ..., request_id: _Optional[str] = ..., refine_sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., disable_thinking_trace: _Optional[bool] = ..., disable_consensus_prefix: _Optional[bool] = ..., disable_default_arithmetic: _Optional[bool] = ..., disable_streaming_verification: _Optional[bool] = ..., disable_quorum: _Optional[bool] = ..., quorum: _Optional[int] = ..., replace_aborted_drafts: _Optional[bool] = ...) -> None: ...
 
 class ScoreComponents(_message.Message):
     __slots__ = ("score", "agreement", "latency", "answer_share", "final", "alpha", "beta", "gamma", "delta")
@@ -86,20 +94,52 @@ class ScoreComponents(_message.Message):
     def __init__(self, score: _Optional[float] = ..., agreement: _Optional[float] = ..., latency: _Optional[float] = ..., answer_share: _Optional[float] = ..., final: _Optional[float] = ..., alpha: _Optional[float] = ..., beta: _Optional[float] = ..., gamma: _Optional[float] = ..., delta: _Optional[float] = ...) -> None: ...
 
 class DraftReport(_message.Message):
-    __slots__ = ("draft", "verdict", "selected", "components", "duplicate_of", "round")
+    __slots__ = ("draft", "verdict", "selected", "components", "duplicate_of", "round", "aborted")
     DRAFT_FIELD_NUMBER: _ClassVar[int]
     VERDICT_FIELD_NUMBER: _ClassVar[int]
     SELECTED_FIELD_NUMBER: _ClassVar[int]
     COMPONENTS_FIELD_NUMBER: _ClassVar[int]
     DUPLICATE_OF_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
+    ABORTED_FIELD_NUMBER: _ClassVar[int]
     draft: _common_pb2.Draft
     verdict: _common_pb2.DraftVerdict
     selected: bool
     components: ScoreComponents
     duplicate_of: str
     round: int
-    def __init__(self, draft: _Optional[_Union[_common_pb2.Draft, _Mapping]] = ..., verdict: _Optional[_Union[_common_pb2.DraftVerdict, _Mapping]] = ..., selected: _Optional[bool] = ..., components: _Optional[_Union[ScoreComponents, _Mapping]] = ..., duplicate_of: _Optional[str] = ..., round: _Optional[int] = ...) -> None: ...
+    aborted: DraftAbort
+    def __init__(self, draft: _Optional[_Union[_common_pb2.Draft, _Mapping]] = ..., verdict: _Optional[_Union[_common_pb2.DraftVerdict, _Mapping]] = ..., selected: _Optional[bool] = ..., components: _Optional[_Union[ScoreComponents, _Mapping]] = ..., duplicate_of: _Optional[str] = ..., round: _Optional[int] = ..., aborted: _Optional[_Union[DraftAbort, _Mapping]] = ...) -> None: ...
+
+class DraftAbort(_message.Message):
+    __slots__ = ("reason", "rule_id", "message", "at", "replaced_by")
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    RULE_ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    REPLACED_BY_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    rule_id: str
+    message: str
+    at: _common_pb2.DraftPosition
+    replaced_by: str
+    def __init__(self, reason: _Optional[str] = ..., rule_id: _Optional[str] = ..., message: _Optional[str] = ..., at: _Optional[_Union[_common_pb2.DraftPosition, _Mapping]] = ..., replaced_by: _Optional[str] = ...) -> None: ...
+
+class EarlyStop(_message.Message):
+    __slots__ = ("quorum", "reached", "reason", "aborted", "cancelled", "replacements")
+    QUORUM_FIELD_NUMBER: _ClassVar[int]
+    REACHED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    ABORTED_FIELD_NUMBER: _ClassVar[int]
+    CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    REPLACEMENTS_FIELD_NUMBER: _ClassVar[int]
+    quorum: int
+    reached: bool
+    reason: str
+    aborted: int
+    cancelled: int
+    replacements: int
+    def __init__(self, quorum: _Optional[int] = ..., reached: _Optional[bool] = ..., reason: _Optional[str] = ..., aborted: _Optional[int] = ..., cancelled: _Optional[int] = ..., replacements: _Optional[int] = ...) -> None: ...
 
 class StageTimings(_message.Message):
     __slots__ = ("draft", "verify", "select", "refine", "total")
@@ -116,7 +156,7 @@ class StageTimings(_message.Message):
     def __init__(self, draft: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., verify: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., select: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., refine: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., total: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class SolveResponse(_message.Message):
-    __slots__ = ("request_id", "answer", "status", "status_reason", "drafts", "selected_draft_ids", "thinking_trace", "trace_id", "timings", "usage", "num_drafts", "num_drafts_reason", "rounds", "consensus_prefix", "refine_token_budget", "refine_budget_reason", "verified_by")
+    __slots__ = ("request_id", "answer", "status", "status_reason", "drafts", "selected_draft_ids", "thinking_trace", "trace_id", "timings", "usage", "num_drafts", "num_drafts_reason", "rounds", "consensus_prefix", "refine_token_budget", "refine_budget_reason", "verified_by", "early_stop")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     ANSWER_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -134,6 +174,7 @@ class SolveResponse(_message.Message):
     REFINE_TOKEN_BUDGET_FIELD_NUMBER: _ClassVar[int]
     REFINE_BUDGET_REASON_FIELD_NUMBER: _ClassVar[int]
     VERIFIED_BY_FIELD_NUMBER: _ClassVar[int]
+    EARLY_STOP_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     answer: str
     status: SolveStatus
@@ -151,7 +192,8 @@ class SolveResponse(_message.Message):
     refine_token_budget: int
     refine_budget_reason: str
     verified_by: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, request_id: _Optional[str] = ..., answer: _Optional[str] = ..., status: _Optional[_Union[SolveStatus, str]] = ..., status_reason: _Optional[str] = ..., drafts: _Optional[_Iterable[_Union[DraftReport, _Mapping]]] = ..., selected_draft_ids: _Optional[_Iterable[str]] = ..., thinking_trace: _Optional[str] = ..., trace_id: _Optional[str] = ..., timings: _Optional[_Union[StageTimings, _Mapping]] = ..., usage: _Optional[_Union[_common_pb2.TokenUsage, _Mapping]] = ..., num_drafts: _Optional[int] = ..., num_drafts_reason: _Optional[str] = ..., rounds: _Optional[int] = ..., consensus_prefix: _Optional[str] = ..., refine_token_budget: _Optional[int] = ..., refine_budget_reason: _Optional[str] = ..., verified_by: _Optional[_Iterable[str]] = ...) -> None: ...
+    early_stop: EarlyStop
+    def __init__(self, request_id: _Optional[str] = ..., answer: _Optional[str] = ..., status: _Optional[_Union[SolveStatus, str]] = ..., status_reason: _Optional[str] = ..., drafts: _Optional[_Iterable[_Union[DraftReport, _Mapping]]] = ..., selected_draft_ids: _Optional[_Iterable[str]] = ..., thinking_trace: _Optional[str] = ..., trace_id: _Optional[str] = ..., timings: _Optional[_Union[StageTimings, _Mapping]] = ..., usage: _Optional[_Union[_common_pb2.TokenUsage, _Mapping]] = ..., num_drafts: _Optional[int] = ..., num_drafts_reason: _Optional[str] = ..., rounds: _Optional[int] = ..., consensus_prefix: _Optional[str] = ..., refine_token_budget: _Optional[int] = ..., refine_budget_reason: _Optional[str] = ..., verified_by: _Optional[_Iterable[str]] = ..., early_stop: _Optional[_Union[EarlyStop, _Mapping]] = ...) -> None: ...
 
 class SubmitFeedbackRequest(_message.Message):
     __slots__ = ("request_id", "outcome")
@@ -242,7 +284,7 @@ class SolveStreamRequest(_message.Message):
     def __init__(self, request: _Optional[_Union[SolveRequest, _Mapping]] = ...) -> None: ...
 
 class SolveStreamResponse(_message.Message):
-    __slots__ = ("draft_generated", "draft_verified", "draft_selected", "draft_discarded", "refine_chunk", "final", "round_started")
+    __slots__ = ("draft_generated", "draft_verified", "draft_selected", "draft_discarded", "refine_chunk", "final", "round_started", "draft_aborted")
     DRAFT_GENERATED_FIELD_NUMBER: _ClassVar[int]
     DRAFT_VERIFIED_FIELD_NUMBER: _ClassVar[int]
     DRAFT_SELECTED_FIELD_NUMBER: _ClassVar[int]
@@ -250,6 +292,7 @@ class SolveStreamResponse(_message.Message):
     REFINE_CHUNK_FIELD_NUMBER: _ClassVar[int]
     FINAL_FIELD_NUMBER: _ClassVar[int]
     ROUND_STARTED_FIELD_NUMBER: _ClassVar[int]
+    DRAFT_ABORTED_FIELD_NUMBER: _ClassVar[int]
     draft_generated: DraftGenerated
     draft_verified: DraftVerified
     draft_selected: DraftSelected
@@ -257,7 +300,16 @@ class SolveStreamResponse(_message.Message):
     refine_chunk: RefineChunk
     final: SolveResponse
     round_started: RoundStarted
-    def __init__(self, draft_generated: _Optional[_Union[DraftGenerated, _Mapping]] = ..., draft_verified: _Optional[_Union[DraftVerified, _Mapping]] = ..., draft_selected: _Optional[_Union[DraftSelected, _Mapping]] = ..., draft_discarded: _Optional[_Union[DraftDiscarded, _Mapping]] = ..., refine_chunk: _Optional[_Union[RefineChunk, _Mapping]] = ..., final: _Optional[_Union[SolveResponse, _Mapping]] = ..., round_started: _Optional[_Union[RoundStarted, _Mapping]] = ...) -> None: ...
+    draft_aborted: DraftAborted
+    def __init__(self, draft_generated: _Optional[_Union[DraftGenerated, _Mapping]] = ..., draft_verified: _Optional[_Union[DraftVerified, _Mapping]] = ..., draft_selected: _Optional[_Union[DraftSelected, _Mapping]] = ..., draft_discarded: _Optional[_Union[DraftDiscarded, _Mapping]] = ..., refine_chunk: _Optional[_Union[RefineChunk, _Mapping]] = ..., final: _Optional[_Union[SolveResponse, _Mapping]] = ..., round_started: _Optional[_Union[RoundStarted, _Mapping]] = ..., draft_aborted: _Optional[_Union[DraftAborted, _Mapping]] = ...) -> None: ...
+
+class DraftAborted(_message.Message):
+    __slots__ = ("draft_id", "abort")
+    DRAFT_ID_FIELD_NUMBER: _ClassVar[int]
+    ABORT_FIELD_NUMBER: _ClassVar[int]
+    draft_id: str
+    abort: DraftAbort
+    def __init__(self, draft_id: _Optional[str] = ..., abort: _Optional[_Union[DraftAbort, _Mapping]] = ...) -> None: ...
 
 class RoundStarted(_message.Message):
     __slots__ = ("round", "num_drafts", "reason", "feedback")

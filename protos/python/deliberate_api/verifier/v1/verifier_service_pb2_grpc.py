@@ -45,6 +45,11 @@ class VerifierServiceStub:
                 request_serializer=deliberate_dot_verifier_dot_v1_dot_verifier__service__pb2.CheckConstraintsRequest.SerializeToString,
                 response_deserializer=deliberate_dot_verifier_dot_v1_dot_verifier__service__pb2.CheckConstraintsResponse.FromString,
                 _registered_method=True)
+        self.VerifyStream = channel.stream_stream(
+                '/deliberate.verifier.v1.VerifierService/VerifyStream',
+                request_serializer=deliberate_dot_verifier_dot_v1_dot_verifier__service__pb2.VerifyStreamRequest.SerializeToString,
+                response_deserializer=deliberate_dot_verifier_dot_v1_dot_verifier__service__pb2.VerifyStreamResponse.FromString,
+                _registered_method=True)
 
 
 class VerifierServiceServicer:
@@ -66,6 +71,18 @@ class VerifierServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def VerifyStream(self, request_iterator, context):
+        """Verifies drafts while they are generated. The caller sends what to check against, then each draft's text
+        as it grows and, when a draft ends, the finished draft. Rules that can judge a prefix do so as the text
+        arrives (each completed line's equations are recomputed; a JSON answer is checked as a prefix); the rest
+        (CEL, rule packs, the final answer) run once the draft has ended. Exactly one verdict per draft comes
+        back: an early one as soon as a hard rule fails on a prefix (its rule result says where), or the final
+        one after the draft's end.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_VerifierServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -78,6 +95,11 @@ def add_VerifierServiceServicer_to_server(servicer, server):
                     servicer.CheckConstraints,
                     request_deserializer=deliberate_dot_verifier_dot_v1_dot_verifier__service__pb2.CheckConstraintsRequest.FromString,
                     response_serializer=deliberate_dot_verifier_dot_v1_dot_verifier__service__pb2.CheckConstraintsResponse.SerializeToString,
+            ),
+            'VerifyStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.VerifyStream,
+                    request_deserializer=deliberate_dot_verifier_dot_v1_dot_verifier__service__pb2.VerifyStreamRequest.FromString,
+                    response_serializer=deliberate_dot_verifier_dot_v1_dot_verifier__service__pb2.VerifyStreamResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -135,6 +157,33 @@ class VerifierService:
             '/deliberate.verifier.v1.VerifierService/CheckConstraints',
             deliberate_dot_verifier_dot_v1_dot_verifier__service__pb2.CheckConstraintsRequest.SerializeToString,
             deliberate_dot_verifier_dot_v1_dot_verifier__service__pb2.CheckConstraintsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def VerifyStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/deliberate.verifier.v1.VerifierService/VerifyStream',
+            deliberate_dot_verifier_dot_v1_dot_verifier__service__pb2.VerifyStreamRequest.SerializeToString,
+            deliberate_dot_verifier_dot_v1_dot_verifier__service__pb2.VerifyStreamResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -19,6 +19,10 @@ const _ = grpc.SupportPackageIsVersion7
 type DrafterServiceClient interface {
 	// Streams each draft as soon as its generation completes.
 	GenerateDrafts(ctx context.Context, in *GenerateDraftsRequest, opts ...grpc.CallOption) (DrafterService_GenerateDraftsClient, error)
+	// Streams every draft token by token as it is generated, then each finished draft; on the same stream the
+	// caller can stop one draft alone (its engine slot is freed at once, the others go on). The first request
+	// message starts the generation; later ones cancel drafts.
+	StreamDrafts(ctx context.Context, opts ...grpc.CallOption) (DrafterService_StreamDraftsClient, error)
 	// How busy the engine is now: the Scheduler's load signal for N.
 	GetLoad(ctx context.Context, in *GetLoadRequest, opts ...grpc.CallOption) (*GetLoadResponse, error)
 }
@@ -63,6 +67,37 @@ func (x *drafterServiceGenerateDraftsClient) Recv() (*GenerateDraftsResponse, er
 	return m, nil
 }
 
+func (c *drafterServiceClient) StreamDrafts(ctx context.Context, opts ...grpc.CallOption) (DrafterService_StreamDraftsClient, error) {
+	stream, err := c.cc.NewStream(ctx, &_DrafterService_serviceDesc.Streams[1], "/deliberate.drafter.v1.DrafterService/StreamDrafts", opts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &drafterServiceStreamDraftsClient{stream}
+	return x, nil
+}
+
+type DrafterService_StreamDraftsClient interface {
+	Send(*StreamDraftsRequest) error
+	Recv() (*StreamDraftsResponse, error)
+	grpc.ClientStream
+}
+
+type drafterServiceStreamDraftsClient struct {
+	grpc.ClientStream
+}
+
+func (x *drafterServiceStreamDraftsClient) Send(m *StreamDraftsRequest) error {
+	return x.ClientStream.SendMsg(m)
+}
+
+func (x *drafterServiceStreamDraftsClient) Recv() (*StreamDraftsResponse, error) {
+	m := new(StreamDraftsResponse)
+	if err := x.ClientStream.RecvMsg(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 func (c *drafterServiceClient) GetLoad(ctx context.Context, in *GetLoadRequest, opts ...grpc.CallOption) (*GetLoadResponse, error) {
 	out := new(GetLoadResponse)
 	err := c.cc.Invoke(ctx, "/deliberate.drafter.v1.DrafterService/GetLoad", in, out, opts...)
@@ -78,6 +113,10 @@ func (c *drafterServiceClient) GetLoad(ctx context.Context, in *GetLoadRequest, 
 type DrafterServiceServer interface {
 	// Streams each draft as soon as its generation completes.
 	GenerateDrafts(*GenerateDraftsRequest, DrafterService_GenerateDraftsServer) error
+	// Streams every draft token by token as it is generated, then each finished draft; on the same stream the
+	// caller can stop one draft alone (its engine slot is freed at once, the others go on). The first request
+	// message starts the generation; later ones cancel drafts.
+	StreamDrafts(DrafterService_StreamDraftsServer) error
 	// How busy the engine is now: the Scheduler's load signal for N.
 	GetLoad(context.Context, *GetLoadRequest) (*GetLoadResponse, error)
 	mustEmbedUnimplementedDrafterServiceServer()
@@ -89,6 +128,9 @@ type UnimplementedDrafterServiceServer struct {
 
 func (UnimplementedDrafterServiceServer) GenerateDrafts(*GenerateDraftsRequest, DrafterService_GenerateDraftsServer) error {
 	return status.Errorf(codes.Unimplemented, "method GenerateDrafts not implemented")
+}
+func (UnimplementedDrafterServiceServer) StreamDrafts(DrafterService_StreamDraftsServer) error {
+	return status.Errorf(codes.Unimplemented, "method StreamDrafts not implemented")
 }
 func (UnimplementedDrafterServiceServer) GetLoad(context.Context, *GetLoadRequest) (*GetLoadResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method GetLoad not implemented")
@@ -127,6 +169,32 @@ func (x *drafterServiceGenerateDraftsServer) Send(m *GenerateDraftsResponse) err
 	return x.ServerStream.SendMsg(m)
 }
 
+func _DrafterService_StreamDrafts_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(DrafterServiceServer).StreamDrafts(&drafterServiceStreamDraftsServer{stream})
+}
+
+type DrafterService_StreamDraftsServer interface {
+	Send(*StreamDraftsResponse) error
+	Recv() (*StreamDraftsRequest, error)
+	grpc.ServerStream
+}
+
+type drafterServiceStreamDraftsServer struct {
+	grpc.ServerStream
+}
+
+func (x *drafterServiceStreamDraftsServer) Send(m *StreamDraftsResponse) error {
+	return x.ServerStream.SendMsg(m)
+}
+
+func (x *drafterServiceStreamDraftsServer) Recv() (*StreamDraftsRequest, error) {
+	m := new(StreamDraftsRequest)
+	if err := x.ServerStream.RecvMsg(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 func _DrafterService_GetLoad_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetLoadRequest)
 	if err := dec(in); err != nil {
@@ -159,6 +227,12 @@ var _DrafterService_serviceDesc = grpc.ServiceDesc{
 			StreamName:    "GenerateDrafts",
 			Handler:       _DrafterService_GenerateDrafts_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "StreamDrafts",
+			Handler:       _DrafterService_StreamDrafts_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "deliberate/drafter/v1/drafter_service.proto",

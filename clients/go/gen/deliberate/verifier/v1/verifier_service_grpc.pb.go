@@ -22,6 +22,13 @@ type VerifierServiceClient interface {
 	// Compiles the output schema and constraints without any draft, so a caller can refuse a bad
 	// request (INVALID_ARGUMENT naming the constraint) before spending time on generation.
 	CheckConstraints(ctx context.Context, in *CheckConstraintsRequest, opts ...grpc.CallOption) (*CheckConstraintsResponse, error)
+	// Verifies drafts while they are generated. The caller sends what to check against, then each draft's text
+	// as it grows and, when a draft ends, the finished draft. Rules that can judge a prefix do so as the text
+	// arrives (each completed line's equations are recomputed; a JSON answer is checked as a prefix); the rest
+	// (CEL, rule packs, the final answer) run once the draft has ended. Exactly one verdict per draft comes
+	// back: an early one as soon as a hard rule fails on a prefix (its rule result says where), or the final
+	// one after the draft's end.
+	VerifyStream(ctx context.Context, opts ...grpc.CallOption) (VerifierService_VerifyStreamClient, error)
 }
 
 type verifierServiceClient struct {
@@ -50,6 +57,37 @@ func (c *verifierServiceClient) CheckConstraints(ctx context.Context, in *CheckC
 	return out, nil
 }
 
+func (c *verifierServiceClient) VerifyStream(ctx context.Context, opts ...grpc.CallOption) (VerifierService_VerifyStreamClient, error) {
+	stream, err := c.cc.NewStream(ctx, &_VerifierService_serviceDesc.Streams[0], "/deliberate.verifier.v1.VerifierService/VerifyStream", opts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &verifierServiceVerifyStreamClient{stream}
+	return x, nil
+}
+
+type VerifierService_VerifyStreamClient interface {
+	Send(*VerifyStreamRequest) error
+	Recv() (*VerifyStreamResponse, error)
+	grpc.ClientStream
+}
+
+type verifierServiceVerifyStreamClient struct {
+	grpc.ClientStream
+}
+
+func (x *verifierServiceVerifyStreamClient) Send(m *VerifyStreamRequest) error {
+	return x.ClientStream.SendMsg(m)
+}
+
+func (x *verifierServiceVerifyStreamClient) Recv() (*VerifyStreamResponse, error) {
+	m := new(VerifyStreamResponse)
+	if err := x.ClientStream.RecvMsg(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 // VerifierServiceServer is the server API for VerifierService service.
 // All implementations must embed UnimplementedVerifierServiceServer
 // for forward compatibility
@@ -59,6 +97,13 @@ type VerifierServiceServer interface {
 	// Compiles the output schema and constraints without any draft, so a caller can refuse a bad
 	// request (INVALID_ARGUMENT naming the constraint) before spending time on generation.
 	CheckConstraints(context.Context, *CheckConstraintsRequest) (*CheckConstraintsResponse, error)
+	// Verifies drafts while they are generated. The caller sends what to check against, then each draft's text
+	// as it grows and, when a draft ends, the finished draft. Rules that can judge a prefix do so as the text
+	// arrives (each completed line's equations are recomputed; a JSON answer is checked as a prefix); the rest
+	// (CEL, rule packs, the final answer) run once the draft has ended. Exactly one verdict per draft comes
+	// back: an early one as soon as a hard rule fails on a prefix (its rule result says where), or the final
+	// one after the draft's end.
+	VerifyStream(VerifierService_VerifyStreamServer) error
 	mustEmbedUnimplementedVerifierServiceServer()
 }
 
@@ -71,6 +116,9 @@ func (UnimplementedVerifierServiceServer) VerifyDrafts(context.Context, *VerifyD
 }
 func (UnimplementedVerifierServiceServer) CheckConstraints(context.Context, *CheckConstraintsRequest) (*CheckConstraintsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method CheckConstraints not implemented")
+}
+func (UnimplementedVerifierServiceServer) VerifyStream(VerifierService_VerifyStreamServer) error {
+	return status.Errorf(codes.Unimplemented, "method VerifyStream not implemented")
 }
 func (UnimplementedVerifierServiceServer) mustEmbedUnimplementedVerifierServiceServer() {}
 
@@ -121,6 +169,32 @@ func _VerifierService_CheckConstraints_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _VerifierService_VerifyStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(VerifierServiceServer).VerifyStream(&verifierServiceVerifyStreamServer{stream})
+}
+
+type VerifierService_VerifyStreamServer interface {
+	Send(*VerifyStreamResponse) error
+	Recv() (*VerifyStreamRequest, error)
+	grpc.ServerStream
+}
+
+type verifierServiceVerifyStreamServer struct {
+	grpc.ServerStream
+}
+
+func (x *verifierServiceVerifyStreamServer) Send(m *VerifyStreamResponse) error {
+	return x.ServerStream.SendMsg(m)
+}
+
+func (x *verifierServiceVerifyStreamServer) Recv() (*VerifyStreamRequest, error) {
+	m := new(VerifyStreamRequest)
+	if err := x.ServerStream.RecvMsg(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 var _VerifierService_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "deliberate.verifier.v1.VerifierService",
 	HandlerType: (*VerifierServiceServer)(nil),
@@ -134,6 +208,13 @@ var _VerifierService_serviceDesc = grpc.ServiceDesc{
 			Handler:    _VerifierService_CheckConstraints_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "VerifyStream",
+			Handler:       _VerifierService_VerifyStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "deliberate/verifier/v1/verifier_service.proto",
 }

@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file deliberate/common/v1/common.proto.
  */
 export const file_deliberate_common_v1_common: GenFile = /*@__PURE__*/
-  fileDesc("CiFkZWxpYmVyYXRlL2NvbW1vbi92MS9jb21tb24ucHJvdG8SFGRlbGliZXJhdGUuY29tbW9uLnYxIo4CCg5TYW1wbGluZ1BhcmFtcxIYCgt0ZW1wZXJhdHVyZRgBIAEoAkgAiAEBEhIKBXRvcF9wGAIgASgCSAGIAQESGwoObWF4X25ld190b2tlbnMYAyABKAVIAogBARIdChBwcmVzZW5jZV9wZW5hbHR5GAQgASgCSAOIAQESHgoRZnJlcXVlbmN5X3BlbmFsdHkYBSABKAJIBIgBARIRCgRzZWVkGAYgASgDSAWIAQFCDgoMX3RlbXBlcmF0dXJlQggKBl90b3BfcEIRCg9fbWF4X25ld190b2tlbnNCEwoRX3ByZXNlbmNlX3BlbmFsdHlCFAoSX2ZyZXF1ZW5jeV9wZW5hbHR5QgcKBV9zZWVkIrYBCgpDb25zdHJhaW50EgoKAmlkGAEgASgJEhUKC2pzb25fc2NoZW1hGAIgASgJSAASGAoOY2VsX2V4cHJlc3Npb24YAyABKAlIABITCglydWxlX3BhY2sYBCABKAlIABIMCgRzb2Z0GAUgASgIEicKBnBhcmFtcxgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFwoPZmFpbHVyZV9tZXNzYWdlGAcgASgJQgYKBGtpbmQiPgoKVG9rZW5Vc2FnZRIVCg1wcm9tcHRfdG9rZW5zGAEgASgFEhkKEWNvbXBsZXRpb25fdG9rZW5zGAIgASgFIuUBCgVEcmFmdBIKCgJpZBgBIAEoCRINCgVpbmRleBgCIAEoBRIQCghzdHJhdGVneRgDIAEoCRIMCgR0ZXh0GAQgASgJEi8KBXVzYWdlGAUgASgLMiAuZGVsaWJlcmF0ZS5jb21tb24udjEuVG9rZW5Vc2FnZRI5Cg1maW5pc2hfcmVhc29uGAYgASgOMiIuZGVsaWJlcmF0ZS5jb21tb24udjEuRmluaXNoUmVhc29uEjUKEmdlbmVyYXRpb25fbGF0ZW5jeRgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiKhAQoKUnVsZVJlc3VsdBIPCgdydWxlX2lkGAEgASgJEg4KBnBhc3NlZBgCIAEoCBIPCgdtZXNzYWdlGAMgASgJEgwKBGhhcmQYBCABKAgSKwoIZHVyYXRpb24YBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEQoJYWJzdGFpbmVkGAYgASgIEhMKC3N1YnN0YW50aXZlGAcgASgIInUKDEp1ZGdlVmVyZGljdBINCgV2YWxpZBgBIAEoCBINCgVzY29yZRgCIAEoARINCgVlcnJvchgDIAEoCRIqCgdsYXRlbmN5GAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEgwKBGhhcmQYBSABKAgigQIKDERyYWZ0VmVyZGljdBIQCghkcmFmdF9pZBgBIAEoCRINCgV2YWxpZBgCIAEoCBINCgVzY29yZRgDIAEoARI2CgxydWxlX3Jlc3VsdHMYBCADKAsyIC5kZWxpYmVyYXRlLmNvbW1vbi52MS5SdWxlUmVzdWx0EhgKEGV4dHJhY3RlZF9hbnN3ZXIYBSABKAkSKgoHbGF0ZW5jeRgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIxCgVqdWRnZRgHIAEoCzIiLmRlbGliZXJhdGUuY29tbW9uLnYxLkp1ZGdlVmVyZGljdBIQCghldmlkZW5jZRgIIAMoCSp6CgxGaW5pc2hSZWFzb24SHQoZRklOSVNIX1JFQVNPTl9VTlNQRUNJRklFRBAAEhYKEkZJTklTSF9SRUFTT05fU1RPUBABEhgKFEZJTklTSF9SRUFTT05fTEVOR1RIEAISGQoVRklOSVNIX1JFQVNPTl9BQk9SVEVEEANiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_struct]);
+  fileDesc("CiFkZWxpYmVyYXRlL2NvbW1vbi92MS9jb21tb24ucHJvdG8SFGRlbGliZXJhdGUuY29tbW9uLnYxIo4CCg5TYW1wbGluZ1BhcmFtcxIYCgt0ZW1wZXJhdHVyZRgBIAEoAkgAiAEBEhIKBXRvcF9wGAIgASgCSAGIAQESGwoObWF4X25ld190b2tlbnMYAyABKAVIAogBARIdChBwcmVzZW5jZV9wZW5hbHR5GAQgASgCSAOIAQESHgoRZnJlcXVlbmN5X3BlbmFsdHkYBSABKAJIBIgBARIRCgRzZWVkGAYgASgDSAWIAQFCDgoMX3RlbXBlcmF0dXJlQggKBl90b3BfcEIRCg9fbWF4X25ld190b2tlbnNCEwoRX3ByZXNlbmNlX3BlbmFsdHlCFAoSX2ZyZXF1ZW5jeV9wZW5hbHR5QgcKBV9zZWVkIrYBCgpDb25zdHJhaW50EgoKAmlkGAEgASgJEhUKC2pzb25fc2NoZW1hGAIgASgJSAASGAoOY2VsX2V4cHJlc3Npb24YAyABKAlIABITCglydWxlX3BhY2sYBCABKAlIABIMCgRzb2Z0GAUgASgIEicKBnBhcmFtcxgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFwoPZmFpbHVyZV9tZXNzYWdlGAcgASgJQgYKBGtpbmQiPgoKVG9rZW5Vc2FnZRIVCg1wcm9tcHRfdG9rZW5zGAEgASgFEhkKEWNvbXBsZXRpb25fdG9rZW5zGAIgASgFIuUBCgVEcmFmdBIKCgJpZBgBIAEoCRINCgVpbmRleBgCIAEoBRIQCghzdHJhdGVneRgDIAEoCRIMCgR0ZXh0GAQgASgJEi8KBXVzYWdlGAUgASgLMiAuZGVsaWJlcmF0ZS5jb21tb24udjEuVG9rZW5Vc2FnZRI5Cg1maW5pc2hfcmVhc29uGAYgASgOMiIuZGVsaWJlcmF0ZS5jb21tb24udjEuRmluaXNoUmVhc29uEjUKEmdlbmVyYXRpb25fbGF0ZW5jeRgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiLZAQoKUnVsZVJlc3VsdBIPCgdydWxlX2lkGAEgASgJEg4KBnBhc3NlZBgCIAEoCBIPCgdtZXNzYWdlGAMgASgJEgwKBGhhcmQYBCABKAgSKwoIZHVyYXRpb24YBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEQoJYWJzdGFpbmVkGAYgASgIEhMKC3N1YnN0YW50aXZlGAcgASgIEjYKCWZhaWxlZF9hdBgIIAEoCzIjLmRlbGliZXJhdGUuY29tbW9uLnYxLkRyYWZ0UG9zaXRpb24iPAoNRHJhZnRQb3NpdGlvbhINCgVjaGFycxgBIAEoBRIOCgZ0b2tlbnMYAiABKAUSDAoEbGluZRgDIAEoBSJ1CgxKdWRnZVZlcmRpY3QSDQoFdmFsaWQYASABKAgSDQoFc2NvcmUYAiABKAESDQoFZXJyb3IYAyABKAkSKgoHbGF0ZW5jeRgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIMCgRoYXJkGAUgASgIIoECCgxEcmFmdFZlcmRpY3QSEAoIZHJhZnRfaWQYASABKAkSDQoFdmFsaWQYAiABKAgSDQoFc2NvcmUYAyABKAESNgoMcnVsZV9yZXN1bHRzGAQgAygLMiAuZGVsaWJlcmF0ZS5jb21tb24udjEuUnVsZVJlc3VsdBIYChBleHRyYWN0ZWRfYW5zd2VyGAUgASgJEioKB2xhdGVuY3kYBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SMQoFanVkZ2UYByABKAsyIi5kZWxpYmVyYXRlLmNvbW1vbi52MS5KdWRnZVZlcmRpY3QSEAoIZXZpZGVuY2UYCCADKAkqegoMRmluaXNoUmVhc29uEh0KGUZJTklTSF9SRUFTT05fVU5TUEVDSUZJRUQQABIWChJGSU5JU0hfUkVBU09OX1NUT1AQARIYChRGSU5JU0hfUkVBU09OX0xFTkdUSBACEhkKFUZJTklTSF9SRUFTT05fQUJPUlRFRBADYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_struct]);
 
 /**
  * Sampling overrides. Unset fields fall back to the serving stage's defaults.
@@ -269,6 +269,14 @@ export type RuleResult = Message<"deliberate.common.v1.RuleResult"> & {
    * @generated from field: bool substantive = 7;
    */
   substantive: boolean;
+
+  /**
+   * Set when the rule failed on a prefix of the draft while it was still being generated (streaming
+   * verification, `VerifierService.VerifyStream`): where in the draft the failure was found.
+   *
+   * @generated from field: deliberate.common.v1.DraftPosition failed_at = 8;
+   */
+  failedAt?: DraftPosition | undefined;
 };
 
 /**
@@ -277,6 +285,42 @@ export type RuleResult = Message<"deliberate.common.v1.RuleResult"> & {
  */
 export const RuleResultSchema: GenMessage<RuleResult> = /*@__PURE__*/
   messageDesc(file_deliberate_common_v1_common, 4);
+
+/**
+ * A place in a draft's text, as it was generated.
+ *
+ * @generated from message deliberate.common.v1.DraftPosition
+ */
+export type DraftPosition = Message<"deliberate.common.v1.DraftPosition"> & {
+  /**
+   * Characters of the draft read up to the end of the failing part (e.g. the end of the line with a wrong
+   * equation).
+   *
+   * @generated from field: int32 chars = 1;
+   */
+  chars: number;
+
+  /**
+   * Tokens of the draft generated by then (as the Drafter counted them in its deltas).
+   *
+   * @generated from field: int32 tokens = 2;
+   */
+  tokens: number;
+
+  /**
+   * 1-based line of the draft where the failure is.
+   *
+   * @generated from field: int32 line = 3;
+   */
+  line: number;
+};
+
+/**
+ * Describes the message deliberate.common.v1.DraftPosition.
+ * Use `create(DraftPositionSchema)` to create a new message.
+ */
+export const DraftPositionSchema: GenMessage<DraftPosition> = /*@__PURE__*/
+  messageDesc(file_deliberate_common_v1_common, 5);
 
 /**
  * The optional LLM judge's opinion of a draft that passed every hard rule.
@@ -321,7 +365,7 @@ export type JudgeVerdict = Message<"deliberate.common.v1.JudgeVerdict"> & {
  * Use `create(JudgeVerdictSchema)` to create a new message.
  */
 export const JudgeVerdictSchema: GenMessage<JudgeVerdict> = /*@__PURE__*/
-  messageDesc(file_deliberate_common_v1_common, 5);
+  messageDesc(file_deliberate_common_v1_common, 6);
 
 /**
  * The Verifier's verdict on one draft.
@@ -386,7 +430,7 @@ export type DraftVerdict = Message<"deliberate.common.v1.DraftVerdict"> & {
  * Use `create(DraftVerdictSchema)` to create a new message.
  */
 export const DraftVerdictSchema: GenMessage<DraftVerdict> = /*@__PURE__*/
-  messageDesc(file_deliberate_common_v1_common, 6);
+  messageDesc(file_deliberate_common_v1_common, 7);
 
 /**
  * Why generation of a text stopped.

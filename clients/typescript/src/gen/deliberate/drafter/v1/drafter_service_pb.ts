@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file deliberate/drafter/v1/drafter_service.proto.
  */
 export const file_deliberate_drafter_v1_drafter_service: GenFile = /*@__PURE__*/
-  fileDesc("CitkZWxpYmVyYXRlL2RyYWZ0ZXIvdjEvZHJhZnRlcl9zZXJ2aWNlLnByb3RvEhVkZWxpYmVyYXRlLmRyYWZ0ZXIudjEi6gEKFUdlbmVyYXRlRHJhZnRzUmVxdWVzdBISCgpyZXF1ZXN0X2lkGAEgASgJEg4KBnByb21wdBgCIAEoCRISCgpudW1fZHJhZnRzGAMgASgFEhIKCnN0cmF0ZWdpZXMYBCADKAkSNgoIc2FtcGxpbmcYBSABKAsyJC5kZWxpYmVyYXRlLmNvbW1vbi52MS5TYW1wbGluZ1BhcmFtcxIVCg1vdXRwdXRfc2NoZW1hGAYgASgJEg0KBXJvdW5kGAcgASgFEhAKCGZlZWRiYWNrGAggASgJEhUKCWZhc3RfbW9kZRgJIAEoCEICGAEiRAoWR2VuZXJhdGVEcmFmdHNSZXNwb25zZRIqCgVkcmFmdBgBIAEoCzIbLmRlbGliZXJhdGUuY29tbW9uLnYxLkRyYWZ0IhAKDkdldExvYWRSZXF1ZXN0IpECCg9HZXRMb2FkUmVzcG9uc2USDgoGZW5naW5lGAEgASgJEhYKDmJ1c3lfc2VxdWVuY2VzGAIgASgFEhgKEHF1ZXVlZF9zZXF1ZW5jZXMYAyABKAUSEAoIY2FwYWNpdHkYBCABKAUSIAoYcmVjZW50X3Rva2Vuc19wZXJfc2Vjb25kGAUgASgBEhYKDndpbmRvd19zZWNvbmRzGAYgASgBEhwKD2dwdV91dGlsaXphdGlvbhgHIAEoAUgAiAEBEiMKFmdwdV9tZW1vcnlfdXRpbGl6YXRpb24YCCABKAFIAYgBAUISChBfZ3B1X3V0aWxpemF0aW9uQhkKF19ncHVfbWVtb3J5X3V0aWxpemF0aW9uMtsBCg5EcmFmdGVyU2VydmljZRJvCg5HZW5lcmF0ZURyYWZ0cxIsLmRlbGliZXJhdGUuZHJhZnRlci52MS5HZW5lcmF0ZURyYWZ0c1JlcXVlc3QaLS5kZWxpYmVyYXRlLmRyYWZ0ZXIudjEuR2VuZXJhdGVEcmFmdHNSZXNwb25zZTABElgKB0dldExvYWQSJS5kZWxpYmVyYXRlLmRyYWZ0ZXIudjEuR2V0TG9hZFJlcXVlc3QaJi5kZWxpYmVyYXRlLmRyYWZ0ZXIudjEuR2V0TG9hZFJlc3BvbnNlYgZwcm90bzM", [file_deliberate_common_v1_common]);
+  fileDesc("CitkZWxpYmVyYXRlL2RyYWZ0ZXIvdjEvZHJhZnRlcl9zZXJ2aWNlLnByb3RvEhVkZWxpYmVyYXRlLmRyYWZ0ZXIudjEi/wEKFUdlbmVyYXRlRHJhZnRzUmVxdWVzdBISCgpyZXF1ZXN0X2lkGAEgASgJEg4KBnByb21wdBgCIAEoCRISCgpudW1fZHJhZnRzGAMgASgFEhIKCnN0cmF0ZWdpZXMYBCADKAkSNgoIc2FtcGxpbmcYBSABKAsyJC5kZWxpYmVyYXRlLmNvbW1vbi52MS5TYW1wbGluZ1BhcmFtcxIVCg1vdXRwdXRfc2NoZW1hGAYgASgJEg0KBXJvdW5kGAcgASgFEhAKCGZlZWRiYWNrGAggASgJEhUKCWZhc3RfbW9kZRgJIAEoCEICGAESEwoLZmlyc3RfaW5kZXgYCiABKAUiRAoWR2VuZXJhdGVEcmFmdHNSZXNwb25zZRIqCgVkcmFmdBgBIAEoCzIbLmRlbGliZXJhdGUuY29tbW9uLnYxLkRyYWZ0IpcBChNTdHJlYW1EcmFmdHNSZXF1ZXN0EkAKCGdlbmVyYXRlGAEgASgLMiwuZGVsaWJlcmF0ZS5kcmFmdGVyLnYxLkdlbmVyYXRlRHJhZnRzUmVxdWVzdEgAEjQKBmNhbmNlbBgCIAEoCzIiLmRlbGliZXJhdGUuZHJhZnRlci52MS5DYW5jZWxEcmFmdEgAQggKBmFjdGlvbiIcCgtDYW5jZWxEcmFmdBINCgVpbmRleBgBIAEoBSKBAQoUU3RyZWFtRHJhZnRzUmVzcG9uc2USMgoFZGVsdGEYASABKAsyIS5kZWxpYmVyYXRlLmRyYWZ0ZXIudjEuRHJhZnREZWx0YUgAEiwKBWRyYWZ0GAIgASgLMhsuZGVsaWJlcmF0ZS5jb21tb24udjEuRHJhZnRIAEIHCgVldmVudCJLCgpEcmFmdERlbHRhEhAKCGRyYWZ0X2lkGAEgASgJEg0KBWluZGV4GAIgASgFEgwKBHRleHQYAyABKAkSDgoGdG9rZW5zGAQgASgFIhAKDkdldExvYWRSZXF1ZXN0IpECCg9HZXRMb2FkUmVzcG9uc2USDgoGZW5naW5lGAEgASgJEhYKDmJ1c3lfc2VxdWVuY2VzGAIgASgFEhgKEHF1ZXVlZF9zZXF1ZW5jZXMYAyABKAUSEAoIY2FwYWNpdHkYBCABKAUSIAoYcmVjZW50X3Rva2Vuc19wZXJfc2Vjb25kGAUgASgBEhYKDndpbmRvd19zZWNvbmRzGAYgASgBEhwKD2dwdV91dGlsaXphdGlvbhgHIAEoAUgAiAEBEiMKFmdwdV9tZW1vcnlfdXRpbGl6YXRpb24YCCABKAFIAYgBAUISChBfZ3B1X3V0aWxpemF0aW9uQhkKF19ncHVfbWVtb3J5X3V0aWxpemF0aW9uMsgCCg5EcmFmdGVyU2VydmljZRJvCg5HZW5lcmF0ZURyYWZ0cxIsLmRlbGliZXJhdGUuZHJhZnRlci52MS5HZW5lcmF0ZURyYWZ0c1JlcXVlc3QaLS5kZWxpYmVyYXRlLmRyYWZ0ZXIudjEuR2VuZXJhdGVEcmFmdHNSZXNwb25zZTABEmsKDFN0cmVhbURyYWZ0cxIqLmRlbGliZXJhdGUuZHJhZnRlci52MS5TdHJlYW1EcmFmdHNSZXF1ZXN0GisuZGVsaWJlcmF0ZS5kcmFmdGVyLnYxLlN0cmVhbURyYWZ0c1Jlc3BvbnNlKAEwARJYCgdHZXRMb2FkEiUuZGVsaWJlcmF0ZS5kcmFmdGVyLnYxLkdldExvYWRSZXF1ZXN0GiYuZGVsaWJlcmF0ZS5kcmFmdGVyLnYxLkdldExvYWRSZXNwb25zZWIGcHJvdG8z", [file_deliberate_common_v1_common]);
 
 /**
  * @generated from message deliberate.drafter.v1.GenerateDraftsRequest
@@ -85,6 +85,15 @@ export type GenerateDraftsRequest = Message<"deliberate.drafter.v1.GenerateDraft
    * @deprecated
    */
   fastMode: boolean;
+
+  /**
+   * Index of the first draft (0 for a round's drafts). A replacement draft started while the others run
+   * continues the numbering, so its id and its default strategy differ from theirs.
+   * Limits: in [0, 64].
+   *
+   * @generated from field: int32 first_index = 10;
+   */
+  firstIndex: number;
 };
 
 /**
@@ -112,6 +121,125 @@ export const GenerateDraftsResponseSchema: GenMessage<GenerateDraftsResponse> = 
   messageDesc(file_deliberate_drafter_v1_drafter_service, 1);
 
 /**
+ * @generated from message deliberate.drafter.v1.StreamDraftsRequest
+ */
+export type StreamDraftsRequest = Message<"deliberate.drafter.v1.StreamDraftsRequest"> & {
+  /**
+   * @generated from oneof deliberate.drafter.v1.StreamDraftsRequest.action
+   */
+  action: {
+    /**
+     * The first message, exactly once: what to generate (as GenerateDrafts).
+     *
+     * @generated from field: deliberate.drafter.v1.GenerateDraftsRequest generate = 1;
+     */
+    value: GenerateDraftsRequest;
+    case: "generate";
+  } | {
+    /**
+     * A later message: stop one draft now. It completes with FINISH_REASON_ABORTED and the text it had.
+     *
+     * @generated from field: deliberate.drafter.v1.CancelDraft cancel = 2;
+     */
+    value: CancelDraft;
+    case: "cancel";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message deliberate.drafter.v1.StreamDraftsRequest.
+ * Use `create(StreamDraftsRequestSchema)` to create a new message.
+ */
+export const StreamDraftsRequestSchema: GenMessage<StreamDraftsRequest> = /*@__PURE__*/
+  messageDesc(file_deliberate_drafter_v1_drafter_service, 2);
+
+/**
+ * @generated from message deliberate.drafter.v1.CancelDraft
+ */
+export type CancelDraft = Message<"deliberate.drafter.v1.CancelDraft"> & {
+  /**
+   * The draft's index (Draft.index).
+   *
+   * @generated from field: int32 index = 1;
+   */
+  index: number;
+};
+
+/**
+ * Describes the message deliberate.drafter.v1.CancelDraft.
+ * Use `create(CancelDraftSchema)` to create a new message.
+ */
+export const CancelDraftSchema: GenMessage<CancelDraft> = /*@__PURE__*/
+  messageDesc(file_deliberate_drafter_v1_drafter_service, 3);
+
+/**
+ * @generated from message deliberate.drafter.v1.StreamDraftsResponse
+ */
+export type StreamDraftsResponse = Message<"deliberate.drafter.v1.StreamDraftsResponse"> & {
+  /**
+   * @generated from oneof deliberate.drafter.v1.StreamDraftsResponse.event
+   */
+  event: {
+    /**
+     * New text of one draft, in generation order.
+     *
+     * @generated from field: deliberate.drafter.v1.DraftDelta delta = 1;
+     */
+    value: DraftDelta;
+    case: "delta";
+  } | {
+    /**
+     * A draft is finished (stopped, cut at its budget, or cancelled): the whole draft, as GenerateDrafts sends it.
+     *
+     * @generated from field: deliberate.common.v1.Draft draft = 2;
+     */
+    value: Draft;
+    case: "draft";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message deliberate.drafter.v1.StreamDraftsResponse.
+ * Use `create(StreamDraftsResponseSchema)` to create a new message.
+ */
+export const StreamDraftsResponseSchema: GenMessage<StreamDraftsResponse> = /*@__PURE__*/
+  messageDesc(file_deliberate_drafter_v1_drafter_service, 4);
+
+/**
+ * @generated from message deliberate.drafter.v1.DraftDelta
+ */
+export type DraftDelta = Message<"deliberate.drafter.v1.DraftDelta"> & {
+  /**
+   * @generated from field: string draft_id = 1;
+   */
+  draftId: string;
+
+  /**
+   * @generated from field: int32 index = 2;
+   */
+  index: number;
+
+  /**
+   * @generated from field: string text = 3;
+   */
+  text: string;
+
+  /**
+   * Tokens this text holds (the engine's pieces; one per decoding step for llama.cpp).
+   *
+   * @generated from field: int32 tokens = 4;
+   */
+  tokens: number;
+};
+
+/**
+ * Describes the message deliberate.drafter.v1.DraftDelta.
+ * Use `create(DraftDeltaSchema)` to create a new message.
+ */
+export const DraftDeltaSchema: GenMessage<DraftDelta> = /*@__PURE__*/
+  messageDesc(file_deliberate_drafter_v1_drafter_service, 5);
+
+/**
  * @generated from message deliberate.drafter.v1.GetLoadRequest
  */
 export type GetLoadRequest = Message<"deliberate.drafter.v1.GetLoadRequest"> & {
@@ -122,7 +250,7 @@ export type GetLoadRequest = Message<"deliberate.drafter.v1.GetLoadRequest"> & {
  * Use `create(GetLoadRequestSchema)` to create a new message.
  */
 export const GetLoadRequestSchema: GenMessage<GetLoadRequest> = /*@__PURE__*/
-  messageDesc(file_deliberate_drafter_v1_drafter_service, 2);
+  messageDesc(file_deliberate_drafter_v1_drafter_service, 6);
 
 /**
  * The engine's load as the Drafter sees it. A sequence is one draft being generated.
@@ -191,7 +319,7 @@ export type GetLoadResponse = Message<"deliberate.drafter.v1.GetLoadResponse"> &
  * Use `create(GetLoadResponseSchema)` to create a new message.
  */
 export const GetLoadResponseSchema: GenMessage<GetLoadResponse> = /*@__PURE__*/
-  messageDesc(file_deliberate_drafter_v1_drafter_service, 3);
+  messageDesc(file_deliberate_drafter_v1_drafter_service, 7);
 
 /**
  * Generates N candidate drafts for one prompt in a single batched engine call.
@@ -208,6 +336,18 @@ export const DrafterService: GenService<{
     methodKind: "server_streaming";
     input: typeof GenerateDraftsRequestSchema;
     output: typeof GenerateDraftsResponseSchema;
+  },
+  /**
+   * Streams every draft token by token as it is generated, then each finished draft; on the same stream the
+   * caller can stop one draft alone (its engine slot is freed at once, the others go on). The first request
+   * message starts the generation; later ones cancel drafts.
+   *
+   * @generated from rpc deliberate.drafter.v1.DrafterService.StreamDrafts
+   */
+  streamDrafts: {
+    methodKind: "bidi_streaming";
+    input: typeof StreamDraftsRequestSchema;
+    output: typeof StreamDraftsResponseSchema;
   },
   /**
    * How busy the engine is now: the Scheduler's load signal for N.

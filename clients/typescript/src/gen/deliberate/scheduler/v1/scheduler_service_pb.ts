@@ -4,7 +4,7 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Constraint, Draft, DraftVerdict, SamplingParams, TokenUsage } from "../../common/v1/common_pb.js";
+import type { Constraint, Draft, DraftPosition, DraftVerdict, SamplingParams, TokenUsage } from "../../common/v1/common_pb.js";
 import { file_deliberate_common_v1_common } from "../../common/v1/common_pb.js";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
@@ -14,7 +14,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file deliberate/scheduler/v1/scheduler_service.proto.
  */
 export const file_deliberate_scheduler_v1_scheduler_service: GenFile = /*@__PURE__*/
-  fileDesc("Ci9kZWxpYmVyYXRlL3NjaGVkdWxlci92MS9zY2hlZHVsZXJfc2VydmljZS5wcm90bxIXZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEiswMKDFNvbHZlUmVxdWVzdBIOCgZwcm9tcHQYASABKAkSFQoNb3V0cHV0X3NjaGVtYRgCIAEoCRI1Cgtjb25zdHJhaW50cxgDIAMoCzIgLmRlbGliZXJhdGUuY29tbW9uLnYxLkNvbnN0cmFpbnQSKAoHY29udGV4dBgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEgoKbnVtX2RyYWZ0cxgFIAEoBRI2CghzYW1wbGluZxgGIAEoCzIkLmRlbGliZXJhdGUuY29tbW9uLnYxLlNhbXBsaW5nUGFyYW1zEhYKDnN0cmF0ZWd5X2hpbnRzGAcgAygJEhIKCnJlcXVlc3RfaWQYCCABKAkSPQoPcmVmaW5lX3NhbXBsaW5nGAkgASgLMiQuZGVsaWJlcmF0ZS5jb21tb24udjEuU2FtcGxpbmdQYXJhbXMSHgoWZGlzYWJsZV90aGlua2luZ190cmFjZRgKIAEoCBIgChhkaXNhYmxlX2NvbnNlbnN1c19wcmVmaXgYCyABKAgSIgoaZGlzYWJsZV9kZWZhdWx0X2FyaXRobWV0aWMYDCABKAgipAEKD1Njb3JlQ29tcG9uZW50cxINCgVzY29yZRgBIAEoARIRCglhZ3JlZW1lbnQYAiABKAESDwoHbGF0ZW5jeRgDIAEoARIUCgxhbnN3ZXJfc2hhcmUYBCABKAESDQoFZmluYWwYBSABKAESDQoFYWxwaGEYBiABKAESDAoEYmV0YRgHIAEoARINCgVnYW1tYRgIIAEoARINCgVkZWx0YRgJIAEoASLjAQoLRHJhZnRSZXBvcnQSKgoFZHJhZnQYASABKAsyGy5kZWxpYmVyYXRlLmNvbW1vbi52MS5EcmFmdBIzCgd2ZXJkaWN0GAIgASgLMiIuZGVsaWJlcmF0ZS5jb21tb24udjEuRHJhZnRWZXJkaWN0EhAKCHNlbGVjdGVkGAMgASgIEjwKCmNvbXBvbmVudHMYBCABKAsyKC5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5TY29yZUNvbXBvbmVudHMSFAoMZHVwbGljYXRlX29mGAUgASgJEg0KBXJvdW5kGAYgASgFIuMBCgxTdGFnZVRpbWluZ3MSKAoFZHJhZnQYASABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SKQoGdmVyaWZ5GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEikKBnNlbGVjdBgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIpCgZyZWZpbmUYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SKAoFdG90YWwYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24ijgQKDVNvbHZlUmVzcG9uc2USEgoKcmVxdWVzdF9pZBgBIAEoCRIOCgZhbnN3ZXIYAiABKAkSNAoGc3RhdHVzGAMgASgOMiQuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuU29sdmVTdGF0dXMSFQoNc3RhdHVzX3JlYXNvbhgEIAEoCRI0CgZkcmFmdHMYBSADKAsyJC5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5EcmFmdFJlcG9ydBIaChJzZWxlY3RlZF9kcmFmdF9pZHMYBiADKAkSFgoOdGhpbmtpbmdfdHJhY2UYByABKAkSEAoIdHJhY2VfaWQYCCABKAkSNgoHdGltaW5ncxgJIAEoCzIlLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlN0YWdlVGltaW5ncxIvCgV1c2FnZRgKIAEoCzIgLmRlbGliZXJhdGUuY29tbW9uLnYxLlRva2VuVXNhZ2USEgoKbnVtX2RyYWZ0cxgLIAEoBRIZChFudW1fZHJhZnRzX3JlYXNvbhgMIAEoCRIOCgZyb3VuZHMYDSABKAUSGAoQY29uc2Vuc3VzX3ByZWZpeBgOIAEoCRIbChNyZWZpbmVfdG9rZW5fYnVkZ2V0GA8gASgFEhwKFHJlZmluZV9idWRnZXRfcmVhc29uGBAgASgJEhMKC3ZlcmlmaWVkX2J5GBEgAygJIl4KFVN1Ym1pdEZlZWRiYWNrUmVxdWVzdBISCgpyZXF1ZXN0X2lkGAEgASgJEjEKB291dGNvbWUYAiABKA4yIC5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5PdXRjb21lIjYKFlN1Ym1pdEZlZWRiYWNrUmVzcG9uc2USHAoUb3V0Y29tZXNfdW50aWxfcmVmaXQYASABKAUiEQoPR2V0U3RhdGVSZXF1ZXN0Ik0KEFNlbGVjdGlvbldlaWdodHMSDQoFYWxwaGEYASABKAESDAoEYmV0YRgCIAEoARINCgVnYW1tYRgDIAEoARINCgVkZWx0YRgEIAEoASKyAQoOVmVyaWZpZXJIZWFsdGgSDwoHaGVhbHRoeRgBIAEoCBIcChRjb25zZWN1dGl2ZV9mYWlsdXJlcxgCIAEoBRIQCghyZXN0YXJ0cxgDIAEoBRI1ChFsYXN0X3Jlc3RhcnRfdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJcmVzdGFydGVyGAUgASgJEhUKDXdhdGNoZG9nX3JvbGUYBiABKAkiiwEKDkZlZWRiYWNrQ291bnRzEhEKCXN1Ym1pdHRlZBgBIAEoAxIQCghhY2NlcHRlZBgCIAEoAxIQCghyZWplY3RlZBgDIAEoAxIXCg91bmtub3duX3JlcXVlc3QYBCABKAMSDgoGcmVmaXRzGAUgASgDEhkKEXBlbmRpbmdfZGVjaXNpb25zGAYgASgDIrsCChBHZXRTdGF0ZVJlc3BvbnNlEjoKB3dlaWdodHMYASABKAsyKS5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5TZWxlY3Rpb25XZWlnaHRzEhIKCm51bV9kcmFmdHMYAiABKAUSGQoRbnVtX2RyYWZ0c19yZWFzb24YAyABKAkSFQoJZmFzdF9tb2RlGAQgASgIQgIYARITCgt1dGlsaXphdGlvbhgFIAEoARIaChJ1dGlsaXphdGlvbl9zb3VyY2UYBiABKAkSOQoIdmVyaWZpZXIYByABKAsyJy5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5WZXJpZmllckhlYWx0aBI5CghmZWVkYmFjaxgIIAEoCzInLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkZlZWRiYWNrQ291bnRzIkwKElNvbHZlU3RyZWFtUmVxdWVzdBI2CgdyZXF1ZXN0GAEgASgLMiUuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuU29sdmVSZXF1ZXN0IuEDChNTb2x2ZVN0cmVhbVJlc3BvbnNlEkIKD2RyYWZ0X2dlbmVyYXRlZBgBIAEoCzInLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkRyYWZ0R2VuZXJhdGVkSAASQAoOZHJhZnRfdmVyaWZpZWQYAiABKAsyJi5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5EcmFmdFZlcmlmaWVkSAASQAoOZHJhZnRfc2VsZWN0ZWQYAyABKAsyJi5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5EcmFmdFNlbGVjdGVkSAASQgoPZHJhZnRfZGlzY2FyZGVkGAQgASgLMicuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuRHJhZnREaXNjYXJkZWRIABI8CgxyZWZpbmVfY2h1bmsYBSABKAsyJC5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5SZWZpbmVDaHVua0gAEjcKBWZpbmFsGAYgASgLMiYuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuU29sdmVSZXNwb25zZUgAEj4KDXJvdW5kX3N0YXJ0ZWQYByABKAsyJS5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5Sb3VuZFN0YXJ0ZWRIAEIHCgVldmVudCJTCgxSb3VuZFN0YXJ0ZWQSDQoFcm91bmQYASABKAUSEgoKbnVtX2RyYWZ0cxgCIAEoBRIOCgZyZWFzb24YAyABKAkSEAoIZmVlZGJhY2sYBCABKAkiPAoORHJhZnRHZW5lcmF0ZWQSKgoFZHJhZnQYASABKAsyGy5kZWxpYmVyYXRlLmNvbW1vbi52MS5EcmFmdCJECg1EcmFmdFZlcmlmaWVkEjMKB3ZlcmRpY3QYASABKAsyIi5kZWxpYmVyYXRlLmNvbW1vbi52MS5EcmFmdFZlcmRpY3QiPgoNRHJhZnRTZWxlY3RlZBIQCghkcmFmdF9pZBgBIAEoCRIMCgRyYW5rGAIgASgFEg0KBXNjb3JlGAMgASgBIjIKDkRyYWZ0RGlzY2FyZGVkEhAKCGRyYWZ0X2lkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSIbCgtSZWZpbmVDaHVuaxIMCgR0ZXh0GAEgASgJKpgBCgtTb2x2ZVN0YXR1cxIcChhTT0xWRV9TVEFUVVNfVU5TUEVDSUZJRUQQABIZChVTT0xWRV9TVEFUVVNfVkVSSUZJRUQQARIbChdTT0xWRV9TVEFUVVNfVU5WRVJJRklFRBACEhcKE1NPTFZFX1NUQVRVU19GQUlMRUQQAxIaChZTT0xWRV9TVEFUVVNfVU5DSEVDS0VEEAQqTgoHT3V0Y29tZRIXChNPVVRDT01FX1VOU1BFQ0lGSUVEEAASFAoQT1VUQ09NRV9BQ0NFUFRFRBABEhQKEE9VVENPTUVfUkVKRUNURUQQAjKqAwoQU2NoZWR1bGVyU2VydmljZRJWCgVTb2x2ZRIlLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlNvbHZlUmVxdWVzdBomLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlNvbHZlUmVzcG9uc2USagoLU29sdmVTdHJlYW0SKy5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5Tb2x2ZVN0cmVhbVJlcXVlc3QaLC5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5Tb2x2ZVN0cmVhbVJlc3BvbnNlMAEScQoOU3VibWl0RmVlZGJhY2sSLi5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5TdWJtaXRGZWVkYmFja1JlcXVlc3QaLy5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5TdWJtaXRGZWVkYmFja1Jlc3BvbnNlEl8KCEdldFN0YXRlEiguZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuR2V0U3RhdGVSZXF1ZXN0GikuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuR2V0U3RhdGVSZXNwb25zZWIGcHJvdG8z", [file_deliberate_common_v1_common, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("Ci9kZWxpYmVyYXRlL3NjaGVkdWxlci92MS9zY2hlZHVsZXJfc2VydmljZS5wcm90bxIXZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEiowQKDFNvbHZlUmVxdWVzdBIOCgZwcm9tcHQYASABKAkSFQoNb3V0cHV0X3NjaGVtYRgCIAEoCRI1Cgtjb25zdHJhaW50cxgDIAMoCzIgLmRlbGliZXJhdGUuY29tbW9uLnYxLkNvbnN0cmFpbnQSKAoHY29udGV4dBgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEgoKbnVtX2RyYWZ0cxgFIAEoBRI2CghzYW1wbGluZxgGIAEoCzIkLmRlbGliZXJhdGUuY29tbW9uLnYxLlNhbXBsaW5nUGFyYW1zEhYKDnN0cmF0ZWd5X2hpbnRzGAcgAygJEhIKCnJlcXVlc3RfaWQYCCABKAkSPQoPcmVmaW5lX3NhbXBsaW5nGAkgASgLMiQuZGVsaWJlcmF0ZS5jb21tb24udjEuU2FtcGxpbmdQYXJhbXMSHgoWZGlzYWJsZV90aGlua2luZ190cmFjZRgKIAEoCBIgChhkaXNhYmxlX2NvbnNlbnN1c19wcmVmaXgYCyABKAgSIgoaZGlzYWJsZV9kZWZhdWx0X2FyaXRobWV0aWMYDCABKAgSJgoeZGlzYWJsZV9zdHJlYW1pbmdfdmVyaWZpY2F0aW9uGA0gASgIEhYKDmRpc2FibGVfcXVvcnVtGA4gASgIEg4KBnF1b3J1bRgPIAEoBRIeChZyZXBsYWNlX2Fib3J0ZWRfZHJhZnRzGBAgASgIIqQBCg9TY29yZUNvbXBvbmVudHMSDQoFc2NvcmUYASABKAESEQoJYWdyZWVtZW50GAIgASgBEg8KB2xhdGVuY3kYAyABKAESFAoMYW5zd2VyX3NoYXJlGAQgASgBEg0KBWZpbmFsGAUgASgBEg0KBWFscGhhGAYgASgBEgwKBGJldGEYByABKAESDQoFZ2FtbWEYCCABKAESDQoFZGVsdGEYCSABKAEimQIKC0RyYWZ0UmVwb3J0EioKBWRyYWZ0GAEgASgLMhsuZGVsaWJlcmF0ZS5jb21tb24udjEuRHJhZnQSMwoHdmVyZGljdBgCIAEoCzIiLmRlbGliZXJhdGUuY29tbW9uLnYxLkRyYWZ0VmVyZGljdBIQCghzZWxlY3RlZBgDIAEoCBI8Cgpjb21wb25lbnRzGAQgASgLMiguZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuU2NvcmVDb21wb25lbnRzEhQKDGR1cGxpY2F0ZV9vZhgFIAEoCRINCgVyb3VuZBgGIAEoBRI0CgdhYm9ydGVkGAcgASgLMiMuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuRHJhZnRBYm9ydCKEAQoKRHJhZnRBYm9ydBIOCgZyZWFzb24YASABKAkSDwoHcnVsZV9pZBgCIAEoCRIPCgdtZXNzYWdlGAMgASgJEi8KAmF0GAQgASgLMiMuZGVsaWJlcmF0ZS5jb21tb24udjEuRHJhZnRQb3NpdGlvbhITCgtyZXBsYWNlZF9ieRgFIAEoCSJ2CglFYXJseVN0b3ASDgoGcXVvcnVtGAEgASgFEg8KB3JlYWNoZWQYAiABKAgSDgoGcmVhc29uGAMgASgJEg8KB2Fib3J0ZWQYBCABKAUSEQoJY2FuY2VsbGVkGAUgASgFEhQKDHJlcGxhY2VtZW50cxgGIAEoBSLjAQoMU3RhZ2VUaW1pbmdzEigKBWRyYWZ0GAEgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEikKBnZlcmlmeRgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIpCgZzZWxlY3QYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SKQoGcmVmaW5lGAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEigKBXRvdGFsGAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIsYECg1Tb2x2ZVJlc3BvbnNlEhIKCnJlcXVlc3RfaWQYASABKAkSDgoGYW5zd2VyGAIgASgJEjQKBnN0YXR1cxgDIAEoDjIkLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlNvbHZlU3RhdHVzEhUKDXN0YXR1c19yZWFzb24YBCABKAkSNAoGZHJhZnRzGAUgAygLMiQuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuRHJhZnRSZXBvcnQSGgoSc2VsZWN0ZWRfZHJhZnRfaWRzGAYgAygJEhYKDnRoaW5raW5nX3RyYWNlGAcgASgJEhAKCHRyYWNlX2lkGAggASgJEjYKB3RpbWluZ3MYCSABKAsyJS5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5TdGFnZVRpbWluZ3MSLwoFdXNhZ2UYCiABKAsyIC5kZWxpYmVyYXRlLmNvbW1vbi52MS5Ub2tlblVzYWdlEhIKCm51bV9kcmFmdHMYCyABKAUSGQoRbnVtX2RyYWZ0c19yZWFzb24YDCABKAkSDgoGcm91bmRzGA0gASgFEhgKEGNvbnNlbnN1c19wcmVmaXgYDiABKAkSGwoTcmVmaW5lX3Rva2VuX2J1ZGdldBgPIAEoBRIcChRyZWZpbmVfYnVkZ2V0X3JlYXNvbhgQIAEoCRITCgt2ZXJpZmllZF9ieRgRIAMoCRI2CgplYXJseV9zdG9wGBIgASgLMiIuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuRWFybHlTdG9wIl4KFVN1Ym1pdEZlZWRiYWNrUmVxdWVzdBISCgpyZXF1ZXN0X2lkGAEgASgJEjEKB291dGNvbWUYAiABKA4yIC5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5PdXRjb21lIjYKFlN1Ym1pdEZlZWRiYWNrUmVzcG9uc2USHAoUb3V0Y29tZXNfdW50aWxfcmVmaXQYASABKAUiEQoPR2V0U3RhdGVSZXF1ZXN0Ik0KEFNlbGVjdGlvbldlaWdodHMSDQoFYWxwaGEYASABKAESDAoEYmV0YRgCIAEoARINCgVnYW1tYRgDIAEoARINCgVkZWx0YRgEIAEoASKyAQoOVmVyaWZpZXJIZWFsdGgSDwoHaGVhbHRoeRgBIAEoCBIcChRjb25zZWN1dGl2ZV9mYWlsdXJlcxgCIAEoBRIQCghyZXN0YXJ0cxgDIAEoBRI1ChFsYXN0X3Jlc3RhcnRfdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJcmVzdGFydGVyGAUgASgJEhUKDXdhdGNoZG9nX3JvbGUYBiABKAkiiwEKDkZlZWRiYWNrQ291bnRzEhEKCXN1Ym1pdHRlZBgBIAEoAxIQCghhY2NlcHRlZBgCIAEoAxIQCghyZWplY3RlZBgDIAEoAxIXCg91bmtub3duX3JlcXVlc3QYBCABKAMSDgoGcmVmaXRzGAUgASgDEhkKEXBlbmRpbmdfZGVjaXNpb25zGAYgASgDIrsCChBHZXRTdGF0ZVJlc3BvbnNlEjoKB3dlaWdodHMYASABKAsyKS5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5TZWxlY3Rpb25XZWlnaHRzEhIKCm51bV9kcmFmdHMYAiABKAUSGQoRbnVtX2RyYWZ0c19yZWFzb24YAyABKAkSFQoJZmFzdF9tb2RlGAQgASgIQgIYARITCgt1dGlsaXphdGlvbhgFIAEoARIaChJ1dGlsaXphdGlvbl9zb3VyY2UYBiABKAkSOQoIdmVyaWZpZXIYByABKAsyJy5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5WZXJpZmllckhlYWx0aBI5CghmZWVkYmFjaxgIIAEoCzInLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkZlZWRiYWNrQ291bnRzIkwKElNvbHZlU3RyZWFtUmVxdWVzdBI2CgdyZXF1ZXN0GAEgASgLMiUuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuU29sdmVSZXF1ZXN0IqEEChNTb2x2ZVN0cmVhbVJlc3BvbnNlEkIKD2RyYWZ0X2dlbmVyYXRlZBgBIAEoCzInLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkRyYWZ0R2VuZXJhdGVkSAASQAoOZHJhZnRfdmVyaWZpZWQYAiABKAsyJi5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5EcmFmdFZlcmlmaWVkSAASQAoOZHJhZnRfc2VsZWN0ZWQYAyABKAsyJi5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5EcmFmdFNlbGVjdGVkSAASQgoPZHJhZnRfZGlzY2FyZGVkGAQgASgLMicuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuRHJhZnREaXNjYXJkZWRIABI8CgxyZWZpbmVfY2h1bmsYBSABKAsyJC5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5SZWZpbmVDaHVua0gAEjcKBWZpbmFsGAYgASgLMiYuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuU29sdmVSZXNwb25zZUgAEj4KDXJvdW5kX3N0YXJ0ZWQYByABKAsyJS5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5Sb3VuZFN0YXJ0ZWRIABI+Cg1kcmFmdF9hYm9ydGVkGAggASgLMiUuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuRHJhZnRBYm9ydGVkSABCBwoFZXZlbnQiVAoMRHJhZnRBYm9ydGVkEhAKCGRyYWZ0X2lkGAEgASgJEjIKBWFib3J0GAIgASgLMiMuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuRHJhZnRBYm9ydCJTCgxSb3VuZFN0YXJ0ZWQSDQoFcm91bmQYASABKAUSEgoKbnVtX2RyYWZ0cxgCIAEoBRIOCgZyZWFzb24YAyABKAkSEAoIZmVlZGJhY2sYBCABKAkiPAoORHJhZnRHZW5lcmF0ZWQSKgoFZHJhZnQYASABKAsyGy5kZWxpYmVyYXRlLmNvbW1vbi52MS5EcmFmdCJECg1EcmFmdFZlcmlmaWVkEjMKB3ZlcmRpY3QYASABKAsyIi5kZWxpYmVyYXRlLmNvbW1vbi52MS5EcmFmdFZlcmRpY3QiPgoNRHJhZnRTZWxlY3RlZBIQCghkcmFmdF9pZBgBIAEoCRIMCgRyYW5rGAIgASgFEg0KBXNjb3JlGAMgASgBIjIKDkRyYWZ0RGlzY2FyZGVkEhAKCGRyYWZ0X2lkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSIbCgtSZWZpbmVDaHVuaxIMCgR0ZXh0GAEgASgJKpgBCgtTb2x2ZVN0YXR1cxIcChhTT0xWRV9TVEFUVVNfVU5TUEVDSUZJRUQQABIZChVTT0xWRV9TVEFUVVNfVkVSSUZJRUQQARIbChdTT0xWRV9TVEFUVVNfVU5WRVJJRklFRBACEhcKE1NPTFZFX1NUQVRVU19GQUlMRUQQAxIaChZTT0xWRV9TVEFUVVNfVU5DSEVDS0VEEAQqTgoHT3V0Y29tZRIXChNPVVRDT01FX1VOU1BFQ0lGSUVEEAASFAoQT1VUQ09NRV9BQ0NFUFRFRBABEhQKEE9VVENPTUVfUkVKRUNURUQQAjKqAwoQU2NoZWR1bGVyU2VydmljZRJWCgVTb2x2ZRIlLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlNvbHZlUmVxdWVzdBomLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlNvbHZlUmVzcG9uc2USagoLU29sdmVTdHJlYW0SKy5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5Tb2x2ZVN0cmVhbVJlcXVlc3QaLC5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5Tb2x2ZVN0cmVhbVJlc3BvbnNlMAEScQoOU3VibWl0RmVlZGJhY2sSLi5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5TdWJtaXRGZWVkYmFja1JlcXVlc3QaLy5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5TdWJtaXRGZWVkYmFja1Jlc3BvbnNlEl8KCEdldFN0YXRlEiguZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuR2V0U3RhdGVSZXF1ZXN0GikuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuR2V0U3RhdGVSZXNwb25zZWIGcHJvdG8z", [file_deliberate_common_v1_common, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message deliberate.scheduler.v1.SolveRequest
@@ -112,6 +112,40 @@ export type SolveRequest = Message<"deliberate.scheduler.v1.SolveRequest"> & {
    * @generated from field: bool disable_default_arithmetic = 12;
    */
   disableDefaultArithmetic: boolean;
+
+  /**
+   * Early stopping (docs/scheduler.md), each switchable here so one benchmark run compares with and without.
+   * When true, drafts are verified only once they are finished: no streaming verification, so no draft is
+   * aborted for a hard rule it failed on its prefix.
+   *
+   * @generated from field: bool disable_streaming_verification = 13;
+   */
+  disableStreamingVerification: boolean;
+
+  /**
+   * When true, the Scheduler waits for every draft instead of starting refinement on a quorum.
+   *
+   * @generated from field: bool disable_quorum = 14;
+   */
+  disableQuorum: boolean;
+
+  /**
+   * Drafts that must pass every hard rule and agree on the answer for refinement to start without the
+   * others (which are cancelled); 0: half the round's drafts, rounded up.
+   * Limits: in [0, 8] (--max-drafts).
+   *
+   * @generated from field: int32 quorum = 15;
+   */
+  quorum: number;
+
+  /**
+   * When true, a draft aborted for a failed hard rule is replaced by a new draft with another strategy and
+   * the failure in its prompt, while the others still run (at most as many as the round's drafts, and not
+   * close to the deadline).
+   *
+   * @generated from field: bool replace_aborted_drafts = 16;
+   */
+  replaceAbortedDrafts: boolean;
 };
 
 /**
@@ -229,6 +263,13 @@ export type DraftReport = Message<"deliberate.scheduler.v1.DraftReport"> & {
    * @generated from field: int32 round = 6;
    */
   round: number;
+
+  /**
+   * Set when the Scheduler stopped the draft before its end.
+   *
+   * @generated from field: deliberate.scheduler.v1.DraftAbort aborted = 7;
+   */
+  aborted?: DraftAbort | undefined;
 };
 
 /**
@@ -237,6 +278,103 @@ export type DraftReport = Message<"deliberate.scheduler.v1.DraftReport"> & {
  */
 export const DraftReportSchema: GenMessage<DraftReport> = /*@__PURE__*/
   messageDesc(file_deliberate_scheduler_v1_scheduler_service, 2);
+
+/**
+ * Why and where the Scheduler stopped a draft before its end.
+ *
+ * @generated from message deliberate.scheduler.v1.DraftAbort
+ */
+export type DraftAbort = Message<"deliberate.scheduler.v1.DraftAbort"> & {
+  /**
+   * "hard_rule": a hard rule failed on the draft's prefix (streaming verification); "quorum": refinement
+   * started on a quorum of other drafts while this one was still generating.
+   *
+   * @generated from field: string reason = 1;
+   */
+  reason: string;
+
+  /**
+   * For "hard_rule": the rule that stopped the draft, its message and where it failed.
+   *
+   * @generated from field: string rule_id = 2;
+   */
+  ruleId: string;
+
+  /**
+   * @generated from field: string message = 3;
+   */
+  message: string;
+
+  /**
+   * @generated from field: deliberate.common.v1.DraftPosition at = 4;
+   */
+  at?: DraftPosition | undefined;
+
+  /**
+   * The draft started in its place (SolveRequest.replace_aborted_drafts), if any.
+   *
+   * @generated from field: string replaced_by = 5;
+   */
+  replacedBy: string;
+};
+
+/**
+ * Describes the message deliberate.scheduler.v1.DraftAbort.
+ * Use `create(DraftAbortSchema)` to create a new message.
+ */
+export const DraftAbortSchema: GenMessage<DraftAbort> = /*@__PURE__*/
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 3);
+
+/**
+ * What early stopping did for a request.
+ *
+ * @generated from message deliberate.scheduler.v1.EarlyStop
+ */
+export type EarlyStop = Message<"deliberate.scheduler.v1.EarlyStop"> & {
+  /**
+   * Agreeing valid drafts that start refinement without the others (0: the quorum was off).
+   *
+   * @generated from field: int32 quorum = 1;
+   */
+  quorum: number;
+
+  /**
+   * Refinement started on the quorum (or on a lead the remaining drafts could not overturn).
+   *
+   * @generated from field: bool reached = 2;
+   */
+  reached: boolean;
+
+  /**
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+
+  /**
+   * Drafts stopped for a hard rule failed on their prefix; drafts cancelled when the quorum was reached;
+   * replacement drafts started.
+   *
+   * @generated from field: int32 aborted = 4;
+   */
+  aborted: number;
+
+  /**
+   * @generated from field: int32 cancelled = 5;
+   */
+  cancelled: number;
+
+  /**
+   * @generated from field: int32 replacements = 6;
+   */
+  replacements: number;
+};
+
+/**
+ * Describes the message deliberate.scheduler.v1.EarlyStop.
+ * Use `create(EarlyStopSchema)` to create a new message.
+ */
+export const EarlyStopSchema: GenMessage<EarlyStop> = /*@__PURE__*/
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 4);
 
 /**
  * Wall time spent in each stage.
@@ -275,7 +413,7 @@ export type StageTimings = Message<"deliberate.scheduler.v1.StageTimings"> & {
  * Use `create(StageTimingsSchema)` to create a new message.
  */
 export const StageTimingsSchema: GenMessage<StageTimings> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 3);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 5);
 
 /**
  * @generated from message deliberate.scheduler.v1.SolveResponse
@@ -382,6 +520,11 @@ export type SolveResponse = Message<"deliberate.scheduler.v1.SolveResponse"> & {
    * @generated from field: repeated string verified_by = 17;
    */
   verifiedBy: string[];
+
+  /**
+   * @generated from field: deliberate.scheduler.v1.EarlyStop early_stop = 18;
+   */
+  earlyStop?: EarlyStop | undefined;
 };
 
 /**
@@ -389,7 +532,7 @@ export type SolveResponse = Message<"deliberate.scheduler.v1.SolveResponse"> & {
  * Use `create(SolveResponseSchema)` to create a new message.
  */
 export const SolveResponseSchema: GenMessage<SolveResponse> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 4);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 6);
 
 /**
  * @generated from message deliberate.scheduler.v1.SubmitFeedbackRequest
@@ -411,7 +554,7 @@ export type SubmitFeedbackRequest = Message<"deliberate.scheduler.v1.SubmitFeedb
  * Use `create(SubmitFeedbackRequestSchema)` to create a new message.
  */
 export const SubmitFeedbackRequestSchema: GenMessage<SubmitFeedbackRequest> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 5);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 7);
 
 /**
  * @generated from message deliberate.scheduler.v1.SubmitFeedbackResponse
@@ -430,7 +573,7 @@ export type SubmitFeedbackResponse = Message<"deliberate.scheduler.v1.SubmitFeed
  * Use `create(SubmitFeedbackResponseSchema)` to create a new message.
  */
 export const SubmitFeedbackResponseSchema: GenMessage<SubmitFeedbackResponse> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 6);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 8);
 
 /**
  * @generated from message deliberate.scheduler.v1.GetStateRequest
@@ -443,7 +586,7 @@ export type GetStateRequest = Message<"deliberate.scheduler.v1.GetStateRequest">
  * Use `create(GetStateRequestSchema)` to create a new message.
  */
 export const GetStateRequestSchema: GenMessage<GetStateRequest> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 7);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 9);
 
 /**
  * @generated from message deliberate.scheduler.v1.SelectionWeights
@@ -477,7 +620,7 @@ export type SelectionWeights = Message<"deliberate.scheduler.v1.SelectionWeights
  * Use `create(SelectionWeightsSchema)` to create a new message.
  */
 export const SelectionWeightsSchema: GenMessage<SelectionWeights> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 8);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 10);
 
 /**
  * @generated from message deliberate.scheduler.v1.VerifierHealth
@@ -524,7 +667,7 @@ export type VerifierHealth = Message<"deliberate.scheduler.v1.VerifierHealth"> &
  * Use `create(VerifierHealthSchema)` to create a new message.
  */
 export const VerifierHealthSchema: GenMessage<VerifierHealth> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 9);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 11);
 
 /**
  * @generated from message deliberate.scheduler.v1.FeedbackCounts
@@ -566,7 +709,7 @@ export type FeedbackCounts = Message<"deliberate.scheduler.v1.FeedbackCounts"> &
  * Use `create(FeedbackCountsSchema)` to create a new message.
  */
 export const FeedbackCountsSchema: GenMessage<FeedbackCounts> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 10);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 12);
 
 /**
  * @generated from message deliberate.scheduler.v1.GetStateResponse
@@ -623,7 +766,7 @@ export type GetStateResponse = Message<"deliberate.scheduler.v1.GetStateResponse
  * Use `create(GetStateResponseSchema)` to create a new message.
  */
 export const GetStateResponseSchema: GenMessage<GetStateResponse> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 11);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 13);
 
 /**
  * @generated from message deliberate.scheduler.v1.SolveStreamRequest
@@ -640,7 +783,7 @@ export type SolveStreamRequest = Message<"deliberate.scheduler.v1.SolveStreamReq
  * Use `create(SolveStreamRequestSchema)` to create a new message.
  */
 export const SolveStreamRequestSchema: GenMessage<SolveStreamRequest> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 12);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 14);
 
 /**
  * One stage event. The stream ends with exactly one `final` event.
@@ -693,6 +836,12 @@ export type SolveStreamResponse = Message<"deliberate.scheduler.v1.SolveStreamRe
      */
     value: RoundStarted;
     case: "roundStarted";
+  } | {
+    /**
+     * @generated from field: deliberate.scheduler.v1.DraftAborted draft_aborted = 8;
+     */
+    value: DraftAborted;
+    case: "draftAborted";
   } | { case: undefined; value?: undefined };
 };
 
@@ -701,7 +850,31 @@ export type SolveStreamResponse = Message<"deliberate.scheduler.v1.SolveStreamRe
  * Use `create(SolveStreamResponseSchema)` to create a new message.
  */
 export const SolveStreamResponseSchema: GenMessage<SolveStreamResponse> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 13);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 15);
+
+/**
+ * The Scheduler stopped a draft before its end (a hard rule failed on its prefix, or a quorum was reached).
+ *
+ * @generated from message deliberate.scheduler.v1.DraftAborted
+ */
+export type DraftAborted = Message<"deliberate.scheduler.v1.DraftAborted"> & {
+  /**
+   * @generated from field: string draft_id = 1;
+   */
+  draftId: string;
+
+  /**
+   * @generated from field: deliberate.scheduler.v1.DraftAbort abort = 2;
+   */
+  abort?: DraftAbort | undefined;
+};
+
+/**
+ * Describes the message deliberate.scheduler.v1.DraftAborted.
+ * Use `create(DraftAbortedSchema)` to create a new message.
+ */
+export const DraftAbortedSchema: GenMessage<DraftAborted> = /*@__PURE__*/
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 16);
 
 /**
  * A drafting round begins: the first one, or a re-draft after no draft passed the hard rules.
@@ -739,7 +912,7 @@ export type RoundStarted = Message<"deliberate.scheduler.v1.RoundStarted"> & {
  * Use `create(RoundStartedSchema)` to create a new message.
  */
 export const RoundStartedSchema: GenMessage<RoundStarted> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 14);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 17);
 
 /**
  * @generated from message deliberate.scheduler.v1.DraftGenerated
@@ -756,7 +929,7 @@ export type DraftGenerated = Message<"deliberate.scheduler.v1.DraftGenerated"> &
  * Use `create(DraftGeneratedSchema)` to create a new message.
  */
 export const DraftGeneratedSchema: GenMessage<DraftGenerated> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 15);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 18);
 
 /**
  * @generated from message deliberate.scheduler.v1.DraftVerified
@@ -773,7 +946,7 @@ export type DraftVerified = Message<"deliberate.scheduler.v1.DraftVerified"> & {
  * Use `create(DraftVerifiedSchema)` to create a new message.
  */
 export const DraftVerifiedSchema: GenMessage<DraftVerified> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 16);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 19);
 
 /**
  * @generated from message deliberate.scheduler.v1.DraftSelected
@@ -802,7 +975,7 @@ export type DraftSelected = Message<"deliberate.scheduler.v1.DraftSelected"> & {
  * Use `create(DraftSelectedSchema)` to create a new message.
  */
 export const DraftSelectedSchema: GenMessage<DraftSelected> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 17);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 20);
 
 /**
  * @generated from message deliberate.scheduler.v1.DraftDiscarded
@@ -824,7 +997,7 @@ export type DraftDiscarded = Message<"deliberate.scheduler.v1.DraftDiscarded"> &
  * Use `create(DraftDiscardedSchema)` to create a new message.
  */
 export const DraftDiscardedSchema: GenMessage<DraftDiscarded> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 18);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 21);
 
 /**
  * @generated from message deliberate.scheduler.v1.RefineChunk
@@ -841,7 +1014,7 @@ export type RefineChunk = Message<"deliberate.scheduler.v1.RefineChunk"> & {
  * Use `create(RefineChunkSchema)` to create a new message.
  */
 export const RefineChunkSchema: GenMessage<RefineChunk> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 19);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 22);
 
 /**
  * @generated from enum deliberate.scheduler.v1.SolveStatus

@@ -13,7 +13,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file deliberate/verifier/v1/verifier_service.proto.
  */
 export const file_deliberate_verifier_v1_verifier_service: GenFile = /*@__PURE__*/
-  fileDesc("Ci1kZWxpYmVyYXRlL3ZlcmlmaWVyL3YxL3ZlcmlmaWVyX3NlcnZpY2UucHJvdG8SFmRlbGliZXJhdGUudmVyaWZpZXIudjEi3gEKE1ZlcmlmeURyYWZ0c1JlcXVlc3QSEgoKcmVxdWVzdF9pZBgBIAEoCRIOCgZwcm9tcHQYAiABKAkSKwoGZHJhZnRzGAMgAygLMhsuZGVsaWJlcmF0ZS5jb21tb24udjEuRHJhZnQSFQoNb3V0cHV0X3NjaGVtYRgEIAEoCRI1Cgtjb25zdHJhaW50cxgFIAMoCzIgLmRlbGliZXJhdGUuY29tbW9uLnYxLkNvbnN0cmFpbnQSKAoHY29udGV4dBgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiTAoUVmVyaWZ5RHJhZnRzUmVzcG9uc2USNAoIdmVyZGljdHMYASADKAsyIi5kZWxpYmVyYXRlLmNvbW1vbi52MS5EcmFmdFZlcmRpY3QikQEKF0NoZWNrQ29uc3RyYWludHNSZXF1ZXN0EhUKDW91dHB1dF9zY2hlbWEYASABKAkSNQoLY29uc3RyYWludHMYAiADKAsyIC5kZWxpYmVyYXRlLmNvbW1vbi52MS5Db25zdHJhaW50EigKB2NvbnRleHQYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IiwKGENoZWNrQ29uc3RyYWludHNSZXNwb25zZRIQCghydWxlX2lkcxgBIAMoCTLzAQoPVmVyaWZpZXJTZXJ2aWNlEmkKDFZlcmlmeURyYWZ0cxIrLmRlbGliZXJhdGUudmVyaWZpZXIudjEuVmVyaWZ5RHJhZnRzUmVxdWVzdBosLmRlbGliZXJhdGUudmVyaWZpZXIudjEuVmVyaWZ5RHJhZnRzUmVzcG9uc2USdQoQQ2hlY2tDb25zdHJhaW50cxIvLmRlbGliZXJhdGUudmVyaWZpZXIudjEuQ2hlY2tDb25zdHJhaW50c1JlcXVlc3QaMC5kZWxpYmVyYXRlLnZlcmlmaWVyLnYxLkNoZWNrQ29uc3RyYWludHNSZXNwb25zZWIGcHJvdG8z", [file_deliberate_common_v1_common, file_google_protobuf_struct]);
+  fileDesc("Ci1kZWxpYmVyYXRlL3ZlcmlmaWVyL3YxL3ZlcmlmaWVyX3NlcnZpY2UucHJvdG8SFmRlbGliZXJhdGUudmVyaWZpZXIudjEi3gEKE1ZlcmlmeURyYWZ0c1JlcXVlc3QSEgoKcmVxdWVzdF9pZBgBIAEoCRIOCgZwcm9tcHQYAiABKAkSKwoGZHJhZnRzGAMgAygLMhsuZGVsaWJlcmF0ZS5jb21tb24udjEuRHJhZnQSFQoNb3V0cHV0X3NjaGVtYRgEIAEoCRI1Cgtjb25zdHJhaW50cxgFIAMoCzIgLmRlbGliZXJhdGUuY29tbW9uLnYxLkNvbnN0cmFpbnQSKAoHY29udGV4dBgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiTAoUVmVyaWZ5RHJhZnRzUmVzcG9uc2USNAoIdmVyZGljdHMYASADKAsyIi5kZWxpYmVyYXRlLmNvbW1vbi52MS5EcmFmdFZlcmRpY3QikQEKF0NoZWNrQ29uc3RyYWludHNSZXF1ZXN0EhUKDW91dHB1dF9zY2hlbWEYASABKAkSNQoLY29uc3RyYWludHMYAiADKAsyIC5kZWxpYmVyYXRlLmNvbW1vbi52MS5Db25zdHJhaW50EigKB2NvbnRleHQYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IiwKGENoZWNrQ29uc3RyYWludHNSZXNwb25zZRIQCghydWxlX2lkcxgBIAMoCSK+AQoTVmVyaWZ5U3RyZWFtUmVxdWVzdBI6CgVzdGFydBgBIAEoCzIpLmRlbGliZXJhdGUudmVyaWZpZXIudjEuVmVyaWZ5U3RyZWFtU3RhcnRIABI3CgVkZWx0YRgCIAEoCzImLmRlbGliZXJhdGUudmVyaWZpZXIudjEuRHJhZnRUZXh0RGVsdGFIABIqCgNlbmQYAyABKAsyGy5kZWxpYmVyYXRlLmNvbW1vbi52MS5EcmFmdEgAQgYKBGl0ZW0irwEKEVZlcmlmeVN0cmVhbVN0YXJ0EhIKCnJlcXVlc3RfaWQYASABKAkSDgoGcHJvbXB0GAIgASgJEhUKDW91dHB1dF9zY2hlbWEYAyABKAkSNQoLY29uc3RyYWludHMYBCADKAsyIC5kZWxpYmVyYXRlLmNvbW1vbi52MS5Db25zdHJhaW50EigKB2NvbnRleHQYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IkAKDkRyYWZ0VGV4dERlbHRhEhAKCGRyYWZ0X2lkGAEgASgJEgwKBHRleHQYAiABKAkSDgoGdG9rZW5zGAMgASgFIloKFFZlcmlmeVN0cmVhbVJlc3BvbnNlEjMKB3ZlcmRpY3QYASABKAsyIi5kZWxpYmVyYXRlLmNvbW1vbi52MS5EcmFmdFZlcmRpY3QSDQoFZWFybHkYAiABKAgy4gIKD1ZlcmlmaWVyU2VydmljZRJpCgxWZXJpZnlEcmFmdHMSKy5kZWxpYmVyYXRlLnZlcmlmaWVyLnYxLlZlcmlmeURyYWZ0c1JlcXVlc3QaLC5kZWxpYmVyYXRlLnZlcmlmaWVyLnYxLlZlcmlmeURyYWZ0c1Jlc3BvbnNlEnUKEENoZWNrQ29uc3RyYWludHMSLy5kZWxpYmVyYXRlLnZlcmlmaWVyLnYxLkNoZWNrQ29uc3RyYWludHNSZXF1ZXN0GjAuZGVsaWJlcmF0ZS52ZXJpZmllci52MS5DaGVja0NvbnN0cmFpbnRzUmVzcG9uc2USbQoMVmVyaWZ5U3RyZWFtEisuZGVsaWJlcmF0ZS52ZXJpZmllci52MS5WZXJpZnlTdHJlYW1SZXF1ZXN0GiwuZGVsaWJlcmF0ZS52ZXJpZmllci52MS5WZXJpZnlTdHJlYW1SZXNwb25zZSgBMAFiBnByb3RvMw", [file_deliberate_common_v1_common, file_google_protobuf_struct]);
 
 /**
  * @generated from message deliberate.verifier.v1.VerifyDraftsRequest
@@ -139,6 +139,145 @@ export const CheckConstraintsResponseSchema: GenMessage<CheckConstraintsResponse
   messageDesc(file_deliberate_verifier_v1_verifier_service, 3);
 
 /**
+ * @generated from message deliberate.verifier.v1.VerifyStreamRequest
+ */
+export type VerifyStreamRequest = Message<"deliberate.verifier.v1.VerifyStreamRequest"> & {
+  /**
+   * @generated from oneof deliberate.verifier.v1.VerifyStreamRequest.item
+   */
+  item: {
+    /**
+     * The first message, exactly once: what every draft of the stream is checked against.
+     *
+     * @generated from field: deliberate.verifier.v1.VerifyStreamStart start = 1;
+     */
+    value: VerifyStreamStart;
+    case: "start";
+  } | {
+    /**
+     * More text of one draft; its first delta opens it.
+     *
+     * @generated from field: deliberate.verifier.v1.DraftTextDelta delta = 2;
+     */
+    value: DraftTextDelta;
+    case: "delta";
+  } | {
+    /**
+     * A draft ended: the finished draft (its text replaces what the deltas built). Its final verdict follows
+     * unless an early one was already sent.
+     *
+     * @generated from field: deliberate.common.v1.Draft end = 3;
+     */
+    value: Draft;
+    case: "end";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message deliberate.verifier.v1.VerifyStreamRequest.
+ * Use `create(VerifyStreamRequestSchema)` to create a new message.
+ */
+export const VerifyStreamRequestSchema: GenMessage<VerifyStreamRequest> = /*@__PURE__*/
+  messageDesc(file_deliberate_verifier_v1_verifier_service, 4);
+
+/**
+ * @generated from message deliberate.verifier.v1.VerifyStreamStart
+ */
+export type VerifyStreamStart = Message<"deliberate.verifier.v1.VerifyStreamStart"> & {
+  /**
+   * @generated from field: string request_id = 1;
+   */
+  requestId: string;
+
+  /**
+   * Limits: required, at most 8000 characters (--max-prompt-chars).
+   *
+   * @generated from field: string prompt = 2;
+   */
+  prompt: string;
+
+  /**
+   * @generated from field: string output_schema = 3;
+   */
+  outputSchema: string;
+
+  /**
+   * Limits: at most 32 items; each .cel_expression at most 2048 characters; each .params finite numbers.
+   *
+   * @generated from field: repeated deliberate.common.v1.Constraint constraints = 4;
+   */
+  constraints: Constraint[];
+
+  /**
+   * Limits: at most 1048576 bytes serialized, finite numbers.
+   *
+   * @generated from field: google.protobuf.Struct context = 5;
+   */
+  context?: JsonObject | undefined;
+};
+
+/**
+ * Describes the message deliberate.verifier.v1.VerifyStreamStart.
+ * Use `create(VerifyStreamStartSchema)` to create a new message.
+ */
+export const VerifyStreamStartSchema: GenMessage<VerifyStreamStart> = /*@__PURE__*/
+  messageDesc(file_deliberate_verifier_v1_verifier_service, 5);
+
+/**
+ * @generated from message deliberate.verifier.v1.DraftTextDelta
+ */
+export type DraftTextDelta = Message<"deliberate.verifier.v1.DraftTextDelta"> & {
+  /**
+   * @generated from field: string draft_id = 1;
+   */
+  draftId: string;
+
+  /**
+   * @generated from field: string text = 2;
+   */
+  text: string;
+
+  /**
+   * Tokens this text holds (from the Drafter's delta), so a failure is placed at its token.
+   *
+   * @generated from field: int32 tokens = 3;
+   */
+  tokens: number;
+};
+
+/**
+ * Describes the message deliberate.verifier.v1.DraftTextDelta.
+ * Use `create(DraftTextDeltaSchema)` to create a new message.
+ */
+export const DraftTextDeltaSchema: GenMessage<DraftTextDelta> = /*@__PURE__*/
+  messageDesc(file_deliberate_verifier_v1_verifier_service, 6);
+
+/**
+ * @generated from message deliberate.verifier.v1.VerifyStreamResponse
+ */
+export type VerifyStreamResponse = Message<"deliberate.verifier.v1.VerifyStreamResponse"> & {
+  /**
+   * @generated from field: deliberate.common.v1.DraftVerdict verdict = 1;
+   */
+  verdict?: DraftVerdict | undefined;
+
+  /**
+   * The verdict was reached on a prefix of the draft, before its end: a hard rule failed (see its
+   * `failed_at`). The caller may stop generating the draft.
+   *
+   * @generated from field: bool early = 2;
+   */
+  early: boolean;
+};
+
+/**
+ * Describes the message deliberate.verifier.v1.VerifyStreamResponse.
+ * Use `create(VerifyStreamResponseSchema)` to create a new message.
+ */
+export const VerifyStreamResponseSchema: GenMessage<VerifyStreamResponse> = /*@__PURE__*/
+  messageDesc(file_deliberate_verifier_v1_verifier_service, 7);
+
+/**
  * Checks drafts against deterministic rules. It never generates answer text.
  *
  * @generated from service deliberate.verifier.v1.VerifierService
@@ -164,6 +303,21 @@ export const VerifierService: GenService<{
     methodKind: "unary";
     input: typeof CheckConstraintsRequestSchema;
     output: typeof CheckConstraintsResponseSchema;
+  },
+  /**
+   * Verifies drafts while they are generated. The caller sends what to check against, then each draft's text
+   * as it grows and, when a draft ends, the finished draft. Rules that can judge a prefix do so as the text
+   * arrives (each completed line's equations are recomputed; a JSON answer is checked as a prefix); the rest
+   * (CEL, rule packs, the final answer) run once the draft has ended. Exactly one verdict per draft comes
+   * back: an early one as soon as a hard rule fails on a prefix (its rule result says where), or the final
+   * one after the draft's end.
+   *
+   * @generated from rpc deliberate.verifier.v1.VerifierService.VerifyStream
+   */
+  verifyStream: {
+    methodKind: "bidi_streaming";
+    input: typeof VerifyStreamRequestSchema;
+    output: typeof VerifyStreamResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_deliberate_verifier_v1_verifier_service, 0);
