@@ -30,15 +30,17 @@ JSON_ENDING = "End with your answer as one JSON object (the object itself, not t
 CONSTRAINED_JSON_ENDING = "Answer with one JSON object (the object itself, not the schema) that follows:\n{schema}"
 
 
-def strategies_for(num_drafts: int, hints: Sequence[str], round_: int = 0) -> list[str]:
+def strategies_for(num_drafts: int, hints: Sequence[str], round_: int = 0, first_index: int = 0) -> list[str]:
     """The client's hints first, then the defaults that are not already used, cycling if N is large.
-    A re-draft round starts further along the defaults, so it tries other strategies."""
-    chosen = [hint for hint in hints[:num_drafts] if hint.strip()]
+    A re-draft round starts further along the defaults, so it tries other strategies. Drafts from
+    `first_index` on (a replacement draft) take the strategies that follow the round's first ones."""
+    total = first_index + num_drafts
+    chosen = [hint for hint in hints[:total] if hint.strip()]
     spare = [s for s in DEFAULT_STRATEGIES if s not in chosen] or list(DEFAULT_STRATEGIES)
     offset = round_ * num_drafts
-    while len(chosen) < num_drafts:
+    while len(chosen) < total:
         chosen.append(spare[(len(chosen) + offset) % len(spare)])
-    return chosen
+    return chosen[first_index:]
 
 
 def draft_user_message(

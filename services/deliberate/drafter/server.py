@@ -1,7 +1,9 @@
-"""gRPC edge of the Drafter: validates, runs one batched generation, streams each draft as it completes."""
+"""gRPC edge of the Drafter: validates, runs one batched generation, streams each draft as it completes
+(GenerateDrafts), or every draft token by token with per-draft cancel on the same stream (StreamDrafts)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -17,7 +19,7 @@ from ..core import telemetry
 from ..core.convert import FINISH_REASONS, duration
 from ..core.gpu import GpuMonitor, GpuReading
 from ..core.requests import parse_output_schema
-from ..engines.base import Completion, Engine, SamplingParams
+from ..engines.base import Cancellation, Completion, Engine, SamplingParams, TextDelta
 from ..engines.load import EngineLoad
 from ..engines.service import EngineServicer, open_engine_of
 from .limits import GENERATE_DRAFTS
@@ -52,8 +54,48 @@ class DrafterServicer(EngineServicer, drafter_service_pb2_grpc.DrafterServiceSer
         return self.sampling(request.sampling), parse_output_schema(request.output_schema)
 
     async def GenerateDrafts(self, request, context: grpc.aio.ServicerContext):  # noqa: N802 (gRPC naming)
+        async for event, strategies, started_ns in self.drafting(request, context):
+            if isinstance(event, Completion):
+                yield drafter_service_pb2.GenerateDraftsResponse(
+                    draft=self.draft_of(request, strategies, event, started_ns)
+                )
+
+    async def StreamDrafts(self, request_iterator, context: grpc.aio.ServicerContext):  # noqa: N802 (gRPC naming)
+        first = await anext(aiter(request_iterator), None)
+        if first is None or first.WhichOneof("action") != "generate":
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "action: the first message must be `generate`")
+        request = first.generate
+        cancel = Cancellation()
+        cancels = asyncio.ensure_future(self.read_cancels(request, request_iterator, cancel))
+        try:
+            async for event, strategies, started_ns in self.drafting(request, context, cancel):
+                if isinstance(event, TextDelta):
+                    index = request.first_index + event.index
+                    delta = drafter_service_pb2.DraftDelta(
+                        draft_id=draft_id(request.request_id, request.round, index),
+                        index=index,
+                        text=event.text,
+                        tokens=1,  # one engine piece: a decoding step's token (llama.cpp streams one at a time)
+                    )
+                    yield drafter_service_pb2.StreamDraftsResponse(delta=delta)
+                else:
+                    draft = self.draft_of(request, strategies, event, started_ns)
+                    yield drafter_service_pb2.StreamDraftsResponse(draft=draft)
+        finally:
+            cancels.cancel()
+
+    async def read_cancels(self, request, request_iterator, cancel: Cancellation) -> None:
+        """Stops each draft the caller cancels; its index counts from the request's `first_index`."""
+        async for message in request_iterator:
+            if message.WhichOneof("action") == "cancel":
+                index = message.cancel.index - request.first_index
+                log.info("draft cancelled", extra={"request_id": request.request_id, "index": message.cancel.index})
+                cancel.cancel_sequence(index)
+
+    async def drafting(self, request, context: grpc.aio.ServicerContext, cancel: Cancellation | None = None):
+        """The engine's events for the request's drafts, each with the strategies and the batch's start."""
         sampling, schema = await self.validated(self.validate, request, context)
-        strategies = strategies_for(request.num_drafts, request.strategies, request.round)
+        strategies = strategies_for(request.num_drafts, request.strategies, request.round, request.first_index)
         # Where the engine constrains decoding to the schema, a draft is the JSON object and nothing else.
         constrained = schema is not None and self.engine.capabilities.output_schema
         prompts = [
@@ -64,17 +106,15 @@ class DrafterServicer(EngineServicer, drafter_service_pb2_grpc.DrafterServiceSer
         ]
         started_ns = time.time_ns()
         log.info("drafting", extra={"request_id": request.request_id, "num_drafts": len(prompts)})
-        async with self.generation(context, prompts, sampling, schema if constrained else None) as events:
+        async with self.generation(context, prompts, sampling, schema if constrained else None, cancel) as events:
             async for event in events:
-                if isinstance(event, Completion):
-                    yield drafter_service_pb2.GenerateDraftsResponse(
-                        draft=self.draft_of(request, strategies, event, started_ns)
-                    )
+                yield event, strategies, started_ns
 
     def draft_of(self, request, strategies: list[str], event: Completion, started_ns: int) -> common_pb2.Draft:
+        index = request.first_index + event.index
         draft = common_pb2.Draft(
-            id=draft_id(request.request_id, request.round, event.index),
-            index=event.index,
+            id=draft_id(request.request_id, request.round, index),
+            index=index,
             strategy=strategies[event.index],
             text=event.text,
             usage=common_pb2.TokenUsage(prompt_tokens=event.prompt_tokens, completion_tokens=event.completion_tokens),

@@ -76,12 +76,14 @@ class EngineServicer:
         prompts: Sequence[str],
         sampling: SamplingParams,
         output_schema: dict | None = None,
+        cancel: Cancellation | None = None,
     ) -> AsyncIterator[AsyncIterator[GenerationEvent]]:
         """The engine's events for this RPC. The engine stops as soon as the RPC ends (the client cancelled,
         its deadline passed): gRPC does not close a streaming handler it cancels while that handler waits
         to send, so closing the event stream alone would leave the engine decoding for no one.
-        An EngineError ends the RPC with the status it names."""
-        cancel = Cancellation()
+        `cancel`: the caller's, to stop single sequences meanwhile. An EngineError ends the RPC with the
+        status it names."""
+        cancel = cancel if cancel is not None else Cancellation()
         context.add_done_callback(lambda _: cancel.set())
         events = self.engine.stream(prompts, sampling, output_schema=output_schema, cancel=cancel)
         try:

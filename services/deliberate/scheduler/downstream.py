@@ -115,6 +115,35 @@ class Checks:
     context: struct_pb2.Struct
 
 
+class Stream:
+    """One bidirectional call: messages queued with `send` go out in order; `close` ends the sending side;
+    `responses` reads the answers, a failed call becoming a StageError that names the service."""
+
+    def __init__(self, service: str):
+        self.service = service
+        self.call = None
+        self._outgoing: asyncio.Queue = asyncio.Queue()
+
+    def send(self, message) -> None:
+        self._outgoing.put_nowait(message)
+
+    def close(self) -> None:
+        self._outgoing.put_nowait(None)
+
+    async def requests(self):
+        while (message := await self._outgoing.get()) is not None:
+            yield message
+
+    async def responses(self):
+        async with stage(self.service):
+            async for message in self.call:
+                yield message
+
+    def cancel(self) -> None:
+        if self.call is not None:
+            self.call.cancel()
+
+
 class Downstream:
     """One method per downstream call; each takes the request's Deadline."""
 
@@ -130,35 +159,34 @@ class Downstream:
         await self._call_verifier(self.stubs.verifier.CheckConstraints, request, deadline, "checking constraints")
 
     async def generate_drafts(
-        self,
-        deadline: Deadline,
-        *,
-        request_id: str,
-        prompt: str,
-        num_drafts: int,
-        strategies: Sequence[str],
-        sampling: common_pb2.SamplingParams,
-        output_schema: str,
-        round_: int,
-        feedback: str,
+        self, deadline: Deadline, request: drafter_service_pb2.GenerateDraftsRequest
     ) -> AsyncIterator[common_pb2.Draft]:
         """The drafts as the Drafter finishes them."""
         async with stage("drafter"):
-            call = self.stubs.drafter.GenerateDrafts(
-                drafter_service_pb2.GenerateDraftsRequest(
-                    request_id=request_id,
-                    prompt=prompt,
-                    num_drafts=num_drafts,
-                    strategies=strategies,
-                    sampling=sampling,
-                    output_schema=output_schema,
-                    round=round_,
-                    feedback=feedback,
-                ),
-                timeout=deadline.remaining("drafting"),
-            )
+            call = self.stubs.drafter.GenerateDrafts(request, timeout=deadline.remaining("drafting"))
             async for message in call:
                 yield message.draft
+
+    def stream_drafts(self, deadline: Deadline, request: drafter_service_pb2.GenerateDraftsRequest) -> Stream:
+        """A StreamDrafts call: `DraftDelta`s and finished `Draft`s; `cancel(index)` stops one draft."""
+        stream = Stream("drafter")
+        stream.send(drafter_service_pb2.StreamDraftsRequest(generate=request))
+        stream.call = self.stubs.drafter.StreamDrafts(stream.requests(), timeout=deadline.remaining("drafting"))
+        return stream
+
+    def verify_stream(self, request_id: str, checks: Checks, deadline: Deadline) -> Stream:
+        """A VerifyStream call: send draft deltas and ends, read `VerifyStreamResponse`s."""
+        stream = Stream("verifier")
+        start = verifier_service_pb2.VerifyStreamStart(
+            request_id=request_id,
+            prompt=checks.prompt,
+            output_schema=checks.output_schema,
+            constraints=checks.constraints,
+            context=checks.context,
+        )
+        stream.send(verifier_service_pb2.VerifyStreamRequest(start=start))
+        stream.call = self.stubs.verifier.VerifyStream(stream.requests(), timeout=deadline.remaining("verification"))
+        return stream
 
     async def drafter_load(self) -> EngineReport:
         """The Drafter's engine load: the Scheduler's signal for N."""

@@ -25,11 +25,12 @@ import grpc
 from opentelemetry import trace
 
 from deliberate_api.common.v1 import common_pb2
+from deliberate_api.drafter.v1 import drafter_service_pb2
 from deliberate_api.refiner.v1 import refiner_service_pb2
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 
 from ..core import metrics, telemetry
-from . import events
+from . import early_stop, events
 from .downstream import Checks, Deadline, Downstream, StageError
 from .events import Emit
 from .load import Decision, LoadMonitor
@@ -122,6 +123,8 @@ class Pipeline:
             metrics.SOLVES.add(1, {"status": failure_status(error)})
             raise
         finally:
+            for round_ in solve.open_streams:
+                await round_.close()
             for state in solve.drafts.values():  # a failed stage leaves drafts unfinished
                 if state.verification:
                     state.verification.cancel()
@@ -179,17 +182,20 @@ class Pipeline:
         request = solve.request
         started = time.perf_counter()
         before = set(solve.drafts)
-        drafts = self.downstream.generate_drafts(
-            solve.deadline,
+        drafter_request = drafter_service_pb2.GenerateDraftsRequest(
             request_id=solve.request_id,
             prompt=request.prompt,
             num_drafts=decision.num_drafts,
             strategies=request.strategy_hints if round_ == 0 else [],
             sampling=self.round_sampling(request, round_),
             output_schema=request.output_schema,
-            round_=round_,
+            round=round_,
             feedback=feedback,
         )
+        options = early_stop.options_of(request, decision.num_drafts)
+        if options.active:
+            return await self.early_stop_round(solve, options, drafter_request, started)
+        drafts = self.downstream.generate_drafts(solve.deadline, drafter_request)
         async with contextlib.aclosing(drafts):
             async for draft in drafts:
                 self.accept_draft(solve, draft, round_)
@@ -200,7 +206,24 @@ class Pipeline:
         solve.timings.add("verify", time.perf_counter() - drafted)
         return [state.verdict for state in new]
 
-    def accept_draft(self, solve: Solve, draft: common_pb2.Draft, round_: int) -> None:
+    async def early_stop_round(
+        self,
+        solve: Solve,
+        options: early_stop.Options,
+        drafter_request: drafter_service_pb2.GenerateDraftsRequest,
+        started: float,
+    ) -> list[common_pb2.DraftVerdict]:
+        """A round of streamed drafts that stops the lost ones and ends on a quorum (`early_stop`)."""
+        round_ = early_stop.EarlyStopRound(self, solve, options, drafter_request)
+        solve.open_streams.append(round_)
+        verdicts = await round_.run()
+        ended = time.perf_counter()
+        solve.timings.add("draft", round_.last_draft_at - started)
+        solve.timings.add("verify", max(0.0, ended - round_.last_draft_at))
+        return verdicts
+
+    def open_draft(self, solve: Solve, draft: common_pb2.Draft, round_: int) -> DraftState:
+        """The draft's state and its `deliberate.draft` span."""
         span = tracer.start_span(
             "deliberate.draft",
             attributes={
@@ -212,10 +235,15 @@ class Pipeline:
                 telemetry.DRAFT_ROUND: round_,
             },
         )
-        span.add_event("generated")
-        metrics.DRAFTS.add(1, {"outcome": "generated"})
         state = DraftState(draft, round_, span)
         solve.drafts[draft.id] = state
+        return state
+
+    def accept_draft(self, solve: Solve, draft: common_pb2.Draft, round_: int) -> None:
+        state = self.open_draft(solve, draft, round_)
+        span = state.span
+        span.add_event("generated")
+        metrics.DRAFTS.add(1, {"outcome": "generated"})
         solve.emit(events.draft_generated(draft))
         original = solve.signatures.setdefault(structural_signature(draft.text), draft.id)
         with trace.use_span(span, end_on_exit=False):  # the Verifier's span becomes the draft's child
@@ -300,6 +328,7 @@ class Pipeline:
             consensus_prefix=refined.consensus_prefix,
             refine_token_budget=refined.token_budget,
             refine_budget_reason=refined.budget_reason,
+            early_stop=solve.early_stop,
         )
 
     async def select(self, solve: Solve) -> Selection:
@@ -318,7 +347,7 @@ class Pipeline:
                     s.verdict.extracted_answer,
                     tuple(s.verdict.evidence),
                 )
-                for s in solve.drafts.values()
+                for s in solve.judged()
             ],
             self.settings.max_selected,
             weights,
@@ -358,6 +387,9 @@ class Pipeline:
                 state.selected = True
                 event = events.draft_selected(draft_id, ranks[draft_id], state.verdict.score)
                 outcome = "selected"
+            elif state.abort is not None:
+                event = events.draft_discarded(draft_id, f"aborted ({state.abort.reason}): {state.abort.message}")
+                outcome = "aborted"
             else:
                 reason = "failed a hard rule" if not state.verdict.valid else "outscored by the selected drafts"
                 event = events.draft_discarded(draft_id, reason)
@@ -375,7 +407,7 @@ class Pipeline:
             request_id=solve.request_id,
             prompt=request.prompt,
             selected=[refiner_service_pb2.VerifiedDraft(draft=s.draft, verdict=s.verdict) for s in selected],
-            all_drafts=[state.draft for state in solve.drafts.values()],
+            all_drafts=[state.draft for state in solve.drafts.values() if state.abort is None],
             sampling=request.refine_sampling,
             output_schema=request.output_schema,
             disable_thinking_trace=request.disable_thinking_trace,

@@ -37,6 +37,8 @@ class DraftState:
     weights: Weights | None = None  # the weights `components.final` was computed with
     selected: bool = False
     verification: asyncio.Future | None = None
+    finished: bool = True  # the Drafter sent the whole draft (streamed drafts start unfinished)
+    abort: pb.DraftAbort | None = None  # set when the Scheduler stopped the draft before its end
 
     @property
     def order(self) -> int:
@@ -48,6 +50,8 @@ class DraftState:
         )
         if self.verdict is not None:
             report.verdict.CopyFrom(self.verdict)
+        if self.abort is not None:
+            report.aborted.CopyFrom(self.abort)
         if self.components is not None and self.weights is not None:
             c, w = self.components, self.weights
             report.components.CopyFrom(
@@ -99,6 +103,13 @@ class Solve:
     signatures: dict[str, str] = field(default_factory=dict)  # structural signature → first draft id
     timings: StageTimes = field(default_factory=StageTimes)
     rounds: int = 0
+    early_stop: pb.EarlyStop = field(default_factory=pb.EarlyStop)
+    # Calls still winding down after their round (stragglers' last messages), closed when the request ends.
+    open_streams: list = field(default_factory=list)
+
+    def judged(self) -> list[DraftState]:
+        """The drafts with a verdict: every draft but the stragglers cancelled on a quorum."""
+        return [state for state in self.drafts.values() if state.verdict is not None]
 
     def verdicts(self) -> list[common_pb2.DraftVerdict]:
         return [state.verdict for state in self.drafts.values() if state.verdict is not None]

@@ -28,6 +28,7 @@ from .rules import (
     Rule,
     schema_check,
 )
+from .streaming import ArithmeticPrefix, PrefixCheck
 
 # How many constraints, how long a CEL expression, how large the context: declared with the request limits
 # (core/limits.py CONSTRAINTS) and checked at the edge before anything here compiles.
@@ -72,6 +73,8 @@ class ConstraintSpec:
 class RuleSet:
     rules: tuple[Rule, ...]
     output_schema: dict | None
+    # What streaming verification checks on a draft's prefix while it is generated (`streaming`).
+    prefix_checks: tuple[PrefixCheck, ...] = ()
 
     @property
     def rule_ids(self) -> list[str]:
@@ -100,12 +103,20 @@ def compile_rules(
     ordered = sorted(constraints, key=lambda c: (KIND_ORDER[c.kind], c.index))
     constraint_rules = tuple(rule for spec in ordered for rule in constraint_rule(spec, context, reference))
     structured = output_schema is not None or any(reads_answer(c) for c in constraints)
+    prefix = prefix_checks(constraints)
     if not structured:  # free text: a numeric final answer, then the constraints, then style
         base, style = ANSWER_RULES[:3], ANSWER_RULES[3:]
-        return RuleSet((*base, *constraint_rules, *style), None)
+        return RuleSet((*base, *constraint_rules, *style), None, prefix)
     head = JSON_RULES[:2]  # complete, json_parse
     schema_rules = (Rule("json_schema", True, lambda d: schema_check("json_schema", validator, d.json_value)),)
-    return RuleSet((*head, *(schema_rules if output_schema else ()), *constraint_rules), output_schema)
+    return RuleSet((*head, *(schema_rules if output_schema else ()), *constraint_rules), output_schema, prefix)
+
+
+def prefix_checks(constraints: list[ConstraintSpec]) -> tuple[PrefixCheck, ...]:
+    """The hard rules that can judge a draft's prefix: the arithmetic pack's recomputation, line by line."""
+    if any(c.kind == "rule_pack" and c.source == "arithmetic" and not c.soft for c in constraints):
+        return (ArithmeticPrefix(),)
+    return ()
 
 
 def reads_answer(spec: ConstraintSpec) -> bool:

@@ -1,5 +1,6 @@
 """gRPC edge of the Verifier: validates the call, compiles the constraints, runs the rules on every draft,
-records one span per draft."""
+records one span per draft. VerifyStream checks drafts while they grow (`streaming`) and verifies each in full
+when it ends."""
 
 from __future__ import annotations
 
@@ -19,10 +20,11 @@ from ..core.convert import FINISH_REASON_NAMES, duration, struct_to_dict
 from ..core.requests import InvalidArgument
 from .constraints import ConstraintError, ConstraintSpec, RuleSet, compile_rules
 from .judge import Judge
-from .limits import CHECK_CONSTRAINTS, VERIFY_DRAFTS
+from .limits import CHECK_CONSTRAINTS, VERIFY_DRAFTS, VERIFY_STREAM_START
 from .reference import ReferenceStore
 from .rules import Verdict, verify
 from .settings import VerifierSettings
+from .streaming import GrowingDraft, PrefixFailure
 
 log = logging.getLogger("deliberate.verifier")
 tracer = trace.get_tracer("deliberate.verifier")
@@ -90,6 +92,66 @@ class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
         )
         return verifier_service_pb2.VerifyDraftsResponse(verdicts=verdicts)
 
+    async def VerifyStream(self, request_iterator, context: grpc.aio.ServicerContext):  # noqa: N802 (gRPC naming)
+        first = await anext(aiter(request_iterator), None)
+        if first is None or first.WhichOneof("item") != "start":
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "item: the first message must be `start`")
+        start = first.start
+        try:
+            VERIFY_STREAM_START.check(start, self.settings)
+            rule_set, context_dict = compile_request(
+                start.output_schema, start.constraints, start.context, self.reference
+            )
+        except (InvalidArgument, ConstraintError) as error:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+        answers: asyncio.Queue = asyncio.Queue()
+        reader = asyncio.ensure_future(self.read_stream(start, request_iterator, rule_set, context_dict, answers))
+        try:
+            while (answer := await answers.get()) is not None:
+                if isinstance(answer, InvalidArgument):
+                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(answer))
+                if isinstance(answer, Exception):
+                    raise answer
+                yield answer
+        finally:
+            reader.cancel()
+
+    async def read_stream(self, start, request_iterator, rule_set: RuleSet, context_dict: dict, answers: asyncio.Queue):
+        """Feeds each delta to its draft's prefix checks (an early verdict at the first hard failure) and
+        verifies each ended draft in full, concurrently; ends the answers with None."""
+        drafts: dict[str, GrowingDraft] = {}
+        finals: set[asyncio.Task] = set()
+
+        async def final(draft: common_pb2.Draft) -> None:
+            verdict = await self.verify_one(start, draft, rule_set, context_dict)
+            answers.put_nowait(verifier_service_pb2.VerifyStreamResponse(verdict=verdict))
+
+        try:
+            async for message in request_iterator:
+                kind = message.WhichOneof("item")
+                if kind == "start":
+                    raise InvalidArgument("start", "sent more than once")
+                draft_id = message.delta.draft_id if kind == "delta" else message.end.id
+                growing = drafts.setdefault(draft_id, GrowingDraft(rule_set.prefix_checks))
+                if kind == "delta":
+                    self.check_draft_chars(f"delta({draft_id}).text", len(growing.text) + len(message.delta.text))
+                    if failure := growing.extend(message.delta.text, message.delta.tokens):
+                        answers.put_nowait(early_response(start.request_id, draft_id, failure))
+                elif kind == "end" and growing.failure is None and not growing.ended:
+                    growing.ended = True
+                    self.check_draft_chars(f"end({draft_id}).text", len(message.end.text))
+                    task = asyncio.ensure_future(final(message.end))
+                    finals.add(task)
+                    task.add_done_callback(finals.discard)
+            await asyncio.gather(*finals)
+            answers.put_nowait(None)
+        except Exception as error:  # handed to the handler, which answers the call with it
+            answers.put_nowait(error)
+
+    def check_draft_chars(self, path: str, chars: int) -> None:
+        if chars > self.settings.max_draft_chars:
+            raise InvalidArgument(path, f"has {chars} characters; the limit is {self.settings.max_draft_chars}")
+
     async def CheckConstraints(self, request, context: grpc.aio.ServicerContext):  # noqa: N802 (gRPC naming)
         try:
             CHECK_CONSTRAINTS.check(request, self.settings)
@@ -148,3 +210,31 @@ def verdict_to_proto(draft_id: str, verdict: Verdict, latency_s: float) -> commo
         ],
         evidence=verdict.evidence,
     )
+
+
+def early_response(request_id: str, draft_id: str, failure: PrefixFailure) -> verifier_service_pb2.VerifyStreamResponse:
+    """The verdict of a draft that failed a hard rule on its prefix, with where; recorded as its span."""
+    with tracer.start_as_current_span(
+        "verifier.verify_draft",
+        attributes={
+            telemetry.REQUEST_ID: request_id,
+            telemetry.DRAFT_ID: draft_id,
+            telemetry.DRAFT_VALID: False,
+            telemetry.DRAFT_SCORE: 0.0,
+            telemetry.DRAFT_ABORT_RULE: failure.rule_id,
+            telemetry.DRAFT_ABORT_CHARS: failure.chars,
+            telemetry.DRAFT_ABORT_TOKENS: failure.tokens,
+            telemetry.DRAFT_ABORT_LINE: failure.line,
+        },
+    ):
+        metrics.VERIFICATION_DURATION.record(0.0, {"valid": "false"})
+    result = common_pb2.RuleResult(
+        rule_id=failure.rule_id,
+        passed=False,
+        message=failure.message,
+        hard=True,
+        substantive=True,
+        failed_at=common_pb2.DraftPosition(chars=failure.chars, tokens=failure.tokens, line=failure.line),
+    )
+    verdict = common_pb2.DraftVerdict(draft_id=draft_id, valid=False, score=0.0, rule_results=[result])
+    return verifier_service_pb2.VerifyStreamResponse(verdict=verdict, early=True)

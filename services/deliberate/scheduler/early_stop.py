@@ -1,0 +1,357 @@
+"""Early stopping: never wait for a draft that has already lost (docs/scheduler.md, "Early stopping").
+
+A round drafts through `StreamDrafts`, so each draft arrives token by token and can be stopped alone:
+
+* streaming verification: every delta goes on to the Verifier's `VerifyStream`, which answers a hard rule failed
+  on a prefix (a wrong equation on a completed line) at once; the draft is then aborted, its engine slot freed,
+  and, where the request asks for it, a replacement draft with the next strategy and the failure in its prompt
+  starts while the others run;
+* quorum: once `quorum` drafts passed every hard rule and agree on the answer, or the leading answer has more
+  votes than the runner-up and every draft still generating together, the drafts still generating (the
+  stragglers) are cancelled and the round ends: refinement starts.
+
+Each is switched off per request (`SolveRequest.disable_streaming_verification`, `disable_quorum`,
+`replace_aborted_drafts`); with both of the first two off the round is the plain one in `pipeline`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+import grpc
+
+from deliberate_api.common.v1 import common_pb2
+from deliberate_api.drafter.v1 import drafter_service_pb2
+from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
+from deliberate_api.verifier.v1 import verifier_service_pb2
+
+from ..core import metrics, telemetry
+from . import events
+from .downstream import StageError, Stream
+from .selection import answer_key, structural_signature
+from .solve import DraftState, Solve
+from .verdicts import late_verdict, shared_verdict
+
+# A replacement draft is not started with less time than this left of the deadline: it could not finish.
+REPLACEMENT_MIN_LEFT_S = 10.0
+# How long the calls of a request may wind down after it (the stragglers' last messages) before they are cut.
+WIND_DOWN_S = 2.0
+
+
+@dataclass(frozen=True)
+class Options:
+    streaming: bool  # verify while drafting; abort a draft at its first failed hard rule
+    quorum: int  # agreeing valid drafts that end the round; 0: wait for every draft
+    replace: bool  # start a replacement for an aborted draft
+
+    @property
+    def active(self) -> bool:
+        return self.streaming or self.quorum > 0
+
+
+def options_of(request: pb.SolveRequest, num_drafts: int) -> Options:
+    quorum = 0 if request.disable_quorum else (request.quorum or math.ceil(num_drafts / 2))
+    streaming = not request.disable_streaming_verification
+    return Options(streaming=streaming, quorum=quorum, replace=streaming and request.replace_aborted_drafts)
+
+
+def quorum_reason(valid_answers: list[str], generating: int, quorum: int) -> str:
+    """Why the round may end now ("" when it may not): `quorum` valid drafts agree, or the leading answer's
+    votes exceed the runner-up's and the `generating` drafts' together, so no outcome of theirs changes it."""
+    counts = Counter(answer_key(answer) for answer in valid_answers if answer)
+    if not counts:
+        return ""
+    ranked = counts.most_common(2)
+    (answer, votes), second = ranked[0], (ranked[1][1] if len(ranked) > 1 else 0)
+    if votes >= quorum:
+        return f"quorum: {votes} drafts passed every hard rule and agree on {answer!r} (quorum {quorum})"
+    if generating and votes > second + generating:
+        return f"quorum: {votes} drafts agree on {answer!r}; the {generating} still generating cannot overturn it"
+    return ""
+
+
+class EarlyStopRound:
+    """One drafting round with streamed drafts. `run` returns when every draft that finished has its verdict and
+    every draft has finished or was stopped; the stragglers' last messages are read on until `close`."""
+
+    def __init__(self, pipeline, solve: Solve, options: Options, request: drafter_service_pb2.GenerateDraftsRequest):
+        self.pipeline = pipeline
+        self.solve = solve
+        self.options = options
+        self.request = request  # the round's drafter request; replacements copy it
+        self.events: asyncio.Queue = asyncio.Queue()
+        self.drafters: list[Stream] = []
+        self.stream_of: dict[str, Stream] = {}  # draft id → the call it is generated on
+        self.replacing: dict[int, DraftState] = {}  # a replacement's first_index → the draft it replaces
+        self.states: list[DraftState] = []  # this round's drafts, in arrival order
+        self.verifier: Stream | None = None
+        self.pumps: list[asyncio.Task] = []
+        self.ended_streams = 0
+        self.last_draft_at = time.perf_counter()
+
+    # ---------------------------------------------------------------------------------------------- the loop
+
+    async def run(self) -> list[common_pb2.DraftVerdict]:
+        solve = self.solve
+        solve.early_stop.quorum = self.options.quorum
+        self.start_drafter(self.request)
+        if self.options.streaming:
+            self.verifier = self.pipeline.downstream.verify_stream(solve.request_id, solve.checks, solve.deadline)
+            self.pump(self.verifier, "verifier")
+        while not self.done():
+            kind, item = await self.events.get()
+            if kind == "error":
+                self.failed(item)
+            elif kind == "drafter":
+                self.on_drafter(item)
+            elif kind == "verifier":
+                self.on_verdict(item)
+            elif kind == "ended":
+                self.ended_streams += 1
+            if not self.stopping and (reason := self.quorum_reached()):
+                self.stop_stragglers(reason)
+        return [state.verdict for state in self.states if state.verdict is not None]
+
+    stopping = False
+
+    def done(self) -> bool:
+        """Every draft judged (or stopped before it finished), and no draft still to come."""
+        waiting = any(s.verdict is None and (s.finished or not self.stopping) for s in self.states)
+        return not waiting and (self.stopping or self.ended_streams == len(self.drafters))
+
+    def pump(self, stream: Stream, kind: str) -> None:
+        """Reads a call's answers into the round's events."""
+
+        async def read() -> None:
+            try:
+                async for message in stream.responses():
+                    self.events.put_nowait((kind, message))
+                self.events.put_nowait(("ended" if kind == "drafter" else "verifier_ended", stream))
+            except StageError as error:
+                self.events.put_nowait(("error", (kind, error)))
+
+        self.pumps.append(asyncio.ensure_future(read()))
+
+    def failed(self, item: tuple[str, StageError]) -> None:
+        """A failed Drafter call fails the request; a failed Verifier stream falls back to verifying each
+        finished draft on its own (VerifyDrafts, which waits for a restarting Verifier)."""
+        kind, error = item
+        deadline_passed = error.code == grpc.StatusCode.DEADLINE_EXCEEDED and self.solve.deadline.left() <= 0
+        if kind != "verifier" or deadline_passed:
+            raise error
+        self.verifier = None
+        for state in self.states:
+            if state.finished and state.verdict is None and state.duplicate_of == "":
+                self.verify_alone(state)
+
+    async def close(self) -> None:
+        """Lets the stragglers' last messages arrive (their final text and tokens), then ends every call."""
+        for stream in [*self.drafters, *([self.verifier] if self.verifier else [])]:
+            stream.close()
+        pending = [pump for pump in self.pumps if not pump.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=WIND_DOWN_S)
+        while not self.events.empty():
+            kind, item = self.events.get_nowait()
+            if kind == "drafter":
+                self.on_drafter(item)
+        for stream in self.drafters:
+            stream.cancel()
+        if self.verifier is not None:
+            self.verifier.cancel()
+        for pump in self.pumps:
+            pump.cancel()
+
+    # ------------------------------------------------------------------------------------------ the drafts
+
+    def start_drafter(self, request: drafter_service_pb2.GenerateDraftsRequest) -> None:
+        stream = self.pipeline.downstream.stream_drafts(self.solve.deadline, request)
+        self.drafters.append(stream)
+        self.pump(stream, "drafter")
+
+    def on_drafter(self, message: drafter_service_pb2.StreamDraftsResponse) -> None:
+        if message.HasField("delta"):
+            delta = message.delta
+            state = self.solve.drafts.get(delta.draft_id) or self.open_draft(delta.draft_id, delta.index)
+            state.draft.text += delta.text  # what a draft stopped before its end is reported with
+            state.draft.usage.completion_tokens += delta.tokens
+            if self.verifier is not None and state.abort is None:
+                self.verifier.send(
+                    verifier_service_pb2.VerifyStreamRequest(
+                        delta=verifier_service_pb2.DraftTextDelta(
+                            draft_id=delta.draft_id, text=delta.text, tokens=delta.tokens
+                        )
+                    )
+                )
+        else:
+            self.on_finished(message.draft)
+
+    def open_draft(self, draft_id: str, index: int) -> DraftState:
+        """A draft's state from its first token on; its span starts now."""
+        draft = common_pb2.Draft(id=draft_id, index=index)
+        state = self.pipeline.open_draft(self.solve, draft, self.request.round)
+        state.finished = False
+        state.verification = asyncio.get_running_loop().create_future()  # resolved by its verdict
+        self.states.append(state)
+        self.stream_of[draft_id] = self.stream_for(index)
+        if replaced := self.replacing.pop(index, None):
+            replaced.abort.replaced_by = draft_id
+        return state
+
+    def stream_for(self, index: int) -> Stream:
+        """The call draft `index` is generated on: the round's first N on the first, each replacement on its own."""
+        return self.drafters[max(0, 1 + index - self.request.num_drafts)]
+
+    def on_finished(self, draft: common_pb2.Draft) -> None:
+        solve = self.solve
+        state = solve.drafts.get(draft.id) or self.open_draft(draft.id, draft.index)
+        state.draft = draft
+        state.finished = True
+        self.last_draft_at = time.perf_counter()
+        state.span.set_attribute(telemetry.DRAFT_TOKENS, draft.usage.completion_tokens)
+        state.span.set_attribute(telemetry.DRAFT_STRATEGY, draft.strategy)
+        state.span.add_event("generated")
+        metrics.DRAFTS.add(1, {"outcome": "generated"})
+        solve.emit(events.draft_generated(draft))
+        if self.stopping and state.abort is None and state.verdict is None:  # cancelled before its first token
+            self.stop(state, pb.DraftAbort(reason="quorum", message=solve.early_stop.reason))
+            solve.early_stop.cancelled += 1
+        if state.abort is not None:  # stopped: its verdict is the early one, or none (a straggler)
+            return
+        original = solve.signatures.setdefault(structural_signature(draft.text), draft.id)
+        if original != draft.id:
+            state.duplicate_of = original
+            metrics.DRAFTS.add(1, {"outcome": "duplicate"})
+            asyncio.ensure_future(self.share(state, solve.drafts[original]))
+        elif self.verifier is not None:
+            self.verifier.send(verifier_service_pb2.VerifyStreamRequest(end=draft))
+            timeout_s = self.pipeline.settings.verify_timeout_s
+            asyncio.get_running_loop().call_later(timeout_s, self.too_late, state)
+        else:
+            self.verify_alone(state)
+
+    def verify_alone(self, state: DraftState) -> None:
+        """Verifies a finished draft in its own VerifyDrafts call (no streaming verification)."""
+
+        async def verify() -> None:
+            await self.pipeline.verify(self.solve, state)
+            self.settled(state)
+
+        def fail_on_error(task: asyncio.Task) -> None:
+            if not task.cancelled() and task.exception() is not None:  # fails the request, as the plain round does
+                self.events.put_nowait(("error", ("verification", task.exception())))
+
+        asyncio.ensure_future(verify()).add_done_callback(fail_on_error)
+
+    async def share(self, state: DraftState, original: DraftState) -> None:
+        await asyncio.shield(original.verification)
+        state.span.set_attribute("deliberate.draft.duplicate_of", original.draft.id)
+        self.record(state, shared_verdict(original.verdict, state.draft.id))
+
+    def too_late(self, state: DraftState) -> None:
+        """The verification timeout passed without a verdict: the draft is not waited for any longer."""
+        if state.verdict is None:
+            metrics.DRAFTS.add(1, {"outcome": "timed_out"})
+            self.record(state, late_verdict(state.draft.id, self.pipeline.settings.verify_timeout_s))
+
+    # ---------------------------------------------------------------------------------------- the verdicts
+
+    def on_verdict(self, response: verifier_service_pb2.VerifyStreamResponse) -> None:
+        state = self.solve.drafts.get(response.verdict.draft_id)
+        if state is None or state.verdict is not None:  # already judged late, or not this request's
+            return
+        metrics.count_rule_results(response.verdict.rule_results)
+        if response.early and not state.finished:  # a draft that ended meanwhile is simply invalid
+            self.abort_failed(state, response.verdict)
+        self.record(state, response.verdict)
+
+    def record(self, state: DraftState, verdict: common_pb2.DraftVerdict) -> None:
+        self.pipeline.record_verdict(self.solve, state, verdict)
+        self.settled(state)
+
+    def settled(self, state: DraftState) -> None:
+        if state.verification is not None and not state.verification.done():
+            state.verification.set_result(None)
+        self.events.put_nowait(("settled", state))  # wakes the loop: the round may be done
+
+    def abort_failed(self, state: DraftState, verdict: common_pb2.DraftVerdict) -> None:
+        """A hard rule failed on the draft's prefix: stop it now, and maybe start another in its place."""
+        rule = next(r for r in verdict.rule_results if r.hard and not r.passed)
+        abort = pb.DraftAbort(reason="hard_rule", rule_id=rule.rule_id, message=rule.message)
+        abort.at.CopyFrom(rule.failed_at)
+        self.stop(state, abort)
+        self.solve.early_stop.aborted += 1
+        state.span.set_attributes(
+            {
+                telemetry.DRAFT_ABORT_RULE: rule.rule_id,
+                telemetry.DRAFT_ABORT_CHARS: rule.failed_at.chars,
+                telemetry.DRAFT_ABORT_TOKENS: rule.failed_at.tokens,
+                telemetry.DRAFT_ABORT_LINE: rule.failed_at.line,
+            }
+        )
+        if self.options.replace:
+            self.replace(state, rule.message)
+
+    def stop(self, state: DraftState, abort: pb.DraftAbort) -> None:
+        state.abort = abort
+        if not state.finished:
+            self.stream_of[state.draft.id].send(
+                drafter_service_pb2.StreamDraftsRequest(cancel=drafter_service_pb2.CancelDraft(index=state.draft.index))
+            )
+        state.span.set_attribute(telemetry.DRAFT_ABORT_REASON, abort.reason)
+        state.span.add_event("aborted", {telemetry.DRAFT_ABORT_REASON: abort.reason})
+        metrics.DRAFTS.add(1, {"outcome": "aborted"})
+        self.solve.emit(events.draft_aborted(state.draft.id, abort))
+
+    def replace(self, state: DraftState, failure: str) -> None:
+        """A new draft with the next strategy and the failure in its prompt, within N and the deadline."""
+        replacements = len(self.drafters) - 1
+        if self.stopping or replacements >= self.request.num_drafts:
+            return
+        if self.solve.deadline.left() < REPLACEMENT_MIN_LEFT_S:
+            return
+        request = drafter_service_pb2.GenerateDraftsRequest()
+        request.CopyFrom(self.request)
+        request.num_drafts = 1
+        request.first_index = self.request.num_drafts + replacements
+        del request.strategies[:]
+        request.feedback = "; ".join(part for part in (self.request.feedback, failure) if part)
+        self.replacing[request.first_index] = state
+        self.solve.early_stop.replacements += 1
+        self.start_drafter(request)
+
+    # ------------------------------------------------------------------------------------------- the quorum
+
+    def quorum_reached(self) -> str:
+        if not self.options.quorum:
+            return ""
+        valid = [s.verdict.extracted_answer for s in self.states if s.verdict is not None and s.verdict.valid]
+        started = sum(not s.finished and s.abort is None for s in self.states)
+        generating = started + len(self.unstarted())
+        if not generating:  # nothing left to stop: the round ends by itself
+            return ""
+        return quorum_reason(valid, generating, self.options.quorum)
+
+    def unstarted(self) -> list[int]:
+        """Indexes of the drafts asked for that have not sent a token yet."""
+        asked = self.request.num_drafts + len(self.drafters) - 1
+        seen = {s.draft.index for s in self.states}
+        return [index for index in range(asked) if index not in seen]
+
+    def stop_stragglers(self, reason: str) -> None:
+        """Ends the round on a quorum: the drafts still generating are cancelled."""
+        self.stopping = True
+        early_stop = self.solve.early_stop
+        early_stop.reached, early_stop.reason = True, reason
+        for state in self.states:
+            if not state.finished and state.abort is None:
+                self.stop(state, pb.DraftAbort(reason="quorum", message=reason))
+                early_stop.cancelled += 1
+        for index in self.unstarted():  # not even one token yet: they are not waited for either
+            self.stream_for(index).send(
+                drafter_service_pb2.StreamDraftsRequest(cancel=drafter_service_pb2.CancelDraft(index=index))
+            )

@@ -1,0 +1,32 @@
+"""Early stopping's decisions: when a round may end on a quorum, and the per-request options."""
+
+from __future__ import annotations
+
+from deliberate.scheduler.early_stop import options_of, quorum_reason
+from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
+
+
+def test_a_quorum_of_agreeing_valid_drafts_ends_the_round():
+    reason = quorum_reason(["72", "72.0", "72.00"], generating=2, quorum=3)
+    assert reason.startswith("quorum: 3 drafts passed every hard rule and agree on '72'")
+    assert quorum_reason(["72", "72", "70"], generating=2, quorum=3) == "", "two agree, two may still disagree"
+
+
+def test_a_lead_the_drafts_still_generating_cannot_overturn_ends_the_round():
+    assert "cannot overturn" in quorum_reason(["72", "72"], generating=1, quorum=3)
+    assert quorum_reason(["72", "72", "70"], generating=1, quorum=3) == "", "72 could still be tied"
+    assert quorum_reason(["72"], generating=0, quorum=3) == "", "a single vote is no lead over nothing pending"
+
+
+def test_drafts_without_an_answer_are_no_votes():
+    assert quorum_reason(["", ""], generating=0, quorum=1) == ""
+
+
+def test_every_behaviour_is_switchable_per_request():
+    assert options_of(pb.SolveRequest(), 5) == options_of(pb.SolveRequest(quorum=0), 5)
+    default = options_of(pb.SolveRequest(), 5)
+    assert (default.streaming, default.quorum, default.replace) == (True, 3, False)
+    assert options_of(pb.SolveRequest(quorum=2), 5).quorum == 2
+    off = options_of(pb.SolveRequest(disable_streaming_verification=True, disable_quorum=True), 5)
+    assert not off.active, "both off: the plain round"
+    assert not options_of(pb.SolveRequest(disable_streaming_verification=True, replace_aborted_drafts=True), 5).replace
