@@ -35,7 +35,7 @@ STAGE_DURATION = meter.create_histogram(
 )  # fmt: skip
 DRAFTS = meter.create_counter(
     "deliberate.drafts", unit="{draft}", description="Drafts by outcome: generated, then valid or invalid, then "
-    "selected, discarded or abandoned; duplicate and timed_out besides."
+    "selected, discarded, aborted or abandoned; duplicate and timed_out besides."
 )  # fmt: skip
 RULE_RESULTS = meter.create_counter(
     "deliberate.rule.results", unit="{result}", description="Rule results of the drafts' verdicts by rule id and "

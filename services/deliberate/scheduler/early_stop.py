@@ -38,7 +38,7 @@ from .verdicts import late_verdict, shared_verdict
 
 # A replacement draft is not started with less time than this left of the deadline: it could not finish.
 REPLACEMENT_MIN_LEFT_S = 10.0
-# How long the calls of a request may wind down after it (the stragglers' last messages) before they are cut.
+# How long the calls of a request may take to end by themselves once it is answered, before they are cut.
 WIND_DOWN_S = 2.0
 
 
@@ -75,8 +75,8 @@ def quorum_reason(valid_answers: list[str], generating: int, quorum: int) -> str
 
 
 class EarlyStopRound:
-    """One drafting round with streamed drafts. `run` returns when every draft that finished has its verdict and
-    every draft has finished or was stopped; the stragglers' last messages are read on until `close`."""
+    """One drafting round with streamed drafts. `run` returns when every draft has finished (a stopped draft
+    finishes within a decoding step of its cancel, with the text it had) and has its verdict."""
 
     def __init__(self, pipeline, solve: Solve, options: Options, request: drafter_service_pb2.GenerateDraftsRequest):
         self.pipeline = pipeline
@@ -89,6 +89,9 @@ class EarlyStopRound:
         self.replacing: dict[int, DraftState] = {}  # a replacement's first_index → the draft it replaces
         self.states: list[DraftState] = []  # this round's drafts, in arrival order
         self.verifier: Stream | None = None
+        # Early verdicts of drafts still generating: reported once the draft has arrived, so every draft is
+        # generated before it is verified in the stream's events (docs/scheduler.md, "SolveStream event order").
+        self.early: dict[str, common_pb2.DraftVerdict] = {}
         self.pumps: list[asyncio.Task] = []
         self.ended_streams = 0
         self.last_draft_at = time.perf_counter()
@@ -119,9 +122,8 @@ class EarlyStopRound:
     stopping = False
 
     def done(self) -> bool:
-        """Every draft judged (or stopped before it finished), and no draft still to come."""
-        waiting = any(s.verdict is None and (s.finished or not self.stopping) for s in self.states)
-        return not waiting and (self.stopping or self.ended_streams == len(self.drafters))
+        """Every draft finished (a stopped one within a decoding step of its cancel) and judged."""
+        return self.ended_streams == len(self.drafters) and all(s.verdict is not None for s in self.states)
 
     def pump(self, stream: Stream, kind: str) -> None:
         """Reads a call's answers into the round's events."""
@@ -153,12 +155,8 @@ class EarlyStopRound:
         for stream in [*self.drafters, *([self.verifier] if self.verifier else [])]:
             stream.close()
         pending = [pump for pump in self.pumps if not pump.done()]
-        if pending:
+        if pending:  # the verifier's side ends when it has answered; a failed request's calls are cut
             await asyncio.wait(pending, timeout=WIND_DOWN_S)
-        while not self.events.empty():
-            kind, item = self.events.get_nowait()
-            if kind == "drafter":
-                self.on_drafter(item)
         for stream in self.drafters:
             stream.cancel()
         if self.verifier is not None:
@@ -220,7 +218,9 @@ class EarlyStopRound:
         if self.stopping and state.abort is None and state.verdict is None:  # cancelled before its first token
             self.stop(state, pb.DraftAbort(reason="quorum", message=solve.early_stop.reason))
             solve.early_stop.cancelled += 1
-        if state.abort is not None:  # stopped: its verdict is the early one, or none (a straggler)
+        if state.abort is not None:  # its verdict is the early one, or says it was stopped on a quorum
+            early = self.early.pop(draft.id, None) or stopped_verdict(draft.id, state.abort)
+            self.record(state, early)
             return
         original = solve.signatures.setdefault(structural_signature(draft.text), draft.id)
         if original != draft.id:
@@ -267,6 +267,8 @@ class EarlyStopRound:
         metrics.count_rule_results(response.verdict.rule_results)
         if response.early and not state.finished:  # a draft that ended meanwhile is simply invalid
             self.abort_failed(state, response.verdict)
+            self.early[state.draft.id] = response.verdict
+            return
         self.record(state, response.verdict)
 
     def record(self, state: DraftState, verdict: common_pb2.DraftVerdict) -> None:
@@ -303,9 +305,7 @@ class EarlyStopRound:
                 drafter_service_pb2.StreamDraftsRequest(cancel=drafter_service_pb2.CancelDraft(index=state.draft.index))
             )
         state.span.set_attribute(telemetry.DRAFT_ABORT_REASON, abort.reason)
-        state.span.add_event("aborted", {telemetry.DRAFT_ABORT_REASON: abort.reason})
-        metrics.DRAFTS.add(1, {"outcome": "aborted"})
-        self.solve.emit(events.draft_aborted(state.draft.id, abort))
+        state.span.add_event("cancel sent", {telemetry.DRAFT_ABORT_REASON: abort.reason})
 
     def replace(self, state: DraftState, failure: str) -> None:
         """A new draft with the next strategy and the failure in its prompt, within N and the deadline."""
@@ -327,7 +327,7 @@ class EarlyStopRound:
     # ------------------------------------------------------------------------------------------- the quorum
 
     def quorum_reached(self) -> str:
-        if not self.options.quorum:
+        if not self.options.quorum or self.stopping:
             return ""
         valid = [s.verdict.extracted_answer for s in self.states if s.verdict is not None and s.verdict.valid]
         started = sum(not s.finished and s.abort is None for s in self.states)
@@ -355,3 +355,13 @@ class EarlyStopRound:
             self.stream_for(index).send(
                 drafter_service_pb2.StreamDraftsRequest(cancel=drafter_service_pb2.CancelDraft(index=index))
             )
+
+
+def stopped_verdict(draft_id: str, abort: pb.DraftAbort) -> common_pb2.DraftVerdict:
+    """The verdict of a draft stopped on a quorum before it was verified: not valid, never selected."""
+    message = f"quorum stopped the draft before its end: {abort.message}"
+    return common_pb2.DraftVerdict(
+        draft_id=draft_id,
+        valid=False,
+        rule_results=[common_pb2.RuleResult(rule_id="quorum", passed=False, message=message, hard=True)],
+    )

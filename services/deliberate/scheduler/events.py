@@ -34,7 +34,3 @@ def draft_discarded(draft_id: str, reason: str) -> pb.SolveStreamResponse:
 
 def refine_chunk(text: str) -> pb.SolveStreamResponse:
     return pb.SolveStreamResponse(refine_chunk=pb.RefineChunk(text=text))
-
-
-def draft_aborted(draft_id: str, abort: pb.DraftAbort) -> pb.SolveStreamResponse:
-    return pb.SolveStreamResponse(draft_aborted=pb.DraftAborted(draft_id=draft_id, abort=abort))

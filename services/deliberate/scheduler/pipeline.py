@@ -347,7 +347,7 @@ class Pipeline:
                     s.verdict.extracted_answer,
                     tuple(s.verdict.evidence),
                 )
-                for s in solve.judged()
+                for s in solve.drafts.values()
             ],
             self.settings.max_selected,
             weights,
@@ -389,7 +389,7 @@ class Pipeline:
                 outcome = "selected"
             elif state.abort is not None:
                 event = events.draft_discarded(draft_id, f"aborted ({state.abort.reason}): {state.abort.message}")
-                outcome = "aborted"
+                outcome = "aborted"  # its span already has an "aborted" event; this one says it is settled
             else:
                 reason = "failed a hard rule" if not state.verdict.valid else "outscored by the selected drafts"
                 event = events.draft_discarded(draft_id, reason)

@@ -104,12 +104,8 @@ class Solve:
     timings: StageTimes = field(default_factory=StageTimes)
     rounds: int = 0
     early_stop: pb.EarlyStop = field(default_factory=pb.EarlyStop)
-    # Calls still winding down after their round (stragglers' last messages), closed when the request ends.
+    # Early-stop rounds whose calls are ended when the request ends (`EarlyStopRound.close`).
     open_streams: list = field(default_factory=list)
-
-    def judged(self) -> list[DraftState]:
-        """The drafts with a verdict: every draft but the stragglers cancelled on a quorum."""
-        return [state for state in self.drafts.values() if state.verdict is not None]
 
     def verdicts(self) -> list[common_pb2.DraftVerdict]:
         return [state.verdict for state in self.drafts.values() if state.verdict is not None]

@@ -284,7 +284,7 @@ class SolveStreamRequest(_message.Message):
     def __init__(self, request: _Optional[_Union[SolveRequest, _Mapping]] = ...) -> None: ...
 
 class SolveStreamResponse(_message.Message):
-    __slots__ = ("draft_generated", "draft_verified", "draft_selected", "draft_discarded", "refine_chunk", "final", "round_started", "draft_aborted")
+    __slots__ = ("draft_generated", "draft_verified", "draft_selected", "draft_discarded", "refine_chunk", "final", "round_started")
     DRAFT_GENERATED_FIELD_NUMBER: _ClassVar[int]
     DRAFT_VERIFIED_FIELD_NUMBER: _ClassVar[int]
     DRAFT_SELECTED_FIELD_NUMBER: _ClassVar[int]
@@ -292,7 +292,6 @@ class SolveStreamResponse(_message.Message):
     REFINE_CHUNK_FIELD_NUMBER: _ClassVar[int]
     FINAL_FIELD_NUMBER: _ClassVar[int]
     ROUND_STARTED_FIELD_NUMBER: _ClassVar[int]
-    DRAFT_ABORTED_FIELD_NUMBER: _ClassVar[int]
     draft_generated: DraftGenerated
     draft_verified: DraftVerified
     draft_selected: DraftSelected
@@ -300,16 +299,7 @@ class SolveStreamResponse(_message.Message):
     refine_chunk: RefineChunk
     final: SolveResponse
     round_started: RoundStarted
-    draft_aborted: DraftAborted
-    def __init__(self, draft_generated: _Optional[_Union[DraftGenerated, _Mapping]] = ..., draft_verified: _Optional[_Union[DraftVerified, _Mapping]] = ..., draft_selected: _Optional[_Union[DraftSelected, _Mapping]] = ..., draft_discarded: _Optional[_Union[DraftDiscarded, _Mapping]] = ..., refine_chunk: _Optional[_Union[RefineChunk, _Mapping]] = ..., final: _Optional[_Union[SolveResponse, _Mapping]] = ..., round_started: _Optional[_Union[RoundStarted, _Mapping]] = ..., draft_aborted: _Optional[_Union[DraftAborted, _Mapping]] = ...) -> None: ...
-
-class DraftAborted(_message.Message):
-    __slots__ = ("draft_id", "abort")
-    DRAFT_ID_FIELD_NUMBER: _ClassVar[int]
-    ABORT_FIELD_NUMBER: _ClassVar[int]
-    draft_id: str
-    abort: DraftAbort
-    def __init__(self, draft_id: _Optional[str] = ..., abort: _Optional[_Union[DraftAbort, _Mapping]] = ...) -> None: ...
+    def __init__(self, draft_generated: _Optional[_Union[DraftGenerated, _Mapping]] = ..., draft_verified: _Optional[_Union[DraftVerified, _Mapping]] = ..., draft_selected: _Optional[_Union[DraftSelected, _Mapping]] = ..., draft_discarded: _Optional[_Union[DraftDiscarded, _Mapping]] = ..., refine_chunk: _Optional[_Union[RefineChunk, _Mapping]] = ..., final: _Optional[_Union[SolveResponse, _Mapping]] = ..., round_started: _Optional[_Union[RoundStarted, _Mapping]] = ...) -> None: ...
 
 class RoundStarted(_message.Message):
     __slots__ = ("round", "num_drafts", "reason", "feedback")

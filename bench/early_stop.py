@@ -1,0 +1,165 @@
+"""Early stopping (streaming verification, abort of failed drafts, quorum) against none, side by side in one run.
+
+    python bench/early_stop.py [--limit 50] [--ads 10] [--drafts 5] [--model NAME] [--runs FILE]
+
+One local stack (the default engine, model and sampling; the Refiner's consensus min_support 3). Each problem
+(GSM8K questions from --data, then ad-selection instances) is solved twice with the same request, seed and
+drafts asked for: once as it comes (every early-stop behaviour on, their defaults) and once with
+`disable_streaming_verification` and `disable_quorum` set. Each problem's pair is appended to the runs file
+as soon as it is done, and a run started again skips the problems already there (resumable; `--limit 3` is a
+quick profile). Writes bench/results/early_stop.json:
+
+* `latency_ratio`: total solve latency with ÷ without;
+* `token_ratio`: completion tokens generated (drafts and refinement) with ÷ without;
+* `accuracy_with` / `accuracy_without`: GSM8K answers equal to the gold number;
+* `valid_rate_with` / `valid_rate_without`: ad plans meeting every constraint (checked from the catalog);
+* `n` (problems), `n_gsm8k`, `n_ads`, and what early stopping did (`aborted`, `cancelled`, `quorum_reached`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import RESULTS, add_data_argument, write_result  # noqa: E402
+
+from deliberate.cli.eval_stats import is_correct  # noqa: E402
+from deliberate.cli.evaluation import ad_instance, append_run, check_ad_plan, load_problems  # noqa: E402
+from deliberate.cli.stack import Ports, Stack  # noqa: E402
+from deliberate.verifier.parsing import extract_final_answer  # noqa: E402
+from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb  # noqa: E402
+from deliberate_client.client import DeliberateClient, build_request  # noqa: E402
+
+SEED = 1
+# A catalog per ad instance, of the size `deliberate eval` uses.
+AD_CATALOG_SIZE = 100
+AD_SEED_BASE = 1000
+
+
+def problems(args) -> list[dict]:
+    """The GSM8K questions (a fixed sample of --data) and the ad instances, each with a stable id."""
+    chosen = [
+        {"id": p.id, "task": "gsm8k", "question": p.question, "gold": p.gold}
+        for p in load_problems(args.data, args.limit, SEED, set())
+    ]
+    ads = args.ads if args.ads is not None else min(10, max(1, args.limit // 5))
+    chosen += [{"id": f"ads:{AD_SEED_BASE + i}", "task": "ads", "seed": AD_SEED_BASE + i} for i in range(ads)]
+    return chosen
+
+
+def request_of(problem: dict, args) -> tuple[pb.SolveRequest, object]:
+    """The request (early stopping at its defaults) and, for an ad instance, its catalog."""
+    if problem["task"] == "gsm8k":
+        return build_request(problem["question"], num_drafts=args.drafts, seed=SEED), None
+    catalog, prompt, schema, constraints, context = ad_instance(problem["seed"], AD_CATALOG_SIZE)
+    request = build_request(
+        prompt, num_drafts=args.drafts, seed=SEED, output_schema=schema, context=context, constraints=constraints
+    )
+    return request, catalog
+
+
+def solve_once(client: DeliberateClient, problem: dict, args, early_stop: bool) -> dict:
+    request, catalog = request_of(problem, args)
+    request.request_id = f"early-stop-{problem['id']}-{'with' if early_stop else 'without'}-{time.time_ns()}"
+    if not early_stop:
+        request.disable_streaming_verification = request.disable_quorum = True
+    started = time.perf_counter()
+    response = client.stub.Solve(request, timeout=args.timeout)
+    latency = time.perf_counter() - started
+    answer = response.answer.removeprefix(response.thinking_trace).lstrip("\n")
+    if problem["task"] == "gsm8k":
+        good = is_correct(extract_final_answer(answer), problem["gold"])
+    else:
+        good, _ = check_ad_plan(answer, catalog)
+    return {
+        "latency_s": round(latency, 3),
+        "completion_tokens": response.usage.completion_tokens,
+        "draft_tokens": sum(d.draft.usage.completion_tokens for d in response.drafts),
+        "good": good,
+        "status": pb.SolveStatus.Name(response.status),
+        "rounds": response.rounds,
+        "aborted": response.early_stop.aborted,
+        "cancelled": response.early_stop.cancelled,
+        "quorum_reached": response.early_stop.reached,
+        "early_stop_reason": response.early_stop.reason,
+    }
+
+
+def read_runs(path: Path) -> dict[str, dict]:
+    if not path.exists():
+        return {}
+    return {record["id"]: record for record in map(json.loads, path.read_text().splitlines()) if record}
+
+
+def figures(records: list[dict]) -> dict:
+    def total(side: str, key: str) -> float:
+        return sum(r[side][key] for r in records)
+
+    def rate(task: str, side: str) -> float | None:
+        chosen = [r[side]["good"] for r in records if r["task"] == task]
+        return round(100 * sum(chosen) / len(chosen), 1) if chosen else None
+
+    return {
+        "latency_ratio": round(total("with", "latency_s") / total("without", "latency_s"), 3),
+        "token_ratio": round(total("with", "completion_tokens") / total("without", "completion_tokens"), 3),
+        "accuracy_with": rate("gsm8k", "with"),
+        "accuracy_without": rate("gsm8k", "without"),
+        "valid_rate_with": rate("ads", "with"),
+        "valid_rate_without": rate("ads", "without"),
+        "n": len(records),
+        "n_gsm8k": sum(r["task"] == "gsm8k" for r in records),
+        "n_ads": sum(r["task"] == "ads" for r in records),
+        "seconds_with": round(total("with", "latency_s"), 1),
+        "seconds_without": round(total("without", "latency_s"), 1),
+        "tokens_with": int(total("with", "completion_tokens")),
+        "tokens_without": int(total("without", "completion_tokens")),
+        "aborted": int(total("with", "aborted")),
+        "cancelled": int(total("with", "cancelled")),
+        "quorum_reached": int(total("with", "quorum_reached")),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--limit", type=int, default=50, help="GSM8K questions (default 50)")
+    parser.add_argument("--ads", type=int, default=None, help="ad-selection instances (default 10; fewer with --limit)")
+    parser.add_argument("--drafts", type=int, default=5)
+    parser.add_argument("--model", default="", help="the Drafter's and Refiner's model (default: the services')")
+    parser.add_argument("--timeout", type=float, default=900.0, help="deadline of each solve, seconds")
+    parser.add_argument("--runs", type=Path, default=RESULTS / "early_stop.runs.jsonl", help="per-problem records")
+    parser.add_argument("--out", default="early_stop", help="result name under bench/results (default early_stop)")
+    add_data_argument(parser)
+    args = parser.parse_args()
+
+    chosen = problems(args)
+    done = read_runs(args.runs)
+    env = {"DELIBERATE_CONSENSUS_MIN_SUPPORT": "3"}
+    if args.model:
+        env["DELIBERATE_MODEL"] = args.model
+    todo = [p for p in chosen if p["id"] not in done]
+    if todo:
+        with Stack(ports=Ports.free(), env=env) as stack, DeliberateClient(stack.address) as client:
+            for problem in todo:
+                # Alternating which goes first keeps a warm cache or a busy machine from favouring one side.
+                order = (True, False) if len(done) % 2 == 0 else (False, True)
+                sides = {early: solve_once(client, problem, args, early) for early in order}
+                record = {"id": problem["id"], "task": problem["task"], "with": sides[True], "without": sides[False]}
+                append_run(args.runs, record)
+                done[problem["id"]] = record
+                print(
+                    f"{problem['id']}: {sides[True]['latency_s']:.1f}s/{sides[False]['latency_s']:.1f}s, "
+                    f"{sides[True]['completion_tokens']}/{sides[False]['completion_tokens']} tokens",
+                    flush=True,
+                )
+    records = [done[p["id"]] for p in chosen]
+    path = write_result(args.out, {**figures(records), "drafts": args.drafts, "model": args.model or "default"})
+    print(path.read_text())
+
+
+if __name__ == "__main__":
+    main()
