@@ -45,6 +45,7 @@ def test_every_mapped_field_lands_in_the_solve_request():
             rule_packs=["arithmetic", {"name": "ad_selection", "params": {"budget": 5000}, "soft": True}],
             response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}},
             request_id="r-1", disable_default_arithmetic=True, stop=["\n\n"], user="someone",
+            disable_streaming_verification=True, quorum=2, replace_aborted_drafts=True,
         ),
         MODEL,
     )  # fmt: skip
@@ -62,6 +63,8 @@ def test_every_mapped_field_lands_in_the_solve_request():
     assert solve.constraints[2].params["budget"] == 5000
     assert dict(solve.context)["pool"] == [1, 2] and list(solve.strategy_hints) == ["be brief"]
     assert solve.disable_default_arithmetic and not solve.disable_thinking_trace
+    assert solve.disable_streaming_verification and solve.replace_aborted_drafts and not solve.disable_quorum
+    assert solve.quorum == 2
 
 
 def test_unset_fields_leave_the_choice_to_the_scheduler():

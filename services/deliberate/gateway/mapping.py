@@ -30,10 +30,13 @@ OPENAI_FIELDS = {
     "model", "messages", "n", "stream", "stream_options", "max_tokens", "max_completion_tokens", "seed", "stop",
     "response_format", "modalities", *SAMPLING_FIELDS,
 }  # fmt: skip
+# Early stopping's switches (docs/scheduler.md#early-stopping): booleans under the SolveRequest's names.
+EARLY_STOP_SWITCHES = ("disable_streaming_verification", "disable_quorum", "replace_aborted_drafts")
 # The request body's fields beyond OpenAI's (docs/gateway.md#extension-fields).
 EXTENSION_FIELDS = {
     "num_drafts", "max_draft_tokens", "constraints", "rule_packs", "context", "strategy_hints", "request_id",
     "include_thinking_trace", "disable_consensus_prefix", "disable_default_arithmetic",
+    *EARLY_STOP_SWITCHES, "quorum",
 }  # fmt: skip
 # SolveRequest field paths in the Scheduler's errors → the body's fields (more per request: ChatRequest.renames).
 RENAMES = {
@@ -124,6 +127,9 @@ def parse_chat_request(body: object, model_name: str) -> ChatRequest:
         solve.strategy_hints.append(hint)
     solve.disable_consensus_prefix = optional(body, "disable_consensus_prefix", bool) or False
     solve.disable_default_arithmetic = optional(body, "disable_default_arithmetic", bool) or False
+    for name in EARLY_STOP_SWITCHES:
+        setattr(solve, name, optional(body, name, bool) or False)
+    solve.quorum = optional(body, "quorum", int) or 0
 
     chat.include_thinking_trace = optional(body, "include_thinking_trace", bool) or False
     chat.stream = optional(body, "stream", bool) or False
