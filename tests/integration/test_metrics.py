@@ -24,7 +24,9 @@ from tests.unit.test_dashboard import dashboard_expressions
 
 pytestmark = pytest.mark.model
 
-OUTCOMES = ("generated", "valid", "invalid", "duplicate", "timed_out", "selected", "discarded", "abandoned")
+OUTCOMES = (
+    "generated", "valid", "invalid", "duplicate", "timed_out", "selected", "discarded", "aborted", "abandoned",
+)  # fmt: skip
 
 
 def scrape_all(stack) -> dict:
@@ -50,7 +52,8 @@ def test_scheduler_counters_moved_by_what_the_response_reports(solved):
     s0, s1 = before["scheduler"], after["scheduler"]
     drafts = response.drafts
     expected = Counter(generated=len(drafts), selected=len(response.selected_draft_ids))
-    expected["discarded"] = len(drafts) - len(response.selected_draft_ids)
+    expected["aborted"] = sum(r.HasField("aborted") for r in drafts)  # stopped early (docs/scheduler.md)
+    expected["discarded"] = len(drafts) - len(response.selected_draft_ids) - expected["aborted"]
     expected["valid"] = sum(r.verdict.valid for r in drafts)
     expected["invalid"] = sum(not r.verdict.valid for r in drafts)
     expected["duplicate"] = sum(bool(r.duplicate_of) for r in drafts)
@@ -65,7 +68,8 @@ def test_scheduler_counters_moved_by_what_the_response_reports(solved):
     assert moved(s0, s1, "deliberate_solves_total") == 1, "no other status counted"
     assert moved(s0, s1, "deliberate_redraft_rounds_total") == response.rounds - 1
 
-    # Rule results: one per rule of every verdict the Verifier gave (a duplicate shares its original's).
+    # Rule results: one per rule of every verdict (a duplicate shares its original's; the Scheduler's own verdicts
+    # of a draft timed out or stopped on a quorum count too).
     rules = Counter()
     for report in drafts:
         if not report.duplicate_of:

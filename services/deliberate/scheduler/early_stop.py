@@ -151,15 +151,15 @@ class EarlyStopRound:
                 self.verify_alone(state)
 
     async def close(self) -> None:
-        """Lets the stragglers' last messages arrive (their final text and tokens), then ends every call."""
-        for stream in [*self.drafters, *([self.verifier] if self.verifier else [])]:
-            stream.close()
-        pending = [pump for pump in self.pumps if not pump.done()]
-        if pending:  # the verifier's side ends when it has answered; a failed request's calls are cut
-            await asyncio.wait(pending, timeout=WIND_DOWN_S)
+        """Ends the round's calls: the Drafter's at once (they have ended, or the request failed and generating
+        must stop now), the Verifier's once it has answered (it ends by itself when its side is closed)."""
         for stream in self.drafters:
             stream.cancel()
         if self.verifier is not None:
+            self.verifier.close()
+            pending = [pump for pump in self.pumps if not pump.done()]
+            if pending:
+                await asyncio.wait(pending, timeout=WIND_DOWN_S)
             self.verifier.cancel()
         for pump in self.pumps:
             pump.cancel()
@@ -219,8 +219,11 @@ class EarlyStopRound:
             self.stop(state, pb.DraftAbort(reason="quorum", message=solve.early_stop.reason))
             solve.early_stop.cancelled += 1
         if state.abort is not None:  # its verdict is the early one, or says it was stopped on a quorum
-            early = self.early.pop(draft.id, None) or stopped_verdict(draft.id, state.abort)
-            self.record(state, early)
+            verdict = self.early.pop(draft.id, None)
+            if verdict is None:
+                verdict = stopped_verdict(draft.id, state.abort)
+                metrics.count_rule_results(verdict.rule_results)  # as a late verdict is counted
+            self.record(state, verdict)
             return
         original = solve.signatures.setdefault(structural_signature(draft.text), draft.id)
         if original != draft.id:
@@ -256,7 +259,9 @@ class EarlyStopRound:
         """The verification timeout passed without a verdict: the draft is not waited for any longer."""
         if state.verdict is None:
             metrics.DRAFTS.add(1, {"outcome": "timed_out"})
-            self.record(state, late_verdict(state.draft.id, self.pipeline.settings.verify_timeout_s))
+            verdict = late_verdict(state.draft.id, self.pipeline.settings.verify_timeout_s)
+            metrics.count_rule_results(verdict.rule_results)
+            self.record(state, verdict)
 
     # ---------------------------------------------------------------------------------------- the verdicts
 
