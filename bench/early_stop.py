@@ -54,12 +54,14 @@ def problems(args) -> list[dict]:
 
 def request_of(problem: dict, args) -> tuple[pb.SolveRequest, object]:
     """The request (early stopping at its defaults) and, for an ad instance, its catalog."""
+    tokens = {"max_new_tokens": args.max_new_tokens} if args.max_new_tokens else {}
     if problem["task"] == "gsm8k":
-        return build_request(problem["question"], num_drafts=args.drafts, seed=SEED), None
+        return build_request(problem["question"], num_drafts=args.drafts, seed=SEED, **tokens), None
     catalog, prompt, schema, constraints, context = ad_instance(problem["seed"], AD_CATALOG_SIZE)
     request = build_request(
-        prompt, num_drafts=args.drafts, seed=SEED, output_schema=schema, context=context, constraints=constraints
-    )
+        prompt, num_drafts=args.drafts, seed=SEED, output_schema=schema, context=context, constraints=constraints,
+        **tokens,
+    )  # fmt: skip
     return request, catalog
 
 
@@ -130,6 +132,7 @@ def main() -> None:
     parser.add_argument("--ads", type=int, default=None, help="ad-selection instances (default 10; fewer with --limit)")
     parser.add_argument("--drafts", type=int, default=5)
     parser.add_argument("--model", default="", help="the Drafter's and Refiner's model (default: the services')")
+    parser.add_argument("--max-new-tokens", type=int, default=0, help="draft budget (default: the Drafter's)")
     parser.add_argument("--timeout", type=float, default=900.0, help="deadline of each solve, seconds")
     parser.add_argument("--runs", type=Path, default=RESULTS / "early_stop.runs.jsonl", help="per-problem records")
     parser.add_argument("--out", default="early_stop", help="result name under bench/results (default early_stop)")

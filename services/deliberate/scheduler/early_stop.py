@@ -92,8 +92,10 @@ class EarlyStopRound:
         # Early verdicts of drafts still generating: reported once the draft has arrived, so every draft is
         # generated before it is verified in the stream's events (docs/scheduler.md, "SolveStream event order").
         self.early: dict[str, common_pb2.DraftVerdict] = {}
+        self.timers: dict[str, asyncio.TimerHandle] = {}  # draft id → its verification timeout
         self.pumps: list[asyncio.Task] = []
         self.ended_streams = 0
+        self.stopping = False  # the quorum was reached: the drafts still generating are being cancelled
         self.last_draft_at = time.perf_counter()
 
     # ---------------------------------------------------------------------------------------------- the loop
@@ -118,8 +120,6 @@ class EarlyStopRound:
             if not self.stopping and (reason := self.quorum_reached()):
                 self.stop_stragglers(reason)
         return [state.verdict for state in self.states if state.verdict is not None]
-
-    stopping = False
 
     def done(self) -> bool:
         """Every draft finished (a stopped one within a decoding step of its cancel) and judged."""
@@ -148,6 +148,8 @@ class EarlyStopRound:
         self.verifier = None
         for state in self.states:
             if state.finished and state.verdict is None and state.duplicate_of == "":
+                if timer := self.timers.pop(state.draft.id, None):
+                    timer.cancel()  # VerifyDrafts has the timeout itself
                 self.verify_alone(state)
 
     async def close(self) -> None:
@@ -233,7 +235,7 @@ class EarlyStopRound:
         elif self.verifier is not None:
             self.verifier.send(verifier_service_pb2.VerifyStreamRequest(end=draft))
             timeout_s = self.pipeline.settings.verify_timeout_s
-            asyncio.get_running_loop().call_later(timeout_s, self.too_late, state)
+            self.timers[draft.id] = asyncio.get_running_loop().call_later(timeout_s, self.too_late, state)
         else:
             self.verify_alone(state)
 
