@@ -45,6 +45,10 @@ class Work:
     async def Cheap(self, request, context):  # noqa: N802 (gRPC naming)
         return wrappers_pb2.StringValue(value="cheap")
 
+    async def Echo(self, request_iterator, context):  # noqa: N802 (gRPC naming)
+        async for request in request_iterator:
+            yield request
+
 
 class Running:
     def __init__(self, server: grpc.aio.Server, channel: grpc.aio.Channel, limit: InFlightLimit, work: Work):
@@ -82,13 +86,18 @@ def handler(behavior, streaming: bool) -> grpc.RpcMethodHandler:
 async def running() -> Running:
     work = Work()
     limit = InFlightLimit(BOUND, "--max-in-flight")
-    work_methods = [f"/{SERVICE}/{name}" for name in ("Hold", "Stream", "Fail")]
+    work_methods = [f"/{SERVICE}/{name}" for name in ("Hold", "Stream", "Fail", "Echo")]
     server = grpc.aio.server(interceptors=[Admission(limit, work_methods)])
     handlers = {
         "Hold": handler(work.Hold, False),
         "Stream": handler(work.Stream, True),
         "Fail": handler(work.Fail, False),
         "Cheap": handler(work.Cheap, False),
+        "Echo": grpc.stream_stream_rpc_method_handler(
+            work.Echo,
+            request_deserializer=wrappers_pb2.StringValue.FromString,
+            response_serializer=wrappers_pb2.StringValue.SerializeToString,
+        ),
     }
     server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(SERVICE, handlers)])
     port = server.add_insecure_port("127.0.0.1:0")
@@ -191,3 +200,27 @@ def test_the_retry_hint_follows_the_recent_call_duration():
     assert retry_after_ms([(RETRY_AFTER_KEY, "120")]) == 120 and retry_after_ms([]) is None
     with pytest.raises(ValueError, match="--max-in-flight must be at least 1"):
         InFlightLimit(0, "--max-in-flight")
+
+
+def test_a_bidirectional_work_method_holds_a_slot_until_it_ends():
+    async def test(service: Running):
+        echo = service.channel.stream_stream(
+            f"/{SERVICE}/Echo",
+            request_serializer=wrappers_pb2.StringValue.SerializeToString,
+            response_deserializer=wrappers_pb2.StringValue.FromString,
+        )
+        held = [echo() for _ in range(BOUND)]
+        for i, call in enumerate(held):
+            await call.write(wrappers_pb2.StringValue(value=str(i)))
+            assert (await call.read()).value == str(i)
+        await service.until_in_flight(BOUND)
+        refused = echo()
+        with pytest.raises(grpc.aio.AioRpcError) as error:
+            await refused.read()
+        assert error.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        for call in held:
+            await call.done_writing()
+            assert await call.read() == grpc.aio.EOF
+        await service.until_in_flight(0)
+
+    serve(test)

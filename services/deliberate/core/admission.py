@@ -3,7 +3,8 @@
 One server interceptor does both for every service (core/server.py installs it):
 
 - Request bytes are parsed here, not by grpc: grpc answers bytes its deserializer rejects with UNKNOWN, this
-  answers INVALID_ARGUMENT naming the message type. Methods whose requests stream (reflection) are left alone.
+  answers INVALID_ARGUMENT naming the message type. Methods whose requests stream (reflection, StreamDrafts,
+  VerifyStream) are parsed by grpc as usual; a bidirectional work method (StreamDrafts) is still bounded.
 - The work methods (Solve, GenerateDrafts, VerifyDrafts, Refine, …) share one bound on the calls in flight; a
   call beyond it is answered RESOURCE_EXHAUSTED at once, never queued, with a retry hint in its trailing
   metadata: `retry-after-ms`, and the standard `google.rpc.RetryInfo` in `grpc-status-details-bin`. A stream
@@ -136,9 +137,11 @@ class Admission(grpc.aio.ServerInterceptor):
 
     async def intercept_service(self, continuation, handler_call_details):
         handler = await continuation(handler_call_details)
+        method = handler_call_details.method
+        if handler is not None and handler.request_streaming and method in self.work_methods:
+            return bound_stream(handler, self.limit, short_name(method))
         if handler is None or handler.request_streaming or handler.request_deserializer is None:
             return handler
-        method = handler_call_details.method
         bounded = method in self.work_methods
         return wrap(handler, self.limit if bounded else None, short_name(method))
 
@@ -187,3 +190,21 @@ def wrap(handler: grpc.RpcMethodHandler, limit: InFlightLimit | None, method: st
         grpc.unary_unary_rpc_method_handler if handler.unary_unary else grpc.unary_stream_rpc_method_handler
     )
     return make(awaited, response_serializer=serializer)
+
+
+def bound_stream(handler: grpc.RpcMethodHandler, limit: InFlightLimit, method: str) -> grpc.RpcMethodHandler:
+    """A bidirectional work method: it takes a slot for the call until its responses end; grpc parses its
+    messages."""
+    behavior = handler.stream_stream
+
+    async def streaming(request_iterator, context):
+        try:
+            with slot(limit, method):
+                async for response in behavior(request_iterator, context):
+                    yield response
+        except Rejected as rejected:
+            await reject(context, rejected)
+
+    return grpc.stream_stream_rpc_method_handler(
+        streaming, request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer
+    )

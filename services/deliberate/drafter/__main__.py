@@ -16,7 +16,7 @@ def main(argv: list[str] | None = None) -> None:
         DrafterServicer,
         drafter_service_pb2.DESCRIPTOR.services_by_name["DrafterService"],
         drafter_service_pb2_grpc.add_DrafterServiceServicer_to_server,
-        ["GenerateDrafts"],
+        ["GenerateDrafts", "StreamDrafts"],
         argv,
     )
 
