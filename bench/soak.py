@@ -4,7 +4,9 @@
 
 Starts the four services on free ports (the model DELIBERATE_MODEL names, smollm2-135m unless set; the Scheduler's
 watchdog on a 2 s heartbeat; `deliberate up`'s Supervisor restarting Drafter, Refiner and Scheduler) and keeps
-`--concurrency` solves in flight (2 drafts, 24 new tokens) until `--duration` has passed. Faults are spread evenly
+`--concurrency` solves in flight (2 drafts, 24 new tokens, one drafting round: re-drafting is off, since the small
+model gets most sums wrong and each re-draft round would multiply a request's cost; the soak measures what faults do
+to requests, not answers) until `--duration` has passed. Faults are spread evenly
 over the run, after a fault-free steady start:
 
     full (make soak, 15 min):       5 Verifier SIGKILLs, 2 Verifier SIGSTOPs, 1 Drafter SIGKILL, 1 Refiner SIGKILL
@@ -85,6 +87,7 @@ def main() -> int:
     parser.add_argument("--heartbeat", type=float, default=2.0, help="the watchdog's heartbeat, seconds")
     parser.add_argument("--drafts", type=int, default=2)
     parser.add_argument("--max-new-tokens", type=int, default=24)
+    parser.add_argument("--max-redrafts", type=int, default=0, help="the Scheduler's re-drafting rounds")
     args = parser.parse_args()
     duration = args.duration or (180.0 if args.quick else 900.0)
     faults = QUICK_FAULTS if args.quick else FULL_FAULTS
@@ -100,6 +103,7 @@ def main() -> int:
         "watchdog_heartbeat_s": args.heartbeat,
         "num_drafts": args.drafts,
         "max_new_tokens": args.max_new_tokens,
+        "max_redrafts": args.max_redrafts,
         "model": os.environ["DELIBERATE_MODEL"],
         "faults": [{"fault": f, "at_s": round(t, 1)} for f, t in zip(faults, schedule, strict=True)],
     }
@@ -112,7 +116,7 @@ def main() -> int:
         log_dir=log_dir,
         state_dir=log_dir,
         with_gateway=False,
-        scheduler_args=["--watchdog-interval-s", str(args.heartbeat)],
+        scheduler_args=["--watchdog-interval-s", str(args.heartbeat), "--max-redrafts", str(args.max_redrafts)],
     )
     supervisor = Supervisor(stack, log=lambda line: print(f"[supervisor] {line}", flush=True))
     with stack:
