@@ -19,6 +19,8 @@ SERVICES = {"scheduler": 50051, "drafter": 50052, "verifier": 50053, "refiner": 
 GATEWAY_PORT = 8080  # the OpenAI-compatible gateway: HTTP, not gRPC
 ENGINE_SERVICES = ("drafter", "refiner")
 SAFE_RETRY_CONDITIONS = {"connect-failure", "refused-stream", "unavailable"}
+HEALTHCHECK = ["python", "-m", "deliberate.core.healthcheck"]
+TLS_DIR = "/etc/deliberate/tls"
 CLUSTER_SCOPED = {"Namespace", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 
 
@@ -162,7 +164,11 @@ def test_grpc_probes_ask_the_port_the_service_listens_on(rendered, overlay):
         for key, probe in probes.items():
             if "grpc" in probe:
                 assert probe["grpc"]["port"] == port, (name, key)
-        assert probes["readinessProbe"]["grpc"]["port"] == port
+        readiness = probes["readinessProbe"]
+        if overlay == "tls":  # the image's health check asks 127.0.0.1:$DELIBERATE_PORT, the port served
+            assert readiness["exec"]["command"][:3] == HEALTHCHECK, name
+        else:
+            assert readiness["grpc"]["port"] == port
         if name in ENGINE_SERVICES:
             # The model loads before health says SERVING: allow minutes before liveness starts counting.
             startup = probes["startupProbe"]
@@ -362,6 +368,45 @@ def test_every_deployment_has_a_disruption_budget_selecting_its_pods(rendered):
     for name, deployment in (of_kind(objects, "Deployment") | of_kind(objects, "StatefulSet")).items():
         selector = budgets[name]["spec"]["selector"]["matchLabels"]
         assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+
+
+# --- tls -------------------------------------------------------------------------------------------------------
+def test_tls_overlay_serves_mutual_tls_on_every_grpc_hop(rendered):
+    objects = rendered["tls"]
+    for name in SERVICES:
+        settings = env(objects, name)
+        assert settings["DELIBERATE_TLS_CERT_FILE"] == f"{TLS_DIR}/tls.crt", name
+        assert settings["DELIBERATE_TLS_KEY_FILE"] == f"{TLS_DIR}/tls.key", name
+        assert settings["DELIBERATE_TLS_CLIENT_CA_FILE"] == f"{TLS_DIR}/ca.crt", name
+    for caller in ("scheduler", "gateway"):
+        settings = env(objects, caller)
+        assert settings["DELIBERATE_DOWNSTREAM_TLS_CA_FILE"] == f"{TLS_DIR}/ca.crt", caller
+        assert settings["DELIBERATE_DOWNSTREAM_TLS_CERT_FILE"] == f"{TLS_DIR}/client.crt", caller
+    for name in (*SERVICES, "gateway"):
+        mounts = {m["mountPath"]: m for m in container(objects, name)["volumeMounts"]}
+        assert mounts[TLS_DIR]["readOnly"] is True, name
+        assert "/tmp" in mounts, f"{name}: the base's writable /tmp must survive the patch"
+        volumes = {v["name"]: v for v in one(objects, "Deployment", name)["spec"]["template"]["spec"]["volumes"]}
+        assert volumes[mounts[TLS_DIR]["name"]]["secret"]["secretName"] == "deliberate-tls", name
+
+
+def test_tls_overlay_probes_present_the_client_certificate(rendered):
+    # The kubelet's gRPC probes speak plain text only; against an mTLS server they would always fail.
+    for name in SERVICES:
+        spec = container(rendered["tls"], name)
+        for key in ("startupProbe", "readinessProbe", "livenessProbe"):
+            probe = spec.get(key, {})
+            assert "grpc" not in probe, (name, key)
+            if "exec" in probe:
+                command = probe["exec"]["command"]
+                assert command[:3] == HEALTHCHECK and f"{TLS_DIR}/client.crt" in command, (name, key)
+
+
+def test_only_the_tls_overlay_turns_app_level_tls_on(rendered):
+    # In the mesh the sidecars encrypt every hop; app-level TLS there would break the kubelet's probes for nothing.
+    for overlay in set(rendered) - {"tls"}:
+        for name in (*SERVICES, "gateway"):
+            assert not [key for key in env(rendered[overlay], name) if "TLS" in key], (overlay, name)
 
 
 # --- istio -------------------------------------------------------------------------------------------------------
