@@ -267,7 +267,17 @@ class Pipeline:
         solve.timings.select = time.perf_counter() - started
 
         started = time.perf_counter()
-        refined = await self.refine(solve, selection)
+        best = solve.drafts[selection.selected[0].draft_id]
+        refinement_lost = ""
+        try:
+            refined = await self.refine(solve, selection)
+        except StageError as error:
+            if error.code != grpc.StatusCode.UNAVAILABLE:
+                raise
+            # The drafts are verified and paid for: a lost Refiner costs the polish, not the answer.
+            refinement_lost = error.message
+            refined = refiner_service_pb2.RefineFinal(text=best.draft.text)
+            trace.get_current_span().add_event("refinement.unavailable", {"reason": error.message})
         solve.timings.refine = time.perf_counter() - started
 
         drafts = [state.draft for state in solve.drafts.values()]
@@ -276,12 +286,13 @@ class Pipeline:
             completion_tokens=sum(d.usage.completion_tokens for d in drafts) + refined.usage.completion_tokens,
         )
         reason, answer = selection.reason, refined.text
-        best = solve.drafts[selection.selected[0].draft_id]
         if selection.status == "unverified":
             reason += f" after {solve.rounds} round(s); errors: {verifier_feedback(solve.verdicts(), limit=None)}"
-        else:
-            if selection.status == "unchecked":
-                reason += unchecked_detail(best.verdict)
+        elif selection.status == "unchecked":
+            reason += unchecked_detail(best.verdict)
+        if refinement_lost:
+            reason += f"; refinement unavailable ({refinement_lost}); answering with the best draft #{best.draft.index}"
+        elif selection.status != "unverified":
             broken = await self.recheck_refined(solve, refined, best.verdict)
             if broken:  # the refined answer may never be worse than the best verified draft
                 text = best.draft.text
