@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -98,7 +99,11 @@ def compile_rules(
             raise ConstraintError("output_schema", str(error)) from None
 
     ordered = sorted(constraints, key=lambda c: (KIND_ORDER[c.kind], c.index))
-    constraint_rules = tuple(rule for spec in ordered for rule in constraint_rule(spec, context, reference))
+    # One for all CEL rules: the context is converted once, and each draft's own variables once per draft.
+    cel_environment = CelEnvironment(context) if any(c.kind == "cel_expression" for c in ordered) else None
+    constraint_rules = tuple(
+        rule for spec in ordered for rule in constraint_rule(spec, context, reference, cel_environment)
+    )
     structured = output_schema is not None or any(reads_answer(c) for c in constraints)
     if not structured:  # free text: a numeric final answer, then the constraints, then style
         base, style = ANSWER_RULES[:3], ANSWER_RULES[3:]
@@ -122,7 +127,12 @@ def reads_answer(spec: ConstraintSpec) -> bool:
     return pack is not None and pack.answer_model is not None
 
 
-def constraint_rule(spec: ConstraintSpec, context: dict, reference: ReferenceStore | None) -> tuple[Rule, ...]:
+def constraint_rule(
+    spec: ConstraintSpec,
+    context: dict,
+    reference: ReferenceStore | None,
+    cel_environment: CelEnvironment | None = None,
+) -> tuple[Rule, ...]:
     hard = not spec.soft
     if spec.kind == "json_schema":
         try:
@@ -132,7 +142,7 @@ def constraint_rule(spec: ConstraintSpec, context: dict, reference: ReferenceSto
         return (Rule(spec.rule_id, hard, lambda d: schema_check(spec.rule_id, validator, d.answer)),)
     if spec.kind == "cel_expression":
         program = compile_cel(spec)
-        environment = CelEnvironment(context)
+        environment = cel_environment or CelEnvironment(context)
         return (Rule(spec.rule_id, hard, lambda d: cel_check(spec, program, environment, d), substantive=True),)
     return pack_rules(spec, context, reference)
 
@@ -154,39 +164,92 @@ def _compiled_cel(expression: str):
     return cel.compile(expression)
 
 
+# The variables a draft brings to CEL, beside the request's `ctx`.
+DRAFT_VARIABLES = frozenset({"answer", "plan", "text"})
+
+
 class CelEnvironment:
-    """The request's context converted to CEL once; each draft's own variables are resolved on demand.
+    """The request's context converted to CEL once; each draft's own variables are converted once per draft.
 
     Converting a 100-id context takes longer than evaluating the expression, so it must not happen per draft.
-    Not thread-safe: the drafts of one request are checked one after the other.
+    A draft's variables are added to the context for the rules that read them (`answer` and `plan` are the same
+    value, converted once for all CEL rules of the draft). A variable resolver would be simpler but costs a call
+    into Python on every read of every variable, `ctx` included. A value the context cannot hold (conversion
+    raised) or an absent one is resolved on demand instead, as before, so every result stays the same.
+    Thread-safe: a rule set that reads the reference store verifies its drafts in worker threads.
     """
 
     def __init__(self, context: dict):
+        self.context = context
         self.largest_context_list = largest_list(context)
         self.context_copy_steps = copy_steps(context)
-        self.draft: Draft | None = None
         self.cel_context = cel.Context()
         self.cel_context.add_variable("ctx", context)
-        self.cel_context.set_variable_resolver(self.resolve)
-
-    def resolve(self, name: str):
-        if name in ("answer", "plan"):
-            return self.draft.answer
-        if name == "text":
-            return self.draft.text
-        return None
+        self.loaded: dict[str, object] = {}  # the draft values now in cel_context, by name
+        self.answer_shape_of: tuple[object, tuple[int, int]] = (None, (0, 0))
+        self.resolving: cel.Context | None = None  # built on first need
+        self.draft: Draft | None = None
+        self.lock = threading.Lock()
 
     def execute(self, program, draft: Draft):
+        names = draft_variables(program)
+        with self.lock:
+            if self.load({name: draft_value(draft, name) for name in names}):
+                return program.execute(self.cel_context)
+            return self.execute_resolving(program, draft)
+
+    def load(self, values: dict[str, object]) -> bool:
+        """Puts the draft's values into the context, converting only those not already there."""
+        for name, value in values.items():
+            if value is None:
+                return False
+            if self.loaded.get(name) is value:
+                continue
+            self.loaded.pop(name, None)
+            try:
+                self.cel_context.add_variable(name, value)
+            except Exception:  # the resolving path reports it as it always did
+                return False
+            self.loaded[name] = value
+        return True
+
+    def execute_resolving(self, program, draft: Draft):
+        if self.resolving is None:
+            self.resolving = cel.Context()
+            self.resolving.add_variable("ctx", self.context)
+            self.resolving.set_variable_resolver(self.resolve)
         self.draft = draft
         try:
-            return program.execute(self.cel_context)
+            return program.execute(self.resolving)
         finally:
             self.draft = None
 
+    def resolve(self, name: str):
+        return draft_value(self.draft, name) if name in DRAFT_VARIABLES else None
+
+    def answer_shape(self, answer: object) -> tuple[int, int]:
+        """(largest list, copy steps) of a draft's answer, walked once for all CEL rules of the draft."""
+        seen, shape = self.answer_shape_of
+        if seen is not answer:
+            largest, longest = list_and_string_sizes(answer)
+            shape = (largest, largest // ITEMS_PER_STEP + longest // CHARS_PER_STEP)  # copy_steps(answer)
+            self.answer_shape_of = (answer, shape)
+        return shape
+
+
+def draft_value(draft: Draft, name: str) -> object:
+    return draft.text if name == "text" else draft.answer
+
+
+@lru_cache(maxsize=1024)
+def draft_variables(program) -> tuple[str, ...]:
+    """The draft's variables `program` reads (programs are cached by their text, so each is read once)."""
+    return tuple(sorted(DRAFT_VARIABLES.intersection(program.references()["variables"])))
+
 
 def cel_check(spec: ConstraintSpec, program, environment: CelEnvironment, draft: Draft) -> tuple[bool, str]:
-    largest = max(environment.largest_context_list, largest_list(draft.answer))
-    answer = copy_steps(draft.answer)
+    largest_answer_list, answer = environment.answer_shape(draft.answer)
+    largest = max(environment.largest_context_list, largest_answer_list)
     reads = {"ctx": environment.context_copy_steps, "text": len(draft.text) // CHARS_PER_STEP, "answer": answer}
     cost = cel_cost(spec.source, largest, reads | {"plan": answer})
     if cost > MAX_CEL_COST:
@@ -218,8 +281,13 @@ def cel_cost(expression: str, largest: int, reads: dict[str, int] | None = None)
     reads = reads or {}
     loops, variables = loop_depths(expression)
     copying = sum(reads.get(name, 0) * n**depth for name, depth in variables)
-    concatenation = expression.count("+") ** 2 * max(reads.values(), default=0)
+    concatenation = plus_signs(expression) ** 2 * max(reads.values(), default=0)
     return len(expression) + sum(n**depth for depth in loops) + copying + concatenation
+
+
+@lru_cache(maxsize=1024)
+def plus_signs(expression: str) -> int:
+    return expression.count("+")
 
 
 def copy_steps(value: object) -> int:
@@ -261,6 +329,33 @@ def largest_list(value: object, budget: int = 10_000) -> int:
         elif isinstance(item, dict):
             stack.extend(item.values())
     return largest
+
+
+# Leaves of parsed JSON that hold neither a list nor a string: skipped without the isinstance checks.
+SCALAR_TYPES = (int, float, bool, type(None))
+
+
+def list_and_string_sizes(value: object, budget: int = 10_000) -> tuple[int, int]:
+    """(largest_list(value), longest_string(value)) in one walk instead of two. The walk visits keys too, so
+    where it would pass `budget` nodes the two bounded walks decide instead, and the answer is always theirs."""
+    largest = longest = 0
+    stack, seen = [value], 0
+    while stack:
+        item = stack.pop()
+        seen += 1
+        if seen > budget:
+            return largest_list(value, budget), longest_string(value, budget)
+        if type(item) in SCALAR_TYPES:
+            continue
+        if isinstance(item, str):
+            longest = max(longest, len(item))
+        elif isinstance(item, list):
+            largest = max(largest, len(item))
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+    return largest, longest
 
 
 def longest_string(value: object, budget: int = 10_000) -> int:
