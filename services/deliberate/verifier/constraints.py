@@ -19,6 +19,8 @@ import cel
 from pydantic import ValidationError
 
 from ..core.schemas import compiled_validator, shorten
+from .cel_fast import INT64_MAX, INT64_MIN, compile_fast, plain
+from .cel_fast import evaluate as evaluate_fast
 from .packs import Abstained, ReferenceStore, ReferenceUnavailable, RulePack, registry
 from .rules import (
     ANSWER_RULES,
@@ -186,12 +188,15 @@ class CelEnvironment:
         self.cel_context = cel.Context()
         self.cel_context.add_variable("ctx", context)
         self.loaded: dict[str, object] = {}  # the draft values now in cel_context, by name
-        self.answer_shape_of: tuple[object, tuple[int, int]] = (None, (0, 0))
+        self.answer_shape_of: tuple[object, tuple[int, int, bool]] = (None, (0, 0, True))
         self.resolving: cel.Context | None = None  # built on first need
         self.draft: Draft | None = None
         self.lock = threading.Lock()
 
     def execute(self, program, draft: Draft):
+        result = self.execute_fast(program.source, draft)
+        if result is not None:
+            return result
         names = draft_variables(program)
         with self.lock:
             if self.load({name: draft_value(draft, name) for name in names}):
@@ -213,6 +218,18 @@ class CelEnvironment:
             self.loaded[name] = value
         return True
 
+    def execute_fast(self, expression: str, draft: Draft) -> bool | None:
+        """The result of cel_fast's evaluation, or None where the library must decide (see cel_fast)."""
+        evaluator = compile_fast(expression)
+        if evaluator is None:
+            return None
+        variables = {"ctx": self.context, "text": draft.text}
+        if draft.answer is not None:
+            if not self.answer_shape(draft.answer)[2]:
+                return None
+            variables["answer"] = variables["plan"] = draft.answer
+        return evaluate_fast(evaluator, variables)
+
     def execute_resolving(self, program, draft: Draft):
         if self.resolving is None:
             self.resolving = cel.Context()
@@ -227,12 +244,14 @@ class CelEnvironment:
     def resolve(self, name: str):
         return draft_value(self.draft, name) if name in DRAFT_VARIABLES else None
 
-    def answer_shape(self, answer: object) -> tuple[int, int]:
-        """(largest list, copy steps) of a draft's answer, walked once for all CEL rules of the draft."""
+    def answer_shape(self, answer: object) -> tuple[int, int, bool]:
+        """(largest list, copy steps, plain for cel_fast) of a draft's answer, found once for all CEL rules of the
+        draft."""
         seen, shape = self.answer_shape_of
         if seen is not answer:
-            largest, longest = list_and_string_sizes(answer)
-            shape = (largest, largest // ITEMS_PER_STEP + longest // CHARS_PER_STEP)  # copy_steps(answer)
+            largest, longest, is_plain = answer_sizes(answer)
+            copy = largest // ITEMS_PER_STEP + longest // CHARS_PER_STEP  # copy_steps(answer)
+            shape = (largest, copy, is_plain)
             self.answer_shape_of = (answer, shape)
         return shape
 
@@ -248,10 +267,10 @@ def draft_variables(program) -> tuple[str, ...]:
 
 
 def cel_check(spec: ConstraintSpec, program, environment: CelEnvironment, draft: Draft) -> tuple[bool, str]:
-    largest_answer_list, answer = environment.answer_shape(draft.answer)
+    largest_answer_list, answer, _ = environment.answer_shape(draft.answer)
     largest = max(environment.largest_context_list, largest_answer_list)
-    reads = {"ctx": environment.context_copy_steps, "text": len(draft.text) // CHARS_PER_STEP, "answer": answer}
-    cost = cel_cost(spec.source, largest, reads | {"plan": answer})
+    text = len(draft.text) // CHARS_PER_STEP
+    cost = draft_cel_cost(spec.source, largest, environment.context_copy_steps, text, answer)
     if cost > MAX_CEL_COST:
         return False, f"{spec.rule_id} failed: estimated cost {cost} > limit {MAX_CEL_COST}"
     try:
@@ -264,6 +283,13 @@ def cel_check(spec: ConstraintSpec, program, environment: CelEnvironment, draft:
         reason = spec.failure_message or f"`{shorten(spec.source, 120)}` is false"
         return False, f"{spec.rule_id} failed: {reason}"
     return False, f"{spec.rule_id} failed: expression returned {shorten(repr(result), 80)}, not a bool"
+
+
+@lru_cache(maxsize=4096)
+def draft_cel_cost(expression: str, largest: int, context_steps: int, text_steps: int, answer_steps: int) -> int:
+    """`cel_cost` with a draft's reads; drafts of one request mostly repeat the same few inputs."""
+    reads = {"ctx": context_steps, "text": text_steps, "answer": answer_steps, "plan": answer_steps}
+    return cel_cost(expression, largest, reads)
 
 
 MACRO = re.compile(r"\.(all|exists_one|exists|map|filter)\s*\(|\(|\)|\bin\b|\b(?:ctx|text|answer|plan)\b")
@@ -335,27 +361,37 @@ def largest_list(value: object, budget: int = 10_000) -> int:
 SCALAR_TYPES = (int, float, bool, type(None))
 
 
-def list_and_string_sizes(value: object, budget: int = 10_000) -> tuple[int, int]:
-    """(largest_list(value), longest_string(value)) in one walk instead of two. The walk visits keys too, so
-    where it would pass `budget` nodes the two bounded walks decide instead, and the answer is always theirs."""
+def answer_sizes(value: object, budget: int = 10_000) -> tuple[int, int, bool]:
+    """(largest_list(value), longest_string(value), cel_fast.plain(value)) in one walk instead of three. The walk
+    visits keys too, so where it would pass `budget` nodes the three bounded walks decide instead, and the answer
+    is always theirs."""
     largest = longest = 0
+    is_plain = True
     stack, seen = [value], 0
     while stack:
         item = stack.pop()
         seen += 1
         if seen > budget:
-            return largest_list(value, budget), longest_string(value, budget)
-        if type(item) in SCALAR_TYPES:
+            return largest_list(value, budget), longest_string(value, budget), plain(value, budget)
+        kind = type(item)
+        if kind in SCALAR_TYPES:
+            if kind is int and not INT64_MIN <= item <= INT64_MAX:
+                is_plain = False
             continue
+        if kind is not str and kind is not list and kind is not dict:
+            is_plain = False  # a subclass, a tuple, ...: not what cel_fast models
         if isinstance(item, str):
             longest = max(longest, len(item))
         elif isinstance(item, list):
             largest = max(largest, len(item))
             stack.extend(item)
         elif isinstance(item, dict):
-            stack.extend(item.keys())
+            keys = item.keys()
+            if is_plain and any(type(key) is not str for key in keys):
+                is_plain = False
+            stack.extend(keys)
             stack.extend(item.values())
-    return largest, longest
+    return largest, longest, is_plain
 
 
 def longest_string(value: object, budget: int = 10_000) -> int:
