@@ -9,8 +9,8 @@
    with 8 calls in flight, side by side: one Verifier process and one channel (a single Scheduler's connection),
    then `--workers` processes on the port (0: one per core) and `--channels` client channels (connections), as
    several Scheduler replicas would call it. The kernel spreads connections, not calls, over the workers.
-Writes bench/results/verifier.json: drafts_per_s_per_core (and drafts_per_cpu_s), p99_ms, grpc_calls_per_s (the second setup),
-grpc_calls_per_s_one_process (the first), the families, and `goals` with `passed` per goal (issue 13).
+Writes bench/results/verifier.json: drafts_per_s_per_core (and drafts_per_cpu_s), p99_ms, grpc_calls_per_s (the
+second setup), grpc_calls_per_s_one_process (the first), the families, and `goals` with `passed` per goal (issue 13).
 """
 
 from __future__ import annotations
