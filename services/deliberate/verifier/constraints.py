@@ -166,57 +166,43 @@ def _compiled_cel(expression: str):
     return cel.compile(expression)
 
 
-# The variables a draft brings to CEL, beside the request's `ctx`.
-DRAFT_VARIABLES = frozenset({"answer", "plan", "text"})
-
-
 class CelEnvironment:
-    """The request's context converted to CEL once; each draft's own variables are converted once per draft.
+    """The request's context converted to CEL once, for all CEL rules of the rule set; each draft's own variables
+    are resolved on demand.
 
-    Converting a 100-id context takes longer than evaluating the expression, so it must not happen per draft.
-    A draft's variables are added to the context for the rules that read them (`answer` and `plan` are the same
-    value, converted once for all CEL rules of the draft). A variable resolver would be simpler but costs a call
-    into Python on every read of every variable, `ctx` included. A value the context cannot hold (conversion
-    raised) or an absent one is resolved on demand instead, as before, so every result stays the same.
-    Thread-safe: a rule set that reads the reference store verifies its drafts in worker threads.
+    Converting a 100-id context takes longer than evaluating the expression, so it must not happen per draft. The
+    expressions cel_fast can evaluate exactly are evaluated there, on the Python values; the library evaluates the
+    rest. Thread-safe: a rule set that reads the reference store verifies its drafts in worker threads.
     """
 
     def __init__(self, context: dict):
         self.context = context
         self.largest_context_list = largest_list(context)
         self.context_copy_steps = copy_steps(context)
+        self.answer_shape_of: tuple[object, tuple[int, int, bool]] = (None, (0, 0, True))
+        self.draft: Draft | None = None
         self.cel_context = cel.Context()
         self.cel_context.add_variable("ctx", context)
-        self.loaded: dict[str, object] = {}  # the draft values now in cel_context, by name
-        self.answer_shape_of: tuple[object, tuple[int, int, bool]] = (None, (0, 0, True))
-        self.resolving: cel.Context | None = None  # built on first need
-        self.draft: Draft | None = None
-        self.lock = threading.Lock()
+        self.cel_context.set_variable_resolver(self.resolve)
+        self.lock = threading.Lock()  # one draft at a time is the resolver's
+
+    def resolve(self, name: str):
+        if name in ("answer", "plan"):
+            return self.draft.answer
+        if name == "text":
+            return self.draft.text
+        return None
 
     def execute(self, program, draft: Draft):
         result = self.execute_fast(program.source, draft)
         if result is not None:
             return result
-        names = draft_variables(program)
         with self.lock:
-            if self.load({name: draft_value(draft, name) for name in names}):
-                return program.execute(self.cel_context)
-            return self.execute_resolving(program, draft)
-
-    def load(self, values: dict[str, object]) -> bool:
-        """Puts the draft's values into the context, converting only those not already there."""
-        for name, value in values.items():
-            if value is None:
-                return False
-            if self.loaded.get(name) is value:
-                continue
-            self.loaded.pop(name, None)
+            self.draft = draft
             try:
-                self.cel_context.add_variable(name, value)
-            except Exception:  # the resolving path reports it as it always did
-                return False
-            self.loaded[name] = value
-        return True
+                return program.execute(self.cel_context)
+            finally:
+                self.draft = None
 
     def execute_fast(self, expression: str, draft: Draft) -> bool | None:
         """The result of cel_fast's evaluation, or None where the library must decide (see cel_fast)."""
@@ -230,20 +216,6 @@ class CelEnvironment:
             variables["answer"] = variables["plan"] = draft.answer
         return evaluate_fast(evaluator, variables)
 
-    def execute_resolving(self, program, draft: Draft):
-        if self.resolving is None:
-            self.resolving = cel.Context()
-            self.resolving.add_variable("ctx", self.context)
-            self.resolving.set_variable_resolver(self.resolve)
-        self.draft = draft
-        try:
-            return program.execute(self.resolving)
-        finally:
-            self.draft = None
-
-    def resolve(self, name: str):
-        return draft_value(self.draft, name) if name in DRAFT_VARIABLES else None
-
     def answer_shape(self, answer: object) -> tuple[int, int, bool]:
         """(largest list, copy steps, plain for cel_fast) of a draft's answer, found once for all CEL rules of the
         draft."""
@@ -254,16 +226,6 @@ class CelEnvironment:
             shape = (largest, copy, is_plain)
             self.answer_shape_of = (answer, shape)
         return shape
-
-
-def draft_value(draft: Draft, name: str) -> object:
-    return draft.text if name == "text" else draft.answer
-
-
-@lru_cache(maxsize=1024)
-def draft_variables(program) -> tuple[str, ...]:
-    """The draft's variables `program` reads (programs are cached by their text, so each is read once)."""
-    return tuple(sorted(DRAFT_VARIABLES.intersection(program.references()["variables"])))
 
 
 def cel_check(spec: ConstraintSpec, program, environment: CelEnvironment, draft: Draft) -> tuple[bool, str]:
