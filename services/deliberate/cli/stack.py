@@ -108,6 +108,8 @@ class Stack:
     log_dir: Path | None = None
     state_dir: Path = Path(".deliberate")
     scheduler_args: list[str] = field(default_factory=list)
+    # Flags for the Verifier beyond its wiring, e.g. ["--workers", "2"]; also in the Scheduler's --verifier-command.
+    verifier_args: list[str] = field(default_factory=list)
     # "redis": the Schedulers share their learned state in `redis`, a local redis-server that `up` starts (data in
     # state_dir/redis) and `down` stops unless the caller gave one; "file": each keeps it in a file under state_dir.
     state: str = "file"
@@ -186,6 +188,8 @@ class Stack:
         args = [sys.executable, "-m", f"deliberate.{service}"]
         for name, value in self.wiring(service).items():
             args += [flag_name(name), value]
+        if service == "verifier":
+            args += self.verifier_args
         if service == "scheduler":
             verifier = shlex.join(self.command("verifier"))
             args += [

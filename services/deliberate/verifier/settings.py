@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+
 from pydantic import Field
 
 from ..core.config import CommonSettings
@@ -18,6 +20,13 @@ class VerifierSettings(CommonSettings):
         "its own: two Schedulers' worth of 8 solves of up to 8 drafts, with their checks.",
     )
     http_port: int = Field(8081, description="Port of the HTTP GET /health endpoint.")
+    workers: int = Field(
+        1,
+        ge=0,
+        description="Server processes sharing the gRPC port (SO_REUSEPORT; Linux); 0 = one per CPU core. The kernel "
+        "spreads connections, not calls, so more than one helps only with several clients (Scheduler replicas); "
+        "only the first serves /metrics (docs/verifier.md).",
+    )
     max_drafts: int = Field(16, description="Most drafts accepted per VerifyDrafts call.")
     max_draft_chars: int = Field(1_000_000, description="Longest draft text accepted, in characters.")
     max_prompt_chars: int = Field(8000, description="Longest prompt accepted, in characters.")
@@ -37,3 +46,10 @@ class VerifierSettings(CommonSettings):
         description="Longest wait for one reference-data lookup; past it the check that needed it fails. "
         "Keep two lookups under the Scheduler's --verify-timeout-s.",
     )
+
+    @property
+    def worker_count(self) -> int:
+        """`workers`, with 0 read as the cores this process may run on."""
+        if self.workers:
+            return self.workers
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
