@@ -10,7 +10,9 @@ from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb
 from ..core.config import parse_settings
 from ..core.http_health import HttpHealthEndpoint
 from ..core.server import ServiceSpec, method_names, run
+from ..core.tls import channel_credentials
 from ..engines.service import open_engine
+from ..risk.client import RiskClient
 from .judge import Judge
 from .packs import registry
 from .reference import ReferenceStore
@@ -26,20 +28,34 @@ def main(argv: list[str] | None = None) -> None:
         "rule_packs": [],
         "judge": settings.judge,
         "reference": reference.name if reference else "package data",
+        "risk_model": settings.risk_address,
     }
     http_health = HttpHealthEndpoint(settings.host, settings.http_port, lambda: {"service": "verifier", **state})
     http_health.start()
 
     @asynccontextmanager
     async def rules_and_judge() -> AsyncIterator[VerifierServicer]:
-        """Health turns SERVING only after this: the rule packs are loaded and the judge (if any) is ready."""
+        """Health turns SERVING only after this: the rule packs are loaded and the judge (if any) is ready.
+        The risk client is made here, after tracing is set up, so its calls are traced."""
         state["rule_packs"] = sorted(registry())
-        if settings.judge == "off":
-            yield VerifierServicer(settings, reference=reference)
-            return
-        async with open_engine(settings.judge, settings.judge_model) as engine:
-            judge = Judge(engine, settings.judge_timeout_s, hard=settings.judge_hard)
-            yield VerifierServicer(settings, judge, reference=reference)
+        risk = RiskClient(
+            settings.risk_address,
+            settings.risk_timeout_s,
+            settings.risk_breaker_failures,
+            settings.risk_breaker_reset_s,
+            channel_credentials(
+                settings.downstream_tls_ca_file, settings.downstream_tls_cert_file, settings.downstream_tls_key_file
+            ),
+        )
+        try:
+            if settings.judge == "off":
+                yield VerifierServicer(settings, reference=reference, risk=risk)
+                return
+            async with open_engine(settings.judge, settings.judge_model) as engine:
+                judge = Judge(engine, settings.judge_timeout_s, hard=settings.judge_hard)
+                yield VerifierServicer(settings, judge, reference=reference, risk=risk)
+        finally:
+            risk.close()
 
     service = verifier_service_pb2.DESCRIPTOR.services_by_name["VerifierService"]
     try:

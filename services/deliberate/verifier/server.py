@@ -17,6 +17,7 @@ from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb
 from ..core import metrics, telemetry
 from ..core.convert import FINISH_REASON_NAMES, duration, struct_to_dict
 from ..core.requests import InvalidArgument
+from ..risk.client import RiskClient
 from .constraints import ConstraintError, ConstraintSpec, RuleSet, compile_rules
 from .judge import Judge
 from .limits import CHECK_CONSTRAINTS, VERIFY_DRAFTS
@@ -49,7 +50,7 @@ def constraint_specs(constraints) -> list[ConstraintSpec]:
 
 
 def compile_request(
-    output_schema: str, constraints, context, reference: ReferenceStore | None = None
+    output_schema: str, constraints, context, reference: ReferenceStore | None = None, risk: RiskClient | None = None
 ) -> tuple[RuleSet, dict]:
     """Compiled once per distinct (schema, constraints, context): the Scheduler verifies each draft of a
     request in its own call, all with the same constraints. Reference data is not part of the compiled
@@ -57,22 +58,29 @@ def compile_request(
     key = verifier_service_pb2.CheckConstraintsRequest(
         output_schema=output_schema, constraints=constraints, context=context
     ).SerializeToString(deterministic=True)
-    return _compiled_request(key, reference)
+    return _compiled_request(key, reference, risk)
 
 
 @lru_cache(maxsize=128)
-def _compiled_request(key: bytes, reference: ReferenceStore | None) -> tuple[RuleSet, dict]:
+def _compiled_request(key: bytes, reference: ReferenceStore | None, risk: RiskClient | None) -> tuple[RuleSet, dict]:
     request = verifier_service_pb2.CheckConstraintsRequest.FromString(key)
     context_dict = struct_to_dict(request.context)
     specs = constraint_specs(request.constraints)
-    return compile_rules(request.output_schema, specs, context_dict, reference), context_dict
+    return compile_rules(request.output_schema, specs, context_dict, reference, risk), context_dict
 
 
 class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
-    def __init__(self, settings: VerifierSettings, judge: Judge | None = None, reference: ReferenceStore | None = None):
+    def __init__(
+        self,
+        settings: VerifierSettings,
+        judge: Judge | None = None,
+        reference: ReferenceStore | None = None,
+        risk: RiskClient | None = None,
+    ):
         self.settings = settings
         self.judge = judge
         self.reference = reference
+        self.risk = risk
 
     def validate(self, request: verifier_service_pb2.VerifyDraftsRequest) -> None:
         VERIFY_DRAFTS.check(request, self.settings)
@@ -81,7 +89,7 @@ class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
         try:
             self.validate(request)
             rule_set, context_dict = compile_request(
-                request.output_schema, request.constraints, request.context, self.reference
+                request.output_schema, request.constraints, request.context, self.reference, self.risk
             )
         except (InvalidArgument, ConstraintError) as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
@@ -93,14 +101,17 @@ class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
     async def CheckConstraints(self, request, context: grpc.aio.ServicerContext):  # noqa: N802 (gRPC naming)
         try:
             CHECK_CONSTRAINTS.check(request, self.settings)
-            rule_set, _ = compile_request(request.output_schema, request.constraints, request.context, self.reference)
+            rule_set, _ = compile_request(
+                request.output_schema, request.constraints, request.context, self.reference, self.risk
+            )
         except (InvalidArgument, ConstraintError) as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         return verifier_service_pb2.CheckConstraintsResponse(rule_ids=rule_set.rule_ids)
 
     async def verify_one(self, request, draft: common_pb2.Draft, rule_set: RuleSet, context_dict: dict):
-        """Rules run inline (microseconds of CPU) unless they read the reference store, which may wait up to
-        its timeout: those run in a worker thread. The judge awaits, so drafts overlap there."""
+        """Rules run inline (microseconds of CPU) unless they wait on the network (the reference store, the
+        risk model), up to its timeout: those run in a worker thread, in this span's trace context. The judge
+        awaits, so drafts overlap there."""
         with tracer.start_as_current_span(
             "verifier.verify_draft",
             attributes={telemetry.REQUEST_ID: request.request_id, telemetry.DRAFT_ID: draft.id},
@@ -108,7 +119,7 @@ class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
             started = time.perf_counter()
             finish_reason = FINISH_REASON_NAMES.get(draft.finish_reason, "stop")
             arguments = (draft.text, rule_set.rules, finish_reason, rule_set.output_schema, context_dict)
-            verdict = await asyncio.to_thread(verify, *arguments) if rule_set.reads_store else verify(*arguments)
+            verdict = await asyncio.to_thread(verify, *arguments) if rule_set.waits_on_network else verify(*arguments)
             proto = verdict_to_proto(draft.id, verdict, 0.0)
             if self.judge is not None and verdict.valid:
                 judged = await self.judge.judge(request.prompt, draft.text)
