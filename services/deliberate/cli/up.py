@@ -1,6 +1,6 @@
 """`deliberate up`: the four services as local processes (drafter, verifier, refiner, scheduler), the risk-model
-service the Verifier's credit pack calls, and the OpenAI-compatible gateway in front of them, kept serving until Ctrl-C (a service that exits is restarted,
-cli/supervisor.py);
+service the Verifier's credit pack calls, and the OpenAI-compatible gateway in front of them, kept serving until
+Ctrl-C (a service that exits is restarted, cli/supervisor.py);
 `--solve-example` solves one question through them first so a newcomer sees a staged answer."""
 
 from __future__ import annotations
