@@ -1,12 +1,14 @@
 """The credit pack through real processes: a Verifier calling a real risk-model service for every offer — an
 accepted and a rejected draft, the disclosure rule, the risk service down or hanging (every offer fails closed
-within the timeout, then the circuit breaker answers at once, then the service recovers), and the calls as
-spans of the draft's trace."""
+within the timeout, then the circuit breaker answers at once, then the service recovers), the calls as spans of
+the draft's trace, and the CLI example through the whole stack on the small model."""
 
 from __future__ import annotations
 
 import json
 import signal
+import subprocess
+import sys
 import time
 
 import grpc
@@ -165,3 +167,36 @@ def test_with_the_risk_service_down_every_offer_fails_closed_then_it_recovers(se
     time.sleep(BREAKER_RESET_S)
     verdict = verify(services, answer(GOOD_OFFERS))
     assert verdict.valid, messages(verdict)
+
+
+@pytest.mark.model
+def test_the_credit_offer_example_runs_from_the_cli_through_the_whole_stack(stack, otlp_receiver):
+    """`deliberate solve --example credit-offer` on the small model: the drafts' offers are scored by the risk
+    service (figures in the verdicts), and its spans are in the solve's trace under the Verifier's calls."""
+    solved = subprocess.run(
+        [
+            sys.executable, "-m", "deliberate_client.cli", "solve", "--example", "credit-offer",
+            "--address", stack.address, "--num-drafts", "2", "--max-new-tokens", "200",
+            "--refine-max-new-tokens", "200", "--seed", "1", "--json",
+        ],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert solved.returncode == 0, solved.stderr
+    response = json.loads(solved.stdout)
+    scored = [
+        result["message"]
+        for report in response["drafts"]
+        for result in report["verdict"]["ruleResults"]
+        if result["ruleId"] == "risk_check"
+    ]
+    assert scored, "a schema-constrained draft reaches the credit pack's risk check"
+    assert all("PD=" in message and "not scored" not in message for message in scored), scored
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        spans = otlp_receiver.trace(response["traceId"])
+        servers = [s for s in spans if s["service"] == "deliberate-risk"]
+        if len(servers) >= 3:
+            break
+        time.sleep(0.2)
+    clients = {s["span_id"] for s in spans if s["service"] == "deliberate-verifier" and s["name"].endswith("/Score")}
+    assert servers and {s["parent_span_id"] for s in servers} <= clients
