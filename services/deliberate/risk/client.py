@@ -25,6 +25,15 @@ from ..core.tls import sync_channel
 from .model import Applicant, Offer, Score
 
 
+# After a failed connection gRPC waits before it tries again, up to 120 s by default, and fails every call at once
+# meanwhile: a risk service that came back would stay unreachable long after the breaker's trial. Try every second.
+RECONNECT_OPTIONS = [
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+]
+
+
 class RiskUnavailable(Exception):
     """No score: the service is down, slow or failing, or the breaker is open. The message says which."""
 
@@ -96,7 +105,8 @@ class RiskClient:
         self.timeout_s = timeout_s
         self.breaker = CircuitBreaker(failures_to_open, reset_after_s)
         # grpcext, not grpc.intercept_channel: the OpenTelemetry interceptor is of its own kind.
-        self.channel = grpcext.intercept_channel(sync_channel(address, credentials), client_interceptor())
+        channel = sync_channel(address, credentials, RECONNECT_OPTIONS)
+        self.channel = grpcext.intercept_channel(channel, client_interceptor())
         self.stub = risk_model_service_pb2_grpc.RiskModelServiceStub(self.channel)
 
     def score_all(self, applicant: Applicant, offers: Sequence[Offer], request_id: str = "") -> list[Score | Exception]:

@@ -12,7 +12,7 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-from deliberate.risk.client import RiskRejected
+from deliberate.risk.client import RiskRejected, RiskUnavailable
 from deliberate.risk.model import Applicant, Offer, Score
 from deliberate.verifier.packs import CheckResult, RulePack, check
 
@@ -68,6 +68,8 @@ class CreditPack(RulePack):
         applicant = Applicant(**self.params.applicant.model_dump())
         offers = [Offer(o.amount, o.annual_rate, o.term_months) for o in answer.offers]
         results = self.risk.score_all(applicant, offers)
+        if all(isinstance(result, RiskUnavailable) for result in results):  # one reason, said once
+            return False, f"none of the {len(offers)} offers scored, so none approved: {results[0]}"
         failures, passes = [], []
         for number, (offer, result) in enumerate(zip(answer.offers, results, strict=True), start=1):
             line = f"offer {number} ({offer.describe()})"
