@@ -15,10 +15,12 @@ import grpc
 import pytest
 from google.protobuf import struct_pb2
 
-from deliberate.cli.stack import Ports, Stack
+from deliberate.cli.stack import Ports, Stack, TlsFiles
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
 from deliberate_client.examples import credit
+
+from .conftest import ROOT
 
 RISK_TIMEOUT_S = 0.25
 BREAKER_FAILURES = 3
@@ -169,6 +171,28 @@ def test_with_the_risk_service_down_every_offer_fails_closed_then_it_recovers(se
     time.sleep(BREAKER_RESET_S)
     verdict = verify(services, answer(GOOD_OFFERS))
     assert verdict.valid, messages(verdict)
+
+
+def test_over_mtls_the_verifier_scores_with_its_client_certificate(tmp_path):
+    """Both serve mTLS only (as `deliberate up --tls-dir` runs them): the Verifier's calls carry its
+    --downstream-tls-* certificate, so the risk service accepts them."""
+    subprocess.run([ROOT / "deploy/dev-certs.sh", tmp_path / "certs"], check=True, capture_output=True)
+    stack = Stack(ports=Ports.free(), log_dir=tmp_path / "logs", tls=TlsFiles.in_dir(tmp_path / "certs"))
+    try:
+        for service in ("risk", "verifier"):
+            stack.start(service)
+        stack.wait_healthy(60, services=("risk", "verifier"))
+        request = verifier_service_pb2.VerifyDraftsRequest(
+            prompt=credit.prompt(),
+            drafts=[common_pb2.Draft(id="d0", text=answer(GOOD_OFFERS))],
+            constraints=[common_pb2.Constraint(rule_pack="credit")],
+            context=struct(credit.context()),
+        )
+        with stack.channel("verifier") as channel:
+            verdict = verifier_service_pb2_grpc.VerifierServiceStub(channel).VerifyDrafts(request, timeout=30)
+    finally:
+        stack.down()
+    assert verdict.verdicts[0].valid, messages(verdict.verdicts[0])
 
 
 @pytest.mark.model
