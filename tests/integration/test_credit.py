@@ -203,7 +203,7 @@ def test_the_credit_offer_example_runs_from_the_cli_through_the_whole_stack(stac
         [
             sys.executable, "-m", "deliberate_client.cli", "solve", "--example", "credit-offer",
             "--address", stack.address, "--num-drafts", "2", "--max-new-tokens", "200",
-            "--refine-max-new-tokens", "200", "--seed", "1", "--json",
+            "--refine-max-new-tokens", "200", "--seed", "1", "--timeout", "600", "--json",
         ],
         capture_output=True, text=True, timeout=900,
     )  # fmt: skip
