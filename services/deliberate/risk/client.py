@@ -109,7 +109,7 @@ class RiskClient:
         self.channel = grpcext.intercept_channel(channel, client_interceptor())
         self.stub = risk_model_service_pb2_grpc.RiskModelServiceStub(self.channel)
 
-    def score_all(self, applicant: Applicant, offers: Sequence[Offer], request_id: str = "") -> list[Score | Exception]:
+    def score_all(self, applicant: Applicant, offers: Sequence[Offer]) -> list[Score | Exception]:
         """Scores every offer, the calls all at once (after a half-open breaker's trial call), each under the
         timeout: per offer its Score, or the RiskUnavailable / RiskRejected that says why there is none."""
         calls: list[grpc.Future | Score | Exception] = []
@@ -120,7 +120,6 @@ class RiskClient:
                 calls.append(refused)
                 continue
             request = risk_model_service_pb2.ScoreRequest(
-                request_id=request_id,
                 applicant=risk_model_service_pb2.Applicant(**vars(applicant)),
                 offer=risk_model_service_pb2.Offer(**vars(offer)),
             )
