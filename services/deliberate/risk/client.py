@@ -24,7 +24,6 @@ from deliberate_api.risk.v1 import risk_model_service_pb2, risk_model_service_pb
 from ..core.tls import sync_channel
 from .model import Applicant, Offer, Score
 
-
 # After a failed connection gRPC waits before it tries again, up to 120 s by default, and fails every call at once
 # meanwhile: a risk service that came back would stay unreachable long after the breaker's trial. Try every second.
 RECONNECT_OPTIONS = [
