@@ -15,7 +15,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RENDER_PY = REPO_ROOT / "deploy" / "k8s" / "render.py"
 
-SERVICES = {"scheduler": 50051, "drafter": 50052, "verifier": 50053, "refiner": 50054}
+SERVICES = {"scheduler": 50051, "drafter": 50052, "verifier": 50053, "refiner": 50054, "risk": 50055}
 GATEWAY_PORT = 8080  # the OpenAI-compatible gateway: HTTP, not gRPC
 ENGINE_SERVICES = ("drafter", "refiner")
 SAFE_RETRY_CONDITIONS = {"connect-failure", "refused-stream", "unavailable"}
@@ -184,12 +184,12 @@ def test_services_bind_all_interfaces(rendered, overlay):
 def test_scheduler_addresses_name_the_services(rendered):
     objects = rendered["base"]
     values = env(objects, "scheduler")
-    for name, port in SERVICES.items():
-        if name != "scheduler":
-            assert values[f"DELIBERATE_{name.upper()}_ADDRESS"] == f"{name}:{port}"
-            assert name in of_kind(objects, "Service")
+    for name in ("drafter", "verifier", "refiner"):
+        assert values[f"DELIBERATE_{name.upper()}_ADDRESS"] == f"{name}:{SERVICES[name]}"
+        assert name in of_kind(objects, "Service")
     assert values["DELIBERATE_VERIFIER_HEALTH_URL"] == "http://verifier:8081/health"
     assert values["DELIBERATE_RESTARTER"] == "kubernetes"
+    assert env(objects, "verifier")["DELIBERATE_RISK_ADDRESS"] == f"risk:{SERVICES['risk']}"
 
 
 def test_schedulers_share_their_state_in_redis_on_a_persistent_volume(rendered):
@@ -253,6 +253,7 @@ def test_only_the_scheduler_gets_an_api_token(rendered):
         "drafter": False,
         "verifier": False,
         "refiner": False,
+        "risk": False,
         "gateway": False,
         "redis": False,
     }

@@ -61,11 +61,12 @@ def test_no_verifier_module_imports_the_examples_or_a_pack_plugin():
     assert {path: names for path, names in offending.items() if names} == {}
 
 
-def test_ad_selection_is_declared_under_the_entry_point_group():
+def test_the_shipped_packs_are_declared_under_the_entry_point_group():
     declared = {entry.name: entry.value for entry in entry_points(group=ENTRY_POINT_GROUP)}
     assert declared.get("ad_selection") == "deliberate.rule_packs.ad_selection:AdSelectionPack", (
         "the installed metadata lacks the entry point: reinstall the project (pip install -e .)"
     )
+    assert declared.get("credit") == "deliberate.rule_packs.credit:CreditPack"
 
 
 def test_the_verifier_finds_ad_selection_through_the_entry_point_not_by_import():
@@ -73,7 +74,7 @@ def test_the_verifier_finds_ad_selection_through_the_entry_point_not_by_import()
         """
         import json, sys
         import deliberate.verifier.__main__, deliberate.verifier.server, deliberate.verifier.constraints
-        before = "deliberate.rule_packs.ad_selection" in sys.modules
+        before = any(name.startswith("deliberate.rule_packs.") for name in sys.modules)
         from deliberate.verifier.packs import load_registry
         registry = load_registry()
         print(json.dumps({"imported_by_the_verifier": before, "packs": sorted(registry),
@@ -82,7 +83,7 @@ def test_the_verifier_finds_ad_selection_through_the_entry_point_not_by_import()
     )
     assert found == {
         "imported_by_the_verifier": False,
-        "packs": ["ad_selection", "arithmetic"],
+        "packs": ["ad_selection", "arithmetic", "credit"],
         "module": "deliberate.rule_packs.ad_selection.pack",
     }
 
@@ -127,7 +128,7 @@ def test_a_user_pack_installed_under_the_entry_point_is_loaded_and_run(tmp_path)
         """,
         extra_path=tmp_path,
     )
-    assert result["packs"] == ["ad_selection", "arithmetic", "shout"], "the broken entry point is skipped"
+    assert result["packs"] == ["ad_selection", "arithmetic", "credit", "shout"], "the broken entry point is skipped"
     assert result["verdicts"] == {
         "THE ANSWER IS 4": ["all_caps passed: capitals"],
         "the answer is 4": ["all_caps failed: lower-case letters"],

@@ -123,7 +123,18 @@ def example_ad_selection() -> dict:
     }
 
 
-EXAMPLES = {"ad-selection": example_ad_selection}
+def example_credit_offer() -> dict:
+    from deliberate_client.examples import credit
+
+    return {
+        "prompt": credit.prompt(),
+        "output_schema": json.dumps(credit.OUTPUT_SCHEMA),
+        "constraints": credit.CONSTRAINTS,
+        "context": credit.context(),
+    }
+
+
+EXAMPLES = {"ad-selection": example_ad_selection, "credit-offer": example_credit_offer}
 
 
 def request_from_args(args: argparse.Namespace):

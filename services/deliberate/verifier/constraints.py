@@ -19,6 +19,7 @@ import cel
 from pydantic import ValidationError
 
 from ..core.schemas import compiled_validator, shorten
+from ..risk.client import RiskClient
 from .cel_fast import INT64_MAX, INT64_MIN, compile_fast, plain
 from .cel_fast import evaluate as evaluate_fast
 from .packs import Abstained, ReferenceStore, ReferenceUnavailable, RulePack, registry
@@ -81,8 +82,8 @@ class RuleSet:
         return [rule.rule_id for rule in self.rules]
 
     @property
-    def reads_store(self) -> bool:
-        return any(rule.reads_store for rule in self.rules)
+    def waits_on_network(self) -> bool:
+        return any(rule.waits_on_network for rule in self.rules)
 
 
 def compile_rules(
@@ -90,8 +91,10 @@ def compile_rules(
     constraints: list[ConstraintSpec],
     context: dict,
     reference: ReferenceStore | None = None,
+    risk: RiskClient | None = None,
 ) -> RuleSet:
-    """`reference`: the store packs read reference data from; None for their package data."""
+    """`reference`: the store packs read reference data from; None for their package data. `risk`: the client of
+    the risk-model service, for the credit pack."""
     output_schema = None
     if output_schema_text.strip():
         try:
@@ -104,7 +107,7 @@ def compile_rules(
     # One for all CEL rules: the context is converted once, and each draft's own variables once per draft.
     cel_environment = CelEnvironment(context) if any(c.kind == "cel_expression" for c in ordered) else None
     constraint_rules = tuple(
-        rule for spec in ordered for rule in constraint_rule(spec, context, reference, cel_environment)
+        rule for spec in ordered for rule in constraint_rule(spec, context, reference, risk, cel_environment)
     )
     structured = output_schema is not None or any(reads_answer(c) for c in constraints)
     if not structured:  # free text: a numeric final answer, then the constraints, then style
@@ -133,6 +136,7 @@ def constraint_rule(
     spec: ConstraintSpec,
     context: dict,
     reference: ReferenceStore | None,
+    risk: RiskClient | None,
     cel_environment: CelEnvironment | None = None,
 ) -> tuple[Rule, ...]:
     hard = not spec.soft
@@ -146,7 +150,7 @@ def constraint_rule(
         program = compile_cel(spec)
         environment = cel_environment or CelEnvironment(context)
         return (Rule(spec.rule_id, hard, lambda d: cel_check(spec, program, environment, d), substantive=True),)
-    return pack_rules(spec, context, reference)
+    return pack_rules(spec, context, reference, risk)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -377,7 +381,9 @@ def longest_string(value: object, budget: int = 10_000) -> int:
 # --------------------------------------------------------------------------------------------------
 
 
-def pack_rules(spec: ConstraintSpec, context: dict, reference: ReferenceStore | None) -> tuple[Rule, ...]:
+def pack_rules(
+    spec: ConstraintSpec, context: dict, reference: ReferenceStore | None, risk: RiskClient | None = None
+) -> tuple[Rule, ...]:
     packs = registry()
     pack_class = packs.get(spec.source)
     if pack_class is None:
@@ -386,7 +392,7 @@ def pack_rules(spec: ConstraintSpec, context: dict, reference: ReferenceStore | 
         params = pack_class.params_model.model_validate({**context, **spec.params})
     except ValidationError as error:
         raise ConstraintError(f"{spec.field}.params", pydantic_summary(error)) from None
-    pack = pack_class(params, reference)
+    pack = pack_class(params, reference, risk)
     hard = not spec.soft
     rules = []
     if pack_class.answer_model is not None:
@@ -400,7 +406,7 @@ def pack_rules(spec: ConstraintSpec, context: dict, reference: ReferenceStore | 
                 hard,
                 lambda d, r=rule_id, m=method: pack_check(spec, pack, r, m, d),
                 substantive=substantive,
-                reads_store=pack.reads_store,
+                waits_on_network=pack.waits_on_network,
             )
         )
     return tuple(rules)

@@ -158,8 +158,8 @@ class Rule:
     check: Callable[[Draft], tuple[bool, str] | Abstain] = field(repr=False)
     # Checks the answer's content, not only its format (see the module docstring).
     substantive: bool = False
-    # Reads the reference store: it may wait on the network, up to the store's timeout.
-    reads_store: bool = False
+    # Reads the reference store or calls a service: it may wait on the network, up to that timeout.
+    waits_on_network: bool = False
 
 
 def run_rules(rules: tuple[Rule, ...], draft: Draft) -> list[RuleOutcome]:

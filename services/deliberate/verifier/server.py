@@ -18,6 +18,7 @@ from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb
 from ..core import metrics, telemetry
 from ..core.convert import FINISH_REASON_NAMES, set_duration, struct_to_dict
 from ..core.requests import InvalidArgument
+from ..risk.client import RiskClient
 from .constraints import ConstraintError, ConstraintSpec, RuleSet, compile_rules
 from .judge import Judge
 from .limits import CHECK_CONSTRAINTS, VERIFY_DRAFTS_OWN_FIELDS
@@ -50,11 +51,18 @@ def constraint_specs(constraints) -> list[ConstraintSpec]:
 
 
 class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
-    def __init__(self, settings: VerifierSettings, judge: Judge | None = None, reference: ReferenceStore | None = None):
+    def __init__(
+        self,
+        settings: VerifierSettings,
+        judge: Judge | None = None,
+        reference: ReferenceStore | None = None,
+        risk: RiskClient | None = None,
+    ):
         self.settings = settings
         self.judge = judge
         self.reference = reference
         self.compiled = lru_cache(maxsize=128)(self.check_and_compile)
+        self.risk = risk
 
     def validate(self, request: verifier_service_pb2.VerifyDraftsRequest) -> None:
         """VERIFY_DRAFTS's limits: those of the drafts here, on every call; those of the constraints and context
@@ -79,7 +87,7 @@ class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
         CHECK_CONSTRAINTS.check(request, self.settings)
         context_dict = struct_to_dict(request.context)
         specs = constraint_specs(request.constraints)
-        return compile_rules(request.output_schema, specs, context_dict, self.reference), context_dict
+        return compile_rules(request.output_schema, specs, context_dict, self.reference, self.risk), context_dict
 
     async def VerifyDrafts(self, request, context: grpc.aio.ServicerContext):  # noqa: N802 (gRPC naming)
         try:
@@ -87,7 +95,7 @@ class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
             rule_set, context_dict = self.compile(request.output_schema, request.constraints, request.context)
         except (InvalidArgument, ConstraintError) as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
-        if self.judge is None and not rule_set.reads_store:  # nothing awaits: one after the other, no tasks
+        if self.judge is None and not rule_set.waits_on_network:  # nothing awaits: one after the other, no tasks
             verdicts = [self.verify_inline(request, draft, rule_set, context_dict) for draft in request.drafts]
         else:
             verdicts = await asyncio.gather(
@@ -115,12 +123,13 @@ class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
         return proto
 
     async def verify_one(self, request, draft: common_pb2.Draft, rule_set: RuleSet, context_dict: dict):
-        """Rules run inline (microseconds of CPU) unless they read the reference store, which may wait up to
-        its timeout: those run in a worker thread. The judge awaits, so drafts overlap there."""
+        """Rules run inline (microseconds of CPU) unless they wait on the network (the reference store, the
+        risk model), up to its timeout: those run in a worker thread, in this span's trace context. The judge
+        awaits, so drafts overlap there."""
         with tracer.start_as_current_span("verifier.verify_draft", attributes=draft_attributes(request, draft)) as span:
             started = time.perf_counter()
             arguments = verify_arguments(draft, rule_set, context_dict)
-            verdict = await asyncio.to_thread(verify, *arguments) if rule_set.reads_store else verify(*arguments)
+            verdict = await asyncio.to_thread(verify, *arguments) if rule_set.waits_on_network else verify(*arguments)
             proto = verdict_to_proto(draft.id, verdict, 0.0)
             if self.judge is not None and verdict.valid:
                 judged = await self.judge.judge(request.prompt, draft.text)

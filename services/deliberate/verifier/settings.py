@@ -4,10 +4,10 @@ import os
 
 from pydantic import Field
 
-from ..core.config import CommonSettings
+from ..core.config import CommonSettings, DownstreamTlsSettings
 
 
-class VerifierSettings(CommonSettings):
+class VerifierSettings(DownstreamTlsSettings, CommonSettings):
     """Verifier: checks drafts with deterministic rules (and optionally an LLM judge); never generates answers."""
 
     port: int = Field(50053, description="gRPC port.")
@@ -45,6 +45,26 @@ class VerifierSettings(CommonSettings):
         0.3,
         description="Longest wait for one reference-data lookup; past it the check that needed it fails. "
         "Keep two lookups under the Scheduler's --verify-timeout-s.",
+    )
+    risk_address: str = Field(
+        "127.0.0.1:50055",
+        description="host:port of the risk-model service the `credit` rule pack scores offers with "
+        "(docs/business-cases.md); while it cannot be reached every offer fails (closed).",
+    )
+    risk_timeout_s: float = Field(
+        0.25,
+        gt=0,
+        description="Longest wait for one offer's score; past it the offer fails. A draft's offers are scored at "
+        "once: keep it under the Scheduler's --verify-timeout-s.",
+    )
+    risk_breaker_failures: int = Field(
+        5,
+        ge=1,
+        description="Failed risk calls in a row that open the circuit breaker: then offers fail at once, without a "
+        "call, until --risk-breaker-reset-s has passed and a trial call succeeds.",
+    )
+    risk_breaker_reset_s: float = Field(
+        5.0, gt=0, description="Seconds the open circuit breaker refuses risk calls before it lets one trial through."
     )
 
     @property
