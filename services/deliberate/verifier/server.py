@@ -17,6 +17,7 @@ from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb
 from ..core import metrics, telemetry
 from ..core.convert import FINISH_REASON_NAMES, duration, struct_to_dict
 from ..core.requests import InvalidArgument
+from .arithmetic import computations
 from .constraints import ConstraintError, ConstraintSpec, RuleSet, compile_rules
 from .judge import Judge
 from .limits import CHECK_CONSTRAINTS, VERIFY_DRAFTS
@@ -110,6 +111,10 @@ class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
             arguments = (draft.text, rule_set.rules, finish_reason, rule_set.output_schema, context_dict)
             verdict = await asyncio.to_thread(verify, *arguments) if rule_set.reads_store else verify(*arguments)
             proto = verdict_to_proto(draft.id, verdict, 0.0)
+            if request.report_computations:
+                proto.computations.extend(
+                    common_pb2.Computation(key=c.key, line=c.line) for c in computations(draft.text)
+                )
             if self.judge is not None and verdict.valid:
                 judged = await self.judge.judge(request.prompt, draft.text)
                 proto.judge.CopyFrom(judged.to_proto())

@@ -5,7 +5,7 @@ from itertools import combinations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deliberate.refiner.consensus import MAX_LINES, consensus_prefix, content_lines
+from deliberate.core.consensus import MAX_LINES, consensus_prefix, content_lines
 
 # Few distinct line texts, so drafts share openings often; some differ only in whitespace or are blank.
 LINES = st.sampled_from(["a = 1", "  a  =  1 ", "a =\t1", "b = 2", "b=2", "c", "", "   ", "Final answer: 3"])
