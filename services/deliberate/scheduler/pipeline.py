@@ -75,6 +75,14 @@ def wants_consensus(request: pb.SolveRequest) -> bool:
     return not request.disable_consensus_prefix and not request.output_schema
 
 
+def steps_of(solve: Solve, state: DraftState) -> list[Step]:
+    """The computations the Verifier reported for the draft. A structural duplicate worded differently from the
+    draft whose verdict it shares has none: the shared lines would point into the other draft's text."""
+    if state.duplicate_of and state.draft.text != solve.drafts[state.duplicate_of].draft.text:
+        return []
+    return [Step(c.key, c.line) for c in state.verdict.computations]
+
+
 def failure_status(error: BaseException) -> str:
     """The `status` label of a request that ended with an error: its gRPC code, lower case."""
     if isinstance(error, StageError):
@@ -390,7 +398,7 @@ class Pipeline:
             found = consensus(
                 [s.draft.text for s in ranked],
                 self.settings.consensus_min_support,
-                steps=[[Step(c.key, c.line) for c in s.verdict.computations] for s in ranked],
+                steps=[steps_of(solve, s) for s in ranked],
             )
             span.set_attributes(
                 {
