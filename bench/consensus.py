@@ -69,6 +69,7 @@ def refine(engine: TransformersEngine, question: str, best: str, prefix: str, to
         "tokens": completion.completion_tokens,
         "seconds": round(time.perf_counter() - started, 3),
         "answer": extract_final_answer(prefix + completion.text),
+        "text": completion.text,  # what the model wrote after the prefix, kept to read the figures by
     }
 
 
@@ -90,6 +91,7 @@ def run_question(engine, problem, args) -> dict:
         "prefix_lines": found.lines,
         "prefix_computations": found.computations,
         "support": len(found.supporters),
+        "prefix": found.text,
         "with": {**with_prefix, "correct": is_correct(with_prefix["answer"], problem.gold)},
         "without": {**without, "correct": is_correct(without["answer"], problem.gold)},
     }
