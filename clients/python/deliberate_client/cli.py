@@ -232,6 +232,13 @@ class ProgressView:
         elif kind == "draft_discarded":
             s = event.draft_discarded
             self.say(f"  draft #{self.index.get(s.draft_id, '?')} discarded  {s.reason}")
+        elif kind == "consensus_prefix":
+            c = event.consensus_prefix
+            agreed = f"{c.computations} computations" if c.basis == "computations" else f"{c.lines} lines"
+            self.say(
+                f"  consensus prefix: {len(c.supporting_draft_ids)} drafts agree on {agreed}, in the words of draft"
+                f" #{self.index.get(c.source_draft_id, '?')}: {c.text.strip()[:120]!r}"
+            )
         elif kind == "refine_chunk":
             if not self.refining:
                 self.refining = True

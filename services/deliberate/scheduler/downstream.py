@@ -177,10 +177,16 @@ class Downstream:
         )
 
     async def verify(
-        self, request_id: str, draft: common_pb2.Draft, checks: Checks, deadline: Deadline, what: str
+        self,
+        request_id: str,
+        draft: common_pb2.Draft,
+        checks: Checks,
+        deadline: Deadline,
+        what: str,
+        computations: bool = False,
     ) -> common_pb2.DraftVerdict:
         """One draft's verdict, within the per-draft verification timeout (`StageError` DEADLINE_EXCEEDED
-        past it)."""
+        past it); with its computations when asked (for the consensus prefix)."""
         request = verifier_service_pb2.VerifyDraftsRequest(
             request_id=request_id,
             prompt=checks.prompt,
@@ -188,6 +194,7 @@ class Downstream:
             output_schema=checks.output_schema,
             constraints=checks.constraints,
             context=checks.context,
+            report_computations=computations,
         )
         response = await self._call_verifier(
             self.stubs.verifier.VerifyDrafts, request, deadline, what, self.settings.verify_timeout_s

@@ -29,6 +29,7 @@ from deliberate_api.refiner.v1 import refiner_service_pb2
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 
 from ..core import metrics, telemetry
+from ..core.consensus import Consensus, Step, consensus
 from . import events
 from .downstream import Checks, Deadline, Downstream, StageError
 from .events import Emit
@@ -66,6 +67,20 @@ STATUS = {
 STATUS_LABEL = {
     value: pb.SolveStatus.Name(value).removeprefix("SOLVE_STATUS_").lower() for value in pb.SolveStatus.values()
 }
+
+
+def wants_consensus(request: pb.SolveRequest) -> bool:
+    """Whether the Scheduler looks for a consensus prefix: not when the request turns it off, nor for a
+    structured answer (a JSON object does not start with the drafts' reasoning lines)."""
+    return not request.disable_consensus_prefix and not request.output_schema
+
+
+def steps_of(solve: Solve, state: DraftState) -> list[Step]:
+    """The computations the Verifier reported for the draft. A structural duplicate worded differently from the
+    draft whose verdict it shares has none: the shared lines would point into the other draft's text."""
+    if state.duplicate_of and state.draft.text != solve.drafts[state.duplicate_of].draft.text:
+        return []
+    return [Step(c.key, c.line) for c in state.verdict.computations]
 
 
 def failure_status(error: BaseException) -> str:
@@ -229,7 +244,12 @@ class Pipeline:
     async def verify(self, solve: Solve, state: DraftState) -> None:
         try:
             verdict = await self.downstream.verify(
-                solve.request_id, state.draft, solve.checks, solve.deadline, "verification"
+                solve.request_id,
+                state.draft,
+                solve.checks,
+                solve.deadline,
+                "verification",
+                computations=wants_consensus(solve.request),
             )
         except StageError as error:
             if error.code != grpc.StatusCode.DEADLINE_EXCEEDED or solve.deadline.left() <= 0:
@@ -264,13 +284,14 @@ class Pipeline:
             )
         selection = await self.select(solve)
         self.announce(solve, selection)
+        prefix = self.consensus(solve, selection) if wants_consensus(solve.request) else None
         solve.timings.select = time.perf_counter() - started
 
         started = time.perf_counter()
         best = solve.drafts[selection.selected[0].draft_id]
         refinement_lost = ""
         try:
-            refined = await self.refine(solve, selection)
+            refined = await self.refine(solve, selection, prefix)
         except StageError as error:
             if error.code != grpc.StatusCode.UNAVAILABLE:
                 raise
@@ -379,7 +400,37 @@ class Pipeline:
             metrics.DRAFTS.add(1, {"outcome": outcome})
             solve.emit(event)
 
-    async def refine(self, solve: Solve, selection: Selection) -> refiner_service_pb2.RefineFinal:
+    def consensus(self, solve: Solve, selection: Selection) -> Consensus:
+        """The opening enough drafts agree on, by lines or by the computations the Verifier reported, in the
+        wording of the best-ranked draft that shares it; streamed at once, before refinement starts."""
+        ranked = [solve.drafts[draft_id] for draft_id in selection.ranking]
+        attributes = {telemetry.REQUEST_ID: solve.request_id}
+        with tracer.start_as_current_span("deliberate.consensus", attributes=attributes) as span:
+            found = consensus(
+                [s.draft.text for s in ranked],
+                self.settings.consensus_min_support,
+                steps=[steps_of(solve, s) for s in ranked],
+            )
+            span.set_attributes(
+                {
+                    "deliberate.consensus.basis": found.basis or "none",
+                    "deliberate.consensus.lines": found.lines,
+                    "deliberate.consensus.computations": found.computations,
+                    "deliberate.consensus.support": len(found.supporters),
+                    "deliberate.consensus.chars": len(found.text),
+                }
+            )
+            if found.text:
+                ids = [s.draft.id for s in ranked]
+                span.set_attribute("deliberate.consensus.source_draft_id", ids[found.source])
+                solve.emit(events.consensus_prefix(found, ids))
+                span.add_event("streamed")
+        return found
+
+    async def refine(
+        self, solve: Solve, selection: Selection, prefix: Consensus | None
+    ) -> refiner_service_pb2.RefineFinal:
+        """`prefix`: the Scheduler's consensus, handed to the Refiner as is (None: the Refiner decides)."""
         request = solve.request
         selected = [solve.drafts[d.draft_id] for d in selection.selected]
         refine_request = refiner_service_pb2.RefineRequest(
@@ -392,6 +443,8 @@ class Pipeline:
             disable_thinking_trace=request.disable_thinking_trace,
             disable_consensus_prefix=request.disable_consensus_prefix,
         )
+        if prefix is not None:
+            refine_request.consensus_prefix = prefix.text
         final = None
         async with contextlib.aclosing(self.downstream.refine(refine_request, solve.deadline)) as stream:
             async for item in stream:

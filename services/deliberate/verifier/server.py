@@ -19,6 +19,7 @@ from ..core import metrics, telemetry
 from ..core.convert import FINISH_REASON_NAMES, set_duration, struct_to_dict
 from ..core.requests import InvalidArgument
 from ..risk.client import RiskClient
+from .arithmetic import computations
 from .constraints import ConstraintError, ConstraintSpec, RuleSet, compile_rules
 from .judge import Judge
 from .limits import CHECK_CONSTRAINTS, VERIFY_DRAFTS_OWN_FIELDS
@@ -116,6 +117,7 @@ class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
         reads the current span, and making the span current costs about as much as verifying the draft."""
         start_ns, started = time.time_ns(), time.perf_counter()
         proto = verdict_to_proto(draft.id, verify(*verify_arguments(draft, rule_set, context_dict)), 0.0)
+        report_computations(request, draft, proto)
         attributes = draft_attributes(request, draft)
         span = tracer.start_span("verifier.verify_draft", attributes=attributes, start_time=start_ns)
         finish(proto, started, span)
@@ -131,6 +133,7 @@ class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
             arguments = verify_arguments(draft, rule_set, context_dict)
             verdict = await asyncio.to_thread(verify, *arguments) if rule_set.waits_on_network else verify(*arguments)
             proto = verdict_to_proto(draft.id, verdict, 0.0)
+            report_computations(request, draft, proto)
             if self.judge is not None and verdict.valid:
                 judged = await self.judge.judge(request.prompt, draft.text)
                 proto.judge.CopyFrom(judged.to_proto())
@@ -143,6 +146,12 @@ class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
                     proto.evidence.append("judge")
             finish(proto, started, span)
         return proto
+
+
+def report_computations(request, draft: common_pb2.Draft, proto: common_pb2.DraftVerdict) -> None:
+    """The draft's computations, for the Scheduler's consensus prefix, only when it asks (they cost a scan)."""
+    if request.report_computations:
+        proto.computations.extend(common_pb2.Computation(key=c.key, line=c.line) for c in computations(draft.text))
 
 
 def verify_arguments(draft: common_pb2.Draft, rule_set: RuleSet, context_dict: dict) -> tuple:
