@@ -379,7 +379,7 @@ def test_tls_overlay_serves_mutual_tls_on_every_grpc_hop(rendered):
         assert settings["DELIBERATE_TLS_CERT_FILE"] == f"{TLS_DIR}/tls.crt", name
         assert settings["DELIBERATE_TLS_KEY_FILE"] == f"{TLS_DIR}/tls.key", name
         assert settings["DELIBERATE_TLS_CLIENT_CA_FILE"] == f"{TLS_DIR}/ca.crt", name
-    for caller in ("scheduler", "gateway"):
+    for caller in ("scheduler", "gateway", "verifier"):
         settings = env(objects, caller)
         assert settings["DELIBERATE_DOWNSTREAM_TLS_CA_FILE"] == f"{TLS_DIR}/ca.crt", caller
         assert settings["DELIBERATE_DOWNSTREAM_TLS_CERT_FILE"] == f"{TLS_DIR}/client.crt", caller
