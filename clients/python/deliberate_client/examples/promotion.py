@@ -70,6 +70,7 @@ def output_schema(products: list[dict] | None = None) -> dict:
             "quantity": {"type": "integer", "minimum": 1},
         },
         "required": ["sku", "discount_percent", "quantity"],
+        "additionalProperties": False,  # keeps a constrained decoder from wandering into keys of its own
     }
     return {
         "type": "object",
@@ -78,6 +79,7 @@ def output_schema(products: list[dict] | None = None) -> dict:
             "message": {"type": "string", "minLength": 1, "maxLength": MAX_MESSAGE_CHARS},
         },
         "required": ["items", "message"],
+        "additionalProperties": False,
     }
 
 

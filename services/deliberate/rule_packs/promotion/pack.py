@@ -92,27 +92,21 @@ class Line:
 
     item: PromotionItem
     product: Product
+    discount: Fraction
+    unit_price: Fraction  # the discounted price
+    revenue: Fraction
+    cost: Fraction
+
+    @classmethod
+    def of(cls, item: PromotionItem, product: Product) -> Line:
+        discount = exact(item.discount_percent)
+        unit_price = exact(product.price) * (1 - discount / 100)
+        cost = exact(product.unit_cost) * item.quantity
+        return cls(item, product, discount, unit_price, unit_price * item.quantity, cost)
 
     @property
     def sku(self) -> str:
         return self.item.sku
-
-    @property
-    def discount(self) -> Fraction:
-        return exact(self.item.discount_percent)
-
-    @property
-    def unit_price(self) -> Fraction:
-        """The discounted price."""
-        return exact(self.product.price) * (1 - self.discount / 100)
-
-    @property
-    def revenue(self) -> Fraction:
-        return self.unit_price * self.item.quantity
-
-    @property
-    def cost(self) -> Fraction:
-        return exact(self.product.unit_cost) * self.item.quantity
 
     @property
     def margin_percent(self) -> Fraction:
@@ -134,7 +128,7 @@ class PromotionPack(RulePack):
 
     def lines(self, plan: PromotionPlan) -> list[Line]:
         """The plan's items whose sku is in the table (`sku_check` reports the others)."""
-        return [Line(item, self.products[item.sku]) for item in plan.items if item.sku in self.products]
+        return [Line.of(item, self.products[item.sku]) for item in plan.items if item.sku in self.products]
 
     @check("sku_check")
     def skus_exist(self, plan: PromotionPlan) -> CheckResult:
