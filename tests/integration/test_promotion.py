@@ -107,9 +107,12 @@ def test_the_verifier_lists_the_promotion_pack_and_its_rule_order(stack):
     assert list(reply.rule_ids) == RULE_ORDER
 
 
-def solve(stack, *args: str, timeout: float = 400) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "deliberate_client.cli", "solve", "--address", stack.address, "--json", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+def solve(stack, *args: str) -> subprocess.CompletedProcess:
+    command = [
+        sys.executable, "-m", "deliberate_client.cli", "solve", "--address", stack.address, "--json",
+        "--timeout", "480", *args,
+    ]  # fmt: skip
+    return subprocess.run(command, capture_output=True, text=True, timeout=540)
 
 
 def test_solve_the_promotion_example_and_deliver_the_final_plan_to_a_webhook(stack):
