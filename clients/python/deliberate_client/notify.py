@@ -53,7 +53,7 @@ def check_url(url: str) -> str:
     return url
 
 
-def payload(response: pb.SolveResponse, timestamp: datetime | None = None) -> dict:
+def payload(response: pb.SolveResponse) -> dict:
     """What the webhook receives: generic JSON any receiver can route on `status` (check it: an UNVERIFIED
     answer is a best attempt, not a checked one)."""
     answer = without_thinking_trace(response)
@@ -69,7 +69,7 @@ def payload(response: pb.SolveResponse, timestamp: datetime | None = None) -> di
         "answer_json": structured if isinstance(structured, dict | list) else None,
         "verified_by": list(response.verified_by),
         "trace_id": response.trace_id,
-        "timestamp": (timestamp or datetime.now(UTC)).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        "timestamp": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
     }
 
 
@@ -108,14 +108,10 @@ def deliver(url: str, body: dict, idempotency_key: str, policy: Policy = Policy(
             if error.code not in RETRIED_STATUSES:
                 return Delivery(False, attempt, f"refused: {detail}")
             retry_after = retry_after_s(error.headers)
-        except TimeoutError:
-            detail = f"no reply within {policy.timeout_s:g} s"
-        except urllib.error.URLError as error:
-            reason = error.reason
-            if isinstance(reason, TimeoutError):
-                detail = f"no reply within {policy.timeout_s:g} s"
-            else:
-                detail = f"cannot connect: {reason}"
+        except (TimeoutError, urllib.error.URLError) as error:  # a timeout while connecting is a URLError
+            reason = getattr(error, "reason", error)
+            timed_out = isinstance(reason, TimeoutError)
+            detail = f"no reply within {policy.timeout_s:g} s" if timed_out else f"cannot connect: {reason}"
         except (OSError, http.client.HTTPException) as error:  # reset, closed or garbled mid-reply
             detail = f"connection failed: {type(error).__name__}: {error}"
         if attempt < policy.attempts:
