@@ -281,6 +281,7 @@ class ProgressView:
         self.final: pb.SolveResponse | None = None
         self.index: dict[str, int] = {}
         self.refining = False
+        self.streamed = ""  # the refined answer as it streamed
 
     def say(self, text: str = "", end: str = "\n") -> None:
         if not self.quiet:
@@ -321,6 +322,7 @@ class ProgressView:
             if not self.refining:
                 self.refining = True
                 self.say("\nanswer (streaming from the refiner):")
+            self.streamed += event.refine_chunk.text
             self.say(event.refine_chunk.text, end="")
         elif kind == "final":
             self.final = event.final
@@ -330,6 +332,8 @@ class ProgressView:
         t = r.timings
         stages = ("draft", "verify", "select", "refine", "total")
         timing = "  ".join(f"{s} {getattr(t, s).ToTimedelta().total_seconds():.2f}s" for s in stages)
+        if r.answer.strip() != self.streamed.strip():  # the refinement was rejected: the answer is a draft's
+            self.say(f"\n\nanswer:\n{r.answer.strip()}", end="")
         self.say(f"\n\nstatus  {pb.SolveStatus.Name(r.status).removeprefix('SOLVE_STATUS_')} — {r.status_reason}")
         for line in verified_by_lines(r):
             self.say(line)
