@@ -32,7 +32,7 @@ POLICY = {
     "forbidden_claims": ["lowest price ever", "best price guaranteed", "cheapest anywhere", "risk-free"],
 }
 MIN_ITEMS, MAX_ITEMS = 3, 5  # products per plan
-MAX_MESSAGE_CHARS = 280
+MAX_MESSAGE_CHARS = 160  # a chat message; short enough for a small model to close its JSON
 
 
 def product_table(products: list[dict] | None = None) -> str:
