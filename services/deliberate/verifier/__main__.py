@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
         if settings.judge == "off":
             yield VerifierServicer(settings, reference=reference)
             return
-        async with open_engine(settings.judge, settings.judge_model) as engine:
+        async with open_engine(*settings.judge_engine_and_model()) as engine:
             judge = Judge(engine, settings.judge_timeout_s, hard=settings.judge_hard)
             yield VerifierServicer(settings, judge, reference=reference)
 
