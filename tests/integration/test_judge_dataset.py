@@ -33,7 +33,8 @@ def write_problems(tmp_path, count: int):
 def test_dataset_writes_labelled_records_split_by_problem_and_resumes(tmp_path):
     data, out = write_problems(tmp_path, 2), tmp_path / "ds"
     argv = ["dataset", "--data", str(data), "--exclude", str(tmp_path / "none"), "--out", str(out)]
-    argv += ["--problems", "2", "--drafts", "2", "--max-new-tokens", "8", "--example-runs", "1", "--engine-threads", "1"]
+    argv += ["--problems", "2", "--drafts", "2", "--max-new-tokens", "8", "--example-runs", "1"]
+    argv += ["--engine-threads", "1"]
     argv += ["--validation-share", "0.5", "--log-dir", str(tmp_path / "logs")]
     assert run_command(dataset, argv) == 0
 

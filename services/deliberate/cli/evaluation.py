@@ -787,7 +787,8 @@ def parse_judges(text: str) -> list[tuple[str, str]]:
 
 
 def validation_problems(dataset: Path, data: Path, limit: int) -> list[Problem]:
-    """The GSM8K problems of a dataset's validation split, in line order, read from `data`."""
+    """The first `limit` GSM8K problems of a dataset's validation split, in the order they were written (the file
+    only grows, so the same limit names the same problems later), read from `data`."""
     lines = []
     path = dataset / "validation.jsonl"
     if path.exists():
@@ -795,7 +796,7 @@ def validation_problems(dataset: Path, data: Path, limit: int) -> list[Problem]:
             meta = json.loads(raw)["meta"] if raw.strip() else {}
             if meta.get("source") == "gsm8k":
                 lines.append(int(meta["problem_id"].split(":", 1)[1]))
-    wanted = sorted(set(lines))[:limit]
+    wanted = list(dict.fromkeys(lines))[:limit]
     with data.open() as rows:
         by_line = {i: json.loads(row) for i, row in enumerate(rows) if i in set(wanted)}
     return [Problem(f"{data.stem}:{i}", i, by_line[i]["question"], by_line[i]["answer"].rsplit("####", 1)[-1].strip())
@@ -848,7 +849,13 @@ def compare_judges(args: argparse.Namespace, s: Settings) -> int:
         })  # fmt: skip
     for row in rows:
         row["accuracy"] = round(row["correct"] / row["problems"], 4) if row["problems"] else None
-    result = {"command": "deliberate eval " + " ".join(sys.argv[2:]), "settings": s.fingerprint(), "judges": rows}
+    environment = {k: v for k, v in sorted(os.environ.items()) if k.startswith("DELIBERATE_")}
+    result = {
+        "command": "deliberate eval " + " ".join(sys.argv[2:]),
+        "environment": environment,  # what the services read besides the flags (the model, re-drafts)
+        "settings": s.fingerprint(),
+        "judges": rows,
+    }
     args.results_dir.mkdir(parents=True, exist_ok=True)
     (args.results_dir / f"{args.name}.json").write_text(json.dumps(result, indent=2) + "\n")
     table = judges_markdown(result)
@@ -859,8 +866,10 @@ def compare_judges(args: argparse.Namespace, s: Settings) -> int:
 
 def judges_markdown(result: dict) -> str:
     lines = [
-        f"Judges compared on the same {result['judges'][0]['problems']} GSM8K problems (`{result['command']}`); "
-        "accuracy of the pipeline's final answer, latency of the whole Solve.",
+        f"Judges compared on the same {result['judges'][0]['problems']} GSM8K problems: accuracy of the pipeline's "
+        "final answer, latency of the whole Solve.",
+        "",
+        "`" + " ".join(f"{k}={v}" for k, v in result.get("environment", {}).items()) + f" {result['command']}`",
         "",
         "| setting | --judge | accuracy | VERIFIED | mean latency | p95 latency | mean verify stage "
         "| drafts judged | judge said valid | judge unusable |",

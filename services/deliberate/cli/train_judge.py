@@ -256,7 +256,12 @@ def add_command(commands: argparse._SubParsersAction) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dataset", type=Path, default=DEFAULT_DATASET, help="a `deliberate dataset` directory")
+    parser.add_argument(
+        "--dataset",
+        type=Path,
+        action="append",
+        help="a `deliberate dataset` directory; repeat to pool several (default bench/results/judge-dataset)",
+    )
     parser.add_argument("--base", default=DEFAULT_BASE, help="the model fine-tuned (default smollm2-135m)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where the trained judge is saved")
     parser.add_argument("--report", type=Path, default=DEFAULT_REPORT, help="the figures, as JSON")
@@ -282,10 +287,11 @@ def run(args: argparse.Namespace) -> int:
     def log(*parts, end="\n"):
         print(*parts, end=end, file=sys.stderr, flush=True)
 
-    train_records = [r for r in read_records(args.dataset / "train.jsonl")]
-    validation = [r for r in read_records(args.dataset / "validation.jsonl") if r["meta"]["source"] == "gsm8k"]
+    datasets = args.dataset or [DEFAULT_DATASET]
+    train_records = [r for d in datasets for r in read_records(d / "train.jsonl")]
+    validation = [r for d in datasets for r in read_records(d / "validation.jsonl") if r["meta"]["source"] == "gsm8k"]
     if not train_records or not validation:
-        log(f"error: {args.dataset} needs train.jsonl and GSM8K records in validation.jsonl (`deliberate dataset`)")
+        log(f"error: {datasets} need train.jsonl and GSM8K records in validation.jsonl (`deliberate dataset`)")
         return 2
     train_problems = {r["meta"]["problem_id"] for r in train_records}
     if train_problems & {r["meta"]["problem_id"] for r in validation}:
@@ -302,7 +308,7 @@ def run(args: argparse.Namespace) -> int:
     report: dict = {
         "command": "deliberate train-judge " + " ".join(sys.argv[2:]),
         "base": args.base,
-        "dataset": str(args.dataset),
+        "datasets": [str(d) for d in datasets],
         "validation": {
             "records": len(validation),
             "labelled_valid": sum(r["label"]["valid"] for r in validation),
