@@ -153,3 +153,60 @@ def test_judge_scores_count_an_unparsable_reply_as_wrong_and_not_valid():
     assert scores["accuracy"] == 0.5
     assert scores["precision_valid"] == 0.5 and scores["recall_valid"] == 0.5
     assert scores["always_invalid_accuracy"] == 0.5
+
+
+def test_eval_judges_are_label_setting_pairs():
+    from deliberate.cli.evaluation import parse_judges
+
+    pairs = parse_judges("rules=off, untrained=transformers,trained=.deliberate/judges/j")
+    assert pairs == [("rules", "off"), ("untrained", "transformers"), ("trained", ".deliberate/judges/j")]
+    for bad in ("rules", "rules=", "a=off,a=transformers"):
+        with pytest.raises(ValueError, match="--judges"):
+            parse_judges(bad)
+
+
+def test_eval_reads_the_validation_problems_of_a_dataset_in_written_order(tmp_path):
+    from deliberate.cli.evaluation import validation_problems
+
+    data = tmp_path / "train.jsonl"
+    rows = [{"question": f"q{i}", "answer": f"work\n#### {i}"} for i in range(6)]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    metas = [("gsm8k", "gsm8k:4"), ("gsm8k", "gsm8k:1"), ("gsm8k", "gsm8k:4"), ("example:ads", "example:ads")]
+    lines = [{"meta": {"source": source, "problem_id": pid}} for source, pid in metas]
+    (ds / "validation.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    problems = validation_problems(ds, data, limit=5)
+    assert [(p.id, p.question, p.gold) for p in problems] == [("train:4", "q4", "4"), ("train:1", "q1", "1")]
+    assert [p.line for p in validation_problems(ds, data, limit=1)] == [4]
+
+
+def test_a_judged_eval_raises_the_schedulers_verify_deadline_above_the_judges():
+    from dataclasses import replace
+
+    from deliberate.cli.evaluation import JUDGE_VERIFY_MARGIN_S, Settings
+
+    plain = Settings([2], 160, 64, None, 1, True, False, 100, 60.0, "llamacpp", "smollm2-135m")
+    assert plain.judge_env() == {} and "judge" not in plain.fingerprint()
+    judged = replace(plain, judge="transformers", judge_model="smollm2-135m", judge_timeout_s=60.0)
+    env = judged.judge_env()
+    assert env["DELIBERATE_JUDGE"] == "transformers" and env["DELIBERATE_JUDGE_MODEL"] == "smollm2-135m"
+    assert float(env["DELIBERATE_VERIFY_TIMEOUT_S"]) == 60.0 + JUDGE_VERIFY_MARGIN_S
+    assert judged.fingerprint()["judge"] == "transformers"
+    # Rules only in a comparison: the same deadline, judge off.
+    assert replace(judged, judge="off").judge_env()["DELIBERATE_JUDGE"] == "off"
+
+
+def test_the_verifier_runs_a_trained_judge_directory_on_transformers():
+    from deliberate.core.config import parse_settings
+    from deliberate.verifier.settings import VerifierSettings
+
+    trained = parse_settings(VerifierSettings, ["--judge", ".deliberate/judges/j"])
+    assert trained.judge_engine_and_model() == ("transformers", ".deliberate/judges/j")
+    engine = parse_settings(VerifierSettings, ["--judge", "llamacpp", "--judge-model", "smollm2-135m"])
+    assert engine.judge_engine_and_model() == ("llamacpp", "smollm2-135m")
+
+
+def test_a_judge_reply_with_a_null_error_is_usable():
+    answer = parse_judge_reply('{"valid": true, "score": 1.0, "error": null}')
+    assert not isinstance(answer, str) and answer.valid and answer.error is None
