@@ -196,7 +196,7 @@ JUDGE_DIR ?= .deliberate/judges/smollm2-135m-judge
 dataset: install
 	$(VENV)/bin/deliberate dataset --engine-threads 1 $(DATASET_ARGS)
 	$(VENV)/bin/deliberate dataset --engine-threads 1 --model qwen2.5-coder-0.5b --out bench/results/judge-dataset-qwen \
-		--examples "" --drafts 4 --max-new-tokens 200 --temperature 0.7 $(DATASET_ARGS)
+		--examples "" --drafts 4 --max-new-tokens 320 --temperature 0.7 $(DATASET_ARGS)
 
 ## Fine-tune SmolLM2-135M into the judge on that dataset (CPU), measured against the untrained one on validation.
 train-judge: install

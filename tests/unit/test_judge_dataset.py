@@ -210,3 +210,12 @@ def test_the_verifier_runs_a_trained_judge_directory_on_transformers():
 def test_a_judge_reply_with_a_null_error_is_usable():
     answer = parse_judge_reply('{"valid": true, "score": 1.0, "error": null}')
     assert not isinstance(answer, str) and answer.valid and answer.error is None
+
+
+def test_a_limited_validation_set_keeps_every_valid_record():
+    from deliberate.cli.train_judge import limited
+
+    records = labelled(False, 30) + labelled(True, 2)
+    chosen = limited(records, 8, random.Random(3))
+    assert len(chosen) == 8 and sum(r["label"]["valid"] for r in chosen) == 2
+    assert len(limited(records, 100, random.Random(3))) == 32

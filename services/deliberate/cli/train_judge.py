@@ -60,6 +60,14 @@ def balanced(records: Sequence[dict], valid_share: float, rng: random.Random) ->
     return chosen
 
 
+def limited(records: Sequence[dict], limit: int, rng: random.Random) -> list[dict]:
+    """At most `limit` records: every valid one (they are rare, and precision and recall need them), then invalid
+    ones sampled."""
+    valid = [r for r in records if r["label"]["valid"]][:limit]
+    invalid = [r for r in records if not r["label"]["valid"]]
+    return valid + rng.sample(invalid, min(limit - len(valid), len(invalid)))
+
+
 @dataclass(frozen=True)
 class Example:
     input_ids: list[int]
@@ -271,7 +279,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--learning-rate", type=float, default=5e-5)
     parser.add_argument("--max-length", type=int, default=384, help="longest example in tokens; longer ones skipped")
     parser.add_argument("--valid-share", type=float, default=0.3, help="valid records repeated up to this share")
-    parser.add_argument("--eval-limit", type=int, default=0, help="GSM8K validation records judged (0: all)")
+    parser.add_argument(
+        "--eval-limit",
+        type=int,
+        default=0,
+        help="GSM8K validation records judged: every valid one, invalid ones sampled",
+    )
     parser.add_argument("--eval-batch-size", type=int, default=8)
     parser.add_argument("--skip-untrained", action="store_true", help="do not measure the untrained model")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: every CPU)")
@@ -303,7 +316,7 @@ def run(args: argparse.Namespace) -> int:
     if args.max_examples:
         train_records = rng.sample(train_records, min(args.max_examples, len(train_records)))
     if args.eval_limit:
-        validation = random.Random(args.seed).sample(validation, min(args.eval_limit, len(validation)))
+        validation = limited(validation, args.eval_limit, random.Random(args.seed))
 
     report: dict = {
         "command": "deliberate train-judge " + " ".join(sys.argv[2:]),
