@@ -432,5 +432,6 @@ def generate(args: argparse.Namespace, output: Output, todo: list[Task], done: i
     finally:
         if calls is not None:
             calls.close()
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second TERM must not leave the services behind
         stack.down()
     return 0
