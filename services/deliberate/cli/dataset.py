@@ -19,6 +19,7 @@ finished problem is appended at once (`<out>/train.jsonl`, `<out>/validation.jso
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -432,6 +433,7 @@ def generate(args: argparse.Namespace, output: Output, todo: list[Task], done: i
     finally:
         if calls is not None:
             calls.close()
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second TERM must not leave the services behind
+        with contextlib.suppress(ValueError):  # not the main thread: no handler was set
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second TERM must not leave the services behind
         stack.down()
     return 0
