@@ -30,6 +30,8 @@ SERVER_COMMANDS = {
     "up": "start drafter, verifier, refiner, scheduler and the OpenAI-compatible gateway as local processes",
     "eval": "compare single pass, self-consistency, best-of-N and the pipeline on GSM8K (docs/eval.md)",
     "traces": "per-stage latency, draft funnel and rejecting rules from the services' spans (docs/telemetry.md)",
+    "dataset": "verifier training records from real Drafter/Verifier runs on GSM8K and the examples (docs/judge.md)",
+    "train-judge": "fine-tune the embedded SmolLM2 into the Verifier's judge and measure it (docs/judge.md)",
 }
 
 EXAMPLE_QUESTION = (

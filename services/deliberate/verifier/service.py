@@ -53,7 +53,7 @@ def serve(settings: VerifierSettings, state: dict, on_serving: Callable[[bool], 
             if settings.judge == "off":
                 yield VerifierServicer(settings, reference=reference, risk=risk)
                 return
-            async with open_engine(settings.judge, settings.judge_model) as engine:
+            async with open_engine(*settings.judge_engine_and_model()) as engine:
                 judge = Judge(engine, settings.judge_timeout_s, hard=settings.judge_hard)
                 yield VerifierServicer(settings, judge, reference=reference, risk=risk)
         finally:

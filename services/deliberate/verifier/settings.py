@@ -5,6 +5,7 @@ import os
 from pydantic import Field
 
 from ..core.config import CommonSettings, DownstreamTlsSettings
+from ..engines import ENGINES
 
 
 class VerifierSettings(DownstreamTlsSettings, CommonSettings):
@@ -31,7 +32,9 @@ class VerifierSettings(DownstreamTlsSettings, CommonSettings):
     max_draft_chars: int = Field(1_000_000, description="Longest draft text accepted, in characters.")
     max_prompt_chars: int = Field(8000, description="Longest prompt accepted, in characters.")
     judge: str = Field(
-        "off", description="LLM judge engine for drafts passing every hard rule: off, llamacpp or transformers."
+        "off",
+        description="LLM judge for drafts passing every hard rule: off, llamacpp or transformers (an engine, "
+        "with --judge-model), or the directory of a judge `deliberate train-judge` saved (docs/judge.md).",
     )
     judge_model: str = Field("embedded", description="The judge's model: an embedded model's name or a local path.")
     judge_timeout_s: float = Field(10.0, description="Longest wait for one judge verdict.")
@@ -73,3 +76,9 @@ class VerifierSettings(DownstreamTlsSettings, CommonSettings):
         if self.workers:
             return self.workers
         return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+    def judge_engine_and_model(self) -> tuple[str, str]:
+        """(engine, model) of the judge: a trained judge's directory runs on transformers, as it was trained."""
+        if self.judge in ENGINES:
+            return self.judge, self.judge_model
+        return "transformers", self.judge
