@@ -53,9 +53,7 @@ def main(argv: list[str] | None = None) -> None:
     commands = parser.add_subparsers(dest="command", required=True)
 
     solve = commands.add_parser("solve", help="solve one question through the Scheduler")
-    solve.add_argument("prompt", nargs="?", help="the question (or use --example)")
-    solve.add_argument("--example", choices=sorted(EXAMPLES), help="solve a worked example with its constraints")
-    add_solve_options(solve)
+    add_solve_arguments(solve)
     solve.set_defaults(run=run_solve)
 
     installed = {entry.name: entry for entry in entry_points(group=COMMANDS_GROUP)}
@@ -80,6 +78,13 @@ def needs_server(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 2
+
+
+def add_solve_arguments(parser: argparse.ArgumentParser) -> None:
+    """`deliberate solve`'s arguments; `deliberate up --solve-example` parses its example with them too."""
+    parser.add_argument("prompt", nargs="?", help="the question (or use --example)")
+    parser.add_argument("--example", choices=sorted(EXAMPLES), help="solve a worked example with its constraints")
+    add_solve_options(parser)
 
 
 def add_solve_options(parser: argparse.ArgumentParser) -> None:

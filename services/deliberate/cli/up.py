@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from deliberate_client.cli import EXAMPLE_QUESTION, SERVER_COMMANDS, run_solve
+from deliberate_client.cli import EXAMPLE_QUESTION, SERVER_COMMANDS, add_solve_arguments, run_solve
 
 from .stack import GATEWAY, SERVICES, Ports, Stack, TlsFiles
 from .supervisor import CrashLoop, Supervisor
@@ -90,14 +90,16 @@ def run_up(args: argparse.Namespace) -> int:
     try:
         if args.solve_example:
             print(f"\nsolving an example: {EXAMPLE_QUESTION}\n")
-            example = argparse.Namespace(
-                prompt=EXAMPLE_QUESTION, address=stack.address, num_drafts=5,
-                max_new_tokens=args.example_max_new_tokens, refine_max_new_tokens=args.example_max_new_tokens,
-                temperature=None, seed=None, schema=None, context=None, timeout=300.0, json=False,
-                example=None, constraints=None, check_arithmetic=True, token_file=None,
-                tls_ca_file=str(tls.ca) if tls else "", tls_cert_file=str(tls.client_cert) if tls else "",
-                tls_key_file=str(tls.client_key) if tls else "",
-            )  # fmt: skip
+            # Parsed by `deliberate solve`'s own parser, so every option it has gets its default here too.
+            solve_parser = argparse.ArgumentParser()
+            add_solve_arguments(solve_parser)
+            example = solve_parser.parse_args([
+                EXAMPLE_QUESTION, "--address", stack.address, "--num-drafts", "5", "--check-arithmetic",
+                "--max-new-tokens", str(args.example_max_new_tokens),
+                "--refine-max-new-tokens", str(args.example_max_new_tokens),
+                "--tls-ca-file", str(tls.ca) if tls else "", "--tls-cert-file", str(tls.client_cert) if tls else "",
+                "--tls-key-file", str(tls.client_key) if tls else "",
+            ])  # fmt: skip
             run_solve(example)
             print(f'\nstill serving at {stack.address}; try: deliberate solve "your question"  (Ctrl-C stops them all)')
         while True:
