@@ -2,7 +2,9 @@
 to the client before the Refiner's first token, continued by the Refiner, visible in the spans; and off for a
 request that turns it off.
 
-Drafts are forced to agree: the same strategy hint for each and greedy decoding give identical drafts."""
+Drafts are made to agree: the same strategy hint for each and greedy decoding. llama.cpp's greedy decoding is not
+bit-exact across batch layouts, so on a loaded machine a draft can still diverge; the test then checks that the
+Scheduler found no prefix because the drafts share none, and asks again (a few times at most)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import time
 
 import pytest
 
+from deliberate.core.consensus import Step, consensus
 from deliberate.verifier.arithmetic import computations
 from deliberate_client.client import DeliberateClient, build_request
 
@@ -17,6 +20,7 @@ pytestmark = pytest.mark.model
 
 QUESTION = "What is 12 + 30? Write the equation, then the answer."
 HINTS = ["Write the calculation as an equation."] * 3
+ATTEMPTS = 3
 
 
 def solve_streamed(stack, disable: bool) -> tuple[list, object]:
@@ -39,8 +43,23 @@ def spans_named(receiver, trace_id: str, names: set[str], timeout_s: float = 15.
     return found
 
 
+def solve_until_the_drafts_agree(stack) -> tuple[list, object]:
+    """A streamed solve whose drafts share an opening. Each solve whose drafts diverged must have streamed no
+    prefix, as the pure consensus function says of those drafts."""
+    tried = []
+    for _ in range(ATTEMPTS):
+        events, final = solve_streamed(stack, disable=False)
+        if any(e.WhichOneof("event") == "consensus_prefix" for e in events):
+            return events, final
+        texts = [report.draft.text for report in final.drafts]
+        steps = [[Step(c.key, c.line) for c in computations(text)] for text in texts]
+        assert consensus(texts, min_support=3, steps=steps).text == "", f"no prefix streamed for {texts}"
+        tried.append(texts)
+    pytest.fail(f"the drafts never agreed in {ATTEMPTS} solves: {tried}")
+
+
 def test_a_consensus_prefix_is_streamed_before_the_refiner_s_first_token(stack, otlp_receiver):
-    events, final = solve_streamed(stack, disable=False)
+    events, final = solve_until_the_drafts_agree(stack)
     kinds = [e.WhichOneof("event") for e in events]
     assert kinds.count("consensus_prefix") == 1, kinds
     at = kinds.index("consensus_prefix")
