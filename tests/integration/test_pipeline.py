@@ -161,14 +161,22 @@ def test_expired_deadline_is_deadline_exceeded_and_nothing_crashes(stack):
 
 
 def test_structural_duplicates_are_verified_once(stack, otlp_receiver):
-    """Greedy decoding of one strategy three times gives three identical drafts: one verification, shared."""
+    """Greedy decoding of one strategy three times gives three identical drafts: one verification, shared.
+    llama.cpp's greedy decoding is not bit-exact across batch layouts, so a loaded machine may need another try."""
     request = build_request(
         "What is 12 + 30?", num_drafts=3, max_new_tokens=16, refine_max_new_tokens=8, temperature=0.0,
         strategy_hints=["Add the numbers."] * 3,
     )  # fmt: skip
+    tried = []
     with DeliberateClient(stack.address) as client:
-        response = client.solve(request, timeout=240)
-    first_round = [r for r in response.drafts if r.round == 0]
+        for _ in range(3):
+            response = client.solve(request, timeout=240)
+            first_round = [r for r in response.drafts if r.round == 0]
+            tried.append([r.draft.text for r in first_round])
+            if len(set(tried[-1])) == 1:
+                break
+        else:
+            pytest.fail(f"greedy drafts never came out identical: {tried}")
     # The first to arrive is verified; which index that is depends on the engine's completion order.
     [original] = [r for r in first_round if not r.duplicate_of]
     copies = [r for r in first_round if r is not original]
