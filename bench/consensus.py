@@ -1,11 +1,20 @@
 """Refinement with the consensus prefix against without it: same drafts, same seed, in one run.
 
-    python bench/consensus.py [--questions 8] [--drafts 5] [--tokens 96] [--min-support 3]
+    python bench/consensus.py [--questions 20] [--drafts 5] [--draft-tokens 160] [--tokens 256] [--min-support 3]
+                              [--runs bench/results/consensus_runs.jsonl] [--fresh]
 
-For each GSM8K question the drafts are generated once; then the refinement runs twice on the same engine
-with the same seed — once continuing after the drafts' consensus prefix, once from scratch. Writes
-bench/results/consensus.json with `token_ratio` and `latency_ratio` (with / without, over all questions)
-and `prefix_share` (the share of questions where a prefix was found).
+For each GSM8K question (a fixed random sample of the training split, `deliberate eval`'s sampling) the N drafts
+are generated once, with the Drafter's prompts, strategy hints and default temperature. They are ranked as the
+Scheduler ranks them, approximately: drafts that pass the built-in rules and whose arithmetic is right first, by
+score. The consensus prefix is found as the Scheduler finds it (`core.consensus`: normalized lines or the
+computations `verifier.arithmetic` recomputes, `--min-support` drafts agreeing, in the best-ranked supporter's
+words). Then the best draft is refined twice on the same engine with the same seed — once continuing after the
+prefix, once from scratch — and each answer is checked against the gold answer.
+
+Each question's outcome is appended to `--runs` as it finishes, so an interrupted run resumes where it stopped
+(`--fresh` starts over; a different configuration never mixes with the stored one). Writes
+bench/results/consensus.json: `token_ratio` and `latency_ratio` (with / without, over all questions), `prefix_share`
+(questions with a prefix), `accuracy_with` and `accuracy_without`, the basis counts, and `questions` (n).
 """
 
 from __future__ import annotations
@@ -19,65 +28,128 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import add_data_argument, load_questions, write_result  # noqa: E402
+from common import RESULTS, add_data_argument, write_result  # noqa: E402
 
+from deliberate.cli.eval_stats import is_correct  # noqa: E402
+from deliberate.cli.evaluation import append_run, load_problems  # noqa: E402
+from deliberate.core.consensus import Step, consensus  # noqa: E402
 from deliberate.drafter.prompts import SYSTEM_PROMPT as DRAFT_SYSTEM  # noqa: E402
 from deliberate.drafter.prompts import draft_user_message, strategies_for  # noqa: E402
 from deliberate.engines.base import SamplingParams  # noqa: E402
 from deliberate.engines.transformers_engine import TransformersEngine  # noqa: E402
-from deliberate.refiner.consensus import consensus_prefix  # noqa: E402
 from deliberate.refiner.prompts import SYSTEM_PROMPT as REFINE_SYSTEM  # noqa: E402
 from deliberate.refiner.prompts import SelectedDraft, refine_user_message  # noqa: E402
+from deliberate.verifier.arithmetic import check_arithmetic, computations  # noqa: E402
+from deliberate.verifier.parsing import extract_final_answer  # noqa: E402
+from deliberate.verifier.rules import verify_text  # noqa: E402
+
+DRAFT_TEMPERATURE = 0.3  # the Drafter's default (DELIBERATE_TEMPERATURE)
+REFINE_TEMPERATURE = 0.7  # the Refiner's default
+SAMPLE_SEED = 0  # which training questions: `deliberate eval`'s default sample
 
 
-def refine(engine: TransformersEngine, question: str, best: str, prefix: str, tokens: int, seed: int):
+def rank(texts: list[str]) -> list[int]:
+    """Draft indexes best first: valid (built-in rules and arithmetic) before invalid, then by score."""
+
+    def key(i: int) -> tuple:
+        verdict = verify_text(texts[i], None)
+        valid = verdict.valid and not check_arithmetic(texts[i]).wrong
+        return (not valid, -verdict.score, i)
+
+    return sorted(range(len(texts)), key=key)
+
+
+def refine(engine: TransformersEngine, question: str, best: str, prefix: str, tokens: int, seed: int) -> dict:
     selected = [SelectedDraft(0, best, 1.0, True, (), ())]
     prompt = engine.format_chat(REFINE_SYSTEM, refine_user_message(question, selected, None)) + prefix
+    params = SamplingParams(temperature=REFINE_TEMPERATURE, max_new_tokens=tokens, seed=seed)
     started = time.perf_counter()
-    (completion,) = engine.generate(
-        [prompt], SamplingParams(temperature=0.7, max_new_tokens=tokens, seed=seed), lambda e: None, threading.Event()
-    )
-    return completion.completion_tokens, time.perf_counter() - started
+    (completion,) = engine.generate([prompt], params, lambda e: None, threading.Event())
+    return {
+        "tokens": completion.completion_tokens,
+        "seconds": round(time.perf_counter() - started, 3),
+        "answer": extract_final_answer(prefix + completion.text),
+        "text": completion.text,  # what the model wrote after the prefix, kept to read the figures by
+    }
+
+
+def run_question(engine, problem, args) -> dict:
+    seed = problem.line + 1
+    prompts = [engine.format_chat(DRAFT_SYSTEM, draft_user_message(problem.question, s, None))
+               for s in strategies_for(args.drafts, [])]  # fmt: skip
+    params = SamplingParams(temperature=DRAFT_TEMPERATURE, max_new_tokens=args.draft_tokens, seed=seed)
+    texts = [d.text for d in engine.generate(prompts, params, lambda e: None, threading.Event())]
+    ranking = rank(texts)
+    steps = [[Step(c.key, c.line) for c in computations(text)] for text in texts]
+    found = consensus(texts, args.min_support, steps=steps, ranking=ranking)
+    best = texts[ranking[0]]
+    with_prefix = refine(engine, problem.question, best, found.text, args.tokens, seed)
+    without = refine(engine, problem.question, best, "", args.tokens, seed)
+    return {
+        "id": problem.id,
+        "basis": found.basis,
+        "prefix_lines": found.lines,
+        "prefix_computations": found.computations,
+        "support": len(found.supporters),
+        "prefix": found.text,
+        "with": {**with_prefix, "correct": is_correct(with_prefix["answer"], problem.gold)},
+        "without": {**without, "correct": is_correct(without["answer"], problem.gold)},
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--questions", type=int, default=8)
+    parser.add_argument("--questions", type=int, default=20)
     parser.add_argument("--drafts", type=int, default=5)
-    parser.add_argument("--tokens", type=int, default=96)
+    parser.add_argument("--draft-tokens", type=int, default=160)
+    parser.add_argument("--tokens", type=int, default=256, help="the refinement's new-token budget")
     parser.add_argument("--min-support", type=int, default=3)
+    parser.add_argument("--runs", type=Path, default=RESULTS / "consensus_runs.jsonl")
+    parser.add_argument("--fresh", action="store_true", help="discard the stored runs and start over")
     add_data_argument(parser)
     args = parser.parse_args()
-    questions = load_questions(args.data, args.questions)
+    config = {k: getattr(args, k) for k in ("drafts", "draft_tokens", "tokens", "min_support")}
+    config["data"] = args.data.name
 
-    engine = TransformersEngine.load("embedded")
-    with_tokens = without_tokens = 0
-    with_s = without_s = 0.0
-    found = 0
-    for seed, question in enumerate(questions, start=1):
-        prompts = [engine.format_chat(DRAFT_SYSTEM, draft_user_message(question, s, None))
-                   for s in strategies_for(args.drafts, [])]  # fmt: skip
-        drafts = engine.generate(prompts, SamplingParams(max_new_tokens=args.tokens, seed=seed), lambda e: None,
-                                 threading.Event())  # fmt: skip
-        texts = [d.text for d in drafts]
-        prefix = consensus_prefix(texts, args.min_support)
-        found += bool(prefix)
-        tokens, seconds = refine(engine, question, texts[0], prefix, args.tokens, seed)
-        with_tokens, with_s = with_tokens + tokens, with_s + seconds
-        tokens, seconds = refine(engine, question, texts[0], "", args.tokens, seed)
-        without_tokens, without_s = without_tokens + tokens, without_s + seconds
-        print(f"question {seed}: prefix {len(prefix.splitlines())} lines")
+    if args.fresh:
+        args.runs.unlink(missing_ok=True)
+    done = {}
+    if args.runs.exists():
+        for line in args.runs.read_text().splitlines():
+            record = json.loads(line)
+            if record.get("config") == config:
+                done[record["id"]] = record
+    problems = load_problems(args.data, args.questions, SAMPLE_SEED, set())
+    todo = [p for p in problems if p.id not in done]
+    print(f"{len(problems) - len(todo)} of {len(problems)} questions already done ({args.runs})")
+
+    if todo:
+        engine = TransformersEngine.load("embedded")
+        for problem in todo:
+            record = {**run_question(engine, problem, args), "config": config}
+            append_run(args.runs, record)
+            done[problem.id] = record
+            print(f"{problem.id}: prefix {record['prefix_lines']} lines ({record['basis'] or 'none'}), "
+                  f"tokens {record['with']['tokens']} vs {record['without']['tokens']}")  # fmt: skip
+
+    records = [done[p.id] for p in problems]
+    total = {side: {k: sum(r[side][k] for r in records) for k in ("tokens", "seconds", "correct")}
+             for side in ("with", "without")}  # fmt: skip
+    n = len(records)
     figures = {
-        "token_ratio": round(with_tokens / without_tokens, 3),
-        "latency_ratio": round(with_s / without_s, 3),
-        "prefix_share": round(found / len(questions), 3),
-        "tokens_with": with_tokens,
-        "tokens_without": without_tokens,
-        "seconds_with": round(with_s, 2),
-        "seconds_without": round(without_s, 2),
-        "questions": len(questions),
-        "drafts": args.drafts,
-        "min_support": args.min_support,
+        "token_ratio": round(total["with"]["tokens"] / max(total["without"]["tokens"], 1), 3),
+        "latency_ratio": round(total["with"]["seconds"] / max(total["without"]["seconds"], 1e-9), 3),
+        "prefix_share": round(sum(bool(r["basis"]) for r in records) / n, 3),
+        "accuracy_with": round(total["with"]["correct"] / n, 3),
+        "accuracy_without": round(total["without"]["correct"] / n, 3),
+        "prefix_by_lines": sum(r["basis"] == "lines" for r in records),
+        "prefix_by_computations": sum(r["basis"] == "computations" for r in records),
+        "tokens_with": total["with"]["tokens"],
+        "tokens_without": total["without"]["tokens"],
+        "seconds_with": round(total["with"]["seconds"], 2),
+        "seconds_without": round(total["without"]["seconds"], 2),
+        "questions": n,
+        **config,
     }
     print(json.dumps(figures, indent=2))
     print(f"wrote {write_result('consensus', figures)}")

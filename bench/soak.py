@@ -1,10 +1,15 @@
 """Soak: the real stack under steady load for a bounded time while faults are injected on a schedule.
 
-    python bench/soak.py [--duration 900] [--concurrency 8] [--quick]
+    python bench/soak.py [--duration 900] [--concurrency 8] [--deadline 120] [--quick]
 
 Starts the four services on free ports (the model DELIBERATE_MODEL names, smollm2-135m unless set; the Scheduler's
 watchdog on a 2 s heartbeat; `deliberate up`'s Supervisor restarting Drafter, Refiner and Scheduler) and keeps
-`--concurrency` solves in flight (2 drafts, 24 new tokens) until `--duration` has passed. Faults are spread evenly
+`--concurrency` solves in flight (2 drafts, 24 new tokens, one drafting round: re-drafting is off, since the small
+model gets most sums wrong and each re-draft round would multiply a request's cost; the soak measures what faults do
+to requests, not answers) until `--duration` has passed. Each request has a 120 s deadline: on 2 cores the Drafter and
+the Refiner share the CPU, and 8 solves in flight take ~50 s each (prompt evaluation of 16 drafts and 8 refinements),
+so a 60 s deadline would measure the machine's throughput, not the faults. `--quick` keeps 4 in flight, so that
+requests (~25 s each) fit between its faults, 36 s apart. Faults are spread evenly
 over the run, after a fault-free steady start:
 
     full (make soak, 15 min):       5 Verifier SIGKILLs, 2 Verifier SIGSTOPs, 1 Drafter SIGKILL, 1 Refiner SIGKILL
@@ -80,13 +85,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="3 min, one fault of each kind, soak-quick.json")
     parser.add_argument("--duration", type=float, help="seconds of load (default 900; 180 with --quick)")
-    parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--deadline", type=float, default=60.0, help="each request's gRPC deadline, seconds")
+    parser.add_argument("--concurrency", type=int, help="solves in flight (default 8; 4 with --quick)")
+    parser.add_argument("--deadline", type=float, default=120.0, help="each request's gRPC deadline, seconds")
     parser.add_argument("--heartbeat", type=float, default=2.0, help="the watchdog's heartbeat, seconds")
     parser.add_argument("--drafts", type=int, default=2)
     parser.add_argument("--max-new-tokens", type=int, default=24)
+    parser.add_argument("--max-redrafts", type=int, default=0, help="the Scheduler's re-drafting rounds")
     args = parser.parse_args()
     duration = args.duration or (180.0 if args.quick else 900.0)
+    args.concurrency = args.concurrency or (4 if args.quick else 8)
     faults = QUICK_FAULTS if args.quick else FULL_FAULTS
     name = "soak-quick" if args.quick else "soak"
     # Evenly spaced, with a fault-free stretch first (the steady phase) and one last (recovery).
@@ -100,6 +107,7 @@ def main() -> int:
         "watchdog_heartbeat_s": args.heartbeat,
         "num_drafts": args.drafts,
         "max_new_tokens": args.max_new_tokens,
+        "max_redrafts": args.max_redrafts,
         "model": os.environ["DELIBERATE_MODEL"],
         "faults": [{"fault": f, "at_s": round(t, 1)} for f, t in zip(faults, schedule, strict=True)],
     }
@@ -112,7 +120,7 @@ def main() -> int:
         log_dir=log_dir,
         state_dir=log_dir,
         with_gateway=False,
-        scheduler_args=["--watchdog-interval-s", str(args.heartbeat)],
+        scheduler_args=["--watchdog-interval-s", str(args.heartbeat), "--max-redrafts", str(args.max_redrafts)],
     )
     supervisor = Supervisor(stack, log=lambda line: print(f"[supervisor] {line}", flush=True))
     with stack:

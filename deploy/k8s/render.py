@@ -33,6 +33,7 @@ OVERLAYS = {
     "istio": K8S_DIR / "overlays" / "istio",
     "gpu": K8S_DIR / "overlays" / "gpu",
     "monitoring": K8S_DIR / "overlays" / "monitoring",
+    "tls": K8S_DIR / "overlays" / "tls",
 }
 # The oldest release the manifests support (1.30 brought ValidatingAdmissionPolicy v1) and the newest that the
 # installed kubernetes-validate knows.

@@ -6,6 +6,7 @@ from .core.config import CommonSettings, markdown_table
 from .drafter.settings import DrafterSettings
 from .gateway.settings import GatewaySettings
 from .refiner.settings import RefinerSettings
+from .risk.settings import RiskSettings
 from .scheduler.settings import SchedulerSettings
 from .verifier.settings import VerifierSettings
 
@@ -19,6 +20,7 @@ if __name__ == "__main__":
                 "verifier": VerifierSettings,
                 "refiner": RefinerSettings,
                 "gateway": GatewaySettings,
+                "risk": RiskSettings,
             }
         )
     )

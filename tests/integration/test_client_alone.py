@@ -92,10 +92,11 @@ def test_the_example_request_data_ships_with_the_client(client_venv):
         [
             str(client_venv / "bin/python"),
             "-c",
-            "from deliberate_client.examples import ads; "
-            "print(len(ads.load_catalog()), ads.CONSTRAINTS[-1]['rulePack'])",
+            "from deliberate_client.examples import ads, promotion; from deliberate_client import notify; "
+            "print(len(ads.load_catalog()), ads.CONSTRAINTS[-1]['rulePack'], len(promotion.PRODUCTS), "
+            "promotion.constraints()[0]['rulePack'], notify.USER_AGENT)",
         ],
         cwd=client_venv.parent,
     )
     assert example.returncode == 0, example.stderr
-    assert example.stdout.split() == ["100", "ad_selection"]
+    assert example.stdout.split() == ["100", "ad_selection", "8", "promotion", "deliberate-client/0.1.0"]

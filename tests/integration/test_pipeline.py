@@ -104,7 +104,10 @@ def test_solve_stream_orders_stage_events(stack):
     assert events[0].round_started.num_drafts == 2
     first_chunk = kinds.index("refine_chunk")
     last_verdict = max(i for i, k in enumerate(kinds) if k == "draft_verified")
-    assert all(k in ("draft_selected", "draft_discarded") for k in kinds[last_verdict + 1 : first_chunk])
+    decisions = kinds[last_verdict + 1 : first_chunk]
+    if decisions[-1:] == ["consensus_prefix"]:  # the drafts' shared opening, streamed before refinement
+        decisions.pop()
+    assert all(k in ("draft_selected", "draft_discarded") for k in decisions)
     assert kinds[last_verdict + 1 : first_chunk], "every draft is selected or discarded before refinement"
     assert kinds.count("refine_chunk") > 1, "the answer streams in several chunks"
     streamed = "".join(e.refine_chunk.text for e in events if e.HasField("refine_chunk"))
@@ -161,14 +164,22 @@ def test_expired_deadline_is_deadline_exceeded_and_nothing_crashes(stack):
 
 
 def test_structural_duplicates_are_verified_once(stack, otlp_receiver):
-    """Greedy decoding of one strategy three times gives three identical drafts: one verification, shared."""
+    """Greedy decoding of one strategy three times gives three identical drafts: one verification, shared.
+    llama.cpp's greedy decoding is not bit-exact across batch layouts, so a loaded machine may need another try."""
     request = build_request(
         "What is 12 + 30?", num_drafts=3, max_new_tokens=16, refine_max_new_tokens=8, temperature=0.0,
         strategy_hints=["Add the numbers."] * 3,
     )  # fmt: skip
+    tried = []
     with DeliberateClient(stack.address) as client:
-        response = client.solve(request, timeout=240)
-    first_round = [r for r in response.drafts if r.round == 0]
+        for _ in range(3):
+            response = client.solve(request, timeout=240)
+            first_round = [r for r in response.drafts if r.round == 0]
+            tried.append([r.draft.text for r in first_round])
+            if len(set(tried[-1])) == 1:
+                break
+        else:
+            pytest.fail(f"greedy drafts never came out identical: {tried}")
     # The first to arrive is verified; which index that is depends on the engine's completion order.
     [original] = [r for r in first_round if not r.duplicate_of]
     copies = [r for r in first_round if r is not original]

@@ -124,7 +124,7 @@ def test_a_verification_never_mixes_two_catalog_versions_loaded_while_it_runs(re
     loader = ReferenceStore(redis_server.url, timeout_s=2.0)
     catalog_store.load(loader, [Ad(**row) for row in cheap])
     rule_set = compile_rules("", [ConstraintSpec(0, "rule_pack", "ad_selection")], {}, reference=store)
-    assert rule_set.reads_store
+    assert rule_set.waits_on_network
     stop = threading.Event()
 
     def keep_loading() -> int:

@@ -183,7 +183,8 @@ def test_a_drafter_on_the_remote_engine_drafts_over_grpc(server_url, tmp_path):
 def test_a_refiner_on_the_remote_engine_continues_the_drafts_consensus(server_url, tmp_path):
     stack = Stack(ports=Ports.free(), env=remote_env(server_url), log_dir=tmp_path, with_gateway=False)
     agreed = "Count: 1, 2, 3, 4,\n"
-    drafts = [common_pb2.Draft(index=i, text=agreed + tail) for i, tail in enumerate(("5, 6", "5 6", "5,6"))]
+    # Lines are compared after normalizing spacing and punctuation, so the tails must differ in substance.
+    drafts = [common_pb2.Draft(index=i, text=agreed + tail) for i, tail in enumerate(("5, 6", "6, 7", "five"))]
     request = refiner_service_pb2.RefineRequest(
         request_id="remote-refine",
         prompt=QUESTION,

@@ -76,6 +76,7 @@ class Cluster:
                 restarts=self.restarts, pidfile=self.pidfile, command=verifier, log=self.root / "verifier.log"
             )
         )
+        self.a.start("risk")  # the Verifier's credit pack calls it; the stack waits for all it would start
         self.start_verifier()
         self.a.start("drafter")
         self.a.start("refiner")

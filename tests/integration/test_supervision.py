@@ -50,3 +50,18 @@ def test_sigkilled_drafter_and_refiner_are_restarted(tmp_path):
         finally:
             stopped.set()
             watcher.join()
+
+
+def test_a_dead_refiner_costs_the_polish_not_the_answer(tmp_path):
+    stack = Stack(ports=Ports.free(), log_dir=tmp_path, state_dir=tmp_path, with_gateway=False)
+    with stack:
+        refiner = stack.processes["refiner"]
+        os.killpg(refiner.pid, signal.SIGKILL)
+        refiner.wait(10)  # no supervisor here: it stays dead
+        with DeliberateClient(stack.address) as client:
+            request = build_request("What is 2 + 3?", num_drafts=2, max_new_tokens=24, refine_max_new_tokens=8)
+            response = client.solve(request, timeout=90)
+    best = next(r.draft for r in response.drafts if r.draft.id == response.selected_draft_ids[0])
+    assert response.answer == best.text
+    assert "refinement unavailable (refiner unavailable" in response.status_reason
+    assert f"answering with the best draft #{best.index}" in response.status_reason

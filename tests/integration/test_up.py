@@ -36,8 +36,8 @@ def test_up_solves_its_example_and_stops_on_ctrl_c(tmp_path):
         timer.cancel()
         up.kill()
     output = "".join(lines)
-    assert "all four services and the gateway SERVING" in output, output
+    assert "all four services, the risk model and the gateway SERVING" in output, output
     assert "\nstatus  " in output, output  # the example reached its final answer
     assert "still serving" in output, output
     assert code == 0, output
-    assert "stopped: drafter (0), refiner (0), scheduler (0), gateway (0)" in output, output
+    assert "stopped: risk (0), drafter (0), refiner (0), scheduler (0), gateway (0)" in output, output

@@ -72,3 +72,16 @@ def test_the_summary_prints_the_unchecked_status_and_the_delta_term(capsys):
 def test_no_default_arithmetic_reaches_the_request():
     assert request_from_args(solve_args(no_default_arithmetic=True)).disable_default_arithmetic
     assert not request_from_args(solve_args()).disable_default_arithmetic
+
+
+def test_the_summary_prints_the_answer_when_it_is_not_the_one_that_streamed(capsys):
+    """A rejected refinement is replaced by the best draft: the answer printed must be the one answered."""
+    view = ProgressView()
+    view.show(pb.SolveStreamResponse(refine_chunk=pb.RefineChunk(text='{"items": []}')))
+    r = response(pb.SOLVE_STATUS_VERIFIED, ["arithmetic"])
+    r.answer = '{"items": [{"sku": "TEA-100"}]}'
+    view.summary(r)
+    assert '\nanswer:\n{"items": [{"sku": "TEA-100"}]}\n' in capsys.readouterr().out
+    r.answer = '{"items": []}'
+    view.summary(r)
+    assert "answer:" not in capsys.readouterr().out

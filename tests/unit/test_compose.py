@@ -12,6 +12,7 @@ from deploy.check_compose import check, interpolate
 
 from deliberate.drafter.settings import DrafterSettings
 from deliberate.refiner.settings import RefinerSettings
+from deliberate.risk.settings import RiskSettings
 from deliberate.scheduler.settings import SchedulerSettings
 from deliberate.verifier.settings import VerifierSettings
 
@@ -22,8 +23,9 @@ SETTINGS = {
     "drafter": DrafterSettings,
     "verifier": VerifierSettings,
     "refiner": RefinerSettings,
+    "risk": RiskSettings,
 }
-SERVICES = ("scheduler", "drafter", "verifier", "refiner")
+SERVICES = ("scheduler", "drafter", "verifier", "refiner", "risk")
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +41,7 @@ def test_validates_against_the_compose_specification():
         "prometheus",
         "redis",
         "refiner",
+        "risk",
         "scheduler",
         "verifier",
     ]
@@ -59,6 +62,13 @@ def test_the_scheduler_starts_after_its_three_backends_are_healthy(compose):
         "refiner": "service_healthy",
         "redis": "service_healthy",
     }
+
+
+def test_the_verifier_calls_the_risk_model_once_it_is_healthy(compose):
+    verifier = compose["services"]["verifier"]
+    assert verifier["environment"]["DELIBERATE_RISK_ADDRESS"] == f"risk:{RiskSettings.model_fields['port'].default}"
+    assert verifier["depends_on"]["risk"] == {"condition": "service_healthy"}
+    assert compose["services"]["risk"]["restart"] == "unless-stopped"
 
 
 def test_only_the_watchdog_restarts_the_verifier_by_the_name_it_is_given(compose):

@@ -8,7 +8,7 @@ from pathlib import Path
 from deploy.requirements import requirements
 
 CONTAINERFILE = Path(__file__).resolve().parents[2] / "deploy/Containerfile"
-SERVICES = ("scheduler", "verifier", "drafter", "refiner")
+SERVICES = ("scheduler", "verifier", "drafter", "refiner", "risk")
 
 
 def stages() -> dict[str, str]:
@@ -51,6 +51,18 @@ def test_the_gateway_image_is_non_root_checks_its_http_health_and_needs_no_engin
     gateway = requirements("gateway")
     assert any(r.startswith("starlette") for r in gateway) and any(r.startswith("uvicorn") for r in gateway)
     assert not any(r.startswith(("torch", "xllamacpp", "redis", "common-expression-language")) for r in gateway)
+
+
+def test_the_risk_image_holds_the_core_only():
+    risk = requirements("risk")
+    assert any(r.startswith("grpcio>") for r in risk) and any(
+        r.startswith("opentelemetry-instrumentation-grpc") for r in risk
+    )
+    assert not any(
+        r.startswith(("torch", "xllamacpp", "redis", "common-expression-language", "starlette")) for r in risk
+    )
+    body = stages()["risk"]
+    assert "COPY --from=venv-risk " in body and "EXPOSE 50055 9468" in body
 
 
 def test_only_the_engine_images_carry_llama_cpp_and_the_models_and_none_carries_torch():

@@ -15,10 +15,12 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RENDER_PY = REPO_ROOT / "deploy" / "k8s" / "render.py"
 
-SERVICES = {"scheduler": 50051, "drafter": 50052, "verifier": 50053, "refiner": 50054}
+SERVICES = {"scheduler": 50051, "drafter": 50052, "verifier": 50053, "refiner": 50054, "risk": 50055}
 GATEWAY_PORT = 8080  # the OpenAI-compatible gateway: HTTP, not gRPC
 ENGINE_SERVICES = ("drafter", "refiner")
 SAFE_RETRY_CONDITIONS = {"connect-failure", "refused-stream", "unavailable"}
+HEALTHCHECK = ["python", "-m", "deliberate.core.healthcheck"]
+TLS_DIR = "/etc/deliberate/tls"
 CLUSTER_SCOPED = {"Namespace", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 
 
@@ -162,7 +164,11 @@ def test_grpc_probes_ask_the_port_the_service_listens_on(rendered, overlay):
         for key, probe in probes.items():
             if "grpc" in probe:
                 assert probe["grpc"]["port"] == port, (name, key)
-        assert probes["readinessProbe"]["grpc"]["port"] == port
+        readiness = probes["readinessProbe"]
+        if overlay == "tls":  # the image's health check asks 127.0.0.1:$DELIBERATE_PORT, the port served
+            assert readiness["exec"]["command"][:3] == HEALTHCHECK, name
+        else:
+            assert readiness["grpc"]["port"] == port
         if name in ENGINE_SERVICES:
             # The model loads before health says SERVING: allow minutes before liveness starts counting.
             startup = probes["startupProbe"]
@@ -178,12 +184,12 @@ def test_services_bind_all_interfaces(rendered, overlay):
 def test_scheduler_addresses_name_the_services(rendered):
     objects = rendered["base"]
     values = env(objects, "scheduler")
-    for name, port in SERVICES.items():
-        if name != "scheduler":
-            assert values[f"DELIBERATE_{name.upper()}_ADDRESS"] == f"{name}:{port}"
-            assert name in of_kind(objects, "Service")
+    for name in ("drafter", "verifier", "refiner"):
+        assert values[f"DELIBERATE_{name.upper()}_ADDRESS"] == f"{name}:{SERVICES[name]}"
+        assert name in of_kind(objects, "Service")
     assert values["DELIBERATE_VERIFIER_HEALTH_URL"] == "http://verifier:8081/health"
     assert values["DELIBERATE_RESTARTER"] == "kubernetes"
+    assert env(objects, "verifier")["DELIBERATE_RISK_ADDRESS"] == f"risk:{SERVICES['risk']}"
 
 
 def test_schedulers_share_their_state_in_redis_on_a_persistent_volume(rendered):
@@ -247,6 +253,7 @@ def test_only_the_scheduler_gets_an_api_token(rendered):
         "drafter": False,
         "verifier": False,
         "refiner": False,
+        "risk": False,
         "gateway": False,
         "redis": False,
     }
@@ -362,6 +369,45 @@ def test_every_deployment_has_a_disruption_budget_selecting_its_pods(rendered):
     for name, deployment in (of_kind(objects, "Deployment") | of_kind(objects, "StatefulSet")).items():
         selector = budgets[name]["spec"]["selector"]["matchLabels"]
         assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+
+
+# --- tls -------------------------------------------------------------------------------------------------------
+def test_tls_overlay_serves_mutual_tls_on_every_grpc_hop(rendered):
+    objects = rendered["tls"]
+    for name in SERVICES:
+        settings = env(objects, name)
+        assert settings["DELIBERATE_TLS_CERT_FILE"] == f"{TLS_DIR}/tls.crt", name
+        assert settings["DELIBERATE_TLS_KEY_FILE"] == f"{TLS_DIR}/tls.key", name
+        assert settings["DELIBERATE_TLS_CLIENT_CA_FILE"] == f"{TLS_DIR}/ca.crt", name
+    for caller in ("scheduler", "gateway", "verifier"):
+        settings = env(objects, caller)
+        assert settings["DELIBERATE_DOWNSTREAM_TLS_CA_FILE"] == f"{TLS_DIR}/ca.crt", caller
+        assert settings["DELIBERATE_DOWNSTREAM_TLS_CERT_FILE"] == f"{TLS_DIR}/client.crt", caller
+    for name in (*SERVICES, "gateway"):
+        mounts = {m["mountPath"]: m for m in container(objects, name)["volumeMounts"]}
+        assert mounts[TLS_DIR]["readOnly"] is True, name
+        assert "/tmp" in mounts, f"{name}: the base's writable /tmp must survive the patch"
+        volumes = {v["name"]: v for v in one(objects, "Deployment", name)["spec"]["template"]["spec"]["volumes"]}
+        assert volumes[mounts[TLS_DIR]["name"]]["secret"]["secretName"] == "deliberate-tls", name
+
+
+def test_tls_overlay_probes_present_the_client_certificate(rendered):
+    # The kubelet's gRPC probes speak plain text only; against an mTLS server they would always fail.
+    for name in SERVICES:
+        spec = container(rendered["tls"], name)
+        for key in ("startupProbe", "readinessProbe", "livenessProbe"):
+            probe = spec.get(key, {})
+            assert "grpc" not in probe, (name, key)
+            if "exec" in probe:
+                command = probe["exec"]["command"]
+                assert command[:3] == HEALTHCHECK and f"{TLS_DIR}/client.crt" in command, (name, key)
+
+
+def test_only_the_tls_overlay_turns_app_level_tls_on(rendered):
+    # In the mesh the sidecars encrypt every hop; app-level TLS there would break the kubelet's probes for nothing.
+    for overlay in set(rendered) - {"tls"}:
+        for name in (*SERVICES, "gateway"):
+            assert not [key for key in env(rendered[overlay], name) if "TLS" in key], (overlay, name)
 
 
 # --- istio -------------------------------------------------------------------------------------------------------

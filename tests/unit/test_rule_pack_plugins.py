@@ -1,5 +1,6 @@
 """Rule packs are plugins: the Verifier finds every pack but `arithmetic` through the `deliberate.rule_packs`
-entry point — the ad-selection pack shipped with deliberate exactly like a user's — and imports none."""
+entry point — the ad-selection and promotion packs shipped with deliberate exactly like a user's — and imports
+none."""
 
 from __future__ import annotations
 
@@ -61,11 +62,20 @@ def test_no_verifier_module_imports_the_examples_or_a_pack_plugin():
     assert {path: names for path, names in offending.items() if names} == {}
 
 
-def test_ad_selection_is_declared_under_the_entry_point_group():
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("ad_selection", "deliberate.rule_packs.ad_selection:AdSelectionPack"),
+        ("credit", "deliberate.rule_packs.credit:CreditPack"),
+        ("promotion", "deliberate.rule_packs.promotion:PromotionPack"),
+    ],
+)
+def test_the_shipped_packs_are_declared_under_the_entry_point_group(name, value):
     declared = {entry.name: entry.value for entry in entry_points(group=ENTRY_POINT_GROUP)}
-    assert declared.get("ad_selection") == "deliberate.rule_packs.ad_selection:AdSelectionPack", (
+    assert declared.get(name) == value, (
         "the installed metadata lacks the entry point: reinstall the project (pip install -e .)"
     )
+    assert declared.get("credit") == "deliberate.rule_packs.credit:CreditPack"
 
 
 def test_the_verifier_finds_ad_selection_through_the_entry_point_not_by_import():
@@ -73,17 +83,21 @@ def test_the_verifier_finds_ad_selection_through_the_entry_point_not_by_import()
         """
         import json, sys
         import deliberate.verifier.__main__, deliberate.verifier.server, deliberate.verifier.constraints
-        before = "deliberate.rule_packs.ad_selection" in sys.modules
+        before = any(name.startswith("deliberate.rule_packs.") for name in sys.modules)
         from deliberate.verifier.packs import load_registry
         registry = load_registry()
         print(json.dumps({"imported_by_the_verifier": before, "packs": sorted(registry),
-                          "module": registry["ad_selection"].__module__}))
+                          "modules": [registry[name].__module__ for name in ("ad_selection", "credit", "promotion")]}))
         """
     )
     assert found == {
         "imported_by_the_verifier": False,
-        "packs": ["ad_selection", "arithmetic"],
-        "module": "deliberate.rule_packs.ad_selection.pack",
+        "packs": ["ad_selection", "arithmetic", "credit", "promotion"],
+        "modules": [
+            "deliberate.rule_packs.ad_selection.pack",
+            "deliberate.rule_packs.credit.pack",
+            "deliberate.rule_packs.promotion.pack",
+        ],
     }
 
 
@@ -127,7 +141,9 @@ def test_a_user_pack_installed_under_the_entry_point_is_loaded_and_run(tmp_path)
         """,
         extra_path=tmp_path,
     )
-    assert result["packs"] == ["ad_selection", "arithmetic", "shout"], "the broken entry point is skipped"
+    assert result["packs"] == ["ad_selection", "arithmetic", "credit", "promotion", "shout"], (
+        "the broken entry point is skipped"
+    )
     assert result["verdicts"] == {
         "THE ANSWER IS 4": ["all_caps passed: capitals"],
         "the answer is 4": ["all_caps failed: lower-case letters"],

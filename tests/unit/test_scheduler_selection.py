@@ -171,3 +171,17 @@ def test_a_checked_draft_outranks_an_unchecked_one_of_equal_score():
     selection = select([unchecked, checked], max_selected=2)
     assert [d.draft_id for d in selection.selected] == ["slow", "fast"]
     assert selection.status == "verified" and selection.verified_by == ["arithmetic"]
+
+
+def test_the_ranking_lists_every_draft_valid_ones_as_ranked_then_the_others_by_score():
+    drafts = [
+        Scored("bad-high", 0, False, 0.6, answer="1"),
+        Scored("good", 1, True, 0.9, answer="72"),
+        Scored("bad-low", 2, False, 0.1, answer="2"),
+        Scored("fine", 3, True, 0.5, answer="72"),
+    ]
+    selection = select(drafts, max_selected=1)
+    assert [d.draft_id for d in selection.selected] == ["good"]
+    assert selection.ranking == ("good", "fine", "bad-high", "bad-low")
+    invalid_only = select([d for d in drafts if not d.valid], max_selected=1)
+    assert invalid_only.ranking == ("bad-high", "bad-low") and invalid_only.selected[0].draft_id == "bad-high"

@@ -15,6 +15,7 @@ from deliberate.verifier.arithmetic import (
     ArithmeticReport,
     WrongEquation,
     check_arithmetic,
+    computations,
     format_wrong,
 )
 
@@ -507,3 +508,16 @@ def test_wrong_latex_equations_are_explained(text, message):
 def test_a_latex_mixed_number_is_skipped_not_misread():
     # 2\frac{1}{2} is two and a half; read as "21/2" it would make a right equation wrong.
     assert check_arithmetic("2\\frac{1}{2} \\times 2 = 5") == ArithmeticReport(checked=0, wrong=())
+
+
+def test_computations_are_what_a_draft_computes_however_it_is_written():
+    written = ("48 / 2 = 24", "48 ÷ 2 = 24.0", "$48/2 = $24", "2 x 48 = 96")
+    keys = [[c.key for c in computations(text)] for text in written]
+    assert keys == [["2 48 -> 24"]] * 3 + [["2 48 -> 96"]]
+    assert [c.key for c in computations("1,200.50 + 0.5 = 1201")] == ["0.5 1200.5 -> 1201"]
+
+
+def test_computations_are_listed_once_in_order_up_to_the_first_wrong_one():
+    text = "48 / 2 = 24\nso 48/2 = 24 again\n48 + 24 = 72\n48 * 2 = 92\n3 + 3 = 6"
+    assert [(c.key, c.line) for c in computations(text)] == [("2 48 -> 24", 0), ("24 48 -> 72", 2)]
+    assert computations("no equation here") == [] and computations("x = 5") == []

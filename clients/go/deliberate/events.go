@@ -7,7 +7,7 @@ import (
 )
 
 // Event is one stage event of a SolveStream, as the contract's oneof: RoundStarted, DraftGenerated,
-// DraftVerified, DraftSelected, DraftDiscarded, RefineChunk, Final, or UnknownEvent for an event newer than
+// DraftVerified, DraftSelected, DraftDiscarded, ConsensusPrefix, RefineChunk, Final, or UnknownEvent for an event newer than
 // this client. Each embeds the generated message, so its fields read directly (event.Round, event.Draft.Text).
 // The order they arrive in is documented in docs/scheduler.md ("SolveStream event order").
 type Event interface {
@@ -25,6 +25,8 @@ type (
 	DraftSelected struct{ *schedulerv1.DraftSelected }
 	// DraftDiscarded: a draft does not go to refinement, and why.
 	DraftDiscarded struct{ *schedulerv1.DraftDiscarded }
+	// ConsensusPrefix: the opening enough drafts agree on, before refinement; the answer starts with it.
+	ConsensusPrefix struct{ *schedulerv1.ConsensusPrefix }
 	// RefineChunk: the next piece of the final answer's text.
 	RefineChunk struct{ *schedulerv1.RefineChunk }
 	// Final: the whole result, as Solve returns it; the last event.
@@ -35,14 +37,15 @@ type (
 	}
 )
 
-func (RoundStarted) isEvent()   {}
-func (DraftGenerated) isEvent() {}
-func (DraftVerified) isEvent()  {}
-func (DraftSelected) isEvent()  {}
-func (DraftDiscarded) isEvent() {}
-func (RefineChunk) isEvent()    {}
-func (Final) isEvent()          {}
-func (UnknownEvent) isEvent()   {}
+func (RoundStarted) isEvent()    {}
+func (DraftGenerated) isEvent()  {}
+func (DraftVerified) isEvent()   {}
+func (DraftSelected) isEvent()   {}
+func (DraftDiscarded) isEvent()  {}
+func (ConsensusPrefix) isEvent() {}
+func (RefineChunk) isEvent()     {}
+func (Final) isEvent()           {}
+func (UnknownEvent) isEvent()    {}
 
 // Stream is a running SolveStream. Recv returns its events in order, then io.EOF after the Final event;
 // a failed solve returns an *Error instead.
@@ -80,6 +83,8 @@ func event(message *schedulerv1.SolveStreamResponse) Event {
 		return DraftSelected{e.DraftSelected}
 	case *schedulerv1.SolveStreamResponse_DraftDiscarded:
 		return DraftDiscarded{e.DraftDiscarded}
+	case *schedulerv1.SolveStreamResponse_ConsensusPrefix:
+		return ConsensusPrefix{e.ConsensusPrefix}
 	case *schedulerv1.SolveStreamResponse_RefineChunk:
 		return RefineChunk{e.RefineChunk}
 	case *schedulerv1.SolveStreamResponse_Final:

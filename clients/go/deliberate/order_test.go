@@ -23,6 +23,7 @@ type orderCheck struct {
 	settled             map[string]bool // drafts selected or discarded
 	selected            map[int32]string
 	refined             strings.Builder
+	consensus           bool
 }
 
 const (
@@ -80,6 +81,11 @@ func (c *orderCheck) next(event deliberate.Event) error {
 		return c.settle(e.DraftId)
 	case deliberate.DraftDiscarded:
 		return c.settle(e.DraftId)
+	case deliberate.ConsensusPrefix:
+		if c.phase != settling || len(c.settled) != len(c.drafts) || c.consensus {
+			return fmt.Errorf("consensus prefix before every draft was selected or discarded, after refinement began, or twice")
+		}
+		c.consensus = true
 	case deliberate.RefineChunk:
 		if c.phase == settling && len(c.settled) == len(c.drafts) {
 			c.phase = refining

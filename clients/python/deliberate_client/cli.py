@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -20,6 +21,7 @@ import grpc
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 
+from . import notify
 from .client import DeliberateClient, build_request, to_json
 
 COMMANDS_GROUP = "deliberate.commands"
@@ -28,12 +30,20 @@ SERVER_COMMANDS = {
     "up": "start drafter, verifier, refiner, scheduler and the OpenAI-compatible gateway as local processes",
     "eval": "compare single pass, self-consistency, best-of-N and the pipeline on GSM8K (docs/eval.md)",
     "traces": "per-stage latency, draft funnel and rejecting rules from the services' spans (docs/telemetry.md)",
+    "dataset": "verifier training records from real Drafter/Verifier runs on GSM8K and the examples (docs/judge.md)",
+    "train-judge": "fine-tune the embedded SmolLM2 into the Verifier's judge and measure it (docs/judge.md)",
 }
 
 EXAMPLE_QUESTION = (
     "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
     "How many clips did Natalia sell altogether in April and May?"
 )
+# Exit statuses of `deliberate solve` besides 0.
+EXIT_FAILED = 1  # SOLVE_STATUS_FAILED: no answer
+EXIT_RPC_ERROR = 2
+EXIT_NOT_NOTIFIED = 3  # the answer was printed, but the webhook did not take it
+# The statuses of an answered request, any of which --notify may deliver.
+ANSWERED = ("verified", "unchecked", "unverified")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -43,9 +53,7 @@ def main(argv: list[str] | None = None) -> None:
     commands = parser.add_subparsers(dest="command", required=True)
 
     solve = commands.add_parser("solve", help="solve one question through the Scheduler")
-    solve.add_argument("prompt", nargs="?", help="the question (or use --example)")
-    solve.add_argument("--example", choices=sorted(EXAMPLES), help="solve a worked example with its constraints")
-    add_solve_options(solve)
+    add_solve_arguments(solve)
     solve.set_defaults(run=run_solve)
 
     installed = {entry.name: entry for entry in entry_points(group=COMMANDS_GROUP)}
@@ -70,6 +78,13 @@ def needs_server(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 2
+
+
+def add_solve_arguments(parser: argparse.ArgumentParser) -> None:
+    """`deliberate solve`'s arguments; `deliberate up --solve-example` parses its example with them too."""
+    parser.add_argument("prompt", nargs="?", help="the question (or use --example)")
+    parser.add_argument("--example", choices=sorted(EXAMPLES), help="solve a worked example with its constraints")
+    add_solve_options(parser)
 
 
 def add_solve_options(parser: argparse.ArgumentParser) -> None:
@@ -110,6 +125,56 @@ def add_solve_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--timeout", type=float, default=300.0, help="deadline in seconds")
     parser.add_argument("--json", action="store_true", help="print the final response in protobuf's JSON mapping")
+    parser.add_argument(
+        "--request-id", default="", help="the request's id (default: the Scheduler's); the webhook's Idempotency-Key"
+    )
+    add_notify_options(parser)
+
+
+def add_notify_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--notify",
+        metavar="URL",
+        type=webhook_url,
+        help="POST the final answer as JSON to this webhook, with retries and an Idempotency-Key header"
+        " (docs/business-cases.md#delivery-to-a-webhook)",
+    )
+    parser.add_argument(
+        "--notify-status",
+        type=notify_statuses,
+        default=["verified"],
+        help=f"comma-separated statuses worth delivering, of {', '.join(ANSWERED)} (default: verified)",
+    )
+    parser.add_argument(
+        "--notify-attempts", type=positive(int), default=notify.Policy.attempts, help="attempts at most"
+    )
+    parser.add_argument(
+        "--notify-timeout", type=positive(float), default=notify.Policy.timeout_s, help="seconds each attempt may take"
+    )
+
+
+def webhook_url(text: str) -> str:
+    try:
+        return notify.check_url(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def notify_statuses(text: str) -> list[str]:
+    chosen = [s.strip().lower() for s in text.split(",") if s.strip()]
+    if not chosen or any(s not in ANSWERED for s in chosen):
+        raise argparse.ArgumentTypeError(f"{text!r}: choose among {', '.join(ANSWERED)}")
+    return chosen
+
+
+def positive(kind: type) -> Callable[[str], int | float]:
+    def parse(text: str) -> int | float:
+        value = kind(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        return value
+
+    return parse
 
 
 def example_ad_selection() -> dict:
@@ -123,7 +188,33 @@ def example_ad_selection() -> dict:
     }
 
 
-EXAMPLES = {"ad-selection": example_ad_selection}
+def example_credit_offer() -> dict:
+    from deliberate_client.examples import credit
+
+    return {
+        "prompt": credit.prompt(),
+        "output_schema": json.dumps(credit.OUTPUT_SCHEMA),
+        "constraints": credit.CONSTRAINTS,
+        "context": credit.context(),
+    }
+
+
+def example_promotion() -> dict:
+    from deliberate_client.examples import promotion
+
+    return {
+        "prompt": promotion.prompt(),
+        "output_schema": json.dumps(promotion.output_schema()),
+        "constraints": promotion.constraints(),
+        "context": promotion.context(),
+    }
+
+
+EXAMPLES = {
+    "ad-selection": example_ad_selection,
+    "credit-offer": example_credit_offer,
+    "promotion": example_promotion,
+}
 
 
 def request_from_args(args: argparse.Namespace):
@@ -147,6 +238,7 @@ def request_from_args(args: argparse.Namespace):
         context=json.loads(args.context.read_text()) if args.context else example.get("context"),
         constraints=constraints,
         disable_default_arithmetic=getattr(args, "no_default_arithmetic", False),
+        request_id=getattr(args, "request_id", ""),
     )
 
 
@@ -171,10 +263,36 @@ def run_solve(args: argparse.Namespace) -> int:
                 view.show(event)
         except grpc.RpcError as error:
             print(f"\nerror: {error.code().name}: {error.details()}", file=sys.stderr)
-            return 2
+            return EXIT_RPC_ERROR
     if args.json:
         print(to_json(view.final))
-    return 0 if view.final is not None and view.final.status != pb.SOLVE_STATUS_FAILED else 1
+    if view.final is None or view.final.status == pb.SOLVE_STATUS_FAILED:
+        if args.notify:
+            print(f"notify: nothing sent to {args.notify}: the request failed", file=sys.stderr)
+        return EXIT_FAILED
+    if args.notify and not notified(view.final, args):
+        return EXIT_NOT_NOTIFIED
+    return 0
+
+
+def notified(final: pb.SolveResponse, args: argparse.Namespace) -> bool:
+    """Delivers the answer to --notify (after it was printed: a webhook that fails never loses it); says on
+    stderr what happened. False only when the webhook should have taken it and did not."""
+    status = pb.SolveStatus.Name(final.status).removeprefix("SOLVE_STATUS_").lower()
+    if status not in args.notify_status:
+        print(
+            f"notify: not sent to {args.notify}: status {status} is not in --notify-status"
+            f" ({','.join(args.notify_status)})",
+            file=sys.stderr,
+        )
+        return True
+    policy = notify.Policy(attempts=args.notify_attempts, timeout_s=args.notify_timeout)
+    delivery = notify.deliver(args.notify, notify.payload(final), final.request_id, policy)
+    if delivery.delivered:
+        print(f"notify: delivered to {args.notify} ({delivery.detail}, attempt {delivery.attempts})", file=sys.stderr)
+        return True
+    print(f"error: notify {args.notify}: {delivery.detail}; the answer (above) was not delivered", file=sys.stderr)
+    return False
 
 
 class ProgressView:
@@ -185,6 +303,7 @@ class ProgressView:
         self.final: pb.SolveResponse | None = None
         self.index: dict[str, int] = {}
         self.refining = False
+        self.streamed = ""  # the refined answer as it streamed
 
     def say(self, text: str = "", end: str = "\n") -> None:
         if not self.quiet:
@@ -221,10 +340,18 @@ class ProgressView:
         elif kind == "draft_discarded":
             s = event.draft_discarded
             self.say(f"  draft #{self.index.get(s.draft_id, '?')} discarded  {s.reason}")
+        elif kind == "consensus_prefix":
+            c = event.consensus_prefix
+            agreed = f"{c.computations} computations" if c.basis == "computations" else f"{c.lines} lines"
+            self.say(
+                f"  consensus prefix: {len(c.supporting_draft_ids)} drafts agree on {agreed}, in the words of draft"
+                f" #{self.index.get(c.source_draft_id, '?')}: {c.text.strip()[:120]!r}"
+            )
         elif kind == "refine_chunk":
             if not self.refining:
                 self.refining = True
                 self.say("\nanswer (streaming from the refiner):")
+            self.streamed += event.refine_chunk.text
             self.say(event.refine_chunk.text, end="")
         elif kind == "final":
             self.final = event.final
@@ -234,6 +361,8 @@ class ProgressView:
         t = r.timings
         stages = ("draft", "verify", "select", "refine", "total")
         timing = "  ".join(f"{s} {getattr(t, s).ToTimedelta().total_seconds():.2f}s" for s in stages)
+        if r.answer.strip() != self.streamed.strip():  # the refinement was rejected: the answer is a draft's
+            self.say(f"\n\nanswer:\n{r.answer.strip()}", end="")
         self.say(f"\n\nstatus  {pb.SolveStatus.Name(r.status).removeprefix('SOLVE_STATUS_')} — {r.status_reason}")
         for line in verified_by_lines(r):
             self.say(line)

@@ -49,6 +49,8 @@ DEFAULT_EXCLUDE = ROOT / "bench/eval/tuning_problems.txt"
 RESULTS = ROOT / "bench/results"
 DEFAULT_SEED = 2026
 SCHEDULER_SERVICES = ("drafter", "verifier", "refiner", "scheduler")
+# With --judges: the Scheduler waits this much longer for a verdict than the judge may take.
+JUDGE_VERIFY_MARGIN_S = 5.0
 
 
 # --------------------------------------------------------------------------------------------------
@@ -144,6 +146,10 @@ class Settings:
     timeout_s: float
     engine: str
     model: str
+    # The Verifier's judge (--judges): "off", an engine with judge_model, or a trained judge's directory.
+    judge: str = "off"
+    judge_model: str = ""
+    judge_timeout_s: float = 0.0
 
     @property
     def largest(self) -> int:
@@ -161,6 +167,24 @@ class Settings:
             "ads_catalog_size": self.ads_catalog_size,
             "engine": self.engine,
             "model": self.model,
+        } | self.judge_fingerprint()
+
+    def judge_fingerprint(self) -> dict:
+        """Present only with --judges, so runs files made before it stay readable."""
+        if self.judge == "off" and not self.judge_timeout_s:
+            return {}
+        return {"judge": self.judge, "judge_model": self.judge_model, "judge_timeout_s": self.judge_timeout_s}
+
+    def judge_env(self) -> dict[str, str]:
+        """What the stack's services read to run this judge: the Verifier's judge, and the Scheduler's
+        per-draft verification deadline raised above the judge's own (else every judged verdict is late)."""
+        if not self.judge_fingerprint():
+            return {}
+        return {
+            "DELIBERATE_JUDGE": self.judge,
+            "DELIBERATE_JUDGE_MODEL": self.judge_model,
+            "DELIBERATE_JUDGE_TIMEOUT_S": str(self.judge_timeout_s),
+            "DELIBERATE_VERIFY_TIMEOUT_S": str(self.judge_timeout_s + JUDGE_VERIFY_MARGIN_S),
         }
 
 
@@ -208,6 +232,14 @@ def single_pass(services: Services, s: Settings, request_id: str, prompt: str, o
     }
 
 
+def judge_of(verdict: common_pb2.DraftVerdict) -> dict:
+    """The judge's verdict on a draft, when a judge ran on it."""
+    if not verdict.HasField("judge"):
+        return {}
+    j = verdict.judge
+    return {"judge": {"valid": j.valid, "score": round(j.score, 4), "error": j.error, "latency_s": seconds(j.latency)}}
+
+
 def solve(services: Services, s: Settings, request: pb.SolveRequest) -> tuple[dict, pb.SolveResponse | None]:
     """One Scheduler Solve with N = the largest size; every draft report kept."""
     started = time.perf_counter()
@@ -240,6 +272,7 @@ def solve(services: Services, s: Settings, request: pb.SolveRequest) -> tuple[di
                 for x in r.verdict.rule_results
                 if not x.passed
             ],
+            **judge_of(r.verdict),
         }
         for r in response.drafts
     ]
@@ -558,6 +591,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--refiner-address", help="with --address (default: the Scheduler's port + 3)")
     parser.add_argument("--timeout", type=float, default=900.0, help="deadline per call in seconds")
     parser.add_argument("--log-dir", type=Path, default=Path(".deliberate/eval-logs"), help="service logs")
+    parser.add_argument(
+        "--judges",
+        help="compare the Verifier's judges: label=setting pairs, comma-separated, each a --judge value, e.g. "
+        "rules=off,untrained=transformers,trained=.deliberate/judges/smollm2-135m-judge; one stack and runs file "
+        "<name>-<label> each, on the same problems, and <name>.json/.md comparing them (docs/judge.md)",
+    )
+    parser.add_argument("--judge-model", default="smollm2-135m", help="with --judges: an engine judge's model")
+    parser.add_argument("--judge-timeout", type=float, default=60.0, help="with --judges: seconds per verdict")
+    parser.add_argument(
+        "--problems-from",
+        type=Path,
+        help="a `deliberate dataset` directory: its GSM8K validation problems (the first --limit of them) "
+        "instead of a sample, so a trained judge is measured on problems it never saw",
+    )
 
 
 def engine_and_model() -> tuple[str, str]:
@@ -607,8 +654,14 @@ def run(args: argparse.Namespace) -> int:
         engine=engine,
         model=model,
     )
+    if args.judges:
+        return compare_judges(args, s)
     if args.summarize_only:
         return summarize(paths)
+    return run_settings(args, s, paths)
+
+
+def run_settings(args: argparse.Namespace, s: Settings, paths: eval_summary.Paths) -> int:
     if args.fresh and paths.runs.exists():
         paths.runs.unlink()
 
@@ -627,7 +680,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     default_data = args.data.resolve() == DEFAULT_DATA.resolve()
     exclude = read_exclusions(args.exclude or (DEFAULT_EXCLUDE if default_data else None))
-    problems = load_problems(args.data, args.limit, args.seed, exclude)
+    if args.problems_from:
+        problems = validation_problems(args.problems_from, args.data, args.limit)
+    else:
+        problems = load_problems(args.data, args.limit, args.seed, exclude)
     ad_seeds = [args.seed + k for k in range(1, args.ads + 1)]
     todo = [p for p in problems if p.id not in done]
     ads_todo = [seed for seed in ad_seeds if f"ads:{seed}" not in done]
@@ -669,7 +725,7 @@ def evaluate(
         refiner = args.refiner_address or neighbour(scheduler, 3)
     else:
         state_dir = Path(tempfile.mkdtemp(prefix="deliberate-eval-"))
-        stack = Stack(ports=Ports.free(), log_dir=args.log_dir, state_dir=state_dir)
+        stack = Stack(ports=Ports.free(), log_dir=args.log_dir, state_dir=state_dir, env=s.judge_env())
         print(f"starting the four services ({s.engine}, {s.model}; logs in {args.log_dir}/) …", file=sys.stderr)
         try:
             stack.up(timeout_s=600)
@@ -710,6 +766,123 @@ def evaluate(
             stack.down()
     code = summarize(paths) if paths.runs.exists() else 0
     return 1 if stopped else code
+
+
+# --------------------------------------------------------------------------------------------------
+# Judges compared (--judges)
+# --------------------------------------------------------------------------------------------------
+
+
+def parse_judges(text: str) -> list[tuple[str, str]]:
+    """`rules=off,trained=DIR` -> [("rules", "off"), ("trained", "DIR")]."""
+    pairs = []
+    for item in text.split(","):
+        label, sep, setting = item.strip().partition("=")
+        if not sep or not label.strip() or not setting.strip():
+            raise ValueError(f"--judges: {item!r} is not label=setting")
+        pairs.append((label.strip(), setting.strip()))
+    if len({label for label, _ in pairs}) != len(pairs):
+        raise ValueError("--judges: a label is given twice")
+    return pairs
+
+
+def validation_problems(dataset: Path, data: Path, limit: int) -> list[Problem]:
+    """The first `limit` GSM8K problems of a dataset's validation split, in the order they were written (the file
+    only grows, so the same limit names the same problems later), read from `data`."""
+    lines = []
+    path = dataset / "validation.jsonl"
+    if path.exists():
+        for raw in path.read_text().splitlines():
+            meta = json.loads(raw)["meta"] if raw.strip() else {}
+            if meta.get("source") == "gsm8k":
+                lines.append(int(meta["problem_id"].split(":", 1)[1]))
+    wanted = list(dict.fromkeys(lines))[:limit]
+    with data.open() as rows:
+        by_line = {i: json.loads(row) for i, row in enumerate(rows) if i in set(wanted)}
+    return [Problem(f"{data.stem}:{i}", i, by_line[i]["question"], by_line[i]["answer"].rsplit("####", 1)[-1].strip())
+            for i in wanted]  # fmt: skip
+
+
+def compare_judges(args: argparse.Namespace, s: Settings) -> int:
+    """One run per judge setting, each on its own stack, then a table of accuracy and latency per setting."""
+    from dataclasses import replace
+
+    from .eval_stats import is_correct, percentile
+
+    if args.address:
+        print("error: --judges starts a stack per judge; leave out --address", file=sys.stderr)
+        return 2
+    try:
+        judges = parse_judges(args.judges)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    rows = []
+    for label, judge in judges:
+        engine_judge = judge in ("off", "llamacpp", "transformers", "vllm", "remote")
+        setting = replace(s, judge=judge, judge_model=args.judge_model if engine_judge else "",
+                          judge_timeout_s=args.judge_timeout)  # fmt: skip
+        paths = eval_summary.Paths(args.results_dir, f"{args.name}-{label}")
+        print(f"\n== judge {label}: --judge {judge} ==", file=sys.stderr)
+        code = run_settings(args, setting, paths)
+        if code:
+            return code
+        records = [r for r in read_runs(paths.runs) if r.get("task") == "gsm8k"]
+        solved = [r["solve"] for r in records]
+        latencies = [x["latency_s"] for x in solved]
+        drafts = [d for x in solved for d in x.get("drafts", [])]
+        judged = [d["judge"] for d in drafts if "judge" in d]
+        rows.append({
+            "label": label,
+            "judge": judge,
+            "problems": len(records),
+            "correct": sum(is_correct(r["solve"].get("answer"), r["gold"]) for r in records),
+            "verified": sum(x.get("status") == "VERIFIED" for x in solved),
+            "mean_latency_s": round(sum(latencies) / len(latencies), 2) if latencies else None,
+            "p95_latency_s": round(percentile(latencies, 0.95), 2) if latencies else None,
+            "mean_verify_s": round(sum(x["timings"]["verify"] for x in solved) / len(solved), 2) if solved else None,
+            "drafts": len(drafts),
+            "drafts_judged": len(judged),
+            "judge_said_valid": sum(j["valid"] for j in judged if not j["error"].startswith("judge ")),
+            "judge_unusable": sum(j["error"].startswith("judge ") for j in judged),
+            "errors": sum(1 for x in solved if x.get("error")),
+        })  # fmt: skip
+    for row in rows:
+        row["accuracy"] = round(row["correct"] / row["problems"], 4) if row["problems"] else None
+    environment = {k: v for k, v in sorted(os.environ.items()) if k.startswith("DELIBERATE_")}
+    result = {
+        "command": "deliberate eval " + " ".join(sys.argv[2:]),
+        "environment": environment,  # what the services read besides the flags (the model, re-drafts)
+        "settings": s.fingerprint(),
+        "judges": rows,
+    }
+    args.results_dir.mkdir(parents=True, exist_ok=True)
+    (args.results_dir / f"{args.name}.json").write_text(json.dumps(result, indent=2) + "\n")
+    table = judges_markdown(result)
+    (args.results_dir / f"{args.name}.md").write_text(table)
+    print(table)
+    return 0
+
+
+def judges_markdown(result: dict) -> str:
+    lines = [
+        f"Judges compared on the same {result['judges'][0]['problems']} GSM8K problems: accuracy of the pipeline's "
+        "final answer, latency of the whole Solve.",
+        "",
+        "`" + " ".join(f"{k}={v}" for k, v in result.get("environment", {}).items()) + f" {result['command']}`",
+        "",
+        "| setting | --judge | accuracy | VERIFIED | mean latency | p95 latency | mean verify stage "
+        "| drafts judged | judge said valid | judge unusable |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in result["judges"]:
+        accuracy = "—" if r["accuracy"] is None else f"{r['correct']}/{r['problems']} = {100 * r['accuracy']:.0f} %"
+        lines.append(
+            f"| {r['label']} | `{r['judge']}` | {accuracy} | {r['verified']} | {r['mean_latency_s']} s "
+            f"| {r['p95_latency_s']} s | {r['mean_verify_s']} s | {r['drafts_judged']}/{r['drafts']} "
+            f"| {r['judge_said_valid']} | {r['judge_unusable']} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def summarize(paths: eval_summary.Paths) -> int:

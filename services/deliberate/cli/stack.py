@@ -1,5 +1,6 @@
-"""Starts the four services and the OpenAI-compatible gateway as separate local processes and waits until each
-reports SERVING (the gateway: until its GET /health answers 200).
+"""Starts the four services, the risk-model service the Verifier's credit pack calls, and the OpenAI-compatible
+gateway as separate local processes and waits until each reports SERVING (the gateway: until its GET /health
+answers 200).
 
 Used by `deliberate up`, the integration tests and the end-to-end benchmark, so all three run the
 stack the same way.
@@ -26,7 +27,8 @@ from deliberate.core.config import flag_name
 
 from .local_redis import LocalRedis
 
-SERVICES = ("drafter", "verifier", "refiner", "scheduler")
+# The risk-model service first: the Verifier calls it (docs/business-cases.md).
+SERVICES = ("risk", "drafter", "verifier", "refiner", "scheduler")
 # HTTP in front of the Scheduler; started once the four serve (docs/gateway.md).
 GATEWAY = "gateway"
 
@@ -45,6 +47,9 @@ class Ports:
     refiner_metrics: int = 9467
     # The OpenAI-compatible gateway (HTTP).
     gateway: int = 8080
+    # The risk-model service and its /metrics.
+    risk: int = 50055
+    risk_metrics: int = 9468
 
     @classmethod
     def free(cls) -> Ports:
@@ -98,8 +103,8 @@ class TlsFiles:
 
 @dataclass
 class Stack:
-    """Drafter, refiner and scheduler are started here; the verifier is started and supervised by the scheduler
-    (its `process` restarter), so the scheduler's watchdog can restart it — still four separate processes.
+    """Risk, drafter, refiner and scheduler are started here; the verifier is started and supervised by the
+    scheduler (its `process` restarter), so the scheduler's watchdog can restart it — still separate processes.
     The gateway (`with_gateway`) is a fifth, started once the Scheduler serves."""
 
     ports: Ports = field(default_factory=Ports)
@@ -108,6 +113,8 @@ class Stack:
     log_dir: Path | None = None
     state_dir: Path = Path(".deliberate")
     scheduler_args: list[str] = field(default_factory=list)
+    # Flags for the Verifier beyond its wiring, e.g. ["--workers", "2"]; also in the Scheduler's --verifier-command.
+    verifier_args: list[str] = field(default_factory=list)
     # "redis": the Schedulers share their learned state in `redis`, a local redis-server that `up` starts (data in
     # state_dir/redis) and `down` stops unless the caller gave one; "file": each keeps it in a file under state_dir.
     state: str = "file"
@@ -163,6 +170,7 @@ class Stack:
             settings["metrics_port"] = str(getattr(p, f"{service}_metrics"))
         if service == "verifier":
             settings["http_port"] = str(p.verifier_http)
+            settings["risk_address"] = self.address_of("risk")
         if service == "scheduler":
             settings |= {
                 "drafter_address": self.address_of("drafter"),
@@ -176,7 +184,7 @@ class Stack:
             settings["scheduler_address"] = self.address
         if self.tls:
             settings |= self.tls.serving()
-            if service in ("scheduler", GATEWAY):
+            if service in ("scheduler", "verifier", GATEWAY):
                 settings |= self.tls.calling()
         if service == "scheduler" and self.auth_tokens_file:
             settings["auth_tokens_file"] = str(self.auth_tokens_file)
@@ -186,6 +194,8 @@ class Stack:
         args = [sys.executable, "-m", f"deliberate.{service}"]
         for name, value in self.wiring(service).items():
             args += [flag_name(name), value]
+        if service == "verifier":
+            args += self.verifier_args
         if service == "scheduler":
             verifier = shlex.join(self.command("verifier"))
             args += [

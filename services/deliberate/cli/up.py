@@ -1,6 +1,6 @@
-"""`deliberate up`: the four services as local processes (drafter, verifier, refiner, scheduler) and the
-OpenAI-compatible gateway in front of them, kept serving until Ctrl-C (a service that exits is restarted,
-cli/supervisor.py);
+"""`deliberate up`: the four services as local processes (drafter, verifier, refiner, scheduler), the risk-model
+service the Verifier's credit pack calls, and the OpenAI-compatible gateway in front of them, kept serving until
+Ctrl-C (a service that exits is restarted, cli/supervisor.py);
 `--solve-example` solves one question through them first so a newcomer sees a staged answer."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import sys
 import time
 from pathlib import Path
 
-from deliberate_client.cli import EXAMPLE_QUESTION, SERVER_COMMANDS, run_solve
+from deliberate_client.cli import EXAMPLE_QUESTION, SERVER_COMMANDS, add_solve_arguments, run_solve
 
-from .stack import GATEWAY, Ports, Stack, TlsFiles
+from .stack import GATEWAY, SERVICES, Ports, Stack, TlsFiles
 from .supervisor import CrashLoop, Supervisor
 
 
@@ -60,7 +60,7 @@ def run_up(args: argparse.Namespace) -> int:
         ports=ports, host=args.host, log_dir=args.log_dir, state=args.state, trace_file=args.trace_file,
         tls=tls, auth_tokens_file=args.auth_tokens_file,
     )  # fmt: skip
-    print(f"starting drafter, verifier, refiner, scheduler, gateway (logs in {args.log_dir}/) …", flush=True)
+    print(f"starting risk, drafter, verifier, refiner, scheduler, gateway (logs in {args.log_dir}/) …", flush=True)
     started = time.monotonic()
     try:
         stack.up()
@@ -69,10 +69,10 @@ def run_up(args: argparse.Namespace) -> int:
         stack.down()
         return 1
     print(
-        f"all four services and the gateway SERVING after {time.monotonic() - started:.1f}s; "
+        f"all four services, the risk model and the gateway SERVING after {time.monotonic() - started:.1f}s; "
         f"scheduler at {stack.address}, OpenAI-compatible API at {stack.gateway_url}/v1"
     )
-    for service in ("drafter", "verifier", "refiner", "scheduler"):
+    for service in SERVICES:
         process = stack.processes.get(service)
         owner = f"pid {process.pid:<7}" if process else "supervised by the scheduler (watchdog restarts it)"
         print(f"  {service:<9} {stack.address_of(service)}  {stack.metrics_url(service)}  {owner}")
@@ -82,7 +82,7 @@ def run_up(args: argparse.Namespace) -> int:
         print(f"  spans appended to {args.trace_file}; deliberate traces --file {args.trace_file}")
     if stack.redis is not None:
         print(f"  {'redis':<9} {stack.redis.url}  pid {stack.redis.process.pid} (data in {stack.redis.data_dir}/)")
-    # Drafter, refiner, scheduler and gateway are restarted here when one exits; the Verifier by the watchdog.
+    # Risk, drafter, refiner, scheduler and gateway are restarted here when one exits; the Verifier by the watchdog.
     supervisor = Supervisor(stack)
     # Installed explicitly: a shell that starts us in the background leaves SIGINT ignored.
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -90,14 +90,16 @@ def run_up(args: argparse.Namespace) -> int:
     try:
         if args.solve_example:
             print(f"\nsolving an example: {EXAMPLE_QUESTION}\n")
-            example = argparse.Namespace(
-                prompt=EXAMPLE_QUESTION, address=stack.address, num_drafts=5,
-                max_new_tokens=args.example_max_new_tokens, refine_max_new_tokens=args.example_max_new_tokens,
-                temperature=None, seed=None, schema=None, context=None, timeout=300.0, json=False,
-                example=None, constraints=None, check_arithmetic=True, token_file=None,
-                tls_ca_file=str(tls.ca) if tls else "", tls_cert_file=str(tls.client_cert) if tls else "",
-                tls_key_file=str(tls.client_key) if tls else "",
-            )  # fmt: skip
+            # Parsed by `deliberate solve`'s own parser, so every option it has gets its default here too.
+            solve_parser = argparse.ArgumentParser()
+            add_solve_arguments(solve_parser)
+            example = solve_parser.parse_args([
+                EXAMPLE_QUESTION, "--address", stack.address, "--num-drafts", "5", "--check-arithmetic",
+                "--max-new-tokens", str(args.example_max_new_tokens),
+                "--refine-max-new-tokens", str(args.example_max_new_tokens),
+                "--tls-ca-file", str(tls.ca) if tls else "", "--tls-cert-file", str(tls.client_cert) if tls else "",
+                "--tls-key-file", str(tls.client_key) if tls else "",
+            ])  # fmt: skip
             run_solve(example)
             print(f'\nstill serving at {stack.address}; try: deliberate solve "your question"  (Ctrl-C stops them all)')
         while True:

@@ -17,8 +17,18 @@ FINISH_REASON_NAMES = {value: name for name, value in FINISH_REASONS.items()}
 
 def duration(seconds: float) -> duration_pb2.Duration:
     value = duration_pb2.Duration()
-    value.FromNanoseconds(int(seconds * 1e9))
+    set_duration(value, seconds)
     return value
+
+
+def set_duration(target: duration_pb2.Duration, seconds: float) -> None:
+    """Sets a Duration field in place: what `target.CopyFrom(duration(seconds))` does, without the copy and, for
+    a length of time (never negative), without FromNanoseconds's normalization, which has nothing to do then."""
+    nanos = int(seconds * 1e9)
+    if nanos < 0:
+        target.FromNanoseconds(nanos)
+    else:
+        target.seconds, target.nanos = divmod(nanos, 1_000_000_000)
 
 
 def struct_to_dict(struct) -> dict:

@@ -60,6 +60,8 @@ class ServiceSpec:
     # at most `max_in_flight` of their calls run at once, a call beyond is refused (core/admission.py).
     work_methods: Sequence[str] = ()
     max_in_flight: int = 8
+    # Several processes serve the port (SO_REUSEPORT): the kernel spreads new connections over them.
+    reuse_port: bool = False
 
 
 def method_names(service: ServiceDescriptor, *methods: str) -> list[str]:
@@ -80,6 +82,7 @@ async def serve(spec: ServiceSpec, settings: CommonSettings) -> None:
         options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            *([("grpc.so_reuseport", 1)] if spec.reuse_port else []),
         ],
     )
     health_servicer = health.aio.HealthServicer()

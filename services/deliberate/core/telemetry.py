@@ -48,6 +48,9 @@ NUM_DRAFTS = "deliberate.num_drafts"
 ROUND = "deliberate.round"
 ROUNDS = "deliberate.rounds"
 SOLVE_STATUS = "deliberate.solve.status"
+RISK_PD = "deliberate.risk.probability_of_default"
+RISK_LGD = "deliberate.risk.loss_given_default"
+RISK_MODEL_VERSION = "deliberate.risk.model_version"
 
 
 def stage_seconds(stage: str) -> str:

@@ -82,14 +82,8 @@ class TransformersEngine(Engine):
         use. Give it fewer when other busy processes share those CPUs: a thread that waits for a CPU
         stalls every matmul, and decoding then runs ~2.5x slower than with one thread.
         """
-        directory, gguf_file = _locate(model)
         torch.set_num_threads(threads or cpu_count())
-        # local_files_only: an engine never reaches the network, whatever the environment says.
-        with _quiet_progress_bars(), _parse_gguf_once():
-            tokenizer = AutoTokenizer.from_pretrained(directory, gguf_file=gguf_file, local_files_only=True)
-            network = AutoModelForCausalLM.from_pretrained(
-                directory, gguf_file=gguf_file, dtype=torch.float32, local_files_only=True
-            )
+        network, tokenizer = load_pretrained(model)
         return cls(network, tokenizer)
 
     def format_chat(self, system: str, user: str) -> str:
@@ -361,6 +355,19 @@ def _skinny_linear(module: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
 
 
 # --- Loading --------------------------------------------------------------------------------------------
+
+
+def load_pretrained(model: str) -> tuple[torch.nn.Module, object]:
+    """`model`'s network (fp32, de-quantized from a GGUF) and tokenizer, as transformers loads them: the engine
+    serves them, `deliberate train-judge` fine-tunes them."""
+    directory, gguf_file = _locate(model)
+    # local_files_only: an engine never reaches the network, whatever the environment says.
+    with _quiet_progress_bars(), _parse_gguf_once():
+        tokenizer = AutoTokenizer.from_pretrained(directory, gguf_file=gguf_file, local_files_only=True)
+        network = AutoModelForCausalLM.from_pretrained(
+            directory, gguf_file=gguf_file, dtype=torch.float32, local_files_only=True
+        )
+    return network, tokenizer
 
 
 def _locate(model: str) -> tuple[str, str | None]:

@@ -14,6 +14,7 @@ REFINE = MessageLimits(
         "prompt": Text(Setting("max_prompt_chars"), required=True),
         "selected": Count(1, Setting("max_selected")),
         "selected[].draft.text": Text(Setting("max_draft_chars")),
+        "consensus_prefix": Text(Setting("max_draft_chars")),
         **nested("sampling", SAMPLING),
     },
 )

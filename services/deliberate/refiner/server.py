@@ -11,12 +11,12 @@ from opentelemetry import trace
 from deliberate_api.refiner.v1 import refiner_service_pb2, refiner_service_pb2_grpc
 
 from ..core import metrics, telemetry
+from ..core.consensus import consensus_prefix
 from ..core.convert import FINISH_REASONS
 from ..core.requests import parse_output_schema
 from ..engines.base import Completion, Engine, TextDelta
 from ..engines.service import EngineServicer
 from .budget import Budget, BudgetTable, token_budget
-from .consensus import consensus_prefix
 from .limits import REFINE
 from .prompts import SYSTEM_PROMPT, SelectedDraft, refine_user_message, thinking_trace
 from .settings import RefinerSettings
@@ -45,7 +45,10 @@ class RefinerServicer(EngineServicer, refiner_service_pb2_grpc.RefinerServiceSer
         constrained = schema is not None and self.engine.capabilities.output_schema
         prefix = ""
         if not request.disable_consensus_prefix and not constrained:
-            prefix = consensus_prefix([d.text for d in request.all_drafts], self.settings.consensus_min_support)
+            if request.HasField("consensus_prefix"):  # the Scheduler's: compared in substance, already streamed
+                prefix = request.consensus_prefix
+            else:  # a caller of its own: by lines alone (it has no computations)
+                prefix = consensus_prefix([d.text for d in request.all_drafts], self.settings.consensus_min_support)
         budget = self.budget(request, selected[0].score, context.time_remaining())
         metrics.REFINE_TOKEN_BUDGET.record(budget.tokens)
         sampling = replace(sampling, max_new_tokens=budget.tokens)
@@ -60,9 +63,14 @@ class RefinerServicer(EngineServicer, refiner_service_pb2_grpc.RefinerServiceSer
             if prefix:
                 yield chunk(prefix)
             completion = None
+            first_token_seen = False
+            span.set_attribute("deliberate.refine.consensus_prefix_chars", len(prefix))
             async with self.generation(context, [prompt], sampling, schema if constrained else None) as events:
                 async for event in events:
                     if isinstance(event, TextDelta):
+                        if not first_token_seen:
+                            span.add_event("first_token")  # when the model's own text starts
+                            first_token_seen = True
                         yield chunk(event.text)
                     elif isinstance(event, Completion):
                         completion = event

@@ -19,7 +19,9 @@ class RefinerSettings(EngineSettings):
     max_selected: int = Field(2, description="Most selected drafts accepted per call.")
     max_draft_chars: int = Field(32_000, description="Longest draft text accepted, in characters.")
     temperature: float = Field(0.7, description="Default refinement temperature.")
-    consensus_min_support: int = Field(3, description="Drafts that must share a leading line (clamped to N).")
+    consensus_min_support: int = Field(
+        3, description="Drafts that must share a leading line when the caller gives no prefix (clamped to N)."
+    )
     budget_table: str = Field(
         "0.9:512,0.8:384,default:256", description="New-token budget by the best draft's score (score:tokens,…)."
     )

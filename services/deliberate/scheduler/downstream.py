@@ -174,8 +174,9 @@ class Downstream:
         stream.call = self.stubs.drafter.StreamDrafts(stream.requests(), timeout=deadline.remaining("drafting"))
         return stream
 
-    def verify_stream(self, request_id: str, checks: Checks, deadline: Deadline) -> Stream:
-        """A VerifyStream call: send draft deltas and ends, read `VerifyStreamResponse`s."""
+    def verify_stream(self, request_id: str, checks: Checks, deadline: Deadline, computations: bool = False) -> Stream:
+        """A VerifyStream call: send draft deltas and ends, read `VerifyStreamResponse`s; the verdicts of ended
+        drafts list their computations when asked (for the consensus prefix)."""
         stream = Stream("verifier")
         start = verifier_service_pb2.VerifyStreamStart(
             request_id=request_id,
@@ -183,6 +184,7 @@ class Downstream:
             output_schema=checks.output_schema,
             constraints=checks.constraints,
             context=checks.context,
+            report_computations=computations,
         )
         stream.send(verifier_service_pb2.VerifyStreamRequest(start=start))
         stream.call = self.stubs.verifier.VerifyStream(stream.requests(), timeout=deadline.remaining("verification"))
@@ -205,10 +207,16 @@ class Downstream:
         )
 
     async def verify(
-        self, request_id: str, draft: common_pb2.Draft, checks: Checks, deadline: Deadline, what: str
+        self,
+        request_id: str,
+        draft: common_pb2.Draft,
+        checks: Checks,
+        deadline: Deadline,
+        what: str,
+        computations: bool = False,
     ) -> common_pb2.DraftVerdict:
         """One draft's verdict, within the per-draft verification timeout (`StageError` DEADLINE_EXCEEDED
-        past it)."""
+        past it); with its computations when asked (for the consensus prefix)."""
         request = verifier_service_pb2.VerifyDraftsRequest(
             request_id=request_id,
             prompt=checks.prompt,
@@ -216,6 +224,7 @@ class Downstream:
             output_schema=checks.output_schema,
             constraints=checks.constraints,
             context=checks.context,
+            report_computations=computations,
         )
         response = await self._call_verifier(
             self.stubs.verifier.VerifyDrafts, request, deadline, what, self.settings.verify_timeout_s

@@ -33,7 +33,7 @@ from ..core import metrics, telemetry
 from . import events
 from .downstream import StageError, Stream
 from .selection import answer_key, structural_signature
-from .solve import DraftState, Solve
+from .solve import DraftState, Solve, wants_consensus
 from .verdicts import late_verdict, shared_verdict
 
 # A replacement draft is not started with less time than this left of the deadline: it could not finish.
@@ -105,7 +105,9 @@ class EarlyStopRound:
         solve.early_stop.quorum = self.options.quorum
         self.start_drafter(self.request)
         if self.options.streaming:
-            self.verifier = self.pipeline.downstream.verify_stream(solve.request_id, solve.checks, solve.deadline)
+            self.verifier = self.pipeline.downstream.verify_stream(
+                solve.request_id, solve.checks, solve.deadline, computations=wants_consensus(solve.request)
+            )
             self.pump(self.verifier, "verifier")
         while not self.done():
             kind, item = await self.events.get()

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 
+from ..core.consensus import Consensus
+
 Emit = Callable[[pb.SolveStreamResponse], None]
 
 
@@ -34,3 +36,17 @@ def draft_discarded(draft_id: str, reason: str) -> pb.SolveStreamResponse:
 
 def refine_chunk(text: str) -> pb.SolveStreamResponse:
     return pb.SolveStreamResponse(refine_chunk=pb.RefineChunk(text=text))
+
+
+def consensus_prefix(found: Consensus, draft_ids: list[str]) -> pb.SolveStreamResponse:
+    """`found` over the drafts `draft_ids` (in the order `consensus` was given them)."""
+    return pb.SolveStreamResponse(
+        consensus_prefix=pb.ConsensusPrefix(
+            text=found.text,
+            source_draft_id=draft_ids[found.source],
+            supporting_draft_ids=[draft_ids[i] for i in found.supporters],
+            basis=found.basis,
+            lines=found.lines,
+            computations=found.computations,
+        )
+    )

@@ -30,13 +30,14 @@ from deliberate_api.refiner.v1 import refiner_service_pb2
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 
 from ..core import metrics, telemetry
+from ..core.consensus import Consensus, Step, consensus
 from . import early_stop, events
 from .downstream import Checks, Deadline, Downstream, StageError
 from .events import Emit
 from .load import Decision, LoadMonitor
 from .selection import Scored, Selection, select, structural_signature
 from .settings import SchedulerSettings
-from .solve import DraftState, Solve
+from .solve import DraftState, Solve, wants_consensus
 from .state import FileStateStore, StateStore
 from .verdicts import (
     effective_constraints,
@@ -67,6 +68,14 @@ STATUS = {
 STATUS_LABEL = {
     value: pb.SolveStatus.Name(value).removeprefix("SOLVE_STATUS_").lower() for value in pb.SolveStatus.values()
 }
+
+
+def steps_of(solve: Solve, state: DraftState) -> list[Step]:
+    """The computations the Verifier reported for the draft. A structural duplicate worded differently from the
+    draft whose verdict it shares has none: the shared lines would point into the other draft's text."""
+    if state.duplicate_of and state.draft.text != solve.drafts[state.duplicate_of].draft.text:
+        return []
+    return [Step(c.key, c.line) for c in state.verdict.computations]
 
 
 def failure_status(error: BaseException) -> str:
@@ -257,7 +266,12 @@ class Pipeline:
     async def verify(self, solve: Solve, state: DraftState) -> None:
         try:
             verdict = await self.downstream.verify(
-                solve.request_id, state.draft, solve.checks, solve.deadline, "verification"
+                solve.request_id,
+                state.draft,
+                solve.checks,
+                solve.deadline,
+                "verification",
+                computations=wants_consensus(solve.request),
             )
         except StageError as error:
             if error.code != grpc.StatusCode.DEADLINE_EXCEEDED or solve.deadline.left() <= 0:
@@ -292,10 +306,21 @@ class Pipeline:
             )
         selection = await self.select(solve)
         self.announce(solve, selection)
+        prefix = self.consensus(solve, selection) if wants_consensus(solve.request) else None
         solve.timings.select = time.perf_counter() - started
 
         started = time.perf_counter()
-        refined = await self.refine(solve, selection)
+        best = solve.drafts[selection.selected[0].draft_id]
+        refinement_lost = ""
+        try:
+            refined = await self.refine(solve, selection, prefix)
+        except StageError as error:
+            if error.code != grpc.StatusCode.UNAVAILABLE:
+                raise
+            # The drafts are verified and paid for: a lost Refiner costs the polish, not the answer.
+            refinement_lost = error.message
+            refined = refiner_service_pb2.RefineFinal(text=best.draft.text)
+            trace.get_current_span().add_event("refinement.unavailable", {"reason": error.message})
         solve.timings.refine = time.perf_counter() - started
 
         drafts = [state.draft for state in solve.drafts.values()]
@@ -304,12 +329,13 @@ class Pipeline:
             completion_tokens=sum(d.usage.completion_tokens for d in drafts) + refined.usage.completion_tokens,
         )
         reason, answer = selection.reason, refined.text
-        best = solve.drafts[selection.selected[0].draft_id]
         if selection.status == "unverified":
             reason += f" after {solve.rounds} round(s); errors: {verifier_feedback(solve.verdicts(), limit=None)}"
-        else:
-            if selection.status == "unchecked":
-                reason += unchecked_detail(best.verdict)
+        elif selection.status == "unchecked":
+            reason += unchecked_detail(best.verdict)
+        if refinement_lost:
+            reason += f"; refinement unavailable ({refinement_lost}); answering with the best draft #{best.draft.index}"
+        elif selection.status != "unverified":
             broken = await self.recheck_refined(solve, refined, best.verdict)
             if broken:  # the refined answer may never be worse than the best verified draft
                 text = best.draft.text
@@ -400,7 +426,37 @@ class Pipeline:
             metrics.DRAFTS.add(1, {"outcome": outcome})
             solve.emit(event)
 
-    async def refine(self, solve: Solve, selection: Selection) -> refiner_service_pb2.RefineFinal:
+    def consensus(self, solve: Solve, selection: Selection) -> Consensus:
+        """The opening enough drafts agree on, by lines or by the computations the Verifier reported, in the
+        wording of the best-ranked draft that shares it; streamed at once, before refinement starts."""
+        ranked = [solve.drafts[draft_id] for draft_id in selection.ranking]
+        attributes = {telemetry.REQUEST_ID: solve.request_id}
+        with tracer.start_as_current_span("deliberate.consensus", attributes=attributes) as span:
+            found = consensus(
+                [s.draft.text for s in ranked],
+                self.settings.consensus_min_support,
+                steps=[steps_of(solve, s) for s in ranked],
+            )
+            span.set_attributes(
+                {
+                    "deliberate.consensus.basis": found.basis or "none",
+                    "deliberate.consensus.lines": found.lines,
+                    "deliberate.consensus.computations": found.computations,
+                    "deliberate.consensus.support": len(found.supporters),
+                    "deliberate.consensus.chars": len(found.text),
+                }
+            )
+            if found.text:
+                ids = [s.draft.id for s in ranked]
+                span.set_attribute("deliberate.consensus.source_draft_id", ids[found.source])
+                solve.emit(events.consensus_prefix(found, ids))
+                span.add_event("streamed")
+        return found
+
+    async def refine(
+        self, solve: Solve, selection: Selection, prefix: Consensus | None
+    ) -> refiner_service_pb2.RefineFinal:
+        """`prefix`: the Scheduler's consensus, handed to the Refiner as is (None: the Refiner decides)."""
         request = solve.request
         selected = [solve.drafts[d.draft_id] for d in selection.selected]
         refine_request = refiner_service_pb2.RefineRequest(
@@ -413,6 +469,8 @@ class Pipeline:
             disable_thinking_trace=request.disable_thinking_trace,
             disable_consensus_prefix=request.disable_consensus_prefix,
         )
+        if prefix is not None:
+            refine_request.consensus_prefix = prefix.text
         final = None
         async with contextlib.aclosing(self.downstream.refine(refine_request, solve.deadline)) as stream:
             async for item in stream:

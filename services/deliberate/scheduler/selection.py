@@ -54,6 +54,7 @@ class Selection:
     status: Status
     reason: str
     components: dict[str, Components]  # by draft id
+    ranking: tuple[str, ...] = ()  # every draft id, best first: the valid ones as ranked, then the others by score
 
     @property
     def verified_by(self) -> list[str]:
@@ -91,15 +92,18 @@ def select(drafts: list[Scored], max_selected: int, weights: Weights = DEFAULT_W
         return (not d.evidence, -round(c.final, 9), -c.answer_share, d.index)
 
     valid = sorted((d for d in drafts if d.valid), key=rank)
+    invalid = sorted((d for d in drafts if not d.valid), key=lambda d: (-d.score, d.index))
+    ranking = tuple(d.draft_id for d in valid + invalid)
     if valid:
         chosen = valid[:max_selected]
         passed = f"{len(valid)} of {len(drafts)} drafts passed every hard rule"
         if chosen[0].evidence:
-            return Selection(chosen, "verified", f"{passed}; checked by {', '.join(chosen[0].evidence)}", components)
+            reason = f"{passed}; checked by {', '.join(chosen[0].evidence)}"
+            return Selection(chosen, "verified", reason, components, ranking)
         reason = f"{passed}, but no substantive check applied to the best of them (only format checks)"
-        return Selection(chosen, "unchecked", reason, components)
-    best = min(drafts, key=lambda d: (-d.score, d.index))
-    return Selection([best], "unverified", f"none of {len(drafts)} drafts passed every hard rule", components)
+        return Selection(chosen, "unchecked", reason, components, ranking)
+    reason = f"none of {len(drafts)} drafts passed every hard rule"
+    return Selection([invalid[0]], "unverified", reason, components, ranking)
 
 
 _NUMBER_ANSWER = re.compile(r"-?\d+(?:\.\d+)?")

@@ -31,6 +31,9 @@ class SchedulerSettings(DownstreamTlsSettings, CommonSettings):
     max_hint_chars: int = Field(500, description="Longest strategy hint accepted, in characters.")
     max_new_tokens_limit: int = Field(1024, description="Largest max_new_tokens a request may ask for.")
     max_selected: int = Field(2, description="How many of the best drafts go to the Refiner.")
+    consensus_min_support: int = Field(
+        3, description="Drafts that must agree (lines or computations) for a consensus prefix (clamped to N)."
+    )
     default_deadline_s: float = Field(300.0, description="Deadline applied when the client sets none.")
     verify_timeout_s: float = Field(0.8, description="Verification timeout per draft; a later verdict is dropped.")
     max_redrafts: int = Field(2, description="Re-drafting rounds (K) when no draft passes the hard rules.")

@@ -112,3 +112,9 @@ class Solve:
 
     def reports(self) -> list[pb.DraftReport]:
         return [state.to_report() for state in self.drafts.values()]
+
+
+def wants_consensus(request: pb.SolveRequest) -> bool:
+    """Whether the Scheduler looks for a consensus prefix: not when the request turns it off, nor for a
+    structured answer (a JSON object does not start with the drafts' reasoning lines)."""
+    return not request.disable_consensus_prefix and not request.output_schema

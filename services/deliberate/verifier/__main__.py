@@ -1,66 +1,33 @@
-"""`python -m deliberate.verifier`: the Verifier service, with gRPC health and HTTP GET /health."""
+"""`python -m deliberate.verifier`: the Verifier service, with gRPC health and HTTP GET /health.
+
+With `--workers 1` (the default) this process serves; with more, it starts that many worker processes serving one
+port and watches them (workers.py).
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-
-from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
+import sys
 
 from ..core.config import parse_settings
 from ..core.http_health import HttpHealthEndpoint
-from ..core.server import ServiceSpec, method_names, run
-from ..engines.service import open_engine
-from .judge import Judge
-from .packs import registry
-from .reference import ReferenceStore
-from .server import VerifierServicer
+from .service import health_state, serve
 from .settings import VerifierSettings
 
 
 def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
     settings = parse_settings(VerifierSettings, argv, prog="deliberate.verifier")
-    reference = ReferenceStore(settings.reference_url, settings.reference_timeout_s) if settings.reference_url else None
-    state = {
-        "serving": False,
-        "rule_packs": [],
-        "judge": settings.judge,
-        "reference": reference.name if reference else "package data",
-    }
+    if settings.worker_count > 1:
+        from .workers import run_workers
+
+        sys.exit(run_workers(argv, settings))
+    state = health_state(settings)
     http_health = HttpHealthEndpoint(settings.host, settings.http_port, lambda: {"service": "verifier", **state})
     http_health.start()
-
-    @asynccontextmanager
-    async def rules_and_judge() -> AsyncIterator[VerifierServicer]:
-        """Health turns SERVING only after this: the rule packs are loaded and the judge (if any) is ready."""
-        state["rule_packs"] = sorted(registry())
-        if settings.judge == "off":
-            yield VerifierServicer(settings, reference=reference)
-            return
-        async with open_engine(settings.judge, settings.judge_model) as engine:
-            judge = Judge(engine, settings.judge_timeout_s, hard=settings.judge_hard)
-            yield VerifierServicer(settings, judge, reference=reference)
-
-    service = verifier_service_pb2.DESCRIPTOR.services_by_name["VerifierService"]
     try:
-        run(
-            ServiceSpec(
-                name="verifier",
-                port=settings.port,
-                metrics_port=settings.metrics_port,
-                grpc_services=[service.full_name],
-                dependencies=rules_and_judge,
-                add_servicers=verifier_service_pb2_grpc.add_VerifierServiceServicer_to_server,
-                work_methods=method_names(service, "VerifyDrafts", "CheckConstraints"),
-                max_in_flight=settings.max_in_flight,
-                on_health_change=lambda serving: state.update(serving=serving),
-            ),
-            settings,
-        )
+        serve(settings, state)
     finally:
         http_health.stop()
-        if reference is not None:
-            reference.close()
 
 
 if __name__ == "__main__":

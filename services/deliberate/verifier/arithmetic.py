@@ -181,6 +181,12 @@ def check_arithmetic(text: str) -> ArithmeticReport:
 
 def _check_equals_sign(text: str, reversed_text: str, length: int, position: int) -> WrongEquation | bool | None:
     """Judge the equation around the "=" at ``position``; None if there is none (see `_judge`)."""
+    found = _equation_at(text, reversed_text, length, position)
+    return None if found is None else _judge(*found)
+
+
+def _equation_at(text: str, reversed_text: str, length: int, position: int) -> tuple[str, str, bool, bool] | None:
+    """The arguments of `_judge` for the equation around the "=" at ``position``; None if there is none."""
     if text[position + 1 : position + 2] in ("=", ">"):  # "==", "=>"; "<=" and "!=" fail the left side
         return None
     right = _RIGHT.match(text, position + 1)
@@ -193,12 +199,74 @@ def _check_equals_sign(text: str, reversed_text: str, length: int, position: int
     if _is_fragment(text, start):
         return None
     approximate = _marked_approximate(text, position)
-    return _judge(
-        text[start : length - left.start("left")],
-        right["right"],
-        cents=right["cents"] is not None,
-        approximate=approximate,
+    return text[start : length - left.start("left")], right["right"], right["cents"] is not None, approximate
+
+
+@dataclass(frozen=True)
+class Computation:
+    """One equation a draft writes that holds, by what it computes rather than how it is written: ``48/2 = 24``,
+    ``48 ÷ 2 = 24.0`` and ``$48 / 2 = $24`` are the same computation."""
+
+    operands: tuple[str, ...]  # the left side's numbers as exact values, sorted: ("2", "48")
+    value: str  # the left side's exact value: "24"
+    line: int  # the 0-based line of its "=" in the text
+
+    @property
+    def key(self) -> str:
+        return f"{' '.join(self.operands)} -> {self.value}"
+
+
+def computations(text: str) -> list[Computation]:
+    """The equations of ``text`` that hold, in the order written, each computation once (its first line), up to
+    the first wrong one: a draft's structure for comparing it with other drafts (the consensus prefix).
+    Found exactly as `check_arithmetic` finds them; equations it skips are skipped here. Never raises."""
+    if not isinstance(text, str) or "=" not in text:
+        return []
+    plain = to_plain(text[:MAX_SCAN_CHARS])
+    if plain.count("\n") != text[:MAX_SCAN_CHARS].count("\n"):  # lines moved: they would point elsewhere
+        return []
+    reversed_text = plain[::-1]
+    length = len(plain)
+    found: dict[str, Computation] = {}
+    position = plain.find("=")
+    for _ in range(MAX_CANDIDATES):
+        if position < 0 or len(found) >= MAX_EQUATIONS:
+            break
+        equation = _equation_at(plain, reversed_text, length, position)
+        if equation is not None:
+            verdict = _judge(*equation)
+            if verdict is not True and verdict is not None:
+                break  # what follows a wrong step is built on it
+            if verdict is True:
+                computation = _computation(equation[0], plain.count("\n", 0, position))
+                if computation is not None:
+                    found.setdefault(computation.key, computation)
+        position = plain.find("=", position + 1)
+    return list(found.values())
+
+
+def _computation(left: str, line: int) -> Computation | None:
+    try:
+        tokens = _tokenize(left)
+        numerator, denominator, percent = _evaluate(tokens)
+    except (_Unreadable, ZeroDivisionError):
+        return None
+    # A fraction written without spaces ("48/2") is one number token; its two numbers are operands as in "48 / 2".
+    operands = sorted(
+        _format_value(Fraction(part)) + ("%" if t[2] else "")
+        for t in tokens
+        if type(t) is tuple
+        for part in t[3].rstrip("%").split("/")
     )
+    if len(operands) < 2:
+        return None
+    return Computation(tuple(operands), _format_number(numerator, denominator, percent), line)
+
+
+def _format_number(numerator: int, denominator: int, percent: bool) -> str:
+    if percent:
+        return _format_value(Fraction(numerator * 100, denominator)) + "%"
+    return _format_value(Fraction(numerator, denominator))
 
 
 def _marked_approximate(text: str, position: int) -> bool:

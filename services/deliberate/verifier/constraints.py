@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -18,6 +19,9 @@ import cel
 from pydantic import ValidationError
 
 from ..core.schemas import compiled_validator, shorten
+from ..risk.client import RiskClient
+from .cel_fast import INT64_MAX, INT64_MIN, compile_fast, plain
+from .cel_fast import evaluate as evaluate_fast
 from .packs import Abstained, ReferenceStore, ReferenceUnavailable, RulePack, registry
 from .rules import (
     ANSWER_RULES,
@@ -81,8 +85,8 @@ class RuleSet:
         return [rule.rule_id for rule in self.rules]
 
     @property
-    def reads_store(self) -> bool:
-        return any(rule.reads_store for rule in self.rules)
+    def waits_on_network(self) -> bool:
+        return any(rule.waits_on_network for rule in self.rules)
 
 
 def compile_rules(
@@ -90,8 +94,10 @@ def compile_rules(
     constraints: list[ConstraintSpec],
     context: dict,
     reference: ReferenceStore | None = None,
+    risk: RiskClient | None = None,
 ) -> RuleSet:
-    """`reference`: the store packs read reference data from; None for their package data."""
+    """`reference`: the store packs read reference data from; None for their package data. `risk`: the client of
+    the risk-model service, for the credit pack."""
     output_schema = None
     if output_schema_text.strip():
         try:
@@ -101,7 +107,11 @@ def compile_rules(
             raise ConstraintError("output_schema", str(error)) from None
 
     ordered = sorted(constraints, key=lambda c: (KIND_ORDER[c.kind], c.index))
-    constraint_rules = tuple(rule for spec in ordered for rule in constraint_rule(spec, context, reference))
+    # One for all CEL rules: the context is converted once, and each draft's own variables once per draft.
+    cel_environment = CelEnvironment(context) if any(c.kind == "cel_expression" for c in ordered) else None
+    constraint_rules = tuple(
+        rule for spec in ordered for rule in constraint_rule(spec, context, reference, risk, cel_environment)
+    )
     structured = output_schema is not None or any(reads_answer(c) for c in constraints)
     prefix = prefix_checks(constraints)
     if not structured:  # free text: a numeric final answer, then the constraints, then style
@@ -133,7 +143,13 @@ def reads_answer(spec: ConstraintSpec) -> bool:
     return pack is not None and pack.answer_model is not None
 
 
-def constraint_rule(spec: ConstraintSpec, context: dict, reference: ReferenceStore | None) -> tuple[Rule, ...]:
+def constraint_rule(
+    spec: ConstraintSpec,
+    context: dict,
+    reference: ReferenceStore | None,
+    risk: RiskClient | None,
+    cel_environment: CelEnvironment | None = None,
+) -> tuple[Rule, ...]:
     hard = not spec.soft
     if spec.kind == "json_schema":
         try:
@@ -143,9 +159,9 @@ def constraint_rule(spec: ConstraintSpec, context: dict, reference: ReferenceSto
         return (Rule(spec.rule_id, hard, lambda d: schema_check(spec.rule_id, validator, d.answer)),)
     if spec.kind == "cel_expression":
         program = compile_cel(spec)
-        environment = CelEnvironment(context)
+        environment = cel_environment or CelEnvironment(context)
         return (Rule(spec.rule_id, hard, lambda d: cel_check(spec, program, environment, d), substantive=True),)
-    return pack_rules(spec, context, reference)
+    return pack_rules(spec, context, reference, risk)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -166,19 +182,24 @@ def _compiled_cel(expression: str):
 
 
 class CelEnvironment:
-    """The request's context converted to CEL once; each draft's own variables are resolved on demand.
+    """The request's context converted to CEL once, for all CEL rules of the rule set; each draft's own variables
+    are resolved on demand.
 
-    Converting a 100-id context takes longer than evaluating the expression, so it must not happen per draft.
-    Not thread-safe: the drafts of one request are checked one after the other.
+    Converting a 100-id context takes longer than evaluating the expression, so it must not happen per draft. The
+    expressions cel_fast can evaluate exactly are evaluated there, on the Python values; the library evaluates the
+    rest. Thread-safe: a rule set that reads the reference store verifies its drafts in worker threads.
     """
 
     def __init__(self, context: dict):
+        self.context = context
         self.largest_context_list = largest_list(context)
         self.context_copy_steps = copy_steps(context)
+        self.answer_shape_of: tuple[object, tuple[int, int, bool]] = (None, (0, 0, True))
         self.draft: Draft | None = None
         self.cel_context = cel.Context()
         self.cel_context.add_variable("ctx", context)
         self.cel_context.set_variable_resolver(self.resolve)
+        self.lock = threading.Lock()  # one draft at a time is the resolver's
 
     def resolve(self, name: str):
         if name in ("answer", "plan"):
@@ -188,18 +209,45 @@ class CelEnvironment:
         return None
 
     def execute(self, program, draft: Draft):
-        self.draft = draft
-        try:
-            return program.execute(self.cel_context)
-        finally:
-            self.draft = None
+        result = self.execute_fast(program.source, draft)
+        if result is not None:
+            return result
+        with self.lock:
+            self.draft = draft
+            try:
+                return program.execute(self.cel_context)
+            finally:
+                self.draft = None
+
+    def execute_fast(self, expression: str, draft: Draft) -> bool | None:
+        """The result of cel_fast's evaluation, or None where the library must decide (see cel_fast)."""
+        evaluator = compile_fast(expression)
+        if evaluator is None:
+            return None
+        variables = {"ctx": self.context, "text": draft.text}
+        if draft.answer is not None:
+            if not self.answer_shape(draft.answer)[2]:
+                return None
+            variables["answer"] = variables["plan"] = draft.answer
+        return evaluate_fast(evaluator, variables)
+
+    def answer_shape(self, answer: object) -> tuple[int, int, bool]:
+        """(largest list, copy steps, plain for cel_fast) of a draft's answer, found once for all CEL rules of the
+        draft."""
+        seen, shape = self.answer_shape_of
+        if seen is not answer:
+            largest, longest, is_plain = answer_sizes(answer)
+            copy = largest // ITEMS_PER_STEP + longest // CHARS_PER_STEP  # copy_steps(answer)
+            shape = (largest, copy, is_plain)
+            self.answer_shape_of = (answer, shape)
+        return shape
 
 
 def cel_check(spec: ConstraintSpec, program, environment: CelEnvironment, draft: Draft) -> tuple[bool, str]:
-    largest = max(environment.largest_context_list, largest_list(draft.answer))
-    answer = copy_steps(draft.answer)
-    reads = {"ctx": environment.context_copy_steps, "text": len(draft.text) // CHARS_PER_STEP, "answer": answer}
-    cost = cel_cost(spec.source, largest, reads | {"plan": answer})
+    largest_answer_list, answer, _ = environment.answer_shape(draft.answer)
+    largest = max(environment.largest_context_list, largest_answer_list)
+    text = len(draft.text) // CHARS_PER_STEP
+    cost = draft_cel_cost(spec.source, largest, environment.context_copy_steps, text, answer)
     if cost > MAX_CEL_COST:
         return False, f"{spec.rule_id} failed: estimated cost {cost} > limit {MAX_CEL_COST}"
     try:
@@ -212,6 +260,13 @@ def cel_check(spec: ConstraintSpec, program, environment: CelEnvironment, draft:
         reason = spec.failure_message or f"`{shorten(spec.source, 120)}` is false"
         return False, f"{spec.rule_id} failed: {reason}"
     return False, f"{spec.rule_id} failed: expression returned {shorten(repr(result), 80)}, not a bool"
+
+
+@lru_cache(maxsize=4096)
+def draft_cel_cost(expression: str, largest: int, context_steps: int, text_steps: int, answer_steps: int) -> int:
+    """`cel_cost` with a draft's reads; drafts of one request mostly repeat the same few inputs."""
+    reads = {"ctx": context_steps, "text": text_steps, "answer": answer_steps, "plan": answer_steps}
+    return cel_cost(expression, largest, reads)
 
 
 MACRO = re.compile(r"\.(all|exists_one|exists|map|filter)\s*\(|\(|\)|\bin\b|\b(?:ctx|text|answer|plan)\b")
@@ -229,8 +284,13 @@ def cel_cost(expression: str, largest: int, reads: dict[str, int] | None = None)
     reads = reads or {}
     loops, variables = loop_depths(expression)
     copying = sum(reads.get(name, 0) * n**depth for name, depth in variables)
-    concatenation = expression.count("+") ** 2 * max(reads.values(), default=0)
+    concatenation = plus_signs(expression) ** 2 * max(reads.values(), default=0)
     return len(expression) + sum(n**depth for depth in loops) + copying + concatenation
+
+
+@lru_cache(maxsize=1024)
+def plus_signs(expression: str) -> int:
+    return expression.count("+")
 
 
 def copy_steps(value: object) -> int:
@@ -274,6 +334,43 @@ def largest_list(value: object, budget: int = 10_000) -> int:
     return largest
 
 
+# Leaves of parsed JSON that hold neither a list nor a string: skipped without the isinstance checks.
+SCALAR_TYPES = (int, float, bool, type(None))
+
+
+def answer_sizes(value: object, budget: int = 10_000) -> tuple[int, int, bool]:
+    """(largest_list(value), longest_string(value), cel_fast.plain(value)) in one walk instead of three. The walk
+    visits keys too, so where it would pass `budget` nodes the three bounded walks decide instead, and the answer
+    is always theirs."""
+    largest = longest = 0
+    is_plain = True
+    stack, seen = [value], 0
+    while stack:
+        item = stack.pop()
+        seen += 1
+        if seen > budget:
+            return largest_list(value, budget), longest_string(value, budget), plain(value, budget)
+        kind = type(item)
+        if kind in SCALAR_TYPES:
+            if kind is int and not INT64_MIN <= item <= INT64_MAX:
+                is_plain = False
+            continue
+        if kind is not str and kind is not list and kind is not dict:
+            is_plain = False  # a subclass, a tuple, ...: not what cel_fast models
+        if isinstance(item, str):
+            longest = max(longest, len(item))
+        elif isinstance(item, list):
+            largest = max(largest, len(item))
+            stack.extend(item)
+        elif isinstance(item, dict):
+            keys = item.keys()
+            if is_plain and any(type(key) is not str for key in keys):
+                is_plain = False
+            stack.extend(keys)
+            stack.extend(item.values())
+    return largest, longest, is_plain
+
+
 def longest_string(value: object, budget: int = 10_000) -> int:
     """Length of the longest string inside `value` (visiting at most `budget` nodes)."""
     longest, stack, seen = 0, [value], 0
@@ -295,7 +392,9 @@ def longest_string(value: object, budget: int = 10_000) -> int:
 # --------------------------------------------------------------------------------------------------
 
 
-def pack_rules(spec: ConstraintSpec, context: dict, reference: ReferenceStore | None) -> tuple[Rule, ...]:
+def pack_rules(
+    spec: ConstraintSpec, context: dict, reference: ReferenceStore | None, risk: RiskClient | None = None
+) -> tuple[Rule, ...]:
     packs = registry()
     pack_class = packs.get(spec.source)
     if pack_class is None:
@@ -304,7 +403,7 @@ def pack_rules(spec: ConstraintSpec, context: dict, reference: ReferenceStore | 
         params = pack_class.params_model.model_validate({**context, **spec.params})
     except ValidationError as error:
         raise ConstraintError(f"{spec.field}.params", pydantic_summary(error)) from None
-    pack = pack_class(params, reference)
+    pack = pack_class(params, reference, risk)
     hard = not spec.soft
     rules = []
     if pack_class.answer_model is not None:
@@ -318,7 +417,7 @@ def pack_rules(spec: ConstraintSpec, context: dict, reference: ReferenceStore | 
                 hard,
                 lambda d, r=rule_id, m=method: pack_check(spec, pack, r, m, d),
                 substantive=substantive,
-                reads_store=pack.reads_store,
+                waits_on_network=pack.waits_on_network,
             )
         )
     return tuple(rules)

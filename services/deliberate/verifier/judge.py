@@ -34,7 +34,12 @@ class JudgeAnswer(BaseModel):
     model_config = ConfigDict(extra="ignore")
     valid: StrictBool
     score: float = Field(ge=0.0, le=1.0)
-    error: str = ""
+    error: str | None = ""  # a trained judge answers null for "nothing wrong" (docs/judge.md)
+
+
+def judge_user_message(question: str, draft_text: str) -> str:
+    """What the judge is asked about one draft; `deliberate train-judge` trains on exactly this."""
+    return f"Question:\n{question.strip()}\n\nSolution:\n{draft_text.strip()}\n\n{INSTRUCTIONS}"
 
 
 @dataclass(frozen=True)
@@ -76,9 +81,7 @@ class Judge:
 
     async def judge(self, question: str, draft_text: str) -> JudgeResult:
         started = time.perf_counter()
-        prompt = self.engine.format_chat(
-            SYSTEM_PROMPT, f"Question:\n{question.strip()}\n\nSolution:\n{draft_text.strip()}\n\n{INSTRUCTIONS}"
-        )
+        prompt = self.engine.format_chat(SYSTEM_PROMPT, judge_user_message(question, draft_text))
         try:
             reply = await asyncio.wait_for(self.generate(prompt), self.timeout_s)
         except TimeoutError:
@@ -86,7 +89,7 @@ class Judge:
         answer = parse_judge_reply(reply)
         if isinstance(answer, str):
             return JudgeResult(True, 0.0, answer, self.elapsed(started), False)
-        return JudgeResult(answer.valid, answer.score, answer.error, self.elapsed(started), True)
+        return JudgeResult(answer.valid, answer.score, answer.error or "", self.elapsed(started), True)
 
     async def generate(self, prompt: str) -> str:
         async for event in self.engine.stream([prompt], self.params):

@@ -30,3 +30,11 @@ VERIFY_STREAM_START = MessageLimits(
 )
 
 CHECK_CONSTRAINTS = MessageLimits(verifier_service_pb2.CheckConstraintsRequest, VerifierSettings, CONSTRAINTS)
+
+# VERIFY_DRAFTS less the constraint fields: checked on every call. The constraint fields are checked with
+# CHECK_CONSTRAINTS once per distinct constraint set, when it is compiled (server.py).
+VERIFY_DRAFTS_OWN_FIELDS = MessageLimits(
+    verifier_service_pb2.VerifyDraftsRequest,
+    VerifierSettings,
+    {path: rule for path, rule in VERIFY_DRAFTS.fields.items() if path not in CONSTRAINTS},
+)

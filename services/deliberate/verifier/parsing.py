@@ -264,10 +264,13 @@ def parse_json(text: str) -> JsonParse:
     if len(text) > MAX_JSON_SCAN_CHARS:
         return JsonParse(None, f"draft is too large to search for JSON: {len(text)} characters > {MAX_JSON_SCAN_CHARS}")
     block = _fenced_json_block(text)
-    span, error = _first_json_span(block if block is not None else text)
+    source = block if block is not None else text
+    span, parsed = _whole_json(source)
     if span is None:
-        return JsonParse(None, error)
-    parsed = _parse_span(span)
+        span, error = _first_json_span(source)
+        if span is None:
+            return JsonParse(None, error)
+        parsed = _parse_span(span)
     if parsed.value is None or not _ESCAPED_SURROGATE.search(span.text):
         return parsed
     value = _replace_lone_surrogates(parsed.value)
@@ -295,24 +298,16 @@ def _fenced_json_block(text: str) -> str | None:
     Fences are recognised only at the start of a line (as in Markdown), so a "```" inside a JSON
     string cannot open one. An unclosed fence (a draft cut off mid-block) runs to the end.
     """
-    blocks: list[tuple[str, str]] = []
-    label: str | None = None
-    content: list[str] = []
+    if "```" not in text:
+        return None
     # split("\n"), not splitlines(): the latter also breaks at U+2028 etc., which JSON strings may hold.
-    for line in text.split("\n"):
-        stripped = line.strip()
-        if not stripped.startswith("```"):
-            if label is not None:
-                content.append(line)
-            continue
-        if label is None:
-            label = stripped[3:].strip().lower()
-            content = []
-        else:
-            blocks.append((label, "\n".join(content)))
-            label = None
-    if label is not None:
-        blocks.append((label, "\n".join(content)))
+    lines = text.split("\n")
+    fences = [index for index, line in enumerate(lines) if "```" in line and line.strip().startswith("```")]
+    fences.append(len(lines))  # an unclosed fence runs to the end
+    blocks = [
+        (lines[opening].strip()[3:].strip().lower(), "\n".join(lines[opening + 1 : closing]))
+        for opening, closing in zip(fences[0:-1:2], fences[1::2], strict=False)
+    ]
 
     for label, body in blocks:
         if label in _JSON_FENCE_LABELS:
@@ -327,6 +322,21 @@ def _fenced_json_block(text: str) -> str | None:
 class _Span:
     text: str
     closed: bool  # False when the draft ends before the brackets do
+
+
+def _whole_json(text: str) -> tuple[_Span | None, JsonParse | None]:
+    """The common case first: `text` is exactly one strict JSON object or array (a fenced block usually is).
+    Then it is also what `_first_json_span` and `_parse_span` would find and parse, so scanning it bracket by
+    bracket can be skipped; that holds only while it has at most MAX_JSON_DEPTH brackets, so the scanner could
+    not have refused its nesting. (None, None) otherwise."""
+    stripped = text.strip()
+    if stripped[:1] not in ("{", "[") or stripped.count("{") + stripped.count("[") > MAX_JSON_DEPTH:
+        return None, None
+    try:
+        value = json.loads(stripped)
+    except (ValueError, RecursionError):
+        return None, None
+    return _Span(stripped, closed=True), JsonParse(value, None)
 
 
 def _first_json_span(text: str) -> tuple[_Span | None, str | None]:

@@ -35,12 +35,7 @@ class ReferenceStore:
 
     @property
     def name(self) -> str:
-        """`Redis at redis://host:port/db`, without the password."""
-        parts = urlsplit(self.url)
-        address = parts.hostname or parts.path
-        if parts.port:
-            address += f":{parts.port}"
-        return f"Redis at {parts.scheme}://{address}{parts.path if parts.hostname else ''}"
+        return store_name(self.url)
 
     def get(self, key: str) -> bytes | None:
         return self._lookup(f"GET {key}", lambda: self.client.get(key))
@@ -60,3 +55,12 @@ class ReferenceStore:
 
     def close(self) -> None:
         self.client.close()
+
+
+def store_name(url: str) -> str:
+    """`Redis at redis://host:port/db`, without the password."""
+    parts = urlsplit(url)
+    address = parts.hostname or parts.path
+    if parts.port:
+        address += f":{parts.port}"
+    return f"Redis at {parts.scheme}://{address}{parts.path if parts.hostname else ''}"

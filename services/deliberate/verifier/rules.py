@@ -27,6 +27,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from deliberate.core.schemas import compiled_validator, shorten
 from deliberate.verifier.parsing import FinalAnswer, extract_number, find_final_answer, parse_json
@@ -36,6 +37,8 @@ SOFT_RULE_WEIGHT = 0.5
 # Messages quote parts of the draft; keep them readable and bounded.
 MAX_QUOTE_CHARS = 60
 MAX_DETAIL_CHARS = 200
+# What json.dumps(value, ensure_ascii=False, separators=(",", ":")) builds on every call, built once.
+COMPACT_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
 @dataclass(frozen=True)
@@ -45,8 +48,7 @@ class Abstain:
     message: str
 
 
-@dataclass(frozen=True)
-class RuleOutcome:
+class RuleOutcome(NamedTuple):  # a named tuple, not a frozen dataclass: built for every rule of every draft, 4x faster
     rule_id: str
     passed: bool  # True for an abstention too: it never invalidates a draft
     message: str
@@ -109,14 +111,14 @@ def verify(
 def score_outcomes(outcomes: list[RuleOutcome]) -> float:
     """Weighted share of passed rules: sum(weight of passed) / sum(weight of run), abstentions being
     neither; 0.0 if none ran."""
-    judged = [outcome for outcome in outcomes if not outcome.abstained]
-    total = sum(_weight(outcome) for outcome in judged)
-    passed = sum(_weight(outcome) for outcome in judged if outcome.passed)
+    total = passed = 0.0
+    for outcome in outcomes:
+        if not outcome.abstained:
+            weight = HARD_RULE_WEIGHT if outcome.hard else SOFT_RULE_WEIGHT
+            total += weight
+            if outcome.passed:
+                passed += weight
     return passed / total if total else 0.0
-
-
-def _weight(outcome: RuleOutcome) -> float:
-    return HARD_RULE_WEIGHT if outcome.hard else SOFT_RULE_WEIGHT
 
 
 # --------------------------------------------------------------------------------------------------
@@ -156,8 +158,8 @@ class Rule:
     check: Callable[[Draft], tuple[bool, str] | Abstain] = field(repr=False)
     # Checks the answer's content, not only its format (see the module docstring).
     substantive: bool = False
-    # Reads the reference store: it may wait on the network, up to the store's timeout.
-    reads_store: bool = False
+    # Reads the reference store or calls a service: it may wait on the network, up to that timeout.
+    waits_on_network: bool = False
 
 
 def run_rules(rules: tuple[Rule, ...], draft: Draft) -> list[RuleOutcome]:
@@ -221,7 +223,7 @@ def _check_json_parse(draft: Draft) -> tuple[bool, str]:
     if parsed.error is not None:
         return False, f"json_parse failed: {parsed.error}"
     draft.json_value = parsed.value
-    draft.extracted_answer = json.dumps(parsed.value, ensure_ascii=False, separators=(",", ":"))
+    draft.extracted_answer = COMPACT_JSON.encode(parsed.value)
     if parsed.repairs:
         return True, f"json_parse passed after repair: {', '.join(parsed.repairs)}"
     return True, "json_parse passed"

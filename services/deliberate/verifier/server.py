@@ -10,17 +10,20 @@ import time
 from functools import lru_cache
 
 import grpc
+from google.protobuf import struct_pb2
 from opentelemetry import trace
 
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
 
 from ..core import metrics, telemetry
-from ..core.convert import FINISH_REASON_NAMES, duration, struct_to_dict
+from ..core.convert import FINISH_REASON_NAMES, set_duration, struct_to_dict
 from ..core.requests import InvalidArgument
+from ..risk.client import RiskClient
+from .arithmetic import computations
 from .constraints import ConstraintError, ConstraintSpec, RuleSet, compile_rules
 from .judge import Judge
-from .limits import CHECK_CONSTRAINTS, VERIFY_DRAFTS, VERIFY_STREAM_START
+from .limits import CHECK_CONSTRAINTS, VERIFY_DRAFTS_OWN_FIELDS, VERIFY_STREAM_START
 from .reference import ReferenceStore
 from .rules import Verdict, verify
 from .settings import VerifierSettings
@@ -50,46 +53,57 @@ def constraint_specs(constraints) -> list[ConstraintSpec]:
     return specs
 
 
-def compile_request(
-    output_schema: str, constraints, context, reference: ReferenceStore | None = None
-) -> tuple[RuleSet, dict]:
-    """Compiled once per distinct (schema, constraints, context): the Scheduler verifies each draft of a
-    request in its own call, all with the same constraints. Reference data is not part of the compiled
-    rules: packs read it per verification."""
-    key = verifier_service_pb2.CheckConstraintsRequest(
-        output_schema=output_schema, constraints=constraints, context=context
-    ).SerializeToString(deterministic=True)
-    return _compiled_request(key, reference)
-
-
-@lru_cache(maxsize=128)
-def _compiled_request(key: bytes, reference: ReferenceStore | None) -> tuple[RuleSet, dict]:
-    request = verifier_service_pb2.CheckConstraintsRequest.FromString(key)
-    context_dict = struct_to_dict(request.context)
-    specs = constraint_specs(request.constraints)
-    return compile_rules(request.output_schema, specs, context_dict, reference), context_dict
-
-
 class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
-    def __init__(self, settings: VerifierSettings, judge: Judge | None = None, reference: ReferenceStore | None = None):
+    def __init__(
+        self,
+        settings: VerifierSettings,
+        judge: Judge | None = None,
+        reference: ReferenceStore | None = None,
+        risk: RiskClient | None = None,
+    ):
         self.settings = settings
         self.judge = judge
         self.reference = reference
+        self.compiled = lru_cache(maxsize=128)(self.check_and_compile)
+        self.risk = risk
 
     def validate(self, request: verifier_service_pb2.VerifyDraftsRequest) -> None:
-        VERIFY_DRAFTS.check(request, self.settings)
+        """VERIFY_DRAFTS's limits: those of the drafts here, on every call; those of the constraints and context
+        in `compile`, once per distinct set. Either way the first field in declaration order is reported."""
+        VERIFY_DRAFTS_OWN_FIELDS.check(request, self.settings)
+
+    def compile(self, output_schema: str, constraints, context) -> tuple[RuleSet, dict]:
+        """Checked against the constraint limits and compiled once per distinct (schema, constraints, context): the
+        Scheduler verifies each draft of a request in its own call, all with the same constraints, and checking a
+        100-id context costs more than verifying a draft. Reference data is not part of the compiled rules: packs
+        read it per verification. A set that broke a limit or did not compile raised, so it is not cached."""
+        serialized = tuple(c.SerializeToString(deterministic=True) for c in constraints)
+        return self.compiled((output_schema, serialized, context.SerializeToString(deterministic=True)))
+
+    def check_and_compile(self, key: tuple[str, tuple[bytes, ...], bytes]) -> tuple[RuleSet, dict]:
+        output_schema, constraints, context = key
+        request = verifier_service_pb2.CheckConstraintsRequest(
+            output_schema=output_schema,
+            constraints=[common_pb2.Constraint.FromString(c) for c in constraints],
+            context=struct_pb2.Struct.FromString(context),
+        )
+        CHECK_CONSTRAINTS.check(request, self.settings)
+        context_dict = struct_to_dict(request.context)
+        specs = constraint_specs(request.constraints)
+        return compile_rules(request.output_schema, specs, context_dict, self.reference, self.risk), context_dict
 
     async def VerifyDrafts(self, request, context: grpc.aio.ServicerContext):  # noqa: N802 (gRPC naming)
         try:
             self.validate(request)
-            rule_set, context_dict = compile_request(
-                request.output_schema, request.constraints, request.context, self.reference
-            )
+            rule_set, context_dict = self.compile(request.output_schema, request.constraints, request.context)
         except (InvalidArgument, ConstraintError) as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
-        verdicts = await asyncio.gather(
-            *(self.verify_one(request, draft, rule_set, context_dict) for draft in request.drafts)
-        )
+        if self.judge is None and not rule_set.waits_on_network:  # nothing awaits: one after the other, no tasks
+            verdicts = [self.verify_inline(request, draft, rule_set, context_dict) for draft in request.drafts]
+        else:
+            verdicts = await asyncio.gather(
+                *(self.verify_one(request, draft, rule_set, context_dict) for draft in request.drafts)
+            )
         return verifier_service_pb2.VerifyDraftsResponse(verdicts=verdicts)
 
     async def VerifyStream(self, request_iterator, context: grpc.aio.ServicerContext):  # noqa: N802 (gRPC naming)
@@ -99,9 +113,7 @@ class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
         start = first.start
         try:
             VERIFY_STREAM_START.check(start, self.settings)
-            rule_set, context_dict = compile_request(
-                start.output_schema, start.constraints, start.context, self.reference
-            )
+            rule_set, context_dict = self.compile(start.output_schema, start.constraints, start.context)
         except (InvalidArgument, ConstraintError) as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         answers: asyncio.Queue = asyncio.Queue()
@@ -154,24 +166,34 @@ class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
 
     async def CheckConstraints(self, request, context: grpc.aio.ServicerContext):  # noqa: N802 (gRPC naming)
         try:
-            CHECK_CONSTRAINTS.check(request, self.settings)
-            rule_set, _ = compile_request(request.output_schema, request.constraints, request.context, self.reference)
+            rule_set, _ = self.compile(request.output_schema, request.constraints, request.context)
         except (InvalidArgument, ConstraintError) as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         return verifier_service_pb2.CheckConstraintsResponse(rule_ids=rule_set.rule_ids)
 
+    def verify_inline(self, request, draft: common_pb2.Draft, rule_set: RuleSet, context_dict: dict):
+        """`verify_one` where nothing awaits (no judge, no reference store): the rules only, microseconds of CPU.
+        Its span is recorded once the verdict is known, with the same start, parent and attributes: nothing inside
+        reads the current span, and making the span current costs about as much as verifying the draft."""
+        start_ns, started = time.time_ns(), time.perf_counter()
+        proto = verdict_to_proto(draft.id, verify(*verify_arguments(draft, rule_set, context_dict)), 0.0)
+        report_computations(request, draft, proto)
+        attributes = draft_attributes(request, draft)
+        span = tracer.start_span("verifier.verify_draft", attributes=attributes, start_time=start_ns)
+        finish(proto, started, span)
+        span.end()
+        return proto
+
     async def verify_one(self, request, draft: common_pb2.Draft, rule_set: RuleSet, context_dict: dict):
-        """Rules run inline (microseconds of CPU) unless they read the reference store, which may wait up to
-        its timeout: those run in a worker thread. The judge awaits, so drafts overlap there."""
-        with tracer.start_as_current_span(
-            "verifier.verify_draft",
-            attributes={telemetry.REQUEST_ID: request.request_id, telemetry.DRAFT_ID: draft.id},
-        ) as span:
+        """Rules run inline (microseconds of CPU) unless they wait on the network (the reference store, the
+        risk model), up to its timeout: those run in a worker thread, in this span's trace context. The judge
+        awaits, so drafts overlap there."""
+        with tracer.start_as_current_span("verifier.verify_draft", attributes=draft_attributes(request, draft)) as span:
             started = time.perf_counter()
-            finish_reason = FINISH_REASON_NAMES.get(draft.finish_reason, "stop")
-            arguments = (draft.text, rule_set.rules, finish_reason, rule_set.output_schema, context_dict)
-            verdict = await asyncio.to_thread(verify, *arguments) if rule_set.reads_store else verify(*arguments)
+            arguments = verify_arguments(draft, rule_set, context_dict)
+            verdict = await asyncio.to_thread(verify, *arguments) if rule_set.waits_on_network else verify(*arguments)
             proto = verdict_to_proto(draft.id, verdict, 0.0)
+            report_computations(request, draft, proto)
             if self.judge is not None and verdict.valid:
                 judged = await self.judge.judge(request.prompt, draft.text)
                 proto.judge.CopyFrom(judged.to_proto())
@@ -182,34 +204,53 @@ class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
                     del proto.evidence[:]
                 elif self.judge.hard and judged.usable and judged.valid:  # a hard judge's yes is evidence
                     proto.evidence.append("judge")
-            elapsed = time.perf_counter() - started
-            proto.latency.CopyFrom(duration(elapsed))
-            metrics.VERIFICATION_DURATION.record(elapsed, {"valid": str(proto.valid).lower()})
-            span.set_attributes({telemetry.DRAFT_VALID: proto.valid, telemetry.DRAFT_SCORE: proto.score})
+            finish(proto, started, span)
         return proto
 
 
+def report_computations(request, draft: common_pb2.Draft, proto: common_pb2.DraftVerdict) -> None:
+    """The draft's computations, for the Scheduler's consensus prefix, only when it asks (they cost a scan)."""
+    if request.report_computations:
+        proto.computations.extend(common_pb2.Computation(key=c.key, line=c.line) for c in computations(draft.text))
+
+
+def verify_arguments(draft: common_pb2.Draft, rule_set: RuleSet, context_dict: dict) -> tuple:
+    finish_reason = FINISH_REASON_NAMES.get(draft.finish_reason, "stop")
+    return draft.text, rule_set.rules, finish_reason, rule_set.output_schema, context_dict
+
+
+def draft_attributes(request, draft: common_pb2.Draft) -> dict:
+    return {telemetry.REQUEST_ID: request.request_id, telemetry.DRAFT_ID: draft.id}
+
+
+def finish(proto: common_pb2.DraftVerdict, started: float, span) -> None:
+    """The verdict's latency, the duration metric and the span's outcome."""
+    elapsed = time.perf_counter() - started
+    set_duration(proto.latency, elapsed)
+    metrics.VERIFICATION_DURATION.record(elapsed, {"valid": str(proto.valid).lower()})
+    span.set_attributes({telemetry.DRAFT_VALID: proto.valid, telemetry.DRAFT_SCORE: proto.score})
+
+
 def verdict_to_proto(draft_id: str, verdict: Verdict, latency_s: float) -> common_pb2.DraftVerdict:
-    return common_pb2.DraftVerdict(
+    proto = common_pb2.DraftVerdict(
         draft_id=draft_id,
         valid=verdict.valid,
         score=verdict.score,
         extracted_answer=verdict.extracted_answer or "",
-        latency=duration(latency_s),
-        rule_results=[
-            common_pb2.RuleResult(
-                rule_id=o.rule_id,
-                passed=o.passed,
-                message=o.message,
-                hard=o.hard,
-                duration=duration(o.duration_s),
-                abstained=o.abstained,
-                substantive=o.substantive,
-            )
-            for o in verdict.outcomes
-        ],
         evidence=verdict.evidence,
     )
+    set_duration(proto.latency, latency_s)
+    for o in verdict.outcomes:
+        result = proto.rule_results.add(
+            rule_id=o.rule_id,
+            passed=o.passed,
+            message=o.message,
+            hard=o.hard,
+            abstained=o.abstained,
+            substantive=o.substantive,
+        )
+        set_duration(result.duration, o.duration_s)
+    return proto
 
 
 def early_response(request_id: str, draft_id: str, failure: PrefixFailure) -> verifier_service_pb2.VerifyStreamResponse:

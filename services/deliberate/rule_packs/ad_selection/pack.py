@@ -43,11 +43,11 @@ class AdSelectionPack(RulePack):
     params_model = AdSelectionParams
 
     @property
-    def reads_store(self) -> bool:
+    def waits_on_network(self) -> bool:
         return self.reference is not None and self.params.catalog is None
 
     def snapshot(self) -> AdSelectionPack:
-        if not self.reads_store:
+        if not self.waits_on_network:
             return self
         pinned = copy.copy(self)
         pinned.ads = current_catalog(self.reference)

@@ -10,7 +10,8 @@ installed under the `deliberate.rule_packs` entry-point group (`my_pack = my_mod
 imports no pack by name.
 
 A pack that reads reference data from the store (`reference.py`) does so in `snapshot()`, once per
-verification, so all its checks see one version of the data.
+verification, so all its checks see one version of the data. A pack that calls a service (the credit pack, the
+risk model) gets its client from the Verifier and says so with `waits_on_network`.
 """
 
 from __future__ import annotations
@@ -20,11 +21,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import entry_points
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import BaseModel
 
 from ..reference import ReferenceStore, ReferenceUnavailable
+
+if TYPE_CHECKING:
+    from deliberate.risk.client import RiskClient
 
 __all__ = ["Abstained", "CheckResult", "ReferenceStore", "ReferenceUnavailable", "RulePack", "check", "register"]
 
@@ -63,15 +67,17 @@ class RulePack:
     answer_model: ClassVar[type[BaseModel] | None] = None
     params_model: ClassVar[type[BaseModel]]
 
-    def __init__(self, params: BaseModel, reference: ReferenceStore | None = None):
+    def __init__(self, params: BaseModel, reference: ReferenceStore | None = None, risk: RiskClient | None = None):
         self.params = params
         # The Verifier's reference store (--reference-url), None without one: packs then use their package data.
         self.reference = reference
+        # The Verifier's client of the risk-model service (--risk-address), which the credit pack calls.
+        self.risk = risk
 
     @property
-    def reads_store(self) -> bool:
-        """Whether `snapshot()` reads the reference store (a network wait: the Verifier then runs the
-        verification off its event loop)."""
+    def waits_on_network(self) -> bool:
+        """Whether the checks wait on the network: `snapshot()` reading the reference store, or a check calling
+        a service. The Verifier then runs the verification off its event loop."""
         return False
 
     def snapshot(self) -> RulePack:

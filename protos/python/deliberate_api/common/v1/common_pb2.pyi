@@ -127,7 +127,7 @@ class JudgeVerdict(_message.Message):
     def __init__(self, valid: _Optional[bool] = ..., score: _Optional[float] = ..., error: _Optional[str] = ..., latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., hard: _Optional[bool] = ...) -> None: ...
 
 class DraftVerdict(_message.Message):
-    __slots__ = ("draft_id", "valid", "score", "rule_results", "extracted_answer", "latency", "judge", "evidence")
+    __slots__ = ("draft_id", "valid", "score", "rule_results", "extracted_answer", "latency", "judge", "evidence", "computations")
     DRAFT_ID_FIELD_NUMBER: _ClassVar[int]
     VALID_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
@@ -136,6 +136,7 @@ class DraftVerdict(_message.Message):
     LATENCY_FIELD_NUMBER: _ClassVar[int]
     JUDGE_FIELD_NUMBER: _ClassVar[int]
     EVIDENCE_FIELD_NUMBER: _ClassVar[int]
+    COMPUTATIONS_FIELD_NUMBER: _ClassVar[int]
     draft_id: str
     valid: bool
     score: float
@@ -144,4 +145,13 @@ class DraftVerdict(_message.Message):
     latency: _duration_pb2.Duration
     judge: JudgeVerdict
     evidence: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, draft_id: _Optional[str] = ..., valid: _Optional[bool] = ..., score: _Optional[float] = ..., rule_results: _Optional[_Iterable[_Union[RuleResult, _Mapping]]] = ..., extracted_answer: _Optional[str] = ..., latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., judge: _Optional[_Union[JudgeVerdict, _Mapping]] = ..., evidence: _Optional[_Iterable[str]] = ...) -> None: ...
+    computations: _containers.RepeatedCompositeFieldContainer[Computation]
+    def __init__(self, draft_id: _Optional[str] = ..., valid: _Optional[bool] = ..., score: _Optional[float] = ..., rule_results: _Optional[_Iterable[_Union[RuleResult, _Mapping]]] = ..., extracted_answer: _Optional[str] = ..., latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., judge: _Optional[_Union[JudgeVerdict, _Mapping]] = ..., evidence: _Optional[_Iterable[str]] = ..., computations: _Optional[_Iterable[_Union[Computation, _Mapping]]] = ...) -> None: ...
+
+class Computation(_message.Message):
+    __slots__ = ("key", "line")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    LINE_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    line: int
+    def __init__(self, key: _Optional[str] = ..., line: _Optional[int] = ...) -> None: ...

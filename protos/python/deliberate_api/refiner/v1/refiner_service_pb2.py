@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from deliberate_api.common.v1 import common_pb2 as deliberate_dot_common_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n+deliberate/refiner/v1/refiner_service.proto\x12\x15\x64\x65liberate.refiner.v1\x1a!deliberate/common/v1/common.proto\"p\n\rVerifiedDraft\x12*\n\x05\x64raft\x18\x01 \x01(\x0b\x32\x1b.deliberate.common.v1.Draft\x12\x33\n\x07verdict\x18\x02 \x01(\x0b\x32\".deliberate.common.v1.DraftVerdict\"\xad\x02\n\rRefineRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0e\n\x06prompt\x18\x02 \x01(\t\x12\x36\n\x08selected\x18\x03 \x03(\x0b\x32$.deliberate.refiner.v1.VerifiedDraft\x12/\n\nall_drafts\x18\x04 \x03(\x0b\x32\x1b.deliberate.common.v1.Draft\x12\x36\n\x08sampling\x18\x05 \x01(\x0b\x32$.deliberate.common.v1.SamplingParams\x12\x15\n\routput_schema\x18\x06 \x01(\t\x12\x1e\n\x16\x64isable_thinking_trace\x18\x07 \x01(\x08\x12 \n\x18\x64isable_consensus_prefix\x18\x08 \x01(\x08\"\x83\x01\n\x0eRefineResponse\x12\x33\n\x05\x63hunk\x18\x01 \x01(\x0b\x32\".deliberate.refiner.v1.RefineChunkH\x00\x12\x33\n\x05\x66inal\x18\x02 \x01(\x0b\x32\".deliberate.refiner.v1.RefineFinalH\x00\x42\x07\n\x05\x65vent\"\x1b\n\x0bRefineChunk\x12\x0c\n\x04text\x18\x01 \x01(\t\"\xe6\x01\n\x0bRefineFinal\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x16\n\x0ethinking_trace\x18\x02 \x01(\t\x12/\n\x05usage\x18\x03 \x01(\x0b\x32 .deliberate.common.v1.TokenUsage\x12\x39\n\rfinish_reason\x18\x04 \x01(\x0e\x32\".deliberate.common.v1.FinishReason\x12\x18\n\x10\x63onsensus_prefix\x18\x05 \x01(\t\x12\x14\n\x0ctoken_budget\x18\x06 \x01(\x05\x12\x15\n\rbudget_reason\x18\x07 \x01(\t2i\n\x0eRefinerService\x12W\n\x06Refine\x12$.deliberate.refiner.v1.RefineRequest\x1a%.deliberate.refiner.v1.RefineResponse0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n+deliberate/refiner/v1/refiner_service.proto\x12\x15\x64\x65liberate.refiner.v1\x1a!deliberate/common/v1/common.proto\"p\n\rVerifiedDraft\x12*\n\x05\x64raft\x18\x01 \x01(\x0b\x32\x1b.deliberate.common.v1.Draft\x12\x33\n\x07verdict\x18\x02 \x01(\x0b\x32\".deliberate.common.v1.DraftVerdict\"\xe1\x02\n\rRefineRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0e\n\x06prompt\x18\x02 \x01(\t\x12\x36\n\x08selected\x18\x03 \x03(\x0b\x32$.deliberate.refiner.v1.VerifiedDraft\x12/\n\nall_drafts\x18\x04 \x03(\x0b\x32\x1b.deliberate.common.v1.Draft\x12\x36\n\x08sampling\x18\x05 \x01(\x0b\x32$.deliberate.common.v1.SamplingParams\x12\x15\n\routput_schema\x18\x06 \x01(\t\x12\x1e\n\x16\x64isable_thinking_trace\x18\x07 \x01(\x08\x12 \n\x18\x64isable_consensus_prefix\x18\x08 \x01(\x08\x12\x1d\n\x10\x63onsensus_prefix\x18\t \x01(\tH\x00\x88\x01\x01\x42\x13\n\x11_consensus_prefix\"\x83\x01\n\x0eRefineResponse\x12\x33\n\x05\x63hunk\x18\x01 \x01(\x0b\x32\".deliberate.refiner.v1.RefineChunkH\x00\x12\x33\n\x05\x66inal\x18\x02 \x01(\x0b\x32\".deliberate.refiner.v1.RefineFinalH\x00\x42\x07\n\x05\x65vent\"\x1b\n\x0bRefineChunk\x12\x0c\n\x04text\x18\x01 \x01(\t\"\xe6\x01\n\x0bRefineFinal\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x16\n\x0ethinking_trace\x18\x02 \x01(\t\x12/\n\x05usage\x18\x03 \x01(\x0b\x32 .deliberate.common.v1.TokenUsage\x12\x39\n\rfinish_reason\x18\x04 \x01(\x0e\x32\".deliberate.common.v1.FinishReason\x12\x18\n\x10\x63onsensus_prefix\x18\x05 \x01(\t\x12\x14\n\x0ctoken_budget\x18\x06 \x01(\x05\x12\x15\n\rbudget_reason\x18\x07 \x01(\t2i\n\x0eRefinerService\x12W\n\x06Refine\x12$.deliberate.refiner.v1.RefineRequest\x1a%.deliberate.refiner.v1.RefineResponse0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,13 +35,13 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_VERIFIEDDRAFT']._serialized_start=105
   _globals['_VERIFIEDDRAFT']._serialized_end=217
   _globals['_REFINEREQUEST']._serialized_start=220
-  _globals['_REFINEREQUEST']._serialized_end=521
-  _globals['_REFINERESPONSE']._serialized_start=524
-  _globals['_REFINERESPONSE']._serialized_end=655
-  _globals['_REFINECHUNK']._serialized_start=657
-  _globals['_REFINECHUNK']._serialized_end=684
-  _globals['_REFINEFINAL']._serialized_start=687
-  _globals['_REFINEFINAL']._serialized_end=917
-  _globals['_REFINERSERVICE']._serialized_start=919
-  _globals['_REFINERSERVICE']._serialized_end=1024
+  _globals['_REFINEREQUEST']._serialized_end=573
+  _globals['_REFINERESPONSE']._serialized_start=576
+  _globals['_REFINERESPONSE']._serialized_end=707
+  _globals['_REFINECHUNK']._serialized_start=709
+  _globals['_REFINECHUNK']._serialized_end=736
+  _globals['_REFINEFINAL']._serialized_start=739
+  _globals['_REFINEFINAL']._serialized_end=969
+  _globals['_REFINERSERVICE']._serialized_start=971
+  _globals['_REFINERSERVICE']._serialized_end=1076
 # @@protoc_insertion_point(module_scope)

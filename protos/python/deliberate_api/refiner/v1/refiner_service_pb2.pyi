@@ -16,7 +16,7 @@ class VerifiedDraft(_message.Message):
     def __init__(self, draft: _Optional[_Union[_common_pb2.Draft, _Mapping]] = ..., verdict: _Optional[_Union[_common_pb2.DraftVerdict, _Mapping]] = ...) -> None: ...
 
 class RefineRequest(_message.Message):
-    __slots__ = ("request_id", "prompt", "selected", "all_drafts", "sampling", "output_schema", "disable_thinking_trace", "disable_consensus_prefix")
+    __slots__ = ("request_id", "prompt", "selected", "all_drafts", "sampling", "output_schema", "disable_thinking_trace", "disable_consensus_prefix", "consensus_prefix")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     SELECTED_FIELD_NUMBER: _ClassVar[int]
@@ -25,6 +25,7 @@ class RefineRequest(_message.Message):
     OUTPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     DISABLE_THINKING_TRACE_FIELD_NUMBER: _ClassVar[int]
     DISABLE_CONSENSUS_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    CONSENSUS_PREFIX_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     prompt: str
     selected: _containers.RepeatedCompositeFieldContainer[VerifiedDraft]
@@ -33,7 +34,8 @@ class RefineRequest(_message.Message):
     output_schema: str
     disable_thinking_trace: bool
     disable_consensus_prefix: bool
-    def __init__(self, request_id: _Optional[str] = ..., prompt: _Optional[str] = ..., selected: _Optional[_Iterable[_Union[VerifiedDraft, _Mapping]]] = ..., all_drafts: _Optional[_Iterable[_Union[_common_pb2.Draft, _Mapping]]] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., output_schema: _Optional[str] = ..., disable_thinking_trace: _Optional[bool] = ..., disable_consensus_prefix: _Optional[bool] = ...) -> None: ...
+    consensus_prefix: str
+    def __init__(self, request_id: _Optional[str] = ..., prompt: _Optional[str] = ..., selected: _Optional[_Iterable[_Union[VerifiedDraft, _Mapping]]] = ..., all_drafts: _Optional[_Iterable[_Union[_common_pb2.Draft, _Mapping]]] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., output_schema: _Optional[str] = ..., disable_thinking_trace: _Optional[bool] = ..., disable_consensus_prefix: _Optional[bool] = ..., consensus_prefix: _Optional[str] = ...) -> None: ...
 
 class RefineResponse(_message.Message):
     __slots__ = ("chunk", "final")

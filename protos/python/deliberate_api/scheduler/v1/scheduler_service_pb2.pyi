@@ -284,7 +284,7 @@ class SolveStreamRequest(_message.Message):
     def __init__(self, request: _Optional[_Union[SolveRequest, _Mapping]] = ...) -> None: ...
 
 class SolveStreamResponse(_message.Message):
-    __slots__ = ("draft_generated", "draft_verified", "draft_selected", "draft_discarded", "refine_chunk", "final", "round_started")
+    __slots__ = ("draft_generated", "draft_verified", "draft_selected", "draft_discarded", "refine_chunk", "final", "round_started", "consensus_prefix")
     DRAFT_GENERATED_FIELD_NUMBER: _ClassVar[int]
     DRAFT_VERIFIED_FIELD_NUMBER: _ClassVar[int]
     DRAFT_SELECTED_FIELD_NUMBER: _ClassVar[int]
@@ -292,6 +292,7 @@ class SolveStreamResponse(_message.Message):
     REFINE_CHUNK_FIELD_NUMBER: _ClassVar[int]
     FINAL_FIELD_NUMBER: _ClassVar[int]
     ROUND_STARTED_FIELD_NUMBER: _ClassVar[int]
+    CONSENSUS_PREFIX_FIELD_NUMBER: _ClassVar[int]
     draft_generated: DraftGenerated
     draft_verified: DraftVerified
     draft_selected: DraftSelected
@@ -299,7 +300,24 @@ class SolveStreamResponse(_message.Message):
     refine_chunk: RefineChunk
     final: SolveResponse
     round_started: RoundStarted
-    def __init__(self, draft_generated: _Optional[_Union[DraftGenerated, _Mapping]] = ..., draft_verified: _Optional[_Union[DraftVerified, _Mapping]] = ..., draft_selected: _Optional[_Union[DraftSelected, _Mapping]] = ..., draft_discarded: _Optional[_Union[DraftDiscarded, _Mapping]] = ..., refine_chunk: _Optional[_Union[RefineChunk, _Mapping]] = ..., final: _Optional[_Union[SolveResponse, _Mapping]] = ..., round_started: _Optional[_Union[RoundStarted, _Mapping]] = ...) -> None: ...
+    consensus_prefix: ConsensusPrefix
+    def __init__(self, draft_generated: _Optional[_Union[DraftGenerated, _Mapping]] = ..., draft_verified: _Optional[_Union[DraftVerified, _Mapping]] = ..., draft_selected: _Optional[_Union[DraftSelected, _Mapping]] = ..., draft_discarded: _Optional[_Union[DraftDiscarded, _Mapping]] = ..., refine_chunk: _Optional[_Union[RefineChunk, _Mapping]] = ..., final: _Optional[_Union[SolveResponse, _Mapping]] = ..., round_started: _Optional[_Union[RoundStarted, _Mapping]] = ..., consensus_prefix: _Optional[_Union[ConsensusPrefix, _Mapping]] = ...) -> None: ...
+
+class ConsensusPrefix(_message.Message):
+    __slots__ = ("text", "source_draft_id", "supporting_draft_ids", "basis", "lines", "computations")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_DRAFT_ID_FIELD_NUMBER: _ClassVar[int]
+    SUPPORTING_DRAFT_IDS_FIELD_NUMBER: _ClassVar[int]
+    BASIS_FIELD_NUMBER: _ClassVar[int]
+    LINES_FIELD_NUMBER: _ClassVar[int]
+    COMPUTATIONS_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    source_draft_id: str
+    supporting_draft_ids: _containers.RepeatedScalarFieldContainer[str]
+    basis: str
+    lines: int
+    computations: int
+    def __init__(self, text: _Optional[str] = ..., source_draft_id: _Optional[str] = ..., supporting_draft_ids: _Optional[_Iterable[str]] = ..., basis: _Optional[str] = ..., lines: _Optional[int] = ..., computations: _Optional[int] = ...) -> None: ...
 
 class RoundStarted(_message.Message):
     __slots__ = ("round", "num_drafts", "reason", "feedback")

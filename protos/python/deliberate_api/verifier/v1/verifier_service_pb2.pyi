@@ -9,20 +9,22 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class VerifyDraftsRequest(_message.Message):
-    __slots__ = ("request_id", "prompt", "drafts", "output_schema", "constraints", "context")
+    __slots__ = ("request_id", "prompt", "drafts", "output_schema", "constraints", "context", "report_computations")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     DRAFTS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     CONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    REPORT_COMPUTATIONS_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     prompt: str
     drafts: _containers.RepeatedCompositeFieldContainer[_common_pb2.Draft]
     output_schema: str
     constraints: _containers.RepeatedCompositeFieldContainer[_common_pb2.Constraint]
     context: _struct_pb2.Struct
-    def __init__(self, request_id: _Optional[str] = ..., prompt: _Optional[str] = ..., drafts: _Optional[_Iterable[_Union[_common_pb2.Draft, _Mapping]]] = ..., output_schema: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[_common_pb2.Constraint, _Mapping]]] = ..., context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    report_computations: bool
+    def __init__(self, request_id: _Optional[str] = ..., prompt: _Optional[str] = ..., drafts: _Optional[_Iterable[_Union[_common_pb2.Draft, _Mapping]]] = ..., output_schema: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[_common_pb2.Constraint, _Mapping]]] = ..., context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., report_computations: _Optional[bool] = ...) -> None: ...
 
 class VerifyDraftsResponse(_message.Message):
     __slots__ = ("verdicts",)
@@ -57,18 +59,20 @@ class VerifyStreamRequest(_message.Message):
     def __init__(self, start: _Optional[_Union[VerifyStreamStart, _Mapping]] = ..., delta: _Optional[_Union[DraftTextDelta, _Mapping]] = ..., end: _Optional[_Union[_common_pb2.Draft, _Mapping]] = ...) -> None: ...
 
 class VerifyStreamStart(_message.Message):
-    __slots__ = ("request_id", "prompt", "output_schema", "constraints", "context")
+    __slots__ = ("request_id", "prompt", "output_schema", "constraints", "context", "report_computations")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     CONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    REPORT_COMPUTATIONS_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     prompt: str
     output_schema: str
     constraints: _containers.RepeatedCompositeFieldContainer[_common_pb2.Constraint]
     context: _struct_pb2.Struct
-    def __init__(self, request_id: _Optional[str] = ..., prompt: _Optional[str] = ..., output_schema: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[_common_pb2.Constraint, _Mapping]]] = ..., context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    report_computations: bool
+    def __init__(self, request_id: _Optional[str] = ..., prompt: _Optional[str] = ..., output_schema: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[_common_pb2.Constraint, _Mapping]]] = ..., context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., report_computations: _Optional[bool] = ...) -> None: ...
 
 class DraftTextDelta(_message.Message):
     __slots__ = ("draft_id", "text", "tokens")

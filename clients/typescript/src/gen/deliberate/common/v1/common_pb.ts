@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file deliberate/common/v1/common.proto.
  */
 export const file_deliberate_common_v1_common: GenFile = /*@__PURE__*/
-  fileDesc("CiFkZWxpYmVyYXRlL2NvbW1vbi92MS9jb21tb24ucHJvdG8SFGRlbGliZXJhdGUuY29tbW9uLnYxIo4CCg5TYW1wbGluZ1BhcmFtcxIYCgt0ZW1wZXJhdHVyZRgBIAEoAkgAiAEBEhIKBXRvcF9wGAIgASgCSAGIAQESGwoObWF4X25ld190b2tlbnMYAyABKAVIAogBARIdChBwcmVzZW5jZV9wZW5hbHR5GAQgASgCSAOIAQESHgoRZnJlcXVlbmN5X3BlbmFsdHkYBSABKAJIBIgBARIRCgRzZWVkGAYgASgDSAWIAQFCDgoMX3RlbXBlcmF0dXJlQggKBl90b3BfcEIRCg9fbWF4X25ld190b2tlbnNCEwoRX3ByZXNlbmNlX3BlbmFsdHlCFAoSX2ZyZXF1ZW5jeV9wZW5hbHR5QgcKBV9zZWVkIrYBCgpDb25zdHJhaW50EgoKAmlkGAEgASgJEhUKC2pzb25fc2NoZW1hGAIgASgJSAASGAoOY2VsX2V4cHJlc3Npb24YAyABKAlIABITCglydWxlX3BhY2sYBCABKAlIABIMCgRzb2Z0GAUgASgIEicKBnBhcmFtcxgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFwoPZmFpbHVyZV9tZXNzYWdlGAcgASgJQgYKBGtpbmQiPgoKVG9rZW5Vc2FnZRIVCg1wcm9tcHRfdG9rZW5zGAEgASgFEhkKEWNvbXBsZXRpb25fdG9rZW5zGAIgASgFIuUBCgVEcmFmdBIKCgJpZBgBIAEoCRINCgVpbmRleBgCIAEoBRIQCghzdHJhdGVneRgDIAEoCRIMCgR0ZXh0GAQgASgJEi8KBXVzYWdlGAUgASgLMiAuZGVsaWJlcmF0ZS5jb21tb24udjEuVG9rZW5Vc2FnZRI5Cg1maW5pc2hfcmVhc29uGAYgASgOMiIuZGVsaWJlcmF0ZS5jb21tb24udjEuRmluaXNoUmVhc29uEjUKEmdlbmVyYXRpb25fbGF0ZW5jeRgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiLZAQoKUnVsZVJlc3VsdBIPCgdydWxlX2lkGAEgASgJEg4KBnBhc3NlZBgCIAEoCBIPCgdtZXNzYWdlGAMgASgJEgwKBGhhcmQYBCABKAgSKwoIZHVyYXRpb24YBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEQoJYWJzdGFpbmVkGAYgASgIEhMKC3N1YnN0YW50aXZlGAcgASgIEjYKCWZhaWxlZF9hdBgIIAEoCzIjLmRlbGliZXJhdGUuY29tbW9uLnYxLkRyYWZ0UG9zaXRpb24iPAoNRHJhZnRQb3NpdGlvbhINCgVjaGFycxgBIAEoBRIOCgZ0b2tlbnMYAiABKAUSDAoEbGluZRgDIAEoBSJ1CgxKdWRnZVZlcmRpY3QSDQoFdmFsaWQYASABKAgSDQoFc2NvcmUYAiABKAESDQoFZXJyb3IYAyABKAkSKgoHbGF0ZW5jeRgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIMCgRoYXJkGAUgASgIIoECCgxEcmFmdFZlcmRpY3QSEAoIZHJhZnRfaWQYASABKAkSDQoFdmFsaWQYAiABKAgSDQoFc2NvcmUYAyABKAESNgoMcnVsZV9yZXN1bHRzGAQgAygLMiAuZGVsaWJlcmF0ZS5jb21tb24udjEuUnVsZVJlc3VsdBIYChBleHRyYWN0ZWRfYW5zd2VyGAUgASgJEioKB2xhdGVuY3kYBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SMQoFanVkZ2UYByABKAsyIi5kZWxpYmVyYXRlLmNvbW1vbi52MS5KdWRnZVZlcmRpY3QSEAoIZXZpZGVuY2UYCCADKAkqegoMRmluaXNoUmVhc29uEh0KGUZJTklTSF9SRUFTT05fVU5TUEVDSUZJRUQQABIWChJGSU5JU0hfUkVBU09OX1NUT1AQARIYChRGSU5JU0hfUkVBU09OX0xFTkdUSBACEhkKFUZJTklTSF9SRUFTT05fQUJPUlRFRBADYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_struct]);
+  fileDesc("CiFkZWxpYmVyYXRlL2NvbW1vbi92MS9jb21tb24ucHJvdG8SFGRlbGliZXJhdGUuY29tbW9uLnYxIo4CCg5TYW1wbGluZ1BhcmFtcxIYCgt0ZW1wZXJhdHVyZRgBIAEoAkgAiAEBEhIKBXRvcF9wGAIgASgCSAGIAQESGwoObWF4X25ld190b2tlbnMYAyABKAVIAogBARIdChBwcmVzZW5jZV9wZW5hbHR5GAQgASgCSAOIAQESHgoRZnJlcXVlbmN5X3BlbmFsdHkYBSABKAJIBIgBARIRCgRzZWVkGAYgASgDSAWIAQFCDgoMX3RlbXBlcmF0dXJlQggKBl90b3BfcEIRCg9fbWF4X25ld190b2tlbnNCEwoRX3ByZXNlbmNlX3BlbmFsdHlCFAoSX2ZyZXF1ZW5jeV9wZW5hbHR5QgcKBV9zZWVkIrYBCgpDb25zdHJhaW50EgoKAmlkGAEgASgJEhUKC2pzb25fc2NoZW1hGAIgASgJSAASGAoOY2VsX2V4cHJlc3Npb24YAyABKAlIABITCglydWxlX3BhY2sYBCABKAlIABIMCgRzb2Z0GAUgASgIEicKBnBhcmFtcxgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFwoPZmFpbHVyZV9tZXNzYWdlGAcgASgJQgYKBGtpbmQiPgoKVG9rZW5Vc2FnZRIVCg1wcm9tcHRfdG9rZW5zGAEgASgFEhkKEWNvbXBsZXRpb25fdG9rZW5zGAIgASgFIuUBCgVEcmFmdBIKCgJpZBgBIAEoCRINCgVpbmRleBgCIAEoBRIQCghzdHJhdGVneRgDIAEoCRIMCgR0ZXh0GAQgASgJEi8KBXVzYWdlGAUgASgLMiAuZGVsaWJlcmF0ZS5jb21tb24udjEuVG9rZW5Vc2FnZRI5Cg1maW5pc2hfcmVhc29uGAYgASgOMiIuZGVsaWJlcmF0ZS5jb21tb24udjEuRmluaXNoUmVhc29uEjUKEmdlbmVyYXRpb25fbGF0ZW5jeRgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiLZAQoKUnVsZVJlc3VsdBIPCgdydWxlX2lkGAEgASgJEg4KBnBhc3NlZBgCIAEoCBIPCgdtZXNzYWdlGAMgASgJEgwKBGhhcmQYBCABKAgSKwoIZHVyYXRpb24YBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEQoJYWJzdGFpbmVkGAYgASgIEhMKC3N1YnN0YW50aXZlGAcgASgIEjYKCWZhaWxlZF9hdBgIIAEoCzIjLmRlbGliZXJhdGUuY29tbW9uLnYxLkRyYWZ0UG9zaXRpb24iPAoNRHJhZnRQb3NpdGlvbhINCgVjaGFycxgBIAEoBRIOCgZ0b2tlbnMYAiABKAUSDAoEbGluZRgDIAEoBSJ1CgxKdWRnZVZlcmRpY3QSDQoFdmFsaWQYASABKAgSDQoFc2NvcmUYAiABKAESDQoFZXJyb3IYAyABKAkSKgoHbGF0ZW5jeRgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIMCgRoYXJkGAUgASgIIroCCgxEcmFmdFZlcmRpY3QSEAoIZHJhZnRfaWQYASABKAkSDQoFdmFsaWQYAiABKAgSDQoFc2NvcmUYAyABKAESNgoMcnVsZV9yZXN1bHRzGAQgAygLMiAuZGVsaWJlcmF0ZS5jb21tb24udjEuUnVsZVJlc3VsdBIYChBleHRyYWN0ZWRfYW5zd2VyGAUgASgJEioKB2xhdGVuY3kYBiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SMQoFanVkZ2UYByABKAsyIi5kZWxpYmVyYXRlLmNvbW1vbi52MS5KdWRnZVZlcmRpY3QSEAoIZXZpZGVuY2UYCCADKAkSNwoMY29tcHV0YXRpb25zGAkgAygLMiEuZGVsaWJlcmF0ZS5jb21tb24udjEuQ29tcHV0YXRpb24iKAoLQ29tcHV0YXRpb24SCwoDa2V5GAEgASgJEgwKBGxpbmUYAiABKAUqegoMRmluaXNoUmVhc29uEh0KGUZJTklTSF9SRUFTT05fVU5TUEVDSUZJRUQQABIWChJGSU5JU0hfUkVBU09OX1NUT1AQARIYChRGSU5JU0hfUkVBU09OX0xFTkdUSBACEhkKFUZJTklTSF9SRUFTT05fQUJPUlRFRBADYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_struct]);
 
 /**
  * Sampling overrides. Unset fields fall back to the serving stage's defaults.
@@ -423,6 +423,14 @@ export type DraftVerdict = Message<"deliberate.common.v1.DraftVerdict"> & {
    * @generated from field: repeated string evidence = 8;
    */
   evidence: string[];
+
+  /**
+   * The draft's computations (equations that hold) in the order written, each once, up to its first wrong
+   * equation; set only when the request asked for them (VerifyDraftsRequest.report_computations).
+   *
+   * @generated from field: repeated deliberate.common.v1.Computation computations = 9;
+   */
+  computations: Computation[];
 };
 
 /**
@@ -431,6 +439,35 @@ export type DraftVerdict = Message<"deliberate.common.v1.DraftVerdict"> & {
  */
 export const DraftVerdictSchema: GenMessage<DraftVerdict> = /*@__PURE__*/
   messageDesc(file_deliberate_common_v1_common, 7);
+
+/**
+ * One computation a draft writes and gets right, by what it computes rather than how it is written:
+ * "48 / 2 = 24", "48 ÷ 2 = 24.0" and "$48/2 = $24" are the same computation.
+ *
+ * @generated from message deliberate.common.v1.Computation
+ */
+export type Computation = Message<"deliberate.common.v1.Computation"> & {
+  /**
+   * The left side's numbers as exact values, sorted, and its value: "2 48 -> 24".
+   *
+   * @generated from field: string key = 1;
+   */
+  key: string;
+
+  /**
+   * The 0-based line of the draft's text it is written on.
+   *
+   * @generated from field: int32 line = 2;
+   */
+  line: number;
+};
+
+/**
+ * Describes the message deliberate.common.v1.Computation.
+ * Use `create(ComputationSchema)` to create a new message.
+ */
+export const ComputationSchema: GenMessage<Computation> = /*@__PURE__*/
+  messageDesc(file_deliberate_common_v1_common, 8);
 
 /**
  * Why generation of a text stopped.

@@ -1,11 +1,12 @@
-"""The opening lines drafts agree on: properties against a brute-force oracle, and literal examples."""
+"""The opening drafts agree on, by lines (properties against a brute-force oracle) and by computations."""
 
 from itertools import combinations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deliberate.refiner.consensus import MAX_LINES, consensus_prefix, content_lines
+from deliberate.core.consensus import MAX_LINES, Step, consensus, consensus_prefix, content_lines, normalize_line
+from deliberate.verifier.arithmetic import computations
 
 # Few distinct line texts, so drafts share openings often; some differ only in whitespace or are blank.
 LINES = st.sampled_from(["a = 1", "  a  =  1 ", "a =\t1", "b = 2", "b=2", "c", "", "   ", "Final answer: 3"])
@@ -93,7 +94,7 @@ def test_three_of_four_agree_on_two_lines():
     assert consensus_prefix(drafts, 4) == ""
 
 
-def test_lines_come_back_as_written_in_the_earliest_supporting_draft():
+def test_lines_come_back_as_written_in_the_best_ranked_supporting_draft():
     drafts = ["other\n", "\n  Step 1:  add \n\nStep 2\nx", "Step 1: add\nStep 2\ny", "Step 1: add\n\n\nStep 2"]
     assert consensus_prefix(drafts, 3) == "  Step 1:  add \n\nStep 2\n"
 
@@ -120,3 +121,52 @@ def test_long_drafts_are_cut_at_the_line_cap():
     draft = "\n".join(f"line {i}" for i in range(1000))
     prefix = consensus_prefix([draft] * 16, 3)
     assert prefix.splitlines() == [f"line {i}" for i in range(MAX_LINES)]
+
+
+def test_lines_agree_whatever_their_case_punctuation_and_number_formatting():
+    assert normalize_line("Total: $1,000.00.") == normalize_line("total   1000") == "total 1000"
+    assert normalize_line("**Step 1:** 5.50 + 2 = 7.5") == normalize_line("step 1 5.5 + 2 = 7.50")
+    assert normalize_line("5 + 3 = 8") != normalize_line("5 - 3 = 8")  # operators are content
+    drafts = ["Total: $1,000.00.\nA", "total 1000\nB", "TOTAL 1,000!\nC"]
+    assert consensus_prefix(drafts, 3) == "Total: $1,000.00.\n"
+
+
+def steps_of(draft: str) -> list[Step]:
+    return [Step(c.key, c.line) for c in computations(draft)]
+
+
+# Three drafts under different strategy hints: no shared first line, the same two computations.
+HINTED = [
+    "Known: 48 clips in April.\nMay: 48 / 2 = 24 clips.\nTotal: 48 + 24 = 72.\nFinal answer: 72",
+    "Let's work backwards.\nIn May she sold 48 ÷ 2 = 24.0 clips.\nAltogether 24 + 48 = 72 clips.\nFinal answer: 72",
+    "Step 1: $48/2 = $24\nStep 2: 48 + 24 = 72\nStep 3: 72 * 2 = 144\nFinal answer: 144",
+    "I guess 100.\nFinal answer: 100",
+]
+
+
+def test_drafts_that_compute_the_same_steps_in_other_words_share_a_prefix():
+    assert consensus_prefix(HINTED, 3) == ""  # no shared line
+    found = consensus(HINTED, 3, steps=[steps_of(d) for d in HINTED])
+    assert found.basis == "computations" and found.computations == 2
+    assert found.supporters == (0, 1, 2) and found.source == 0
+    assert found.text == "Known: 48 clips in April.\nMay: 48 / 2 = 24 clips.\nTotal: 48 + 24 = 72.\n"
+
+
+def test_the_prefix_is_in_the_wording_of_the_best_ranked_supporting_draft():
+    found = consensus(HINTED, 3, steps=[steps_of(d) for d in HINTED], ranking=[3, 2, 1, 0])
+    assert found.source == 2  # draft 3 ranks first but does not support the prefix
+    # Its line 3 holds a computation the others do not share: the prefix stops before it.
+    assert found.text == "Step 1: $48/2 = $24\nStep 2: 48 + 24 = 72\n"
+
+
+def test_a_line_holding_an_unshared_computation_is_left_out():
+    drafts = ["a 1 + 1 = 2\n2 + 2 = 4; 3 + 3 = 6", "1 + 1 = 2\n2 + 2 = 4", "b 1 + 1 = 2\nso 2 + 2 = 4\nc"]
+    found = consensus(drafts, 3, steps=[steps_of(d) for d in drafts])
+    assert found.text == "a 1 + 1 = 2\n" and found.computations == 1
+    assert consensus(drafts, 3, steps=[steps_of(d) for d in drafts], ranking=[1]).text == "1 + 1 = 2\n2 + 2 = 4\n"
+
+
+def test_without_shared_computations_the_line_prefix_stands():
+    drafts = ["Same start.\n1 + 1 = 2", "same start\n2 + 2 = 4", "Same start!\n3 + 3 = 6"]
+    found = consensus(drafts, 3, steps=[steps_of(d) for d in drafts])
+    assert (found.basis, found.text) == ("lines", "Same start.\n")

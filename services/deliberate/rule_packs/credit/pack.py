@@ -1,0 +1,108 @@
+"""The credit pack: every offer a draft proposes is scored by the risk-model service, never by figures the draft
+writes, and fails at PD >= max_probability_of_default or LGD >= max_loss_given_default (0.05 and 0.4 unless the
+constraint's params say otherwise). When the service cannot score an offer — down, slow, or the circuit breaker
+open — the offer fails with the reason: nothing is approved unchecked (docs/business-cases.md).
+
+The applicant and the disclosure sentence come from the request's context (or the constraint's params).
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
+
+from deliberate.risk.client import RiskRejected, RiskUnavailable
+from deliberate.risk.model import Applicant, Offer, Score
+from deliberate.verifier.packs import CheckResult, RulePack, check
+
+MAX_PROBABILITY_OF_DEFAULT = 0.05
+MAX_LOSS_GIVEN_DEFAULT = 0.4
+
+
+class CreditOffer(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    amount: float = Field(gt=0)
+    annual_rate: float = Field(ge=0, le=1, description="a fraction: 0.089 for 8.9 %")
+    term_months: StrictInt = Field(ge=1, le=480)
+
+    def describe(self) -> str:
+        return f"{self.amount:g} at {self.annual_rate * 100:.2f} % for {self.term_months} months"
+
+
+class CreditOffers(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    offers: list[CreditOffer] = Field(min_length=1)
+    disclosure: str = ""
+
+
+class ApplicantProfile(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    annual_income: float = Field(gt=0)
+    monthly_debt_payments: float = Field(0.0, ge=0)
+    credit_score: StrictInt = Field(ge=300, le=850)
+    collateral_value: float = Field(0.0, ge=0)
+
+
+class CreditParams(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    applicant: ApplicantProfile
+    disclosure: str = Field(min_length=1, description="the sentence the final answer must carry, verbatim")
+    max_probability_of_default: float = Field(MAX_PROBABILITY_OF_DEFAULT, gt=0, le=1)
+    max_loss_given_default: float = Field(MAX_LOSS_GIVEN_DEFAULT, gt=0, le=1)
+
+
+class CreditPack(RulePack):
+    name = "credit"
+    answer_model = CreditOffers
+    params_model = CreditParams
+
+    @property
+    def waits_on_network(self) -> bool:
+        return True  # each offer is a call to the risk-model service
+
+    @check("risk_check")
+    def offers_within_risk_limits(self, answer: CreditOffers) -> CheckResult:
+        if self.risk is None:
+            return False, "no risk-model service configured (--risk-address); no offer is approved unchecked"
+        applicant = Applicant(**self.params.applicant.model_dump())
+        offers = [Offer(o.amount, o.annual_rate, o.term_months) for o in answer.offers]
+        results = self.risk.score_all(applicant, offers)
+        if all(isinstance(result, RiskUnavailable) for result in results):  # one reason, said once
+            return False, f"none of the {len(offers)} offers scored, so none approved: {results[0]}"
+        failures, passes = [], []
+        for number, (offer, result) in enumerate(zip(answer.offers, results, strict=True), start=1):
+            line = f"offer {number} ({offer.describe()})"
+            if isinstance(result, Score):
+                breaches = self.breaches(result)
+                figures = f"PD={result.probability_of_default:.4f}, LGD={result.loss_given_default:.4f}"
+                (failures if breaches else passes).append(f"{line}: {'; '.join(breaches) or figures}")
+            elif isinstance(result, RiskRejected):
+                failures.append(f"{line}: the risk model refused it: {result}")
+            else:  # RiskUnavailable: fail closed
+                failures.append(f"{line}: not scored, so not approved: {result}")
+        if failures:
+            return False, f"{len(failures)} of {len(offers)} offers rejected: " + " | ".join(failures)
+        version = results[0].model_version
+        return True, f"all {len(offers)} offers within limits ({version}): " + " | ".join(passes)
+
+    def breaches(self, score: Score) -> list[str]:
+        p = self.params
+        found = []
+        if score.probability_of_default >= p.max_probability_of_default:
+            found.append(f"PD={score.probability_of_default:.4f} >= {p.max_probability_of_default:g}")
+        if score.loss_given_default >= p.max_loss_given_default:
+            found.append(f"LGD={score.loss_given_default:.4f} >= {p.max_loss_given_default:g}")
+        return found
+
+    @check("disclosure_check")
+    def carries_disclosure(self, answer: CreditOffers) -> CheckResult:
+        required = normalized(self.params.disclosure)
+        if required in normalized(answer.disclosure):
+            return True, "the required disclosure is present"
+        return False, f"the answer's disclosure must contain, verbatim: {self.params.disclosure!r}"
+
+
+def normalized(text: str) -> str:
+    """Whitespace collapsed: line breaks a model inserts do not change the sentence."""
+    return re.sub(r"\s+", " ", text).strip()
