@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from deliberate.scheduler.early_stop import options_of, quorum_reason
+from types import SimpleNamespace
+
+from deliberate.scheduler.early_stop import options_of, quorum_cancel_came_too_late, quorum_reason
+from deliberate_api.common.v1 import common_pb2
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 
 
@@ -30,3 +33,15 @@ def test_every_behaviour_is_switchable_per_request():
     off = options_of(pb.SolveRequest(disable_streaming_verification=True, disable_quorum=True), 5)
     assert not off.active, "both off: the plain round"
     assert not options_of(pb.SolveRequest(disable_streaming_verification=True, replace_aborted_drafts=True), 5).replace
+
+
+def test_a_straggler_that_ended_before_its_cancel_is_whole():
+    """The quorum cancels a draft the Drafter has just finished: its text is complete, so it is verified."""
+    stopped = SimpleNamespace(abort=pb.DraftAbort(reason="quorum"))
+    failed = SimpleNamespace(abort=pb.DraftAbort(reason="hard_rule"))
+    whole = common_pb2.Draft(finish_reason=common_pb2.FINISH_REASON_STOP)
+    cut = common_pb2.Draft(finish_reason=common_pb2.FINISH_REASON_ABORTED)
+    assert quorum_cancel_came_too_late(stopped, whole)
+    assert not quorum_cancel_came_too_late(stopped, cut)
+    assert not quorum_cancel_came_too_late(failed, whole), "a hard-rule failure stands however the draft ended"
+    assert not quorum_cancel_came_too_late(SimpleNamespace(abort=None), whole)

@@ -222,7 +222,12 @@ class EarlyStopRound:
         if self.stopping and state.abort is None and state.verdict is None:  # cancelled before its first token
             self.stop(state, pb.DraftAbort(reason="quorum", message=solve.early_stop.reason))
             solve.early_stop.cancelled += 1
+        if quorum_cancel_came_too_late(state, draft):  # the draft is whole: verified like any other
+            state.abort = None
+            solve.early_stop.cancelled -= 1
+            state.span.add_event("cancel too late")
         if state.abort is not None:  # its verdict is the early one, or says it was stopped on a quorum
+            state.span.set_attribute(telemetry.DRAFT_ABORT_REASON, state.abort.reason)
             verdict = self.early.pop(draft.id, None)
             if verdict is None:
                 verdict = stopped_verdict(draft.id, state.abort)
@@ -313,7 +318,6 @@ class EarlyStopRound:
             self.stream_of[state.draft.id].send(
                 drafter_service_pb2.StreamDraftsRequest(cancel=drafter_service_pb2.CancelDraft(index=state.draft.index))
             )
-        state.span.set_attribute(telemetry.DRAFT_ABORT_REASON, abort.reason)
         state.span.add_event("cancel sent", {telemetry.DRAFT_ABORT_REASON: abort.reason})
 
     def replace(self, state: DraftState, failure: str) -> None:
@@ -364,6 +368,12 @@ class EarlyStopRound:
             self.stream_for(index).send(
                 drafter_service_pb2.StreamDraftsRequest(cancel=drafter_service_pb2.CancelDraft(index=index))
             )
+
+
+def quorum_cancel_came_too_late(state: DraftState, draft: common_pb2.Draft) -> bool:
+    """A straggler's cancel raced with its end and lost: the Drafter finished it whole."""
+    stopped_on_quorum = state.abort is not None and state.abort.reason == "quorum"
+    return stopped_on_quorum and draft.finish_reason != common_pb2.FINISH_REASON_ABORTED
 
 
 def stopped_verdict(draft_id: str, abort: pb.DraftAbort) -> common_pb2.DraftVerdict:
