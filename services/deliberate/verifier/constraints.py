@@ -32,7 +32,7 @@ from .rules import (
     Rule,
     schema_check,
 )
-from .streaming import ArithmeticPrefix, PrefixCheck
+from .streaming import ArithmeticPrefix, JsonFencePrefix, PrefixCheck
 
 # How many constraints, how long a CEL expression, how large the context: declared with the request limits
 # (core/limits.py CONSTRAINTS) and checked at the edge before anything here compiles.
@@ -98,7 +98,7 @@ def compile_rules(
 ) -> RuleSet:
     """`reference`: the store packs read reference data from; None for their package data. `risk`: the client of
     the risk-model service, for the credit pack."""
-    output_schema = None
+    output_schema = validator = None
     if output_schema_text.strip():
         try:
             validator = compiled_validator(output_schema_text)  # first: it refuses JSON nested too deeply to load
@@ -113,7 +113,7 @@ def compile_rules(
         rule for spec in ordered for rule in constraint_rule(spec, context, reference, risk, cel_environment)
     )
     structured = output_schema is not None or any(reads_answer(c) for c in constraints)
-    prefix = prefix_checks(constraints)
+    prefix = prefix_checks(constraints, structured, validator)
     if not structured:  # free text: a numeric final answer, then the constraints, then style
         base, style = ANSWER_RULES[:3], ANSWER_RULES[3:]
         return RuleSet((*base, *constraint_rules, *style), None, prefix)
@@ -122,11 +122,16 @@ def compile_rules(
     return RuleSet((*head, *(schema_rules if output_schema else ()), *constraint_rules), output_schema, prefix)
 
 
-def prefix_checks(constraints: list[ConstraintSpec]) -> tuple[PrefixCheck, ...]:
-    """The hard rules that can judge a draft's prefix: the arithmetic pack's recomputation, line by line."""
+def prefix_checks(constraints: list[ConstraintSpec], structured: bool, validator) -> tuple[PrefixCheck, ...]:
+    """The hard rules that can judge a draft's prefix (`streaming`): the arithmetic pack's recomputation, line by
+    line, and for a structured answer its first ```json block, parsed and checked against the output schema's
+    `validator` (None: no schema) once closed."""
+    checks: list[PrefixCheck] = []
     if any(c.kind == "rule_pack" and c.source == "arithmetic" and not c.soft for c in constraints):
-        return (ArithmeticPrefix(),)
-    return ()
+        checks.append(ArithmeticPrefix())
+    if structured:
+        checks.append(JsonFencePrefix(validator))
+    return tuple(checks)
 
 
 def reads_answer(spec: ConstraintSpec) -> bool:

@@ -318,6 +318,22 @@ def _fenced_json_block(text: str) -> str | None:
     return None
 
 
+def closed_json_fence(text: str) -> tuple[str, int] | None:
+    """The first ```json block once its closing fence is on a complete line: its content and where that line
+    ends. From then on it is the JSON `parse_json` reads whatever the draft adds (the first json-labelled block
+    wins, and fences pair in order), so it can be judged before the draft ends. None while it is not closed."""
+    complete = text[: text.rfind("\n") + 1]
+    if "```" not in complete:
+        return None
+    lines = complete.split("\n")[:-1]  # split("\n") as `_fenced_json_block` does; the last piece is ""
+    fences = [index for index, line in enumerate(lines) if "```" in line and line.strip().startswith("```")]
+    for opening, closing in zip(fences[0::2], fences[1::2], strict=False):
+        if lines[opening].strip()[3:].strip().lower() in _JSON_FENCE_LABELS:
+            end = sum(len(line) + 1 for line in lines[: closing + 1])
+            return "\n".join(lines[opening + 1 : closing]), end
+    return None
+
+
 @dataclass(frozen=True)
 class _Span:
     text: str

@@ -8,8 +8,13 @@ would accept:
   arrived). An equation never spans lines (`arithmetic` reads both sides within one line), so a wrong equation
   on a complete line stays wrong whatever follows. Within the pack's bounds (`MAX_EQUATIONS`, `MAX_SCAN_CHARS`).
 
-Everything else (the final answer, JSON parse and schema, CEL, the other rule packs, the judge) needs the whole
-draft and runs when it ends, as `VerifyDrafts` runs it.
+* JSON (a structured answer: `json_parse`, and `json_schema` when the request has an output schema, both hard):
+  the first ```json block is parsed and checked against the schema as soon as its closing fence arrives. From
+  then on it is the JSON the full check reads, whatever follows (`parsing.closed_json_fence`). A JSON answer
+  written without a fence is judged at the end: a later ```json block could still take its place.
+
+Everything else (the final answer, CEL, the other rule packs, the judge) needs the whole draft and runs when it
+ends, as `VerifyDrafts` runs it.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from .arithmetic import check_arithmetic, format_wrong
+from .parsing import closed_json_fence, parse_json
+from .rules import schema_check
 
 
 @dataclass(frozen=True)
@@ -33,11 +40,9 @@ class PrefixFailure:
 
 
 class PrefixCheck(Protocol):
-    rule_id: str
-
-    def check(self, text: str, start: int) -> tuple[int, str] | None:
+    def check(self, text: str, start: int) -> tuple[int, str, str] | None:
         """Judges `text` (the draft so far), of which `text[start:]` arrived since the last call: None, or
-        where the failing part ends (chars) and why."""
+        where the failing part ends (chars), the rule that failed and why."""
 
 
 @dataclass(frozen=True)
@@ -46,7 +51,7 @@ class ArithmeticPrefix:
 
     rule_id: str = "arithmetic"
 
-    def check(self, text: str, start: int) -> tuple[int, str] | None:
+    def check(self, text: str, start: int) -> tuple[int, str, str] | None:
         line_start = text.rfind("\n", 0, start) + 1  # the line that was incomplete at the last call
         while (end := text.find("\n", line_start)) >= 0:
             if "=" in text[line_start:end]:
@@ -54,8 +59,32 @@ class ArithmeticPrefix:
                 # before were already found right, so a wrong equation is on this line.
                 report = check_arithmetic(text[: end + 1])
                 if report.wrong:
-                    return end + 1, f"{self.rule_id} failed: {format_wrong(report.wrong[-1])}"
+                    return end + 1, self.rule_id, f"{self.rule_id} failed: {format_wrong(report.wrong[-1])}"
             line_start = end + 1
+        return None
+
+
+@dataclass(frozen=True)
+class JsonFencePrefix:
+    """Parses the first ```json block, and checks it against the output schema's validator (None: no schema), in
+    the call that sees its closing fence."""
+
+    validator: object | None
+
+    def check(self, text: str, start: int) -> tuple[int, str, str] | None:
+        fence = closed_json_fence(text)
+        if fence is None:
+            return None
+        body, end = fence
+        if end <= start:  # closed before this delta: judged then
+            return None
+        parsed = parse_json(body)
+        if parsed.error is not None:
+            return end, "json_parse", f"json_parse failed: {parsed.error}"
+        if self.validator is not None:
+            passed, message = schema_check("json_schema", self.validator, parsed.value)
+            if not passed:
+                return end, "json_schema", message
         return None
 
 
@@ -78,9 +107,9 @@ class GrowingDraft:
         self.tokens += tokens
         for check in self.checks:
             if found := check.check(self.text, start):
-                chars, message = found
+                chars, rule_id, message = found
                 line = self.text.count("\n", 0, chars - 1) + 1
                 message = f"{message} (line {line}, char {chars}, token {self.tokens})"
-                self.failure = PrefixFailure(check.rule_id, message, chars, self.tokens, line)
+                self.failure = PrefixFailure(rule_id, message, chars, self.tokens, line)
                 return self.failure
         return None
