@@ -288,6 +288,23 @@ class Output:
         append_run(self.progress, {"run_id": run_id, "drafts": drafts, "records": len(records),
                                    "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})  # fmt: skip
 
+    def resplit(self, validation_share: float) -> int:
+        """Moves every record to the split `split_of` gives its problem at `validation_share`, so a rerun with
+        another share leaves the whole dataset split by that share (still by problem). Returns how many moved;
+        the files are rewritten (to a temporary file, then renamed) only when some did."""
+        records = [r for split in SPLITS for r in self.records(split)]
+        moved = 0
+        for record in records:
+            split = split_of(record["meta"]["problem_id"], validation_share)
+            moved += record["meta"]["split"] != split
+            record["meta"]["split"] = split
+        if moved:
+            for split in SPLITS:
+                temporary = self.split_file(split).with_suffix(".jsonl.tmp")
+                temporary.write_text("".join(json.dumps(r) + "\n" for r in records if r["meta"]["split"] == split))
+                temporary.replace(self.split_file(split))
+        return moved
+
 
 def read_lines(path: Path) -> list[str]:
     if not path.exists():
@@ -345,7 +362,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-new-tokens", type=int, default=160, help="per draft (default 160)")
     parser.add_argument("--temperature", type=float, default=0.8, help="of the drafts (default 0.8)")
     parser.add_argument("--seed", type=int, default=15, help="problem sample and sampling seed (default 15)")
-    parser.add_argument("--validation-share", type=float, default=0.12, help="share of problems held out")
+    parser.add_argument(
+        "--validation-share",
+        type=float,
+        default=0.2,
+        help="share of problems held out (default 0.2); a rerun with another share re-splits what is written",
+    )
     parser.add_argument("--model", default="smollm2-135m", help="the Drafter's model (default smollm2-135m)")
     parser.add_argument(
         "--engine-threads", type=int, default=0, help="the Drafter's CPU threads (0: all; 1 on a shared, busy machine)"
@@ -369,6 +391,9 @@ def run(args: argparse.Namespace) -> int:
     problems = load_problems(args.data, args.problems, args.seed, read_exclusions(args.exclude))
     tasks = gsm8k_tasks(problems, args.seed) + example_tasks(names, args.example_runs, args.seed)
     output = Output(args.out)
+    if moved := output.resplit(args.validation_share):
+        print(f"dataset: {moved} records moved to the split of their problem at --validation-share "
+              f"{args.validation_share}", file=sys.stderr)  # fmt: skip
     done = output.done_runs()
     todo = [t for t in tasks if t.run_id not in done]
     print(f"dataset: {len(tasks)} draft batches ({len(problems)} GSM8K problems, {len(names)} examples × "
