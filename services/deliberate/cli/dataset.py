@@ -408,6 +408,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+# What drafts and labels a record. The risk model is there for the credit pack: without it every credit offer would
+# be labelled by the rule's fail-closed message (the service is down), which says nothing about the draft.
+LABELLING_SERVICES = ("risk", "drafter", "verifier")
+
+
 def generate(args: argparse.Namespace, output: Output, todo: list[Task], done: int, total: int) -> int:
     g = Generation(args.drafts, args.max_new_tokens, args.temperature, args.timeout, tuple(args.strategies))
     try:
@@ -424,12 +429,13 @@ def generate(args: argparse.Namespace, output: Output, todo: list[Task], done: i
         state_dir=Path(tempfile.mkdtemp(prefix="deliberate-dataset-")),
         with_gateway=False,
     )
-    print(f"starting the Drafter ({args.model}) and the Verifier; logs in {args.log_dir}/ …", file=sys.stderr)
+    print(f"starting the Drafter ({args.model}), the Verifier and the risk model; logs in {args.log_dir}/ …",
+          file=sys.stderr)  # fmt: skip
     calls = None
     try:
-        for service in ("drafter", "verifier"):
+        for service in LABELLING_SERVICES:
             stack.start(service)
-        stack.wait_healthy(600, services=("drafter", "verifier"))
+        stack.wait_healthy(600, services=LABELLING_SERVICES)
         calls = DraftAndVerify(stack.address_of("drafter"), stack.address_of("verifier"))
         seen = output.seen()
         started = time.monotonic()
