@@ -35,6 +35,7 @@ from pathlib import Path
 import grpc
 from google.protobuf import json_format, struct_pb2
 
+from deliberate.core.files import write_atomically
 from deliberate.verifier.parsing import extract_final_answer
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
@@ -291,7 +292,7 @@ class Output:
     def resplit(self, validation_share: float) -> int:
         """Moves every record to the split `split_of` gives its problem at `validation_share`, so a rerun with
         another share leaves the whole dataset split by that share (still by problem). Returns how many moved;
-        the files are rewritten (to a temporary file, then renamed) only when some did."""
+        the files are rewritten (atomically) only when some did."""
         records = [r for split in SPLITS for r in self.records(split)]
         moved = 0
         for record in records:
@@ -300,9 +301,8 @@ class Output:
             record["meta"]["split"] = split
         if moved:
             for split in SPLITS:
-                temporary = self.split_file(split).with_suffix(".jsonl.tmp")
-                temporary.write_text("".join(json.dumps(r) + "\n" for r in records if r["meta"]["split"] == split))
-                temporary.replace(self.split_file(split))
+                lines = "".join(json.dumps(r) + "\n" for r in records if r["meta"]["split"] == split)
+                write_atomically(self.split_file(split), lines.encode())
         return moved
 
 
