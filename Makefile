@@ -209,10 +209,11 @@ train-judge: install
 	$(VENV)/bin/deliberate train-judge --dataset bench/results/judge-dataset --dataset bench/results/judge-dataset-qwen \
 		--out $(JUDGE_DIR) $(TRAIN_JUDGE_ARGS)
 
-## Rules only vs rules + untrained judge vs rules + trained judge, on held-out (validation) problems.
+## Rules only vs rules + untrained judge vs rules + trained judge, on held-out (validation) problems, drafted by
+## the default model (SmolLM2 solves almost none of them, and accuracy could not tell the judges apart).
 eval-judges: install
-	DELIBERATE_MODEL=smollm2-135m DELIBERATE_ENGINE_THREADS=1 DELIBERATE_MAX_REDRAFTS=0 $(VENV)/bin/deliberate eval \
-		--problems-from bench/results/judge-dataset --limit 20 --sizes 2 --max-new-tokens 160 \
+	DELIBERATE_MAX_REDRAFTS=0 $(VENV)/bin/deliberate eval \
+		--problems-from bench/results/judge-dataset --limit 20 --sizes 2 --max-new-tokens 256 \
 		--refine-max-new-tokens 64 --no-refine-subsets --ads 0 --name judge-compare \
 		--judges rules=off,untrained=transformers,trained=$(JUDGE_DIR) $(EVAL_ARGS)
 

@@ -61,6 +61,8 @@ def test_dataset_writes_labelled_records_split_by_problem_and_resumes(tmp_path):
         assert r["label"]["valid"] == is_correct(extract_final_answer(r["draft"]), r["meta"]["gold"])
     # Ads drafts carry the rules' verdict.
     assert all(r["label"]["valid"] == r["meta"]["rules_valid"] for r in examples)
+    # The risk model runs with the Verifier: no credit offer is labelled by a service being down.
+    assert not [r for r in records if "UNAVAILABLE" in (r["label"]["error"] or "")]
     problems = {split: {r["meta"]["problem_id"] for r in records if r["meta"]["split"] == split} for split in
                 ("train", "validation")}  # fmt: skip
     assert not problems["train"] & problems["validation"]

@@ -219,3 +219,20 @@ def test_a_limited_validation_set_keeps_every_valid_record():
     chosen = limited(records, 8, random.Random(3))
     assert len(chosen) == 8 and sum(r["label"]["valid"] for r in chosen) == 2
     assert len(limited(records, 100, random.Random(3))) == 32
+
+
+def test_a_rerun_with_another_validation_share_resplits_by_problem(tmp_path):
+    output = Output(tmp_path / "ds")
+    for n in range(40):
+        problem = f"gsm8k:{n}"
+        records = [build_record(task(problem), draft(f"Final answer: {k}"), verdict(), split_of(problem, 0.1), "m")
+                   for k in (1, 2)]  # fmt: skip
+        output.write(records, problem, drafts=2)
+    assert output.resplit(0.1) == 0, "the same share moves nothing"
+    moved = output.resplit(0.5)
+    validation, train = output.records("validation"), output.records("train")
+    assert moved > 0 and len(validation) + len(train) == 80
+    for record in validation + train:
+        assert record["meta"]["split"] == split_of(record["meta"]["problem_id"], 0.5)
+    assert not {r["meta"]["problem_id"] for r in validation} & {r["meta"]["problem_id"] for r in train}
+    assert output.resplit(0.5) == 0

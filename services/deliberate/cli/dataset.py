@@ -35,6 +35,7 @@ from pathlib import Path
 import grpc
 from google.protobuf import json_format, struct_pb2
 
+from deliberate.core.files import write_atomically
 from deliberate.verifier.parsing import extract_final_answer
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
@@ -288,6 +289,22 @@ class Output:
         append_run(self.progress, {"run_id": run_id, "drafts": drafts, "records": len(records),
                                    "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})  # fmt: skip
 
+    def resplit(self, validation_share: float) -> int:
+        """Moves every record to the split `split_of` gives its problem at `validation_share`, so a rerun with
+        another share leaves the whole dataset split by that share (still by problem). Returns how many moved;
+        the files are rewritten (atomically) only when some did."""
+        records = [r for split in SPLITS for r in self.records(split)]
+        moved = 0
+        for record in records:
+            split = split_of(record["meta"]["problem_id"], validation_share)
+            moved += record["meta"]["split"] != split
+            record["meta"]["split"] = split
+        if moved:
+            for split in SPLITS:
+                lines = "".join(json.dumps(r) + "\n" for r in records if r["meta"]["split"] == split)
+                write_atomically(self.split_file(split), lines.encode())
+        return moved
+
 
 def read_lines(path: Path) -> list[str]:
     if not path.exists():
@@ -345,7 +362,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-new-tokens", type=int, default=160, help="per draft (default 160)")
     parser.add_argument("--temperature", type=float, default=0.8, help="of the drafts (default 0.8)")
     parser.add_argument("--seed", type=int, default=15, help="problem sample and sampling seed (default 15)")
-    parser.add_argument("--validation-share", type=float, default=0.12, help="share of problems held out")
+    parser.add_argument(
+        "--validation-share",
+        type=float,
+        default=0.2,
+        help="share of problems held out (default 0.2); a rerun with another share re-splits what is written",
+    )
     parser.add_argument("--model", default="smollm2-135m", help="the Drafter's model (default smollm2-135m)")
     parser.add_argument(
         "--engine-threads", type=int, default=0, help="the Drafter's CPU threads (0: all; 1 on a shared, busy machine)"
@@ -369,6 +391,9 @@ def run(args: argparse.Namespace) -> int:
     problems = load_problems(args.data, args.problems, args.seed, read_exclusions(args.exclude))
     tasks = gsm8k_tasks(problems, args.seed) + example_tasks(names, args.example_runs, args.seed)
     output = Output(args.out)
+    if moved := output.resplit(args.validation_share):
+        print(f"dataset: {moved} records moved to the split of their problem at --validation-share "
+              f"{args.validation_share}", file=sys.stderr)  # fmt: skip
     done = output.done_runs()
     todo = [t for t in tasks if t.run_id not in done]
     print(f"dataset: {len(tasks)} draft batches ({len(problems)} GSM8K problems, {len(names)} examples × "
@@ -381,6 +406,11 @@ def run(args: argparse.Namespace) -> int:
     (args.out / "summary.json").write_text(json.dumps(counts, indent=2) + "\n")
     print(json.dumps(counts, indent=2))
     return 0
+
+
+# What drafts and labels a record. The risk model is there for the credit pack: without it every credit offer would
+# be labelled by the rule's fail-closed message (the service is down), which says nothing about the draft.
+LABELLING_SERVICES = ("risk", "drafter", "verifier")
 
 
 def generate(args: argparse.Namespace, output: Output, todo: list[Task], done: int, total: int) -> int:
@@ -399,12 +429,13 @@ def generate(args: argparse.Namespace, output: Output, todo: list[Task], done: i
         state_dir=Path(tempfile.mkdtemp(prefix="deliberate-dataset-")),
         with_gateway=False,
     )
-    print(f"starting the Drafter ({args.model}) and the Verifier; logs in {args.log_dir}/ …", file=sys.stderr)
+    print(f"starting the Drafter ({args.model}), the Verifier and the risk model; logs in {args.log_dir}/ …",
+          file=sys.stderr)  # fmt: skip
     calls = None
     try:
-        for service in ("drafter", "verifier"):
+        for service in LABELLING_SERVICES:
             stack.start(service)
-        stack.wait_healthy(600, services=("drafter", "verifier"))
+        stack.wait_healthy(600, services=LABELLING_SERVICES)
         calls = DraftAndVerify(stack.address_of("drafter"), stack.address_of("verifier"))
         seen = output.seen()
         started = time.monotonic()

@@ -36,11 +36,12 @@ import logging
 import math
 import os
 import statistics
-import tempfile
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
+
+from ..core.files import write_atomically
 
 log = logging.getLogger("deliberate.scheduler.weights")
 
@@ -334,37 +335,8 @@ def restored_weights(stored: dict) -> Weights:
 
 
 def write_json_atomically(path: Path, data: dict) -> None:
-    """Encode first, write a temp file in the same directory, fsync it, then rename it over `path`.
-
-    A failure at any step leaves `path` as it was and removes the temp file.
-    """
-    payload = json.dumps(data, allow_nan=False, separators=(",", ":")).encode("utf-8")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as temp:
-            temp.write(payload)
-            temp.flush()
-            os.fsync(temp.fileno())
-        os.replace(temp_name, path)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
-    _fsync_directory(path.parent)
-
-
-def _fsync_directory(directory: Path) -> None:
-    # Makes the rename itself durable across power loss; not every platform can open a directory.
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    """Encode first (a value JSON cannot hold raises before anything is written), then `write_atomically`."""
+    write_atomically(path, json.dumps(data, allow_nan=False, separators=(",", ":")).encode("utf-8"))
 
 
 def feature_row(features: DecisionFeatures) -> list[float | None]:
