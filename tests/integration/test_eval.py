@@ -13,7 +13,7 @@ from .conftest import gsm8k_questions
 pytestmark = pytest.mark.timeout(240)
 
 
-def run_eval(stack, data, results) -> None:
+def run_eval(stack, data, results, *extra: str) -> None:
     with pytest.raises(SystemExit) as exit_:
         main(
             [
@@ -25,6 +25,7 @@ def run_eval(stack, data, results) -> None:
                 *("--ads", "1", "--ads-catalog-size", "8"),
                 *("--max-new-tokens", "8", "--refine-max-new-tokens", "8", "--timeout", "120"),
                 *("--results-dir", str(results), "--name", "it"),
+                *extra,
             ]
         )
     assert exit_.value.code == 0
@@ -71,3 +72,22 @@ def test_eval_end_to_end_writes_a_summary_whose_counts_add_up(stack, tmp_path, c
     run_eval(stack, data, results)
     assert (results / "it.runs.jsonl").read_text().splitlines() == runs
     assert json.loads((results / "it.json").read_text())["configs"] == result["configs"]
+
+
+def test_eval_reports_the_pipeline_both_ways(stack, tmp_path):
+    data = tmp_path / "problems.jsonl"
+    data.write_text("".join(json.dumps(q) + "\n" for q in gsm8k_questions(2)))
+    results = tmp_path / "results"
+    run_eval(stack, data, results, "--early-stop", "both")
+
+    records = [json.loads(line) for line in (results / "it.runs.jsonl").read_text().splitlines()]
+    assert len(records) == 3
+    for record in records:
+        assert record["settings"]["early_stop"] == "both"
+        without = record["solve_without_early_stop"]
+        assert "error" not in without and without["latency_s"] > 0 and without["completion_tokens"] > 0
+        assert "early_stop" in record["solve"]  # what early stopping did on the other side
+    comparison = json.loads((results / "it.json").read_text())["early_stop"]
+    assert (comparison["n"], comparison["n_gsm8k"], comparison["n_ads"]) == (3, 2, 1)
+    assert comparison["latency_ratio"] > 0 and comparison["token_ratio"] > 0
+    assert "The pipeline both ways" in (results / "it.md").read_text()

@@ -22,7 +22,15 @@ from deliberate.cli.eval_stats import (
     rank,
     wilson,
 )
-from deliberate.cli.evaluation import check_ad_plan, load_problems, read_exclusions
+from deliberate.cli.evaluation import (
+    Problem,
+    Settings,
+    check_ad_plan,
+    gsm8k_request,
+    load_problems,
+    read_exclusions,
+    without_early_stop,
+)
 
 # --- answers -------------------------------------------------------------------------------------
 
@@ -311,6 +319,61 @@ def test_ad_selection_summary():
     assert single["name"] == "single" and single["satisfied"] == 0
     assert pipeline["name"] == "pipeline@5" and pipeline["satisfied_share"] == 0.5
     assert pipeline["verified"] == 4 and pipeline["verified_satisfied"] == 2
+
+
+def test_the_pipeline_is_reported_both_ways_on_the_problems_solved_both_ways():
+    def both(base: dict, answer, latency, tokens, **extra) -> dict:
+        return base | {"solve_without_early_stop": {"answer": answer, "status": "VERIFIED", "latency_s": latency,
+                                                    "completion_tokens": tokens} | extra}  # fmt: skip
+
+    with_stops = {"aborted": 2, "cancelled": 1, "reached": True}
+    gsm8k = [
+        # with: right, 8 s, 40 tokens (record's defaults); without: wrong, 16 s, 100 tokens
+        both(RECORDS[0] | {"solve": RECORDS[0]["solve"] | {"early_stop": with_stops}}, "9", 16.0, 100),
+        both(RECORDS[1], "3", 8.0, 60),  # right both ways
+        RECORDS[2],  # solved one way only: left out of the comparison
+    ]
+    ad = {
+        "task": "ads",
+        "id": "ads:7",
+        "catalog_seed": 7,
+        "settings": {"sizes": [2, 3]},
+        "single": {"satisfied": False, "latency_s": 1.0, "completion_tokens": 5},
+        "solve": {"satisfied": False, "status": "UNVERIFIED", "latency_s": 4.0, "completion_tokens": 20},
+        "solve_without_early_stop": {
+            "satisfied": True,
+            "status": "VERIFIED",
+            "latency_s": 8.0,
+            "completion_tokens": 40,
+        },
+    }
+    result = eval_summary.summary(gsm8k + [ad])
+    comparison = result["early_stop"]
+    assert (comparison["n"], comparison["n_gsm8k"], comparison["n_ads"]) == (3, 2, 1)
+    assert comparison["latency_ratio"] == pytest.approx((8 + 8 + 4) / (16 + 8 + 8), abs=1e-3)
+    assert comparison["token_ratio"] == pytest.approx((40 + 40 + 20) / (100 + 60 + 40), abs=1e-3)
+    assert comparison["accuracy_with"] == 1.0 and comparison["accuracy_without"] == 0.5
+    assert comparison["valid_rate_with"] == 0.0 and comparison["valid_rate_without"] == 1.0
+    assert (comparison["aborted"], comparison["cancelled"], comparison["quorum_reached"]) == (2, 1, 1)
+    assert comparison["with"]["verified"] == 2 and comparison["without"]["verified"] == 3
+    table = eval_summary.markdown(result)
+    assert "latency ratio 0.625" in table and "| off | 1/2 | 1/1 | 3 | 32.0 s | 200 | 0 |" in table
+    assert eval_summary.summary(RECORDS)["early_stop"] is None
+
+
+def test_without_early_stop_switches_off_streaming_verification_and_the_quorum_only():
+    s = Settings(sizes=[5], max_new_tokens=64, refine_max_new_tokens=None, temperature=None, seed=3,
+                 check_arithmetic=True, refine_subsets=False, ads_catalog_size=100, timeout_s=1.0,
+                 engine="llamacpp", model="m")  # fmt: skip
+    request = gsm8k_request(Problem("train:1", 1, "What is 2 + 2?", "4"), s)
+    plain = without_early_stop(request)
+    assert plain.disable_streaming_verification and plain.disable_quorum
+    assert not request.disable_streaming_verification and not request.disable_quorum
+    assert plain.request_id == request.request_id + "-without-early-stop"
+    plain.request_id, plain.disable_streaming_verification, plain.disable_quorum = request.request_id, False, False
+    assert plain == request  # nothing else differs: same prompt, drafts, seed and budgets
+    assert s.fingerprint().get("early_stop") is None  # "on" keeps runs files made before the option readable
+    assert Settings(**{**s.__dict__, "early_stop": "both"}).fingerprint()["early_stop"] == "both"
 
 
 def test_ranking_puts_checked_drafts_first_as_the_scheduler_does():

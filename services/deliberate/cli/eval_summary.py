@@ -331,6 +331,56 @@ def draft_analysis(records: list[dict], n: int) -> dict | None:
     }
 
 
+def early_stop_comparison(records: list[dict]) -> dict | None:
+    """The pipeline with early stopping (streaming verification, abort, quorum) against without, on the records
+    solved both ways (`--early-stop both`): ratios of the summed latency and completion tokens (with ÷ without),
+    and the accuracy (GSM8K) or constraint-satisfied share (ad selection) of each side."""
+    paired = [r for r in records if "solve_without_early_stop" in r]
+    if not paired:
+        return None
+
+    def good(record: dict, side: str) -> bool:
+        part = record[side]
+        if record["task"] == "ads":
+            return bool(part.get("satisfied"))
+        return is_correct(part.get("answer"), parse_gold("#### " + record["gold"]))
+
+    def side_figures(side: str) -> dict:
+        parts = [r[side] for r in paired]
+        by_task = {task: [good(r, side) for r in paired if r["task"] == task] for task in ("gsm8k", "ads")}
+        return {
+            "latency_s": round(sum(x.get("latency_s", 0.0) for x in parts), 1),
+            "completion_tokens": sum(x.get("completion_tokens", 0) for x in parts),
+            "gsm8k_correct": sum(by_task["gsm8k"]),
+            "ads_satisfied": sum(by_task["ads"]),
+            "verified": sum(x.get("status") == "VERIFIED" for x in parts),
+            "errors": sum(1 for x in parts if x.get("error")),
+        }
+
+    with_, without = side_figures("solve"), side_figures("solve_without_early_stop")
+    done = [r["solve"].get("early_stop", {}) for r in paired]
+    n_gsm8k = sum(r["task"] == "gsm8k" for r in paired)
+    n_ads = len(paired) - n_gsm8k
+    return {
+        "n": len(paired),
+        "n_gsm8k": n_gsm8k,
+        "n_ads": n_ads,
+        "latency_ratio": rounded(with_["latency_s"] / without["latency_s"] if without["latency_s"] else None, 3),
+        "token_ratio": rounded(
+            with_["completion_tokens"] / without["completion_tokens"] if without["completion_tokens"] else None, 3
+        ),
+        "accuracy_with": rounded(with_["gsm8k_correct"] / n_gsm8k if n_gsm8k else None),
+        "accuracy_without": rounded(without["gsm8k_correct"] / n_gsm8k if n_gsm8k else None),
+        "valid_rate_with": rounded(with_["ads_satisfied"] / n_ads if n_ads else None),
+        "valid_rate_without": rounded(without["ads_satisfied"] / n_ads if n_ads else None),
+        "with": with_,
+        "without": without,
+        "aborted": sum(e.get("aborted", 0) for e in done),
+        "cancelled": sum(e.get("cancelled", 0) for e in done),
+        "quorum_reached": sum(bool(e.get("reached")) for e in done),
+    }
+
+
 def summary(records: list[dict]) -> dict:
     gsm8k = [r for r in records if r.get("task") == "gsm8k"]
     ads = [r for r in records if r.get("task") == "ads"]
@@ -349,6 +399,7 @@ def summary(records: list[dict]) -> dict:
         "configs": summarize_gsm8k(gsm8k, sizes, memory),
         "drafts": draft_analysis(gsm8k, max(sizes)),
         "ad_selection": summarize_ads(ads, memory),
+        "early_stop": early_stop_comparison(records),
         "bootstrap": {"seed": BOOTSTRAP_SEED, "resamples": BOOTSTRAP_RESAMPLES},
         "summarized_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
@@ -454,7 +505,30 @@ def markdown(result: dict) -> str:
                 f"| `{c['name']}` | {c['satisfied']}/{c['instances']} = {pct(c['satisfied_share'])} "
                 f"({pct(c['ci_low'])}–{pct(c['ci_high'])}) | {p50} | {c['tokens_per_problem']} | {verified} |"
             )
+    lines += early_stop_markdown(result.get("early_stop"))
     return "\n".join(lines) + "\n"
+
+
+def early_stop_markdown(comparison: dict | None) -> list[str]:
+    if not comparison:
+        return []
+    w, wo = comparison["with"], comparison["without"]
+    return [
+        "",
+        f"The pipeline both ways (`--early-stop both`), the same request solved with and without early stopping "
+        f"on {comparison['n_gsm8k']} GSM8K problems and {comparison['n_ads']} ad catalogs: latency ratio "
+        f"{comparison['latency_ratio']}, token ratio {comparison['token_ratio']} (with ÷ without); "
+        f"{comparison['aborted']} drafts aborted, {comparison['cancelled']} cancelled, quorum reached "
+        f"{comparison['quorum_reached']} times.",
+        "",
+        "| early stopping | GSM8K right | ads satisfied | VERIFIED | total latency | completion tokens | errors |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+        *(
+            f"| {label} | {x['gsm8k_correct']}/{comparison['n_gsm8k']} | {x['ads_satisfied']}/{comparison['n_ads']} "
+            f"| {x['verified']} | {x['latency_s']:.1f} s | {x['completion_tokens']} | {x['errors']} |"
+            for label, x in (("on", w), ("off", wo))
+        ),
+    ]
 
 
 def plot(result: dict, path: Path) -> bool:

@@ -7,7 +7,9 @@ Per GSM8K problem, two calls give every configuration, all on the same problems 
   components) give majority@n, best_of@n and the selection ablation for every n ≤ N offline, and its final
   answer is pipeline@N;
 * for each smaller n, one Refiner call on the Scheduler's selection rule applied to the first n drafts
-  (pipeline@n; `--no-refine-subsets` skips it).
+  (pipeline@n; `--no-refine-subsets` skips it);
+* with `--early-stop both`, a second Solve of the same request with streaming verification and the quorum
+  switched off, so the pipeline is reported both ways on the same problems in one run.
 
 Each finished problem is appended to `<name>.runs.jsonl` at once, so a rerun resumes where it stopped; the
 summary (`<name>.json`, `.md`, `.png`) is always rebuilt from that file (`--summarize-only` does only that).
@@ -150,6 +152,9 @@ class Settings:
     judge: str = "off"
     judge_model: str = ""
     judge_timeout_s: float = 0.0
+    # --early-stop: "on" (the Scheduler's defaults), "off" (streaming verification and quorum switched off per
+    # request) or "both" (each problem solved both ways).
+    early_stop: str = "on"
 
     @property
     def largest(self) -> int:
@@ -157,17 +162,25 @@ class Settings:
 
     def fingerprint(self) -> dict:
         """What must match for records of two runs to be pooled."""
-        return {
-            "sizes": sorted(self.sizes),
-            "max_new_tokens": self.max_new_tokens,
-            "refine_max_new_tokens": self.refine_max_new_tokens,
-            "temperature": self.temperature,
-            "seed": self.seed,
-            "check_arithmetic": self.check_arithmetic,
-            "ads_catalog_size": self.ads_catalog_size,
-            "engine": self.engine,
-            "model": self.model,
-        } | self.judge_fingerprint()
+        return (
+            {
+                "sizes": sorted(self.sizes),
+                "max_new_tokens": self.max_new_tokens,
+                "refine_max_new_tokens": self.refine_max_new_tokens,
+                "temperature": self.temperature,
+                "seed": self.seed,
+                "check_arithmetic": self.check_arithmetic,
+                "ads_catalog_size": self.ads_catalog_size,
+                "engine": self.engine,
+                "model": self.model,
+            }
+            | self.judge_fingerprint()
+            | self.early_stop_fingerprint()
+        )
+
+    def early_stop_fingerprint(self) -> dict:
+        """Present only when not "on", so runs files made before --early-stop stay readable."""
+        return {} if self.early_stop == "on" else {"early_stop": self.early_stop}
 
     def judge_fingerprint(self) -> dict:
         """Present only with --judges, so runs files made before it stay readable."""
@@ -368,10 +381,50 @@ def gsm8k_request(problem: Problem, s: Settings) -> pb.SolveRequest:
     return request
 
 
+def without_early_stop(request: pb.SolveRequest) -> pb.SolveRequest:
+    """The same request with streaming verification (and with it the abort of failed drafts) and the quorum
+    switched off: every draft is generated to its end and verified whole."""
+    copy = pb.SolveRequest()
+    copy.CopyFrom(request)
+    copy.request_id = f"{request.request_id}-without-early-stop"
+    copy.disable_streaming_verification = copy.disable_quorum = True
+    return copy
+
+
+def early_stop_of(response: pb.SolveResponse | None) -> dict:
+    """What early stopping did in one Solve."""
+    if response is None:
+        return {}
+    e = response.early_stop
+    return {"early_stop": {"aborted": e.aborted, "cancelled": e.cancelled, "reached": e.reached, "reason": e.reason}}
+
+
+def solve_both_ways(
+    services: Services, s: Settings, request: pb.SolveRequest
+) -> tuple[dict, pb.SolveResponse | None, dict | None]:
+    """The Solve as --early-stop asks: its record and response, and with "both" the record of the same request
+    without early stopping (its draft texts dropped: the comparison needs the answer, latency and tokens).
+    With "both" the request id decides which goes first (about half each way, the same on a rerun), so neither
+    side always meets a warm prompt cache or a busier machine."""
+    if s.early_stop == "off":
+        request = without_early_stop(request)
+    if s.early_stop != "both":
+        solved, response = solve(services, s, request)
+        return solved | early_stop_of(response), response, None
+    without_first = sum(map(ord, request.request_id)) % 2 == 1
+    if without_first:
+        other, _ = solve(services, s, without_early_stop(request))
+    solved, response = solve(services, s, request)
+    if not without_first:
+        other, _ = solve(services, s, without_early_stop(request))
+    other.pop("drafts", None)
+    return solved | early_stop_of(response), response, other
+
+
 def run_problem(services: Services, s: Settings, problem: Problem) -> dict:
     single = single_pass(services, s, f"eval-{problem.id}-single", problem.question)
     request = gsm8k_request(problem, s)
-    solved, response = solve(services, s, request)
+    solved, response, without = solve_both_ways(services, s, request)
     subsets = {}
     if s.refine_subsets and response is not None:
         for n in sorted(s.sizes):
@@ -386,7 +439,7 @@ def run_problem(services: Services, s: Settings, problem: Problem) -> dict:
         "single": single,
         "solve": solved,
         "subsets": subsets,
-    }
+    } | ({} if without is None else {"solve_without_early_stop": without})
 
 
 # --------------------------------------------------------------------------------------------------
@@ -449,9 +502,10 @@ def run_ads(services: Services, s: Settings, seed: int, size: int) -> dict:
         constraints=constraints,
         request_id=f"eval-ads-{seed}",
     )
-    solved, _ = solve(services, s, request)
-    for part, text in ((single, single.get("text")), (solved, solved.get("answer_text"))):
-        part["satisfied"], part["check"] = check_ad_plan(text, catalog)
+    solved, _, without = solve_both_ways(services, s, request)
+    parts = [single, solved] + ([] if without is None else [without])
+    for part in parts:
+        part["satisfied"], part["check"] = check_ad_plan(part.get("text", part.get("answer_text")), catalog)
     solved.pop("drafts", None)  # the plans are in answer_text; draft texts would only bloat the file
     return {
         "task": "ads",
@@ -460,7 +514,7 @@ def run_ads(services: Services, s: Settings, seed: int, size: int) -> dict:
         "catalog_size": size,
         "single": single,
         "solve": solved,
-    }
+    } | ({} if without is None else {"solve_without_early_stop": without})
 
 
 # --------------------------------------------------------------------------------------------------
@@ -600,6 +654,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--judge-model", default="smollm2-135m", help="with --judges: an engine judge's model")
     parser.add_argument("--judge-timeout", type=float, default=60.0, help="with --judges: seconds per verdict")
     parser.add_argument(
+        "--early-stop",
+        choices=("on", "off", "both"),
+        default="on",
+        help="the pipeline's early stopping (streaming verification, abort of failed drafts, quorum): on as the "
+        "Scheduler defaults, off per request, or both — each problem solved both ways, reported side by side "
+        "(default on)",
+    )
+    parser.add_argument(
         "--problems-from",
         type=Path,
         help="a `deliberate dataset` directory: its GSM8K validation problems (the first --limit of them) "
@@ -621,7 +683,8 @@ def engine_and_model() -> tuple[str, str]:
 
 def unavailable(record: dict) -> str | None:
     """The error of a call that found a service unreachable (not a result of the problem), if any."""
-    parts = [record.get("single", {}), record.get("solve", {}), *record.get("subsets", {}).values()]
+    parts = [record.get("single", {}), record.get("solve", {}), record.get("solve_without_early_stop", {}),
+             *record.get("subsets", {}).values()]  # fmt: skip
     return next((p["error"] for p in parts if str(p.get("error", "")).startswith("UNAVAILABLE")), None)
 
 
@@ -653,6 +716,7 @@ def run(args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
         engine=engine,
         model=model,
+        early_stop=args.early_stop,
     )
     if args.judges:
         return compare_judges(args, s)
