@@ -10,6 +10,7 @@ import random
 from deliberate.verifier.constraints import ConstraintSpec, compile_rules
 from deliberate.verifier.rules import verify
 from deliberate.verifier.streaming import ArithmeticPrefix, GrowingDraft, JsonFencePrefix
+from deliberate_client.examples import ads
 
 WRONG_ON_LINE_3 = "April: 48 clips.\nMay: 48 / 2 = 24 clips.\nTotal: 48 + 24 = 73 clips.\nFinal answer: 73\n"
 ARITHMETIC = ConstraintSpec(index=0, kind="rule_pack", source="arithmetic")
@@ -137,3 +138,89 @@ def test_json_prefix_failures_agree_with_the_full_check_on_composed_drafts():
             full = verify(text, rule_set.rules, "stop", rule_set.output_schema)
             assert any(o.rule_id == failures[0].rule_id and not o.passed for o in full.outcomes), text
     assert failed > 50, "the composition reaches the check"
+
+
+# --------------------------------------------------------------------------------------------------
+# The hard constraints that read the answer alone, on the closed block
+# --------------------------------------------------------------------------------------------------
+
+
+def ad_constraints(*extra: ConstraintSpec) -> list[ConstraintSpec]:
+    """The ad example's constraints: two CEL expressions over the plan and the ad-selection pack."""
+    return [
+        ConstraintSpec(0, "cel_expression", "size(plan.selected_ids) == 5", id="size_check"),
+        ConstraintSpec(1, "cel_expression", "plan.selected_ids.all(i, i in ctx.pool)", id="pool_check"),
+        ConstraintSpec(2, "rule_pack", "ad_selection", params={"budget": ads.BUDGET}),
+        *extra,
+    ]
+
+
+def plan_draft(ids: list[int]) -> str:
+    return f"Cheapest first.\n```json\n{json.dumps({'selected_ids': ids})}\n```\nThese fit, I think.\n"
+
+
+def fed_plan(
+    text: str, constraints: list[ConstraintSpec], size: int = 4, schema: dict = ads.OUTPUT_SCHEMA
+) -> tuple[list, object]:
+    context = {"pool": [ad.id for ad in ads.load_catalog()]}
+    rule_set = compile_rules(json.dumps(schema) if schema else "", constraints, context)
+    draft = GrowingDraft(rule_set.prefix_checks)
+    failures = [f for piece in tokens_of(text, size) if (f := draft.extend(piece, 1))]
+    return failures, verify(text, rule_set.rules, "stop", rule_set.output_schema, context)
+
+
+def catalog_plan(over_budget: bool) -> list[int]:
+    """Five ids of five categories: the dearest of each, or the cheapest."""
+    by_category: dict[str, list] = {}
+    for ad in ads.load_catalog():
+        by_category.setdefault(ad.category, []).append(ad)
+    picks = [max(group, key=lambda a: a.cost) if over_budget else min(group, key=lambda a: a.cost)
+             for group in list(by_category.values())[:5]]  # fmt: skip
+    assert (sum(a.cost for a in picks) > ads.BUDGET) == over_budget
+    return [a.id for a in picks]
+
+
+def test_a_plan_over_budget_fails_the_pack_at_the_closing_fence():
+    text = plan_draft(catalog_plan(over_budget=True))
+    (failure,), full = fed_plan(text, ad_constraints())
+    assert failure.rule_id == "budget_check" and failure.chars == text.index("These")
+    assert not full.valid and any(o.rule_id == "budget_check" and not o.passed for o in full.outcomes)
+
+
+def test_a_cel_constraint_on_the_plan_fails_at_the_closing_fence():
+    text = plan_draft(catalog_plan(over_budget=False) + [999_999])  # six ids, one not in the pool
+    schemaless = [ConstraintSpec(0, "cel_expression", "plan.selected_ids.all(i, i in ctx.pool)", id="pool_check")]
+    context = {"pool": [ad.id for ad in ads.load_catalog()]}
+    rule_set = compile_rules("", schemaless, context)
+    draft = GrowingDraft(rule_set.prefix_checks)
+    (failure,) = [f for piece in tokens_of(text, 5) if (f := draft.extend(piece, 1))]
+    assert failure.rule_id == "pool_check" and failure.line == 4
+    assert not verify(text, rule_set.rules, "stop", None, context).valid
+
+
+def test_a_good_plan_and_what_needs_the_text_or_is_soft_are_left_to_the_end():
+    good = plan_draft(catalog_plan(over_budget=False))
+    assert fed_plan(good, ad_constraints())[0] == []
+    wordy = ConstraintSpec(3, "cel_expression", "size(text) < 10 && size(plan.selected_ids) == 5", id="short")
+    soft = ConstraintSpec(4, "cel_expression", "size(plan.selected_ids) == 4", id="four", soft=True)
+    failures, full = fed_plan(good, ad_constraints(wordy, soft))
+    assert failures == [], "reads the text (not final) / soft: never judged on a prefix"
+    assert {o.rule_id for o in full.outcomes if not o.passed} >= {"short"}
+
+
+def test_constraint_prefix_failures_agree_with_the_full_check_on_composed_plans():
+    """Plans composed at random from the catalog, stray ids and prose: every prefix failure is a failure of the
+    full verification on the same rule, and the schema, CEL and pack rules all get their turn."""
+    catalog = [ad.id for ad in ads.load_catalog()]
+    rng = random.Random(29)
+    failed_by: dict[str, int] = {}
+    for _ in range(300):
+        ids = rng.sample(catalog, rng.choice([4, 5, 5, 5, 6])) + ([123_456] if rng.random() < 0.2 else [])
+        text = rng.choice(["", "Picking.\n"]) + plan_draft(ids) + rng.choice(["", "Final answer: done\n"])
+        schema = ads.OUTPUT_SCHEMA if rng.random() < 0.5 else {}  # without it, the size is CEL's to check
+        failures, full = fed_plan(text, ad_constraints(), size=rng.randint(1, 9), schema=schema)
+        if failures:
+            rule_id = failures[0].rule_id
+            failed_by[rule_id] = failed_by.get(rule_id, 0) + 1
+            assert any(o.rule_id == rule_id and not o.passed for o in full.outcomes), text
+    assert {"json_schema", "size_check", "pool_check", "budget_check", "category_check"} <= set(failed_by), failed_by

@@ -109,11 +109,17 @@ def compile_rules(
     ordered = sorted(constraints, key=lambda c: (KIND_ORDER[c.kind], c.index))
     # One for all CEL rules: the context is converted once, and each draft's own variables once per draft.
     cel_environment = CelEnvironment(context) if any(c.kind == "cel_expression" for c in ordered) else None
-    constraint_rules = tuple(
-        rule for spec in ordered for rule in constraint_rule(spec, context, reference, risk, cel_environment)
-    )
+    rules_by_spec = [(spec, constraint_rule(spec, context, reference, risk, cel_environment)) for spec in ordered]
+    constraint_rules = tuple(rule for _, rules in rules_by_spec for rule in rules)
     structured = output_schema is not None or any(reads_answer(c) for c in constraints)
-    prefix = prefix_checks(constraints, structured, validator)
+    answer_rules = tuple(
+        rule
+        for spec, rules in rules_by_spec
+        if not spec.soft and reads_answer_alone(spec)
+        for rule in rules
+        if not rule.waits_on_network
+    )
+    prefix = prefix_checks(constraints, structured, validator, answer_rules)
     if not structured:  # free text: a numeric final answer, then the constraints, then style
         base, style = ANSWER_RULES[:3], ANSWER_RULES[3:]
         return RuleSet((*base, *constraint_rules, *style), None, prefix)
@@ -122,16 +128,35 @@ def compile_rules(
     return RuleSet((*head, *(schema_rules if output_schema else ()), *constraint_rules), output_schema, prefix)
 
 
-def prefix_checks(constraints: list[ConstraintSpec], structured: bool, validator) -> tuple[PrefixCheck, ...]:
+def prefix_checks(
+    constraints: list[ConstraintSpec], structured: bool, validator, answer_rules: tuple[Rule, ...] = ()
+) -> tuple[PrefixCheck, ...]:
     """The hard rules that can judge a draft's prefix (`streaming`): the arithmetic pack's recomputation, line by
-    line, and for a structured answer its first ```json block, parsed and checked against the output schema's
-    `validator` (None: no schema) once closed."""
+    line, and for a structured answer its first ```json block once closed: parsed, checked against the output
+    schema's `validator` (None: no schema), then by `answer_rules`."""
     checks: list[PrefixCheck] = []
     if any(c.kind == "rule_pack" and c.source == "arithmetic" and not c.soft for c in constraints):
         checks.append(ArithmeticPrefix())
     if structured:
-        checks.append(JsonFencePrefix(validator))
+        checks.append(JsonFencePrefix(validator, answer_rules))
     return tuple(checks)
+
+
+def reads_answer_alone(spec: ConstraintSpec) -> bool:
+    """Whether the constraint's verdict depends on the structured answer (and the request) only, not on the
+    draft's text: then it is final once the answer's JSON block is."""
+    if spec.kind == "json_schema":
+        return True
+    if spec.kind == "cel_expression":
+        try:
+            variables = set(_compiled_cel(spec.source).references()["variables"])
+        except ValueError:
+            return False
+        # The names a draft gives values to (CelEnvironment.resolve); the others are `ctx` and comprehension
+        # variables. A comprehension variable named `text` only makes this answer no, which is safe.
+        return bool({"answer", "plan"} & variables) and "text" not in variables
+    pack = registry().get(spec.source)
+    return pack is not None and pack.answer_model is not None
 
 
 def reads_answer(spec: ConstraintSpec) -> bool:

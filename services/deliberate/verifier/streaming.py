@@ -13,8 +13,13 @@ would accept:
   then on it is the JSON the full check reads, whatever follows (`parsing.closed_json_fence`). A JSON answer
   written without a fence is judged at the end: a later ```json block could still take its place.
 
-Everything else (the final answer, CEL, the other rule packs, the judge) needs the whole draft and runs when it
-ends, as `VerifyDrafts` runs it.
+* The hard constraints that read the answer alone, in the same call once the block passed: JSON Schema
+  constraints, CEL expressions over `answer`/`plan` and `ctx` (not `text`), and rule packs with an answer model
+  that call no service. Their input is final, so their verdict is the one the full check would give; a pack
+  reads its reference data as of that moment.
+
+Everything else (the final answer, CEL over `text`, packs that read the text or call a service, soft rules, the
+judge) needs the whole draft or may wait on the network, and runs when the draft ends, as `VerifyDrafts` runs it.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from typing import Protocol
 
 from .arithmetic import check_arithmetic, format_wrong
 from .parsing import closed_json_fence, parse_json
-from .rules import schema_check
+from .rules import Draft, Rule, run_rules, schema_check
 
 
 @dataclass(frozen=True)
@@ -66,10 +71,12 @@ class ArithmeticPrefix:
 
 @dataclass(frozen=True)
 class JsonFencePrefix:
-    """Parses the first ```json block, and checks it against the output schema's validator (None: no schema), in
-    the call that sees its closing fence."""
+    """Parses the first ```json block, checks it against the output schema's validator (None: no schema) and then
+    runs `answer_rules` (the hard constraints that read the answer alone) on it, in the call that sees its closing
+    fence."""
 
     validator: object | None
+    answer_rules: tuple[Rule, ...] = ()
 
     def check(self, text: str, start: int) -> tuple[int, str, str] | None:
         fence = closed_json_fence(text)
@@ -85,6 +92,11 @@ class JsonFencePrefix:
             passed, message = schema_check("json_schema", self.validator, parsed.value)
             if not passed:
                 return end, "json_schema", message
+        if self.answer_rules:
+            draft = Draft(text=text[:end], finish_reason="stop", output_schema=None, json_value=parsed.value)
+            for outcome in run_rules(self.answer_rules, draft):
+                if outcome.hard and not outcome.passed:
+                    return end, outcome.rule_id, outcome.message
         return None
 
 
