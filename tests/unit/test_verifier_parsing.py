@@ -191,6 +191,26 @@ def test_extract_json_repairs_curly_quotes(value):
     assert parsed.repairs == ("curly quotes",)
 
 
+def with_trailing_commas(value: object) -> str:
+    """JSON with a comma after the last item of every non-empty array and object."""
+    if isinstance(value, list):
+        return "[" + "".join(with_trailing_commas(item) + ", " for item in value) + "]"
+    if isinstance(value, dict):
+        return "{" + "".join(f"{json.dumps(k)}: {with_trailing_commas(v)}, " for k, v in value.items()) + "}"
+    return json.dumps(value)
+
+
+@settings(deadline=None)
+@given(
+    st.recursive(JSON_VALUES, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3))
+)
+def test_trailing_commas_are_dropped_outside_strings_only(value):
+    """Fixed exactly (not by json_repair): strings that hold `, ]` or `, }` keep them."""
+    container = [value, "a, ]", {"b, }": ", }"}]
+    parsed = parse_json("Here: " + with_trailing_commas(container))
+    assert (parsed.value, parsed.error, parsed.repairs) == (container, None, ("trailing commas",))
+
+
 @pytest.mark.parametrize(
     ("text", "expected", "repairs"),
     [

@@ -224,6 +224,8 @@ _CURLY_QUOTES = str.maketrans({"“": '"', "”": '"', "‘": "'", "’": "'"})
 _CURLY_DELIMITER = re.compile(r"[{\[,:]\s*[“‘]|[”’]\s*[:,}\]]")
 _SINGLE_QUOTE_DELIMITER = re.compile(r"[{\[,:]\s*'|'\s*[:,}\]]")
 _TRAILING_COMMA = re.compile(r",\s*[}\]]")
+# A JSON string (kept as it is), or a comma before a closing bracket outside strings (dropped).
+_STRING_OR_TRAILING_COMMA = re.compile(r'("(?:[^"\\]|\\.)*")|,(\s*[}\]])')
 _UNQUOTED_KEY = re.compile(r"[{,]\s*[A-Za-z_$][\w$-]*\s*:")
 # Only the characters that change the bracket scanner's state; everything else is skipped in C.
 _SCANNER_TOKEN = re.compile(r'[\[\]{}"\\]')
@@ -265,12 +267,13 @@ def parse_json(text: str) -> JsonParse:
         return JsonParse(None, f"draft is too large to search for JSON: {len(text)} characters > {MAX_JSON_SCAN_CHARS}")
     block = _fenced_json_block(text)
     source = block if block is not None else text
-    span, parsed = _whole_json(source)
+    span, parsed, strict_error = _whole_json(source)
     if span is None:
         span, error = _first_json_span(source)
         if span is None:
             return JsonParse(None, error)
-        parsed = _parse_span(span)
+        # Usually the span is the text _whole_json already failed to load strictly: not loaded twice.
+        parsed = _parse_span(span, strict_error if strict_error and span.text == source.strip() else None)
     if parsed.value is None or not _ESCAPED_SURROGATE.search(span.text):
         return parsed
     value = _replace_lone_surrogates(parsed.value)
@@ -340,19 +343,19 @@ class _Span:
     closed: bool  # False when the draft ends before the brackets do
 
 
-def _whole_json(text: str) -> tuple[_Span | None, JsonParse | None]:
+def _whole_json(text: str) -> tuple[_Span | None, JsonParse | None, str | None]:
     """The common case first: `text` is exactly one strict JSON object or array (a fenced block usually is).
     Then it is also what `_first_json_span` and `_parse_span` would find and parse, so scanning it bracket by
     bracket can be skipped; that holds only while it has at most MAX_JSON_DEPTH brackets, so the scanner could
-    not have refused its nesting. (None, None) otherwise."""
+    not have refused its nesting. Otherwise (None, None, why the stripped text did not load, if it was tried)."""
     stripped = text.strip()
     if stripped[:1] not in ("{", "[") or stripped.count("{") + stripped.count("[") > MAX_JSON_DEPTH:
-        return None, None
+        return None, None, None
     try:
         value = json.loads(stripped)
-    except (ValueError, RecursionError):
-        return None, None
-    return _Span(stripped, closed=True), JsonParse(value, None)
+    except (ValueError, RecursionError) as exc:
+        return None, None, _short(str(exc))
+    return _Span(stripped, closed=True), JsonParse(value, None), None
 
 
 def _first_json_span(text: str) -> tuple[_Span | None, str | None]:
@@ -388,16 +391,23 @@ def _first_json_span(text: str) -> tuple[_Span | None, str | None]:
     return _Span(text[start:], closed=False), None
 
 
-def _parse_span(span: _Span) -> JsonParse:
-    value, error = _strict_loads(span.text)
+def _parse_span(span: _Span, strict_error: str | None = None) -> JsonParse:
+    """`strict_error`: why span.text did not load strictly, when that was already tried."""
+    value, error = (None, strict_error) if strict_error else _strict_loads(span.text)
     if error is None:
         return JsonParse(value, None)
-    # Curly double quotes used as delimiters are the commonest break and fix exactly.
+    # Curly double quotes used as delimiters and trailing commas are the commonest breaks, and both fix exactly
+    # (json_repair costs ten times as much).
     curly_delimiters = _CURLY_DELIMITER.search(span.text) is not None
+    exact = span.text.translate(_CURLY_DOUBLE_QUOTES) if curly_delimiters else span.text
     if curly_delimiters:
-        value, _ = _strict_loads(span.text.translate(_CURLY_DOUBLE_QUOTES))
+        value, _ = _strict_loads(exact)
         if value is not None:
             return JsonParse(value, None, ("curly quotes",))
+    if _TRAILING_COMMA.search(exact):
+        value, _ = _strict_loads(_STRING_OR_TRAILING_COMMA.sub(_keep_string_drop_comma, exact))
+        if value is not None:
+            return JsonParse(value, None, ("curly quotes", "trailing commas")[not curly_delimiters :])
     if len(span.text) > MAX_JSON_REPAIR_CHARS:
         size = len(span.text)
         return JsonParse(
@@ -411,6 +421,10 @@ def _parse_span(span: _Span) -> JsonParse:
     if not _is_plausible_repair(span.text, value):
         return JsonParse(None, f"invalid JSON ({error}); nothing parseable to repair")
     return JsonParse(value, None, _describe_repairs(span, curly_delimiters))
+
+
+def _keep_string_drop_comma(match: re.Match[str]) -> str:
+    return match.group(1) or match.group(2)
 
 
 def _strict_loads(span: str) -> tuple[object | None, str | None]:
