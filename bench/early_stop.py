@@ -32,6 +32,7 @@ from deliberate.cli.eval_stats import is_correct  # noqa: E402
 from deliberate.cli.evaluation import ad_instance, append_run, check_ad_plan, load_problems  # noqa: E402
 from deliberate.cli.stack import Ports, Stack  # noqa: E402
 from deliberate.verifier.parsing import extract_final_answer  # noqa: E402
+from deliberate_api.common.v1 import common_pb2  # noqa: E402
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb  # noqa: E402
 from deliberate_client.client import DeliberateClient, build_request  # noqa: E402
 
@@ -89,6 +90,21 @@ def solve_once(client: DeliberateClient, problem: dict, args, early_stop: bool) 
         "cancelled": response.early_stop.cancelled,
         "quorum_reached": response.early_stop.reached,
         "early_stop_reason": response.early_stop.reason,
+        # Why the ratios are what they are: each draft's length, end, verdict and answer, and what stopped it.
+        "drafts": [
+            {
+                "round": r.round,
+                "index": r.draft.index,
+                "tokens": r.draft.usage.completion_tokens,
+                "seconds": round(r.draft.generation_latency.ToTimedelta().total_seconds(), 2),
+                "finish": common_pb2.FinishReason.Name(r.draft.finish_reason).removeprefix("FINISH_REASON_"),
+                "valid": r.verdict.valid,
+                "answer": r.verdict.extracted_answer,
+                "aborted": r.aborted.reason,
+                "abort_rule": r.aborted.rule_id,
+            }
+            for r in response.drafts
+        ],
     }
 
 
