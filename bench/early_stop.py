@@ -13,7 +13,9 @@ quick profile). Writes bench/results/early_stop.json:
 * `token_ratio`: completion tokens generated (drafts and refinement) with ÷ without;
 * `accuracy_with` / `accuracy_without`: GSM8K answers equal to the gold number;
 * `valid_rate_with` / `valid_rate_without`: ad plans meeting every constraint (checked from the catalog);
-* `n` (problems), `n_gsm8k`, `n_ads`, and what early stopping did (`aborted`, `cancelled`, `quorum_reached`).
+* `n` (problems), `n_gsm8k`, `n_ads`, and what early stopping did (`aborted`, `cancelled`, `quorum_reached`);
+* `complete` (every planned problem is in) and `planned`: `--summarize-only` writes the figures of a run stopped
+  part way, from the problems it finished.
 """
 
 from __future__ import annotations
@@ -152,11 +154,18 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=900.0, help="deadline of each solve, seconds")
     parser.add_argument("--runs", type=Path, default=RESULTS / "early_stop.runs.jsonl", help="per-problem records")
     parser.add_argument("--out", default="early_stop", help="result name under bench/results (default early_stop)")
+    parser.add_argument(
+        "--summarize-only",
+        action="store_true",
+        help="write the figures of the problems already in the runs file (a run stopped part way), solve nothing",
+    )
     add_data_argument(parser)
     args = parser.parse_args()
 
     chosen = problems(args)
     done = read_runs(args.runs)
+    if args.summarize_only:
+        chosen = [p for p in chosen if p["id"] in done]
     env = {"DELIBERATE_CONSENSUS_MIN_SUPPORT": "3"}
     if args.model:
         env["DELIBERATE_MODEL"] = args.model
@@ -176,7 +185,10 @@ def main() -> None:
                     flush=True,
                 )
     records = [done[p["id"]] for p in chosen]
-    path = write_result(args.out, {**figures(records), "drafts": args.drafts, "model": args.model or "default"})
+    planned = {"gsm8k": args.limit, "ads": sum(p["task"] == "ads" for p in problems(args))}
+    complete = len(records) == sum(planned.values())
+    result = {**figures(records), "complete": complete, "planned": planned}
+    path = write_result(args.out, {**result, "drafts": args.drafts, "model": args.model or "default"})
     print(path.read_text())
 
 
