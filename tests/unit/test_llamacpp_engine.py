@@ -109,6 +109,27 @@ def test_output_schema_constrains_decoding(llamacpp_engine):
         jsonschema.validate(json.loads(completion.text), SCHEMA)  # a draft that stops by itself parses
 
 
+# Each keyword alone made llama.cpp decode with no grammar (prose, not JSON) before they were left out of it.
+REFUSED_BY_THE_GRAMMAR = {
+    "uniqueItems": {"uniqueItems": True},
+    "contains": {"contains": {"type": "integer"}},
+    "not": {"not": {"type": "string"}},
+    "if": {"if": {"minItems": 1}, "then": {"maxItems": 3}},
+}
+
+
+@pytest.mark.parametrize("keyword", sorted(REFUSED_BY_THE_GRAMMAR))
+def test_a_schema_with_a_keyword_the_grammar_refuses_still_constrains_decoding(llamacpp_engine, keyword):
+    schema = {"type": "array", "items": {"type": "integer"}, "minItems": 3, "maxItems": 3}
+    schema |= REFUSED_BY_THE_GRAMMAR[keyword]
+    prompt = _prompt(llamacpp_engine, "Write a short poem about the sea.")  # nothing in it asks for JSON
+    (completion,) = llamacpp_engine.generate(
+        [prompt], SamplingParams(max_new_tokens=30, seed=3), lambda e: None, threading.Event(), output_schema=schema
+    )
+    value = json.loads(completion.text)
+    assert isinstance(value, list) and len(value) == 3 and all(isinstance(v, int) for v in value)
+
+
 def test_closing_the_stream_aborts(llamacpp_engine):
     async def first_delta_then_leave():
         stream = llamacpp_engine.stream(

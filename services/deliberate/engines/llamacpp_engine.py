@@ -42,6 +42,16 @@ log = logging.getLogger("deliberate.engine")
 DEFAULT_PARALLEL = 8
 # KV cache tokens per slot: a ~300-token prompt and up to 1,024 new tokens fit with room for a 2k budget.
 DEFAULT_CONTEXT_PER_SLOT = 2560
+# Keywords llama.cpp's JSON-Schema-to-grammar converter refuses; with one anywhere in a schema it decodes with no
+# grammar at all, silently (measured on xllamacpp with the ad example's `uniqueItems`: prose instead of JSON).
+# They are left out of the grammar only: it is then looser than the schema, which the Verifier checks in full.
+GRAMMAR_UNSUPPORTED = frozenset({
+    "uniqueItems", "contains", "minContains", "maxContains", "not", "if", "then", "else", "propertyNames",
+    "dependentRequired", "dependentSchemas", "unevaluatedItems", "unevaluatedProperties",
+})  # fmt: skip
+# Where a schema holds subschemas: one or a list of them, or a mapping of names to them.
+SUBSCHEMAS = frozenset({"items", "additionalProperties", "additionalItems", "prefixItems", "anyOf", "oneOf", "allOf"})
+SUBSCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
 # Stand-ins rendered once through the model's chat template; format_chat replaces them.
 SYSTEM_MARKER = "\x1fDELIBERATE_SYSTEM\x1f"
 USER_MARKER = "\x1fDELIBERATE_USER\x1f"
@@ -147,7 +157,7 @@ class LlamaCppEngine(Engine):
         if params.min_new_tokens > 0:  # benchmarks force equal lengths; llama.cpp has no minimum, only no EOS
             request["ignore_eos"] = True
         if output_schema is not None:
-            request["json_schema"] = output_schema
+            request["json_schema"] = grammar_schema(output_schema)
 
         def on_chunk(chunk: dict) -> bool:
             if sequence_cancelled(cancel, sequence.index):
@@ -170,6 +180,23 @@ class LlamaCppEngine(Engine):
         completion = sequence.completion(time.perf_counter() - sequence.started)
         on_event(completion)
         return completion
+
+
+def grammar_schema(schema: object) -> object:
+    """`schema` without the keywords llama.cpp cannot turn into grammar (GRAMMAR_UNSUPPORTED), at every level of
+    subschemas; property names and values (`const`, `enum`, `default`) are data and stay as they are."""
+    if not isinstance(schema, dict):
+        return schema
+    kept = {}
+    for key, value in schema.items():
+        if key in GRAMMAR_UNSUPPORTED:
+            continue
+        if key in SUBSCHEMAS:
+            value = [grammar_schema(item) for item in value] if isinstance(value, list) else grammar_schema(value)
+        elif key in SUBSCHEMA_MAPS and isinstance(value, dict):
+            value = {name: grammar_schema(item) for name, item in value.items()}
+        kept[key] = value
+    return kept
 
 
 @dataclass
