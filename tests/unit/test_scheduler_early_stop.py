@@ -35,6 +35,12 @@ def test_every_behaviour_is_switchable_per_request():
     assert not options_of(pb.SolveRequest(disable_streaming_verification=True, replace_aborted_drafts=True), 5).replace
 
 
+def test_the_default_quorum_is_never_a_single_draft():
+    """With 2 drafts, half rounded up is 1: the first valid draft would cancel the other, agreeing with nobody."""
+    assert [options_of(pb.SolveRequest(), n).quorum for n in (1, 2, 3, 4, 5, 8)] == [1, 2, 2, 2, 3, 4]
+    assert options_of(pb.SolveRequest(quorum=1), 2).quorum == 1, "asked for explicitly, one draft is enough"
+
+
 def test_a_straggler_that_ended_before_its_cancel_is_whole():
     """The quorum cancels a draft the Drafter has just finished: its text is complete, so it is verified."""
     stopped = SimpleNamespace(abort=pb.DraftAbort(reason="quorum"))

@@ -53,8 +53,13 @@ class Options:
         return self.streaming or self.quorum > 0
 
 
+def default_quorum(num_drafts: int) -> int:
+    """Half the round's drafts, rounded up, and at least two: one draft alone agrees with nobody."""
+    return min(num_drafts, max(2, math.ceil(num_drafts / 2)))
+
+
 def options_of(request: pb.SolveRequest, num_drafts: int) -> Options:
-    quorum = 0 if request.disable_quorum else (request.quorum or math.ceil(num_drafts / 2))
+    quorum = 0 if request.disable_quorum else (request.quorum or default_quorum(num_drafts))
     streaming = not request.disable_streaming_verification
     return Options(streaming=streaming, quorum=quorum, replace=streaming and request.replace_aborted_drafts)
 

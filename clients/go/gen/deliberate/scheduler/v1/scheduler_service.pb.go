@@ -181,7 +181,7 @@ type SolveRequest struct {
 	// When true, the Scheduler waits for every draft instead of starting refinement on a quorum.
 	DisableQuorum bool `protobuf:"varint,14,opt,name=disable_quorum,json=disableQuorum,proto3" json:"disable_quorum,omitempty"`
 	// Drafts that must pass every hard rule and agree on the answer for refinement to start without the
-	// others (which are cancelled); 0: half the round's drafts, rounded up.
+	// others (which are cancelled); 0: half the round's drafts, rounded up, and at least 2.
 	// Limits: in [0, 8] (--max-drafts).
 	Quorum int32 `protobuf:"varint,15,opt,name=quorum,proto3" json:"quorum,omitempty"`
 	// When true, a draft aborted for a failed hard rule is replaced by a new draft with another strategy and

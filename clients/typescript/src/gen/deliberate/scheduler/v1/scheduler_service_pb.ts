@@ -132,7 +132,7 @@ export type SolveRequest = Message<"deliberate.scheduler.v1.SolveRequest"> & {
 
   /**
    * Drafts that must pass every hard rule and agree on the answer for refinement to start without the
-   * others (which are cancelled); 0: half the round's drafts, rounded up.
+   * others (which are cancelled); 0: half the round's drafts, rounded up, and at least 2.
    * Limits: in [0, 8] (--max-drafts).
    *
    * @generated from field: int32 quorum = 15;
