@@ -42,7 +42,17 @@ def abort_of(stack, service: str, request_id: str, wait_s: float = 10) -> dict:
         if aborted:
             return aborted[-1]
         time.sleep(0.2)
-    raise AssertionError(f"{service} did not abort generation for {request_id}")
+    told = [e.get("msg") for e in events if e.get("trace_id") in traces]
+    raise AssertionError(f"{service} did not abort generation for {request_id}; it logged {told}")
+
+
+def wait_until_drafting(stack, call=None) -> None:
+    """Returns once the Drafter decodes (a fixed wait lets a quiet machine finish first, a busy one start late)."""
+    drafter = drafter_service_pb2_grpc.DrafterServiceStub(stack.channel("drafter"))
+    deadline = time.monotonic() + 60
+    while drafter.GetLoad(drafter_service_pb2.GetLoadRequest(), timeout=10).busy_sequences == 0:
+        assert time.monotonic() < deadline and not (call and call.done()), "the drafter never started decoding"
+        time.sleep(0.05)
 
 
 @pytest.mark.parametrize("stage", ["drafting", "refinement"])
@@ -78,12 +88,7 @@ def test_cancelling_a_unary_solve_stops_drafting_too(stack):
     )  # fmt: skip
     with DeliberateClient(stack.address) as client:
         call = client.stub.Solve.future(request, timeout=240)
-        # Cancelled once the drafter decodes (a fixed wait lets a quiet machine finish the whole solve first).
-        drafter = drafter_service_pb2_grpc.DrafterServiceStub(stack.channel("drafter"))
-        deadline = time.monotonic() + 60
-        while drafter.GetLoad(drafter_service_pb2.GetLoadRequest(), timeout=10).busy_sequences == 0:
-            assert time.monotonic() < deadline and not call.done(), "the drafter never started decoding"
-            time.sleep(0.05)
+        wait_until_drafting(stack, call)
         cancelled_at = time.time()
         assert call.cancel()
     aborted = abort_of(stack, "drafter", request_id)

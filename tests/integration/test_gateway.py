@@ -20,7 +20,7 @@ import openai
 import pytest
 
 from deliberate.cli.stack import Ports
-from tests.integration.test_cancellation import abort_of
+from tests.integration.test_cancellation import abort_of, wait_until_drafting
 
 pytestmark = pytest.mark.model
 
@@ -177,11 +177,12 @@ def test_a_client_that_disconnects_cancels_the_solve(own_stack):
     connection = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
     body = {
         "model": "deliberate",
-        "messages": [{"role": "user", "content": "Write a long story about counting numbers, step by step."}],
+        "messages": [{"role": "user", "content": "Write a long story about a lighthouse keeper."}],
         "num_drafts": 2, "max_draft_tokens": 1024, "request_id": request_id,
     }  # fmt: skip
     connection.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
-    time.sleep(3.0)  # the Drafter is decoding its 1024 tokens now (the most a request may ask; ~10 s or more here)
+    wait_until_drafting(own_stack)
+    time.sleep(1.0)  # well into its 1024 tokens (the most a request may ask; ~10 s or more here)
     connection.close()  # without reading the response: the caller went away
     # Aborted, not finished: without the cancel the Drafter would decode its 1024 tokens and log no abort. (How soon
     # is test_cancellation's to bound; a loaded machine delays the cancel's way through two processes.)
