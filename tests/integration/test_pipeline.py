@@ -82,7 +82,7 @@ def test_solve_gsm8k_question_through_four_processes(stack, otlp_receiver):
     for draft_id, span in lifecycle.items():
         expected = "selected" if draft_id in selected else "aborted" if draft_id in aborted else "discarded"
         assert span["attributes"]["deliberate.draft.outcome"] == expected
-        events = [e for e in span["events"] if e != "cancel sent"]
+        events = [e for e in span["events"] if e not in ("cancel sent", "cancel too late")]  # early stopping's
         assert events[:2] == ["generated", "verified"]
 
 
