@@ -5,12 +5,16 @@
 1. In-process, one core: drafts/s and p99 latency per draft through the full rule list of the
    ad-selection example (parse, output schema, 2 CEL constraints, the ad_selection pack, arithmetic),
    plus each rule family's share of the time.
-2. Over gRPC on loopback: VerifyDrafts calls/s with 5 drafts per call against a real Verifier process,
-   with 8 calls in flight, side by side: one Verifier process and one channel (a single Scheduler's connection),
-   then `--workers` processes on the port (0: one per core) and `--channels` client channels (connections), as
-   several Scheduler replicas would call it. The kernel spreads connections, not calls, over the workers.
+2. Over gRPC on loopback: VerifyDrafts calls/s with 5 drafts per call against a real Verifier, 8 calls in flight,
+   side by side: one Verifier process and one connection from a Python asyncio client (a single Scheduler's), then
+   `--workers` processes on the port (0: one per core) and `--channels` connections, as several Scheduler replicas
+   would call it, loaded first by the Python client and then by clients/go/cmd/verifier-load (built offline from
+   Debian's Go packages; skipped, saying why, without them). The kernel spreads connections, not calls, over the
+   workers. On 2 cores the Python client takes most of a core the servers then lack; the Go one a fraction.
 Writes bench/results/verifier.json: drafts_per_s_per_core (and drafts_per_cpu_s), p99_ms, grpc_calls_per_s (the
-second setup), grpc_calls_per_s_one_process (the first), the families, and `goals` with `passed` per goal (issue 13).
+second setup under the Go client, `grpc_load_generator` "go"; the Python client's figure where Go is missing),
+grpc_calls_per_s_python_client, grpc_calls_per_s_one_process, grpc_go_client_cpu_share, the families, and `goals`
+with `passed` per goal (issue 13).
 """
 
 from __future__ import annotations
@@ -21,10 +25,13 @@ import json
 import os
 import random
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections import defaultdict
+from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -114,60 +121,102 @@ def in_process(count: int) -> dict:
     }
 
 
+DRAFTS_PER_CALL, IN_FLIGHT = 5, 8
+GO_CLIENT = Path(__file__).resolve().parent.parent / "clients" / "go"
 GOALS = {"drafts_per_s_per_core": (">=", 10_000), "p99_ms": ("<=", 1.0), "grpc_calls_per_s": (">=", 1_000)}
 
 
-async def grpc_calls(seconds: float, workers: int = 1, channels: int = 1, in_flight: int = 8) -> float:
-    """VerifyDrafts calls/s against a Verifier of `workers` processes, over `channels` connections."""
-    import grpc
+def verify_request():
+    """The call every setup sends: 5 ad-selection drafts with the example's schema, constraints and context."""
     from google.protobuf import json_format, struct_pb2
 
-    from deliberate.cli.stack import Ports, Stack
     from deliberate_api.common.v1 import common_pb2
-    from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
+    from deliberate_api.verifier.v1 import verifier_service_pb2
+
+    context = struct_pb2.Struct()
+    context.update(ads.context())
+    texts = sample_drafts(50)
+    return verifier_service_pb2.VerifyDraftsRequest(
+        prompt="select 5 ads",
+        drafts=[common_pb2.Draft(id=f"d{i}", index=i, text=texts[i]) for i in range(DRAFTS_PER_CALL)],
+        output_schema=json.dumps(ads.OUTPUT_SCHEMA),
+        constraints=[json_format.ParseDict(c, common_pb2.Constraint()) for c in ads.CONSTRAINTS],
+        context=context,
+    )
+
+
+@contextmanager
+def verifier(workers: int):
+    """A real Verifier of `workers` processes on free loopback ports, every worker serving; yields its address."""
+    from deliberate.cli.stack import Ports, Stack
 
     stack = Stack(ports=Ports.free(), verifier_args=["--workers", str(workers)])
     stack.start("verifier")
     try:
         stack.wait_healthy(60, services=("verifier",))
         wait_all_workers(stack)
-        context = struct_pb2.Struct()
-        context.update(ads.context())
-        texts = sample_drafts(50)
-        request = verifier_service_pb2.VerifyDraftsRequest(
-            prompt="select 5 ads",
-            drafts=[common_pb2.Draft(id=f"d{i}", index=i, text=texts[i]) for i in range(5)],
-            output_schema=json.dumps(ads.OUTPUT_SCHEMA),
-            constraints=[json_format.ParseDict(c, common_pb2.Constraint()) for c in ads.CONSTRAINTS],
-            context=context,
-        )
-        # A local subchannel pool per channel: each its own connection, as separate clients have.
-        opened = [
-            grpc.aio.insecure_channel(stack.address_of("verifier"), options=[("grpc.use_local_subchannel_pool", 1)])
-            for _ in range(channels)
-        ]
-        stubs = [verifier_service_pb2_grpc.VerifierServiceStub(channel) for channel in opened]
-        try:
-            for _ in range(20):
-                await asyncio.gather(*(stub.VerifyDrafts(request) for stub in stubs))
-            done = 0
-            deadline = time.perf_counter() + seconds
-
-            async def worker(stub) -> None:
-                nonlocal done
-                while time.perf_counter() < deadline:
-                    await stub.VerifyDrafts(request)
-                    done += 1
-
-            started = time.perf_counter()
-            await asyncio.gather(*(worker(stubs[n % channels]) for n in range(in_flight)))
-            elapsed = time.perf_counter() - started
-        finally:
-            for channel in opened:
-                await channel.close()
+        yield stack.address_of("verifier")
     finally:
         stack.down()
+
+
+async def python_client_calls(address: str, seconds: float, channels: int) -> float:
+    """VerifyDrafts calls/s from one Python asyncio client over `channels` connections, IN_FLIGHT calls in flight."""
+    import grpc
+
+    from deliberate_api.verifier.v1 import verifier_service_pb2_grpc
+
+    request = verify_request()
+    # A local subchannel pool per channel: each its own connection, as separate clients have.
+    opened = [
+        grpc.aio.insecure_channel(address, options=[("grpc.use_local_subchannel_pool", 1)]) for _ in range(channels)
+    ]
+    stubs = [verifier_service_pb2_grpc.VerifierServiceStub(channel) for channel in opened]
+    try:
+        for _ in range(20):
+            await asyncio.gather(*(stub.VerifyDrafts(request) for stub in stubs))
+        done = 0
+        deadline = time.perf_counter() + seconds
+
+        async def worker(stub) -> None:
+            nonlocal done
+            while time.perf_counter() < deadline:
+                await stub.VerifyDrafts(request)
+                done += 1
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker(stubs[n % channels]) for n in range(IN_FLIGHT)))
+        elapsed = time.perf_counter() - started
+    finally:
+        for channel in opened:
+            await channel.close()
     return round(done / elapsed)
+
+
+def go_load_generator(build_dir: Path) -> Path | None:
+    """clients/go/cmd/verifier-load built offline (Debian's Go packages, clients/go/offline.sh); None, saying why,
+    where Go or grpc-go is not installed."""
+    binary = build_dir / "verifier-load"
+    built = subprocess.run(
+        [str(GO_CLIENT / "offline.sh"), "go", "build", "-o", str(binary), "./cmd/verifier-load"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if built.returncode != 0:
+        print(f"no Go load generator: {(built.stderr or built.stdout).strip()[-300:]}")
+        return None
+    return binary
+
+
+def go_client_calls(binary: Path, address: str, seconds: float, channels: int) -> dict:
+    """VerifyDrafts calls/s from the Go load generator (the same request), with its own CPU time."""
+    request_file = binary.parent / "request.bin"
+    request_file.write_bytes(verify_request().SerializeToString())
+    command = [str(binary), "-addr", address, "-request", str(request_file), "-seconds", str(seconds),
+               "-channels", str(channels), "-in-flight", str(IN_FLIGHT)]  # fmt: skip
+    measured = json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
+    if measured["errors"]:
+        raise RuntimeError(f"{measured['errors']} calls failed: {measured['first_error']}")
+    return measured
 
 
 def wait_all_workers(stack, timeout_s: float = 60.0) -> None:
@@ -206,18 +255,30 @@ def main() -> None:
     workers = args.workers or len(os.sched_getaffinity(0))
     figures = in_process(args.drafts)
     print(json.dumps(figures, indent=2))
-    one = asyncio.run(grpc_calls(args.seconds))
-    print(f"gRPC, 1 process, 1 channel: {one} VerifyDrafts calls/s (5 drafts each)")
-    many = asyncio.run(grpc_calls(args.seconds, workers, args.channels))
-    print(f"gRPC, {workers} processes, {args.channels} channels: {many} VerifyDrafts calls/s (5 drafts each)")
+    with verifier(1) as address:
+        one = asyncio.run(python_client_calls(address, args.seconds, 1))
+    print(f"gRPC, 1 process, 1 connection, Python client: {one} VerifyDrafts calls/s ({DRAFTS_PER_CALL} drafts each)")
+    with tempfile.TemporaryDirectory() as build_dir:
+        go_binary = go_load_generator(Path(build_dir))
+        with verifier(workers) as address:
+            many = asyncio.run(python_client_calls(address, args.seconds, args.channels))
+            print(f"gRPC, {workers} processes, {args.channels} connections, Python client: {many} calls/s")
+            go = go_client_calls(go_binary, address, args.seconds, args.channels) if go_binary else None
     figures.update(
-        grpc_calls_per_s=many,
+        grpc_calls_per_s=round(go["calls_per_s"]) if go else many,
+        grpc_load_generator="go" if go else "python",
         grpc_workers=workers,
         grpc_channels=args.channels,
+        grpc_calls_per_s_python_client=many,
         grpc_calls_per_s_one_process=one,
-        grpc_drafts_per_call=5,
-        grpc_in_flight=8,
+        grpc_drafts_per_call=DRAFTS_PER_CALL,
+        grpc_in_flight=IN_FLIGHT,
     )
+    if go:
+        # The client's share of the 2 cores: what the server did not get.
+        figures["grpc_go_client_cpu_share"] = round(go["client_cpu_s"] / go["seconds"], 3)
+        print(f"gRPC, {workers} processes, {args.channels} connections, Go client: {figures['grpc_calls_per_s']} "
+              f"calls/s, the client using {figures['grpc_go_client_cpu_share']:.2f} of a core")  # fmt: skip
     figures["goals"] = goals(figures)
     for key, goal in figures["goals"].items():
         print(f"{key}: {goal['measured']} ({goal['goal']}) {'passed' if goal['passed'] else 'FAILED'}")
