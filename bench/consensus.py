@@ -1,10 +1,12 @@
 """Refinement with the consensus prefix against without it: same drafts, same seed, in one run.
 
     python bench/consensus.py [--questions 20] [--drafts 5] [--draft-tokens 160] [--tokens 256] [--min-support 3]
-                              [--runs bench/results/consensus_runs.jsonl] [--fresh]
+                              [--engine llamacpp] [--model embedded] [--runs bench/results/consensus_runs.jsonl]
+                              [--fresh]
 
 For each GSM8K question (a fixed random sample of the training split, `deliberate eval`'s sampling) the N drafts
-are generated once, with the Drafter's prompts, strategy hints and default temperature. They are ranked as the
+are generated once, with the Drafter's prompts, strategy hints and default temperature, on the services' default engine
+and model (llama.cpp, Qwen2.5-Coder-0.5B). They are ranked as the
 Scheduler ranks them, approximately: drafts that pass the built-in rules and whose arithmetic is right first, by
 score. The consensus prefix is found as the Scheduler finds it (`core.consensus`: normalized lines or the
 computations `verifier.arithmetic` recomputes, `--min-support` drafts agreeing, in the best-ranked supporter's
@@ -35,8 +37,7 @@ from deliberate.cli.evaluation import append_run, load_problems  # noqa: E402
 from deliberate.core.consensus import Step, consensus  # noqa: E402
 from deliberate.drafter.prompts import SYSTEM_PROMPT as DRAFT_SYSTEM  # noqa: E402
 from deliberate.drafter.prompts import draft_user_message, strategies_for  # noqa: E402
-from deliberate.engines.base import SamplingParams  # noqa: E402
-from deliberate.engines.transformers_engine import TransformersEngine  # noqa: E402
+from deliberate.engines import Engine, SamplingParams, load_engine  # noqa: E402
 from deliberate.refiner.prompts import SYSTEM_PROMPT as REFINE_SYSTEM  # noqa: E402
 from deliberate.refiner.prompts import SelectedDraft, refine_user_message  # noqa: E402
 from deliberate.verifier.arithmetic import check_arithmetic, computations  # noqa: E402
@@ -59,7 +60,7 @@ def rank(texts: list[str]) -> list[int]:
     return sorted(range(len(texts)), key=key)
 
 
-def refine(engine: TransformersEngine, question: str, best: str, prefix: str, tokens: int, seed: int) -> dict:
+def refine(engine: Engine, question: str, best: str, prefix: str, tokens: int, seed: int) -> dict:
     selected = [SelectedDraft(0, best, 1.0, True, (), ())]
     prompt = engine.format_chat(REFINE_SYSTEM, refine_user_message(question, selected, None)) + prefix
     params = SamplingParams(temperature=REFINE_TEMPERATURE, max_new_tokens=tokens, seed=seed)
@@ -104,11 +105,13 @@ def main() -> None:
     parser.add_argument("--draft-tokens", type=int, default=160)
     parser.add_argument("--tokens", type=int, default=256, help="the refinement's new-token budget")
     parser.add_argument("--min-support", type=int, default=3)
+    parser.add_argument("--engine", default="llamacpp", help="the services' default engine (llamacpp)")
+    parser.add_argument("--model", default="embedded", help="the default embedded model (Qwen2.5-Coder-0.5B)")
     parser.add_argument("--runs", type=Path, default=RESULTS / "consensus_runs.jsonl")
     parser.add_argument("--fresh", action="store_true", help="discard the stored runs and start over")
     add_data_argument(parser)
     args = parser.parse_args()
-    config = {k: getattr(args, k) for k in ("drafts", "draft_tokens", "tokens", "min_support")}
+    config = {k: getattr(args, k) for k in ("drafts", "draft_tokens", "tokens", "min_support", "engine", "model")}
     config["data"] = args.data.name
 
     if args.fresh:
@@ -124,7 +127,7 @@ def main() -> None:
     print(f"{len(problems) - len(todo)} of {len(problems)} questions already done ({args.runs})")
 
     if todo:
-        engine = TransformersEngine.load("embedded")
+        engine = load_engine(args.engine, args.model)
         for problem in todo:
             record = {**run_question(engine, problem, args), "config": config}
             append_run(args.runs, record)
