@@ -117,28 +117,50 @@ def read_runs(path: Path) -> dict[str, dict]:
 
 
 def figures(records: list[dict]) -> dict:
-    def total(side: str, key: str) -> float:
-        return sum(r[side][key] for r in records)
-
     def rate(task: str, side: str) -> float | None:
         chosen = [r[side]["good"] for r in records if r["task"] == task]
         return round(100 * sum(chosen) / len(chosen), 1) if chosen else None
 
+    gsm8k = [r for r in records if r["task"] == "gsm8k"]
     return {
-        "latency_ratio": round(total("with", "latency_s") / total("without", "latency_s"), 3),
-        "token_ratio": round(total("with", "completion_tokens") / total("without", "completion_tokens"), 3),
+        **side_by_side(records),
         "accuracy_with": rate("gsm8k", "with"),
         "accuracy_without": rate("gsm8k", "without"),
         "valid_rate_with": rate("ads", "with"),
         "valid_rate_without": rate("ads", "without"),
-        "n": len(records),
-        "n_gsm8k": sum(r["task"] == "gsm8k" for r in records),
+        "n_gsm8k": len(gsm8k),
         "n_ads": sum(r["task"] == "ads" for r in records),
+        # Where the time went: each task alone, and the GSM8K problems where a draft was aborted against the rest
+        # (on those early stopping changed nothing, so their ratio is the run-to-run spread).
+        "by_task": {task: side_by_side([r for r in records if r["task"] == task]) for task in ("gsm8k", "ads")},
+        "gsm8k_with_aborts": side_by_side([r for r in gsm8k if r["with"]["aborted"]]),
+        "gsm8k_without_aborts": side_by_side([r for r in gsm8k if not r["with"]["aborted"]]),
+    }
+
+
+def side_by_side(records: list[dict]) -> dict:
+    """With against without over `records`: the ratios, the totals, and how many were right (or satisfied) on
+    each side and on one side only."""
+
+    def total(side: str, key: str) -> float:
+        return sum(r[side][key] for r in records)
+
+    if not records:
+        return {"n": 0}
+    return {
+        "latency_ratio": round(total("with", "latency_s") / total("without", "latency_s"), 3),
+        "token_ratio": round(total("with", "completion_tokens") / total("without", "completion_tokens"), 3),
+        "n": len(records),
         "seconds_with": round(total("with", "latency_s"), 1),
         "seconds_without": round(total("without", "latency_s"), 1),
         "tokens_with": int(total("with", "completion_tokens")),
         "tokens_without": int(total("without", "completion_tokens")),
+        "good_with": int(total("with", "good")),
+        "good_without": int(total("without", "good")),
+        "good_only_with": sum(r["with"]["good"] and not r["without"]["good"] for r in records),
+        "good_only_without": sum(r["without"]["good"] and not r["with"]["good"] for r in records),
         "aborted": int(total("with", "aborted")),
+        "problems_with_aborts": sum(bool(r["with"]["aborted"]) for r in records),
         "cancelled": int(total("with", "cancelled")),
         "quorum_reached": int(total("with", "quorum_reached")),
     }
