@@ -3,8 +3,10 @@ the same stages with the same engine, prompts, rules and seeds, in one run.
 
     python bench/overhead.py [--questions 3] [--drafts 3] [--tokens 48]
 
-Both sides draft N continuations in one batched generation, verify them with the same compiled rules, select
-with the same formula and refine with the same prompt; re-drafting is off on both sides so the work is equal.
+Both sides draft N continuations in one batched generation on the same engine and model (the services' default,
+llama.cpp and the embedded Qwen2.5-Coder-0.5B), verify them with the same compiled rules (the arithmetic pack the
+Scheduler adds by default), select with the same formula and refine with the same prompt; re-drafting and early
+stopping are off on the services' side so the work is equal.
 The two sides alternate question by question. Writes bench/results/overhead.json (key `ratio` =
 services / in-process wall time; the goal is ≤ 1.05).
 """
@@ -26,23 +28,25 @@ from common import add_data_argument, load_questions, write_result  # noqa: E402
 from deliberate.cli.stack import Ports, Stack  # noqa: E402
 from deliberate.drafter.prompts import SYSTEM_PROMPT as DRAFT_SYSTEM  # noqa: E402
 from deliberate.drafter.prompts import draft_user_message, strategies_for  # noqa: E402
+from deliberate.engines import Engine, load_engine  # noqa: E402
 from deliberate.engines.base import Completion, SamplingParams, TextDelta  # noqa: E402
-from deliberate.engines.transformers_engine import TransformersEngine  # noqa: E402
 from deliberate.refiner.prompts import SYSTEM_PROMPT as REFINE_SYSTEM  # noqa: E402
 from deliberate.refiner.prompts import SelectedDraft, refine_user_message, thinking_trace  # noqa: E402
 from deliberate.scheduler.selection import Scored, select  # noqa: E402
-from deliberate.verifier.constraints import compile_rules  # noqa: E402
+from deliberate.verifier.constraints import ConstraintSpec, compile_rules  # noqa: E402
 from deliberate.verifier.rules import verify  # noqa: E402
 from deliberate_client.client import DeliberateClient, build_request  # noqa: E402
 
+ARITHMETIC = ConstraintSpec(0, "rule_pack", "arithmetic")
 
-def in_process_solve(engine: TransformersEngine, question: str, drafts: int, tokens: int, seed: int) -> str:
+
+def in_process_solve(engine: Engine, question: str, drafts: int, tokens: int, seed: int) -> str:
     """The pipeline's stages as plain function calls in one process."""
     strategies = strategies_for(drafts, [])
     prompts = [engine.format_chat(DRAFT_SYSTEM, draft_user_message(question, s, None)) for s in strategies]
     draft_params = SamplingParams(max_new_tokens=tokens, seed=seed)
     completions = engine.generate(prompts, draft_params, lambda event: None, threading.Event())
-    rules = compile_rules("", [], {})
+    rules = compile_rules("", [ARITHMETIC], {})  # what the Scheduler adds to a request without an output schema
     verdicts = [verify(c.text, rules.rules, c.finish_reason) for c in completions]
     selection = select(
         [
@@ -76,13 +80,17 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=3)
     parser.add_argument("--drafts", type=int, default=3)
     parser.add_argument("--tokens", type=int, default=48)
+    parser.add_argument("--engine", default="llamacpp", help="both sides' engine (the services' default: llamacpp)")
     add_data_argument(parser)
     args = parser.parse_args()
     questions = load_questions(args.data, args.questions)
 
-    engine = TransformersEngine.load("embedded")
+    engine = load_engine(args.engine, "embedded")
     log_dir = Path(tempfile.mkdtemp(prefix="deliberate-overhead-"))
-    stack = Stack(ports=Ports.free(), log_dir=log_dir, state_dir=log_dir, scheduler_args=["--max-redrafts", "0"])
+    stack = Stack(
+        ports=Ports.free(), log_dir=log_dir, state_dir=log_dir, scheduler_args=["--max-redrafts", "0"],
+        env={"DELIBERATE_ENGINE": args.engine},
+    )  # fmt: skip
     services_s, in_process_s = [], []
     with stack, DeliberateClient(stack.address) as client:
         in_process_solve(engine, "What is 2 + 3?", args.drafts, 8, 0)  # warm-up, both sides
@@ -94,6 +102,8 @@ def main() -> None:
             request = build_request(question, num_drafts=args.drafts, max_new_tokens=args.tokens,
                                     refine_max_new_tokens=args.tokens, seed=seed)  # fmt: skip
             request.refine_sampling.seed = seed
+            # The plain round, as in process: every draft generated to its end, then verified.
+            request.disable_streaming_verification = request.disable_quorum = True
             started = time.perf_counter()
             client.solve(request, timeout=600)
             services_s.append(time.perf_counter() - started)
