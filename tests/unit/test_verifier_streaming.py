@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
+from deliberate.verifier.arithmetic import check_arithmetic
 from deliberate.verifier.constraints import ConstraintSpec, compile_rules
 from deliberate.verifier.rules import verify
 from deliberate.verifier.streaming import ArithmeticPrefix, GrowingDraft, JsonFencePrefix
@@ -14,6 +16,8 @@ from deliberate_client.examples import ads
 
 WRONG_ON_LINE_3 = "April: 48 clips.\nMay: 48 / 2 = 24 clips.\nTotal: 48 + 24 = 73 clips.\nFinal answer: 73\n"
 ARITHMETIC = ConstraintSpec(index=0, kind="rule_pack", source="arithmetic")
+# Real drafts of SmolLM2 and Qwen2.5-Coder on GSM8K and ad selection, committed with the judge's dataset.
+JUDGE_DATASETS = Path(__file__).resolve().parents[2] / "bench/results"
 
 
 def tokens_of(text: str, size: int = 3) -> list[str]:
@@ -60,6 +64,28 @@ def test_right_arithmetic_never_fails_on_any_prefix():
     for size in (1, 2, 5, 50):
         _, failures = fed(right, size)
         assert failures == []
+
+
+def test_no_real_draft_fails_on_a_prefix_and_passes_the_full_arithmetic_check():
+    """Every draft the models wrote for the judge's dataset, fed in random pieces: a prefix failure is always a
+    failure of the whole draft (aborting never drops a draft the full check would keep)."""
+    texts = {
+        json.loads(line)["draft"]
+        for name in ("judge-dataset/train.jsonl", "judge-dataset/validation.jsonl", "judge-dataset-qwen/train.jsonl")
+        for line in (JUDGE_DATASETS / name).read_text().splitlines()
+    }
+    rng = random.Random(0)
+    failed_early = []
+    for text in texts:
+        draft, cut = GrowingDraft((ArithmeticPrefix(),)), 0
+        while cut < len(text) and draft.failure is None:
+            step = rng.randint(1, 12)
+            draft.extend(text[cut : cut + step], 1)
+            cut += step
+        if draft.failure is not None:
+            failed_early.append(text)
+            assert check_arithmetic(text).wrong, f"{draft.failure.message} but the whole draft passes: {text!r}"
+    assert len(texts) > 2000 and len(failed_early) > 100, "the drafts hold wrong equations to find"
 
 
 def test_only_a_hard_arithmetic_pack_checks_prefixes():
