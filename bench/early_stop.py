@@ -16,6 +16,11 @@ quick profile). Writes bench/results/early_stop.json:
 * `n` (problems), `n_gsm8k`, `n_ads`, and what early stopping did (`aborted`, `cancelled`, `quorum_reached`);
 * `complete` (every planned problem is in) and `planned`: `--summarize-only` writes the figures of a run stopped
   part way, from the problems it finished.
+
+`--same-both-sides` is the control (an A/A run): both solves of a problem go without early stopping, so the
+figures show what two runs of the same logic differ by — the benchmark's noise, which llama.cpp's sampling (not
+reproducible across batch layouts) and the Refiner's temperature make large. Its records and figures go to
+`early_stop_aa.runs.jsonl` and `early_stop_aa.json` unless --runs / --out say otherwise.
 """
 
 from __future__ import annotations
@@ -68,7 +73,9 @@ def request_of(problem: dict, args) -> tuple[pb.SolveRequest, object]:
     return request, catalog
 
 
-def solve_once(client: DeliberateClient, problem: dict, args, early_stop: bool) -> dict:
+def solve_once(client: DeliberateClient, problem: dict, args, side: bool) -> dict:
+    """One solve of `problem`: the "with" side (`side` True) with early stopping, unless --same-both-sides."""
+    early_stop = side and not args.same_both_sides
     request, catalog = request_of(problem, args)
     request.request_id = f"early-stop-{problem['id']}-{'with' if early_stop else 'without'}-{time.time_ns()}"
     if not early_stop:
@@ -174,8 +181,11 @@ def main() -> None:
     parser.add_argument("--model", default="", help="the Drafter's and Refiner's model (default: the services')")
     parser.add_argument("--max-new-tokens", type=int, default=0, help="draft budget (default: the Drafter's)")
     parser.add_argument("--timeout", type=float, default=900.0, help="deadline of each solve, seconds")
-    parser.add_argument("--runs", type=Path, default=RESULTS / "early_stop.runs.jsonl", help="per-problem records")
-    parser.add_argument("--out", default="early_stop", help="result name under bench/results (default early_stop)")
+    parser.add_argument("--runs", type=Path, default=None, help="per-problem records (default: by --out)")
+    parser.add_argument("--out", default="", help="result name under bench/results (early_stop, early_stop_aa)")
+    parser.add_argument(
+        "--same-both-sides", action="store_true", help="control: early stopping off on both sides (the noise)"
+    )
     parser.add_argument(
         "--summarize-only",
         action="store_true",
@@ -183,6 +193,8 @@ def main() -> None:
     )
     add_data_argument(parser)
     args = parser.parse_args()
+    args.out = args.out or ("early_stop_aa" if args.same_both_sides else "early_stop")
+    args.runs = args.runs or RESULTS / f"{args.out}.runs.jsonl"
 
     chosen = problems(args)
     done = read_runs(args.runs)
@@ -210,7 +222,8 @@ def main() -> None:
     planned = {"gsm8k": args.limit, "ads": sum(p["task"] == "ads" for p in problems(args))}
     complete = len(records) == sum(planned.values())
     result = {**figures(records), "complete": complete, "planned": planned}
-    path = write_result(args.out, {**result, "drafts": args.drafts, "model": args.model or "default"})
+    settings = {"drafts": args.drafts, "model": args.model or "default", "same_both_sides": args.same_both_sides}
+    path = write_result(args.out, {**result, **settings})
     print(path.read_text())
 
 
