@@ -8,11 +8,14 @@ that 400 tokens take, so a busy machine cannot fail the test while a missed canc
 from __future__ import annotations
 
 import json
+import queue
 import time
 from datetime import datetime
 
+import grpc
 import pytest
 
+from deliberate_api.common.v1 import common_pb2
 from deliberate_api.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
 from deliberate_client.client import DeliberateClient, build_request
 
@@ -94,3 +97,33 @@ def test_cancelling_a_unary_solve_stops_drafting_too(stack):
     aborted = abort_of(stack, "drafter", request_id)
     assert aborted["stopped_within_s"] < STOP_BOUND_S
     assert seconds(aborted) - cancelled_at < STOP_BOUND_S, "generation stopped soon after the cancel"
+
+
+def test_a_cancel_sent_as_the_last_draft_ends_is_read_and_the_call_ends_ok(stack):
+    """The Scheduler may cancel a draft (a quorum's straggler) the Drafter has just finished. The StreamDrafts call
+    stays open after its last draft until the caller closes its side, so that cancel is read and stops nothing;
+    had the call ended first, the caller's gRPC library would fail the whole call (INTERNAL, "Internal error from
+    Core": a solve failed so in CI)."""
+    outgoing: queue.Queue = queue.Queue()
+    generate = drafter_service_pb2.GenerateDraftsRequest(
+        request_id=f"late-cancel-{time.time_ns()}",
+        prompt="Say hello.",
+        num_drafts=1,
+        sampling=common_pb2.SamplingParams(max_new_tokens=4),
+    )
+    outgoing.put(drafter_service_pb2.StreamDraftsRequest(generate=generate))
+
+    def requests():
+        while (message := outgoing.get()) is not None:
+            yield message
+
+    drafter = drafter_service_pb2_grpc.DrafterServiceStub(stack.channel("drafter"))
+    call = drafter.StreamDrafts(requests(), timeout=120)
+    for response in call:
+        if response.HasField("draft"):
+            break
+    time.sleep(0.5)  # long enough for a call that ended to say so
+    assert not call.done(), "the call ended before the caller closed its side"
+    outgoing.put(drafter_service_pb2.StreamDraftsRequest(cancel=drafter_service_pb2.CancelDraft(index=0)))
+    outgoing.put(None)
+    assert list(call) == [] and call.code() == grpc.StatusCode.OK

@@ -81,6 +81,10 @@ class DrafterServicer(EngineServicer, drafter_service_pb2_grpc.DrafterServiceSer
                 else:
                     draft = self.draft_of(request, strategies, event, started_ns)
                     yield drafter_service_pb2.StreamDraftsResponse(draft=draft)
+            # Every draft has ended; the call ends when the caller closes its side. Ending it first would make a
+            # cancel the caller sent meanwhile a write to a finished call, which its gRPC library turns into an
+            # INTERNAL failure of the whole call; read, it stops nothing.
+            await asyncio.wait([cancels])  # a caller's broken stream is not this call's failure
         finally:
             cancels.cancel()
 

@@ -123,12 +123,16 @@ class Stream:
         self.service = service
         self.call = None
         self._outgoing: asyncio.Queue = asyncio.Queue()
+        self.closed = False
 
     def send(self, message) -> None:
-        self._outgoing.put_nowait(message)
+        if not self.closed:
+            self._outgoing.put_nowait(message)
 
     def close(self) -> None:
-        self._outgoing.put_nowait(None)
+        if not self.closed:
+            self.closed = True
+            self._outgoing.put_nowait(None)
 
     async def requests(self):
         while (message := await self._outgoing.get()) is not None:
@@ -168,7 +172,8 @@ class Downstream:
                 yield message.draft
 
     def stream_drafts(self, deadline: Deadline, request: drafter_service_pb2.GenerateDraftsRequest) -> Stream:
-        """A StreamDrafts call: `DraftDelta`s and finished `Draft`s; `cancel(index)` stops one draft."""
+        """A StreamDrafts call: `DraftDelta`s and finished `Draft`s; a `cancel` message stops one draft. The call
+        ends after every draft has and the caller has closed its side (`close`)."""
         stream = Stream("drafter")
         stream.send(drafter_service_pb2.StreamDraftsRequest(generate=request))
         stream.call = self.stubs.drafter.StreamDrafts(stream.requests(), timeout=deadline.remaining("drafting"))

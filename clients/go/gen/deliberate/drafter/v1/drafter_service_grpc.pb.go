@@ -21,7 +21,8 @@ type DrafterServiceClient interface {
 	GenerateDrafts(ctx context.Context, in *GenerateDraftsRequest, opts ...grpc.CallOption) (DrafterService_GenerateDraftsClient, error)
 	// Streams every draft token by token as it is generated, then each finished draft; on the same stream the
 	// caller can stop one draft alone (its engine slot is freed at once, the others go on). The first request
-	// message starts the generation; later ones cancel drafts.
+	// message starts the generation; later ones cancel drafts (a cancel for a draft that has ended stops nothing).
+	// The call ends once every draft has ended and the caller has closed its side.
 	StreamDrafts(ctx context.Context, opts ...grpc.CallOption) (DrafterService_StreamDraftsClient, error)
 	// How busy the engine is now: the Scheduler's load signal for N.
 	GetLoad(ctx context.Context, in *GetLoadRequest, opts ...grpc.CallOption) (*GetLoadResponse, error)
@@ -115,7 +116,8 @@ type DrafterServiceServer interface {
 	GenerateDrafts(*GenerateDraftsRequest, DrafterService_GenerateDraftsServer) error
 	// Streams every draft token by token as it is generated, then each finished draft; on the same stream the
 	// caller can stop one draft alone (its engine slot is freed at once, the others go on). The first request
-	// message starts the generation; later ones cancel drafts.
+	// message starts the generation; later ones cancel drafts (a cancel for a draft that has ended stops nothing).
+	// The call ends once every draft has ended and the caller has closed its side.
 	StreamDrafts(DrafterService_StreamDraftsServer) error
 	// How busy the engine is now: the Scheduler's load signal for N.
 	GetLoad(context.Context, *GetLoadRequest) (*GetLoadResponse, error)
