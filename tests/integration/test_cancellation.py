@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import queue
+import threading
 import time
 from datetime import datetime
 
@@ -127,3 +128,27 @@ def test_a_cancel_sent_as_the_last_draft_ends_is_read_and_the_call_ends_ok(stack
     outgoing.put(drafter_service_pb2.StreamDraftsRequest(cancel=drafter_service_pb2.CancelDraft(index=0)))
     outgoing.put(None)
     assert list(call) == [] and call.code() == grpc.StatusCode.OK
+
+
+def test_a_caller_that_never_closes_its_side_still_gets_the_call_ended_ok(stack):
+    """A caller older than that rule never closes its side: the Drafter ends the call on its own, a few seconds
+    after the last draft, instead of holding it to the deadline."""
+    generate = drafter_service_pb2.GenerateDraftsRequest(
+        request_id=f"never-closes-{time.time_ns()}",
+        prompt="Say hello.",
+        num_drafts=1,
+        sampling=common_pb2.SamplingParams(max_new_tokens=4),
+    )
+    never_closed = threading.Event()
+
+    def requests():
+        yield drafter_service_pb2.StreamDraftsRequest(generate=generate)
+        never_closed.wait(120)  # the side stays open until the test ends
+
+    drafter = drafter_service_pb2_grpc.DrafterServiceStub(stack.channel("drafter"))
+    call = drafter.StreamDrafts(requests(), timeout=60)
+    try:
+        drafts = [response.draft for response in call if response.HasField("draft")]
+        assert len(drafts) == 1 and call.code() == grpc.StatusCode.OK
+    finally:
+        never_closed.set()

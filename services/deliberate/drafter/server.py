@@ -27,6 +27,9 @@ from .prompts import SYSTEM_PROMPT, draft_user_message, strategies_for
 from .settings import DrafterSettings
 
 log = logging.getLogger("deliberate.drafter")
+# How long a StreamDrafts call waits, after its last draft, for the caller to close its side. The Scheduler closes
+# within milliseconds; a caller that never closes (a Scheduler older than this rule) costs this much per round.
+CALLER_CLOSE_GRACE_S = 5.0
 tracer = trace.get_tracer("deliberate.drafter")
 
 
@@ -84,7 +87,7 @@ class DrafterServicer(EngineServicer, drafter_service_pb2_grpc.DrafterServiceSer
             # Every draft has ended; the call ends when the caller closes its side. Ending it first would make a
             # cancel the caller sent meanwhile a write to a finished call, which its gRPC library turns into an
             # INTERNAL failure of the whole call; read, it stops nothing.
-            await asyncio.wait([cancels])  # a caller's broken stream is not this call's failure
+            await asyncio.wait([cancels], timeout=CALLER_CLOSE_GRACE_S)  # a broken caller stream is not a failure
         finally:
             cancels.cancel()
 

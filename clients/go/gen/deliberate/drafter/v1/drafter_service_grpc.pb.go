@@ -22,7 +22,7 @@ type DrafterServiceClient interface {
 	// Streams every draft token by token as it is generated, then each finished draft; on the same stream the
 	// caller can stop one draft alone (its engine slot is freed at once, the others go on). The first request
 	// message starts the generation; later ones cancel drafts (a cancel for a draft that has ended stops nothing).
-	// The call ends once every draft has ended and the caller has closed its side.
+	// The call ends once every draft has ended and the caller has closed its side (at most 5 s after the last draft).
 	StreamDrafts(ctx context.Context, opts ...grpc.CallOption) (DrafterService_StreamDraftsClient, error)
 	// How busy the engine is now: the Scheduler's load signal for N.
 	GetLoad(ctx context.Context, in *GetLoadRequest, opts ...grpc.CallOption) (*GetLoadResponse, error)
@@ -117,7 +117,7 @@ type DrafterServiceServer interface {
 	// Streams every draft token by token as it is generated, then each finished draft; on the same stream the
 	// caller can stop one draft alone (its engine slot is freed at once, the others go on). The first request
 	// message starts the generation; later ones cancel drafts (a cancel for a draft that has ended stops nothing).
-	// The call ends once every draft has ended and the caller has closed its side.
+	// The call ends once every draft has ended and the caller has closed its side (at most 5 s after the last draft).
 	StreamDrafts(DrafterService_StreamDraftsServer) error
 	// How busy the engine is now: the Scheduler's load signal for N.
 	GetLoad(context.Context, *GetLoadRequest) (*GetLoadResponse, error)

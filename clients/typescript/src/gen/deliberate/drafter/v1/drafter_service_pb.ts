@@ -341,7 +341,7 @@ export const DrafterService: GenService<{
    * Streams every draft token by token as it is generated, then each finished draft; on the same stream the
    * caller can stop one draft alone (its engine slot is freed at once, the others go on). The first request
    * message starts the generation; later ones cancel drafts (a cancel for a draft that has ended stops nothing).
-   * The call ends once every draft has ended and the caller has closed its side.
+   * The call ends once every draft has ended and the caller has closed its side (at most 5 s after the last draft).
    *
    * @generated from rpc deliberate.drafter.v1.DrafterService.StreamDrafts
    */
