@@ -23,6 +23,9 @@ from deliberate_client.client import DeliberateClient, build_request
 pytestmark = pytest.mark.model
 
 STOP_BOUND_S = 5.0
+# Long, and without arithmetic: a wrong equation would get a draft aborted alone by streaming verification (a
+# per-draft cancel, no "generation aborted"), and one draft ending early would leave nothing for the cancel to stop.
+STORY = "Write a long story about a lighthouse keeper."
 
 
 def log_events(stack, service: str) -> list[dict]:
@@ -63,14 +66,14 @@ def wait_until_drafting(stack, call=None) -> None:
 def test_cancelling_the_stream_stops_generation_long_before_its_budget(stack, stage):
     request_id = f"cancel-{stage}-{time.time_ns()}"
     request = build_request(
-        "Write a long story about counting numbers, step by step.", num_drafts=2, request_id=request_id,
+        STORY, num_drafts=2, request_id=request_id,
         max_new_tokens=400 if stage == "drafting" else 8, refine_max_new_tokens=400,
     )  # fmt: skip
     with DeliberateClient(stack.address) as client:
         call = client.solve_stream(request, timeout=240)
         for event in call:
             if stage == "drafting" and event.HasField("round_started"):
-                time.sleep(2.0)  # the drafter is decoding its 400 tokens now
+                wait_until_drafting(stack)  # decoding its 400 tokens now
                 break
             if stage == "refinement" and event.HasField("refine_chunk"):
                 break
@@ -87,7 +90,7 @@ def test_cancelling_a_unary_solve_stops_drafting_too(stack):
     """A unary Solve has no stream to close: the Scheduler must still notice the cancel and stop the Drafter."""
     request_id = f"cancel-unary-{time.time_ns()}"
     request = build_request(
-        "Write a long story about counting numbers, step by step.", num_drafts=2, request_id=request_id,
+        STORY, num_drafts=2, request_id=request_id,
         max_new_tokens=400, refine_max_new_tokens=8,
     )  # fmt: skip
     with DeliberateClient(stack.address) as client:
