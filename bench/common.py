@@ -40,8 +40,8 @@ def cpu_model() -> dict:
 
 def reference_workload_ms() -> float:
     """Milliseconds one core takes for a fixed pure-Python workload (dicts, strings, a sort), best of 5: the same
-    Verifier code ran 2.6 times faster on one 2-core "AMD EPYC" machine than on another with the same name and clock,
-    so figures from two machines compare only through this."""
+    Verifier code ran 2.6 times faster on one 2-core machine than on the one before it, so figures from two machines
+    compare only through this."""
     best = float("inf")
     for _ in range(5):
         started = time.perf_counter()
