@@ -62,6 +62,17 @@ def wait_until_drafting(stack, call=None) -> None:
         time.sleep(0.05)
 
 
+def hello_drafts(kind: str) -> drafter_service_pb2.StreamDraftsRequest:
+    """The first message of a StreamDrafts call for one short draft."""
+    generate = drafter_service_pb2.GenerateDraftsRequest(
+        request_id=f"{kind}-{time.time_ns()}",
+        prompt="Say hello.",
+        num_drafts=1,
+        sampling=common_pb2.SamplingParams(max_new_tokens=4),
+    )
+    return drafter_service_pb2.StreamDraftsRequest(generate=generate)
+
+
 @pytest.mark.parametrize("stage", ["drafting", "refinement"])
 def test_cancelling_the_stream_stops_generation_long_before_its_budget(stack, stage):
     request_id = f"cancel-{stage}-{time.time_ns()}"
@@ -109,13 +120,7 @@ def test_a_cancel_sent_as_the_last_draft_ends_is_read_and_the_call_ends_ok(stack
     had the call ended first, the caller's gRPC library would fail the whole call (INTERNAL, "Internal error from
     Core": a solve failed so in CI)."""
     outgoing: queue.Queue = queue.Queue()
-    generate = drafter_service_pb2.GenerateDraftsRequest(
-        request_id=f"late-cancel-{time.time_ns()}",
-        prompt="Say hello.",
-        num_drafts=1,
-        sampling=common_pb2.SamplingParams(max_new_tokens=4),
-    )
-    outgoing.put(drafter_service_pb2.StreamDraftsRequest(generate=generate))
+    outgoing.put(hello_drafts("late-cancel"))
 
     def requests():
         while (message := outgoing.get()) is not None:
@@ -136,16 +141,10 @@ def test_a_cancel_sent_as_the_last_draft_ends_is_read_and_the_call_ends_ok(stack
 def test_a_caller_that_never_closes_its_side_still_gets_the_call_ended_ok(stack):
     """A caller older than that rule never closes its side: the Drafter ends the call on its own, a few seconds
     after the last draft, instead of holding it to the deadline."""
-    generate = drafter_service_pb2.GenerateDraftsRequest(
-        request_id=f"never-closes-{time.time_ns()}",
-        prompt="Say hello.",
-        num_drafts=1,
-        sampling=common_pb2.SamplingParams(max_new_tokens=4),
-    )
     never_closed = threading.Event()
 
     def requests():
-        yield drafter_service_pb2.StreamDraftsRequest(generate=generate)
+        yield hello_drafts("never-closes")
         never_closed.wait(120)  # the side stays open until the test ends
 
     drafter = drafter_service_pb2_grpc.DrafterServiceStub(stack.channel("drafter"))

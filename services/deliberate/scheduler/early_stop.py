@@ -100,7 +100,7 @@ class EarlyStopRound:
         self.timers: dict[str, asyncio.TimerHandle] = {}  # draft id → its verification timeout
         self.pumps: list[asyncio.Task] = []
         self.ended_streams = 0
-        self.unfinished: dict[int, int] = {}  # per Drafter stream (by id): its drafts that have not ended
+        self.unfinished: dict[Stream, int] = {}  # per Drafter stream: its drafts that have not ended
         self.stopping = False  # the quorum was reached: the drafts still generating are being cancelled
         self.last_draft_at = time.perf_counter()
 
@@ -179,14 +179,14 @@ class EarlyStopRound:
     def start_drafter(self, request: drafter_service_pb2.GenerateDraftsRequest) -> None:
         stream = self.pipeline.downstream.stream_drafts(self.solve.deadline, request)
         self.drafters.append(stream)
-        self.unfinished[id(stream)] = request.num_drafts
+        self.unfinished[stream] = request.num_drafts
         self.pump(stream, "drafter")
 
     def finished_on(self, stream: Stream) -> None:
         """One more draft of `stream` has ended; after its last, nothing more is sent on it (no cancel can be for
         a draft still generating), so its sending side is closed and the Drafter ends the call."""
-        self.unfinished[id(stream)] -= 1
-        if self.unfinished[id(stream)] == 0:
+        self.unfinished[stream] -= 1
+        if self.unfinished[stream] == 0:
             stream.close()
 
     def on_drafter(self, message: drafter_service_pb2.StreamDraftsResponse) -> None:
