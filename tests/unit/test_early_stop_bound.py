@@ -1,0 +1,54 @@
+"""The replay behind `bench/early_stop_bound.py`: decoding on paper follows the Scheduler's rules."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+from early_stop_bound import Draft, prefix_stop_share, replay, voted  # noqa: E402
+
+# One step takes 1 s whatever the number of sequences: tokens and seconds then count the same steps.
+FLAT = [1.0] * 8
+
+
+def test_without_early_stopping_every_draft_runs_to_its_end():
+    drafts = [Draft(10, True, "4", None), Draft(30, False, "5", 0.5)]
+    cost = replay(drafts, FLAT, quorum=0, clairvoyant=False)
+    assert (cost.tokens, cost.seconds, cost.answers, cost.quorum) == (40, 30, ["4"], False)
+
+
+def test_a_draft_stops_where_its_prefix_failed_and_the_quorum_cuts_the_stragglers():
+    drafts = [
+        Draft(10, True, "4", None),
+        Draft(12, True, "4.0", None),  # the same answer by value: the quorum of 2 is reached at step 12
+        Draft(40, False, "9", 0.25),  # stopped after 10 of its 40 tokens
+        Draft(50, True, "7", None),  # a straggler, cut at step 12
+    ]
+    cost = replay(drafts, FLAT, quorum=2, clairvoyant=False)
+    assert cost.quorum and cost.seconds == 12
+    assert cost.tokens == 10 + 12 + 10 + 12
+    assert cost.answers == ["4", "4.0"]
+
+
+def test_the_clairvoyant_bound_drops_every_failing_draft_before_its_first_token():
+    drafts = [Draft(10, True, "4", None), Draft(40, False, "9", 0.9), Draft(20, False, "3", None)]
+    cost = replay(drafts, FLAT, quorum=2, clairvoyant=True)
+    assert (cost.tokens, cost.seconds) == (10, 10)
+
+
+def test_steps_take_the_time_measured_for_that_many_sequences():
+    drafts = [Draft(2, True, "1", None), Draft(4, True, "2", None)]
+    cost = replay(drafts, [1.0, 3.0], quorum=0, clairvoyant=False)
+    assert cost.seconds == 2 * 3.0 + 2 * 1.0
+
+
+def test_the_prefix_share_is_where_the_wrong_equation_line_ends():
+    text = "First 2 + 2 = 4\nThen 3 * 3 = 10\nSo the answer is 10.\n"
+    assert prefix_stop_share(text) == text.index("So") / len(text)
+    assert prefix_stop_share("2 + 2 = 4\nFinal answer: 4\n") is None
+
+
+def test_the_vote_is_the_most_common_answer_ties_to_the_first_finished():
+    assert voted(["3", "5", "5.0"]) == "5"
+    assert voted(["3", "5"]) == "3"
+    assert voted([]) is None
