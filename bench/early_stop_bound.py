@@ -92,6 +92,30 @@ def round_of(record: dict) -> Round:
     return Round(record["gold"], drafts)
 
 
+def rounds_of_judge_dataset(directory: Path, drafts_per_round: int) -> list[Round]:
+    """Rounds from a judge dataset (`make dataset`: drafts of one problem written side by side, each with the rules'
+    verdict): the first `drafts_per_round` drafts of every GSM8K problem."""
+    by_problem: dict[str, list[dict]] = {}
+    for split in ("train", "validation"):
+        for line in (directory / f"{split}.jsonl").read_text().splitlines():
+            record = json.loads(line)
+            if record["meta"]["source"] == "gsm8k":
+                by_problem.setdefault(record["meta"]["problem_id"], []).append(record)
+    rounds = []
+    for records in by_problem.values():
+        drafts = [
+            Draft(
+                r["meta"]["completion_tokens"],
+                r["meta"]["rules_valid"],
+                r["meta"]["answer"],
+                prefix_stop_share(r["draft"]),
+            )
+            for r in records[:drafts_per_round]
+        ]
+        rounds.append(Round(records[0]["meta"]["gold"], drafts))
+    return rounds
+
+
 def replay(drafts: list[Draft], step_seconds: list[float], quorum: int, clairvoyant: bool) -> Cost:
     """Decodes the round step by step; a draft stops at its failure, and the quorum rule ends the round (quorum 0:
     never, and no draft stops early: the round without early stopping)."""
@@ -166,7 +190,7 @@ def sequential_token_ratio(rounds: list[Round], quorum: int | None) -> float:
     return round(used / full, 3)
 
 
-def measure_step_seconds(max_sequences: int) -> list[float]:
+def measure_step_seconds(max_sequences: int, model: str) -> list[float]:
     """Seconds of one decoding step with 1…max_sequences sequences side by side, on the default engine and model:
     the difference between a long and a short generation, so prompt evaluation cancels out."""
     from common import draft_prompts, timed_generate
@@ -174,7 +198,7 @@ def measure_step_seconds(max_sequences: int) -> list[float]:
     from deliberate.engines.base import SamplingParams
     from deliberate.engines.llamacpp_engine import LlamaCppEngine
 
-    engine = LlamaCppEngine.load()
+    engine = LlamaCppEngine.load(model)
     prompts = draft_prompts(engine, max_sequences)
     steps = []
     for count in range(1, max_sequences + 1):
@@ -188,20 +212,30 @@ def measure_step_seconds(max_sequences: int) -> list[float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=Path, default=RESULTS / "eval-gsm8k.runs.jsonl")
+    parser.add_argument(
+        "--runs",
+        type=Path,
+        default=RESULTS / "eval-gsm8k.runs.jsonl",
+        help="an evaluation's runs file, or a judge dataset's directory (its first --drafts drafts per problem)",
+    )
+    parser.add_argument("--drafts", type=int, default=5, help="drafts per round taken from a judge dataset")
+    parser.add_argument("--model", default="embedded", help="the model whose decoding steps are timed")
     parser.add_argument(
         "--step-seconds", help="comma-separated seconds of a decoding step with 1, 2, … sequences (default: measured)"
     )
     parser.add_argument("--out", default="early_stop_bound")
     args = parser.parse_args()
-    records = [json.loads(line) for line in args.runs.read_text().splitlines() if line.strip()]
-    rounds = [round_of(r) for r in records if r.get("task") == "gsm8k" and r.get("solve", {}).get("drafts")]
+    if args.runs.is_dir():
+        rounds = rounds_of_judge_dataset(args.runs, args.drafts)
+    else:
+        records = [json.loads(line) for line in args.runs.read_text().splitlines() if line.strip()]
+        rounds = [round_of(r) for r in records if r.get("task") == "gsm8k" and r.get("solve", {}).get("drafts")]
     rounds = [r for r in rounds if r.drafts]
     drafts = [d for r in rounds for d in r.drafts]
     if args.step_seconds:
         step_seconds = [float(s) for s in args.step_seconds.split(",")]
     else:
-        step_seconds = measure_step_seconds(max(len(r.drafts) for r in rounds))
+        step_seconds = measure_step_seconds(max(len(r.drafts) for r in rounds), args.model)
     result = {
         "rules": ratios(rounds, step_seconds, None, clairvoyant=False),
         "clairvoyant": ratios(rounds, step_seconds, None, clairvoyant=True),
@@ -225,6 +259,7 @@ def main() -> None:
         ),
         "step_seconds": step_seconds,
         "runs": args.runs.name,
+        "model": args.model,
     }
     print(json.dumps(result, indent=2))
     write_result(args.out, result)

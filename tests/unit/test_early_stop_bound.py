@@ -52,3 +52,11 @@ def test_the_vote_is_the_most_common_answer_ties_to_the_first_finished():
     assert voted(["3", "5", "5.0"]) == "5"
     assert voted(["3", "5"]) == "3"
     assert voted([]) is None
+
+
+def test_a_judge_dataset_gives_rounds_of_its_first_drafts_per_problem():
+    from early_stop_bound import RESULTS, rounds_of_judge_dataset
+
+    rounds = rounds_of_judge_dataset(RESULTS / "judge-dataset", drafts_per_round=5)
+    assert len(rounds) > 200 and all(1 <= len(r.drafts) <= 5 and r.gold for r in rounds)
+    assert any(d.stop_share is not None for r in rounds for d in r.drafts)  # SmolLM2 writes wrong equations
