@@ -19,9 +19,9 @@ Each is replayed with the default quorum (from N) and with quorums 1 and 2 (`by_
 `sequential_token_ratio` is a third way, in tokens only: the drafts run one after another and the round ends once
 the quorum rule holds with the drafts not yet started counted as still to come (adaptive self-consistency).
 `token_ratio` is drafting tokens with ÷ without, `latency_ratio` drafting time with ÷ without, summed over problems.
-`vote_accuracy_*` is a proxy for accuracy on the same drafts: the most common answer among the drafts that finished
-and passed (ties: the first to finish) equals the gold answer; the pipeline's selection and refinement are not
-replayed; `vote_changed` counts the problems whose voted answer differs with and without.
+`vote_accuracy_*` is a proxy for accuracy on the same drafts: the evaluation's majority vote (`majority@N`) over the
+drafts that finished and passed, in the order they finished, equals the gold answer; the pipeline's selection and
+refinement are not replayed; `vote_changed` counts the problems whose voted answer differs with and without.
 Writes bench/results/early_stop_bound.json.
 """
 
@@ -31,7 +31,6 @@ import argparse
 import json
 import statistics
 import sys
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,9 +38,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import RESULTS, write_result  # noqa: E402
 
-from deliberate.cli.eval_stats import is_correct  # noqa: E402
+from deliberate.cli.eval_stats import is_correct, majority, vote_key  # noqa: E402
+from deliberate.cli.train_judge import read_records  # noqa: E402
 from deliberate.scheduler.early_stop import default_quorum, quorum_reason  # noqa: E402
-from deliberate.scheduler.selection import answer_key  # noqa: E402
 from deliberate.verifier.streaming import ArithmeticPrefix, GrowingDraft  # noqa: E402
 
 # The pieces a draft's text is fed to the prefix check in: about a token each, as the Drafter streams it.
@@ -97,8 +96,7 @@ def rounds_of_judge_dataset(directory: Path, drafts_per_round: int) -> list[Roun
     verdict): the first `drafts_per_round` drafts of every GSM8K problem."""
     by_problem: dict[str, list[dict]] = {}
     for split in ("train", "validation"):
-        for line in (directory / f"{split}.jsonl").read_text().splitlines():
-            record = json.loads(line)
+        for record in read_records(directory / f"{split}.jsonl"):
             if record["meta"]["source"] == "gsm8k":
                 by_problem.setdefault(record["meta"]["problem_id"], []).append(record)
     rounds = []
@@ -142,28 +140,21 @@ def replay(drafts: list[Draft], step_seconds: list[float], quorum: int, clairvoy
     return Cost(tokens, seconds, answers, quorum=False)
 
 
-def voted(answers: list[str]) -> str | None:
-    """The most common answer, ties to the first to finish."""
-    counts = Counter(answer_key(a) for a in answers if a)
-    if not counts:
-        return None
-    best = max(counts.values())
-    return next(a for a in answers if a and counts[answer_key(a)] == best)
-
-
-def ratios(rounds: list[Round], step_seconds: list[float], quorum: int | None, clairvoyant: bool) -> dict:
-    full = [replay(r.drafts, step_seconds, 0, clairvoyant=False) for r in rounds]
+def ratios(
+    rounds: list[Round], full: list[Cost], step_seconds: list[float], quorum: int | None, clairvoyant: bool
+) -> dict:
+    """`rounds` replayed with early stopping against `full`, their replay without."""
     stopped = [
         replay(r.drafts, step_seconds, default_quorum(len(r.drafts)) if quorum is None else quorum, clairvoyant)
         for r in rounds
     ]
 
     def accuracy(costs: list[Cost]) -> float:
-        right = sum(is_correct(voted(c.answers), r.gold) for c, r in zip(costs, rounds, strict=True))
+        right = sum(is_correct(majority(c.answers), r.gold) for c, r in zip(costs, rounds, strict=True))
         return round(100 * right / len(rounds), 1)
 
-    def answer(cost: Cost) -> str:
-        return answer_key(voted(cost.answers) or "")
+    def answer(cost: Cost) -> str | None:
+        return vote_key(majority(cost.answers))
 
     return {
         "token_ratio": round(sum(c.tokens for c in stopped) / sum(c.tokens for c in full), 3),
@@ -228,7 +219,7 @@ def main() -> None:
     if args.runs.is_dir():
         rounds = rounds_of_judge_dataset(args.runs, args.drafts)
     else:
-        records = [json.loads(line) for line in args.runs.read_text().splitlines() if line.strip()]
+        records = read_records(args.runs)
         rounds = [round_of(r) for r in records if r.get("task") == "gsm8k" and r.get("solve", {}).get("drafts")]
     rounds = [r for r in rounds if r.drafts]
     drafts = [d for r in rounds for d in r.drafts]
@@ -236,13 +227,14 @@ def main() -> None:
         step_seconds = [float(s) for s in args.step_seconds.split(",")]
     else:
         step_seconds = measure_step_seconds(max(len(r.drafts) for r in rounds), args.model)
+    full = [replay(r.drafts, step_seconds, 0, clairvoyant=False) for r in rounds]
     result = {
-        "rules": ratios(rounds, step_seconds, None, clairvoyant=False),
-        "clairvoyant": ratios(rounds, step_seconds, None, clairvoyant=True),
+        "rules": ratios(rounds, full, step_seconds, None, clairvoyant=False),
+        "clairvoyant": ratios(rounds, full, step_seconds, None, clairvoyant=True),
         "by_quorum": {
             str(quorum): {
-                "rules": ratios(rounds, step_seconds, quorum, clairvoyant=False),
-                "clairvoyant": ratios(rounds, step_seconds, quorum, clairvoyant=True),
+                "rules": ratios(rounds, full, step_seconds, quorum, clairvoyant=False),
+                "clairvoyant": ratios(rounds, full, step_seconds, quorum, clairvoyant=True),
             }
             for quorum in QUORUMS_COMPARED
         },

@@ -5,7 +5,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-from early_stop_bound import Draft, prefix_stop_share, replay, voted  # noqa: E402
+from early_stop_bound import Draft, prefix_stop_share, replay  # noqa: E402
+
+from deliberate.cli.eval_stats import majority  # noqa: E402
 
 # One step takes 1 s whatever the number of sequences: tokens and seconds then count the same steps.
 FLAT = [1.0] * 8
@@ -49,9 +51,10 @@ def test_the_prefix_share_is_where_the_wrong_equation_line_ends():
 
 
 def test_the_vote_is_the_most_common_answer_ties_to_the_first_finished():
-    assert voted(["3", "5", "5.0"]) == "5"
-    assert voted(["3", "5"]) == "3"
-    assert voted([]) is None
+    """The replay votes as the evaluation's majority@N does, over the answers in the order their drafts finished."""
+    assert majority(["3", "5", "5.0"]) == "5"
+    assert majority(["3", "5"]) == "3"
+    assert majority([]) is None
 
 
 def test_a_judge_dataset_gives_rounds_of_its_first_drafts_per_problem():
