@@ -18,7 +18,9 @@ from deliberate_client.client import DeliberateClient, build_request
 
 pytestmark = pytest.mark.model
 
-QUESTION = "What is 12 + 30? Write the equation, then the answer."
+# A sum SmolLM2 is sure of: with "12 + 30" its greedy "42" is a near tie with "40", and on an engine that had served
+# other requests 3 of 8 batches of three identical drafts diverged there (CI failed on it); "2 + 3" agreed 28 of 28.
+QUESTION = "What is 2 + 3? Write the equation, then the answer."
 HINTS = ["Write the calculation as an equation."] * 3
 ATTEMPTS = 3
 
