@@ -36,7 +36,7 @@ OUTCOME_ACCEPTED: Outcome
 OUTCOME_REJECTED: Outcome
 
 class SolveRequest(_message.Message):
-    __slots__ = ("prompt", "output_schema", "constraints", "context", "num_drafts", "sampling", "strategy_hints", "request_id", "refine_sampling", "disable_thinking_trace", "disable_consensus_prefix", "disable_default_arithmetic", "disable_streaming_verification", "disable_quorum", "quorum", "replace_aborted_drafts")
+    __slots__ = ("prompt", "output_schema", "constraints", "context", "num_drafts", "sampling", "strategy_hints", "request_id", "refine_sampling", "disable_thinking_trace", "disable_consensus_prefix", "disable_default_arithmetic", "disable_streaming_verification", "disable_quorum", "quorum", "replace_aborted_drafts", "selection_policy")
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     CONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
@@ -53,6 +53,7 @@ class SolveRequest(_message.Message):
     DISABLE_QUORUM_FIELD_NUMBER: _ClassVar[int]
     QUORUM_FIELD_NUMBER: _ClassVar[int]
     REPLACE_ABORTED_DRAFTS_FIELD_NUMBER: _ClassVar[int]
+    SELECTION_POLICY_FIELD_NUMBER: _ClassVar[int]
     prompt: str
     output_schema: str
     constraints: _containers.RepeatedCompositeFieldContainer[_common_pb2.Constraint]
@@ -69,10 +70,18 @@ class SolveRequest(_message.Message):
     disable_quorum: bool
     quorum: int
     replace_aborted_drafts: bool
-    def __init__(self, prompt: _Optional[str] = ..., output_schema: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[_common_pb2.Constraint, _Mapping]]] = ..., context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., num_drafts: _Optional[int] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., strategy_hints: _Optional[_Iterable[str]] = ..., request_id: _Optional[str] = ..., refine_sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., disable_thinking_trace: _Optional[bool] = ..., disable_consensus_prefix: _Optional[bool] = ..., disable_default_arithmetic: _Optional[bool] = ..., disable_streaming_verification: _Optional[bool] = ..., disable_quorum: _Optional[bool] = ..., quorum: _Optional[int] = ..., replace_aborted_drafts: _Optional[bool] = ...) -> None: ...
+    selection_policy: str
+    def __init__(self, prompt: _Optional[str] = ..., output_schema: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[_common_pb2.Constraint, _Mapping]]] = ..., context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., num_drafts: _Optional[int] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., strategy_hints: _Optional[_Iterable[str]] = ..., request_id: _Optional[str] = ..., refine_sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., disable_thinking_trace: _Optional[bool] = ..., disable_consensus_prefix: _Optional[bool] = ..., disable_default_arithmetic: _Optional[bool] = ..., disable_streaming_verification: _Optional[bool] = ..., disable_quorum: _Optional[bool] = ..., quorum: _Optional[int] = ..., replace_aborted_drafts: _Optional[bool] = ..., selection_policy: _Optional[str] = ...) -> None: ...
 
 class ScoreComponents(_message.Message):
-    __slots__ = ("score", "agreement", "latency", "answer_share", "final", "alpha", "beta", "gamma", "delta")
+    __slots__ = ("score", "agreement", "latency", "answer_share", "final", "alpha", "beta", "gamma", "delta", "signals")
+    class SignalsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     SCORE_FIELD_NUMBER: _ClassVar[int]
     AGREEMENT_FIELD_NUMBER: _ClassVar[int]
     LATENCY_FIELD_NUMBER: _ClassVar[int]
@@ -82,6 +91,7 @@ class ScoreComponents(_message.Message):
     BETA_FIELD_NUMBER: _ClassVar[int]
     GAMMA_FIELD_NUMBER: _ClassVar[int]
     DELTA_FIELD_NUMBER: _ClassVar[int]
+    SIGNALS_FIELD_NUMBER: _ClassVar[int]
     score: float
     agreement: float
     latency: float
@@ -91,7 +101,8 @@ class ScoreComponents(_message.Message):
     beta: float
     gamma: float
     delta: float
-    def __init__(self, score: _Optional[float] = ..., agreement: _Optional[float] = ..., latency: _Optional[float] = ..., answer_share: _Optional[float] = ..., final: _Optional[float] = ..., alpha: _Optional[float] = ..., beta: _Optional[float] = ..., gamma: _Optional[float] = ..., delta: _Optional[float] = ...) -> None: ...
+    signals: _containers.ScalarMap[str, float]
+    def __init__(self, score: _Optional[float] = ..., agreement: _Optional[float] = ..., latency: _Optional[float] = ..., answer_share: _Optional[float] = ..., final: _Optional[float] = ..., alpha: _Optional[float] = ..., beta: _Optional[float] = ..., gamma: _Optional[float] = ..., delta: _Optional[float] = ..., signals: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class DraftReport(_message.Message):
     __slots__ = ("draft", "verdict", "selected", "components", "duplicate_of", "round", "aborted")
@@ -156,7 +167,7 @@ class StageTimings(_message.Message):
     def __init__(self, draft: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., verify: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., select: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., refine: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., total: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class SolveResponse(_message.Message):
-    __slots__ = ("request_id", "answer", "status", "status_reason", "drafts", "selected_draft_ids", "thinking_trace", "trace_id", "timings", "usage", "num_drafts", "num_drafts_reason", "rounds", "consensus_prefix", "refine_token_budget", "refine_budget_reason", "verified_by", "early_stop")
+    __slots__ = ("request_id", "answer", "status", "status_reason", "drafts", "selected_draft_ids", "thinking_trace", "trace_id", "timings", "usage", "num_drafts", "num_drafts_reason", "rounds", "consensus_prefix", "refine_token_budget", "refine_budget_reason", "verified_by", "early_stop", "selection_policy")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     ANSWER_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -175,6 +186,7 @@ class SolveResponse(_message.Message):
     REFINE_BUDGET_REASON_FIELD_NUMBER: _ClassVar[int]
     VERIFIED_BY_FIELD_NUMBER: _ClassVar[int]
     EARLY_STOP_FIELD_NUMBER: _ClassVar[int]
+    SELECTION_POLICY_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     answer: str
     status: SolveStatus
@@ -193,7 +205,8 @@ class SolveResponse(_message.Message):
     refine_budget_reason: str
     verified_by: _containers.RepeatedScalarFieldContainer[str]
     early_stop: EarlyStop
-    def __init__(self, request_id: _Optional[str] = ..., answer: _Optional[str] = ..., status: _Optional[_Union[SolveStatus, str]] = ..., status_reason: _Optional[str] = ..., drafts: _Optional[_Iterable[_Union[DraftReport, _Mapping]]] = ..., selected_draft_ids: _Optional[_Iterable[str]] = ..., thinking_trace: _Optional[str] = ..., trace_id: _Optional[str] = ..., timings: _Optional[_Union[StageTimings, _Mapping]] = ..., usage: _Optional[_Union[_common_pb2.TokenUsage, _Mapping]] = ..., num_drafts: _Optional[int] = ..., num_drafts_reason: _Optional[str] = ..., rounds: _Optional[int] = ..., consensus_prefix: _Optional[str] = ..., refine_token_budget: _Optional[int] = ..., refine_budget_reason: _Optional[str] = ..., verified_by: _Optional[_Iterable[str]] = ..., early_stop: _Optional[_Union[EarlyStop, _Mapping]] = ...) -> None: ...
+    selection_policy: str
+    def __init__(self, request_id: _Optional[str] = ..., answer: _Optional[str] = ..., status: _Optional[_Union[SolveStatus, str]] = ..., status_reason: _Optional[str] = ..., drafts: _Optional[_Iterable[_Union[DraftReport, _Mapping]]] = ..., selected_draft_ids: _Optional[_Iterable[str]] = ..., thinking_trace: _Optional[str] = ..., trace_id: _Optional[str] = ..., timings: _Optional[_Union[StageTimings, _Mapping]] = ..., usage: _Optional[_Union[_common_pb2.TokenUsage, _Mapping]] = ..., num_drafts: _Optional[int] = ..., num_drafts_reason: _Optional[str] = ..., rounds: _Optional[int] = ..., consensus_prefix: _Optional[str] = ..., refine_token_budget: _Optional[int] = ..., refine_budget_reason: _Optional[str] = ..., verified_by: _Optional[_Iterable[str]] = ..., early_stop: _Optional[_Union[EarlyStop, _Mapping]] = ..., selection_policy: _Optional[str] = ...) -> None: ...
 
 class SubmitFeedbackRequest(_message.Message):
     __slots__ = ("request_id", "outcome")
@@ -214,16 +227,25 @@ class GetStateRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class SelectionWeights(_message.Message):
-    __slots__ = ("alpha", "beta", "gamma", "delta")
+    __slots__ = ("alpha", "beta", "gamma", "delta", "weights")
+    class WeightsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     ALPHA_FIELD_NUMBER: _ClassVar[int]
     BETA_FIELD_NUMBER: _ClassVar[int]
     GAMMA_FIELD_NUMBER: _ClassVar[int]
     DELTA_FIELD_NUMBER: _ClassVar[int]
+    WEIGHTS_FIELD_NUMBER: _ClassVar[int]
     alpha: float
     beta: float
     gamma: float
     delta: float
-    def __init__(self, alpha: _Optional[float] = ..., beta: _Optional[float] = ..., gamma: _Optional[float] = ..., delta: _Optional[float] = ...) -> None: ...
+    weights: _containers.ScalarMap[str, float]
+    def __init__(self, alpha: _Optional[float] = ..., beta: _Optional[float] = ..., gamma: _Optional[float] = ..., delta: _Optional[float] = ..., weights: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class VerifierHealth(_message.Message):
     __slots__ = ("healthy", "consecutive_failures", "restarts", "last_restart_time", "restarter", "watchdog_role")
@@ -258,7 +280,7 @@ class FeedbackCounts(_message.Message):
     def __init__(self, submitted: _Optional[int] = ..., accepted: _Optional[int] = ..., rejected: _Optional[int] = ..., unknown_request: _Optional[int] = ..., refits: _Optional[int] = ..., pending_decisions: _Optional[int] = ...) -> None: ...
 
 class GetStateResponse(_message.Message):
-    __slots__ = ("weights", "num_drafts", "num_drafts_reason", "fast_mode", "utilization", "utilization_source", "verifier", "feedback")
+    __slots__ = ("weights", "num_drafts", "num_drafts_reason", "fast_mode", "utilization", "utilization_source", "verifier", "feedback", "selection_policy")
     WEIGHTS_FIELD_NUMBER: _ClassVar[int]
     NUM_DRAFTS_FIELD_NUMBER: _ClassVar[int]
     NUM_DRAFTS_REASON_FIELD_NUMBER: _ClassVar[int]
@@ -267,6 +289,7 @@ class GetStateResponse(_message.Message):
     UTILIZATION_SOURCE_FIELD_NUMBER: _ClassVar[int]
     VERIFIER_FIELD_NUMBER: _ClassVar[int]
     FEEDBACK_FIELD_NUMBER: _ClassVar[int]
+    SELECTION_POLICY_FIELD_NUMBER: _ClassVar[int]
     weights: SelectionWeights
     num_drafts: int
     num_drafts_reason: str
@@ -275,7 +298,8 @@ class GetStateResponse(_message.Message):
     utilization_source: str
     verifier: VerifierHealth
     feedback: FeedbackCounts
-    def __init__(self, weights: _Optional[_Union[SelectionWeights, _Mapping]] = ..., num_drafts: _Optional[int] = ..., num_drafts_reason: _Optional[str] = ..., fast_mode: _Optional[bool] = ..., utilization: _Optional[float] = ..., utilization_source: _Optional[str] = ..., verifier: _Optional[_Union[VerifierHealth, _Mapping]] = ..., feedback: _Optional[_Union[FeedbackCounts, _Mapping]] = ...) -> None: ...
+    selection_policy: str
+    def __init__(self, weights: _Optional[_Union[SelectionWeights, _Mapping]] = ..., num_drafts: _Optional[int] = ..., num_drafts_reason: _Optional[str] = ..., fast_mode: _Optional[bool] = ..., utilization: _Optional[float] = ..., utilization_source: _Optional[str] = ..., verifier: _Optional[_Union[VerifierHealth, _Mapping]] = ..., feedback: _Optional[_Union[FeedbackCounts, _Mapping]] = ..., selection_policy: _Optional[str] = ...) -> None: ...
 
 class SolveStreamRequest(_message.Message):
     __slots__ = ("request",)
