@@ -74,6 +74,22 @@ def test_no_default_arithmetic_reaches_the_request():
     assert not request_from_args(solve_args()).disable_default_arithmetic
 
 
+def test_selection_policy_reaches_the_request():
+    assert request_from_args(solve_args(selection_policy="majority")).selection_policy == "majority"
+    assert request_from_args(solve_args()).selection_policy == ""  # the Scheduler's default
+
+
+def test_the_summary_shows_the_weighted_formula_only_for_the_weighted_policy(capsys):
+    r = response(pb.SOLVE_STATUS_UNCHECKED)
+    r.drafts[0].components.CopyFrom(pb.ScoreComponents(final=0.75, alpha=1.0, delta=0.3, score=1.0))
+    r.selection_policy = "majority"
+    ProgressView().summary(r)
+    out = capsys.readouterr().out
+    assert "ranked by majority" in out
+    assert "final 0.750 (majority)" in out
+    assert "1.00·1.00" not in out
+
+
 def test_the_summary_prints_the_answer_when_it_is_not_the_one_that_streamed(capsys):
     """A rejected refinement is replaced by the best draft: the answer printed must be the one answered."""
     view = ProgressView()

@@ -123,6 +123,12 @@ def add_solve_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="do not add the arithmetic rule pack by default (SolveRequest.disable_default_arithmetic)",
     )
+    parser.add_argument(
+        "--selection-policy",
+        default="",
+        help="the policy that ranks the drafts: weighted, majority, best_of (docs/selection.md;"
+        " SolveRequest.selection_policy; default: the Scheduler's --selection-policy)",
+    )
     parser.add_argument("--timeout", type=float, default=300.0, help="deadline in seconds")
     parser.add_argument("--json", action="store_true", help="print the final response in protobuf's JSON mapping")
     parser.add_argument(
@@ -238,6 +244,7 @@ def request_from_args(args: argparse.Namespace):
         context=json.loads(args.context.read_text()) if args.context else example.get("context"),
         constraints=constraints,
         disable_default_arithmetic=getattr(args, "no_default_arithmetic", False),
+        selection_policy=getattr(args, "selection_policy", "") or "",
         request_id=getattr(args, "request_id", ""),
     )
 
@@ -366,14 +373,22 @@ class ProgressView:
         self.say(f"\n\nstatus  {pb.SolveStatus.Name(r.status).removeprefix('SOLVE_STATUS_')} — {r.status_reason}")
         for line in verified_by_lines(r):
             self.say(line)
-        self.say(f"drafts  {r.num_drafts} per round ({r.num_drafts_reason}); rounds {r.rounds}; verdicts:")
+        # `final` is the ranking policy's value; the formula below is the default policy's ("weighted").
+        policy = r.selection_policy or "weighted"
+        ranked_by = f"; ranked by {policy}" if r.selection_policy else ""
+        self.say(f"drafts  {r.num_drafts} per round ({r.num_drafts_reason}); rounds {r.rounds}{ranked_by}; verdicts:")
         for report in r.drafts:
             v, c = report.verdict, report.components
             mark = "*" if report.selected else " "
+            formula = (
+                f" = {c.alpha:.2f}·{c.score:.2f} + {c.beta:.2f}·{c.agreement:.2f} "
+                f"+ {c.delta:.2f}·{c.answer_share:.2f} − {c.gamma:.3f}·{c.latency:.2f}"
+                if policy == "weighted"
+                else f" ({policy})"
+            )
             self.say(
                 f" {mark} r{report.round} #{report.draft.index} {'valid  ' if v.valid else 'invalid'} "
-                f"final {c.final:.3f} = {c.alpha:.2f}·{c.score:.2f} + {c.beta:.2f}·{c.agreement:.2f} "
-                f"+ {c.delta:.2f}·{c.answer_share:.2f} − {c.gamma:.3f}·{c.latency:.2f}"
+                f"final {c.final:.3f}{formula}"
                 + (f"  duplicate of {report.duplicate_of}" if report.duplicate_of else "")
             )
             self.say("      " + "; ".join(x.message for x in v.rule_results))

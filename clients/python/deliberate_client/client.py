@@ -28,6 +28,7 @@ def build_request(
     request_id: str = "",
     disable_thinking_trace: bool = False,
     disable_default_arithmetic: bool = False,
+    selection_policy: str = "",
 ) -> pb.SolveRequest:
     sampling = common_pb2.SamplingParams()
     if max_new_tokens is not None:
@@ -54,6 +55,7 @@ def build_request(
         request_id=request_id,
         disable_thinking_trace=disable_thinking_trace,
         disable_default_arithmetic=disable_default_arithmetic,
+        selection_policy=selection_policy,
     )
 
 
