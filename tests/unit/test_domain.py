@@ -6,7 +6,8 @@ import pytest
 
 from deliberate.drafter.prompts import DEFAULT_STRATEGIES, draft_user_message, strategies_for
 from deliberate.refiner.prompts import SelectedDraft, refine_user_message, thinking_trace
-from deliberate.scheduler.selection import Scored, select
+from deliberate.selection import Candidate as Scored
+from deliberate.selection import select
 
 
 def test_each_draft_gets_its_own_strategy():

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from deliberate.drafter.prompts import draft_user_message
-from deliberate.scheduler.selection import Scored, answer_key, select, structural_signature
 from deliberate.scheduler.verdicts import (
     DEFAULT_ARITHMETIC,
     effective_constraints,
@@ -14,6 +13,9 @@ from deliberate.scheduler.verdicts import (
     verifier_feedback,
 )
 from deliberate.scheduler.weights import Weights
+from deliberate.selection import Candidate as Scored
+from deliberate.selection import answer_key, select
+from deliberate.selection.duplicates import structural_signature
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 
@@ -24,12 +26,12 @@ def test_final_score_follows_the_formula():
         Scored("b", 1, True, 0.7, latency=0.0, answer="70"),
         Scored("c", 2, True, 0.7, latency=0.0, answer="70"),
     ]
-    selection = select(drafts, max_selected=2, weights=Weights(alpha=1.0, beta=0.3, gamma=0.02, delta=0.4))
-    a, b = selection.components["a"], selection.components["b"]
-    assert a.agreement == pytest.approx(1 - 0.0942809, abs=1e-6)  # population stddev of [0.9, 0.7, 0.7]
-    assert (a.answer_share, b.answer_share) == (pytest.approx(1 / 3), pytest.approx(2 / 3))
-    assert a.final == pytest.approx(0.9 + 0.3 * a.agreement + 0.4 / 3 - 0.02 * 0.5)
-    assert b.final == pytest.approx(0.7 + 0.3 * b.agreement + 0.4 * 2 / 3)
+    selection = select(drafts, max_selected=2, weights=Weights(alpha=1.0, beta=0.3, gamma=0.02, delta=0.4).vector())
+    a, b = selection.signals["a"], selection.signals["b"]
+    assert a["agreement"] == pytest.approx(1 - 0.0942809, abs=1e-6)  # population stddev of [0.9, 0.7, 0.7]
+    assert (a["answer_share"], b["answer_share"]) == (pytest.approx(1 / 3), pytest.approx(2 / 3))
+    assert selection.finals["a"] == pytest.approx(0.9 + 0.3 * a["agreement"] + 0.4 / 3 - 0.02 * 0.5)
+    assert selection.finals["b"] == pytest.approx(0.7 + 0.3 * b["agreement"] + 0.4 * 2 / 3)
 
 
 def test_answer_share_outweighs_a_small_score_lead_only_through_delta():
@@ -38,14 +40,20 @@ def test_answer_share_outweighs_a_small_score_lead_only_through_delta():
         Scored("majority", 1, True, 0.8, answer="42"),
         Scored("also", 2, True, 0.8, answer="42.00"),  # the same number
     ]
-    assert select(drafts, 1, Weights(delta=0.3)).selected[0].draft_id == "majority"
-    assert select(drafts, 1, Weights(delta=0.0)).selected[0].draft_id == "lonely"
+    assert select(drafts, max_selected=1, weights=Weights(delta=0.3).vector()).selected[0].draft_id == "majority"
+    assert select(drafts, max_selected=1, weights=Weights(delta=0.0).vector()).selected[0].draft_id == "lonely"
 
 
 def test_answers_are_compared_by_value():
     assert answer_key("72.00") == answer_key("72") == answer_key(" 72 ")
     assert answer_key("-0.50") == answer_key("-0.5") != answer_key("0.5")
-    assert answer_key("42 Apples") == answer_key("42  apples") != answer_key("42")
+    one = {"72", "72.00", "\\boxed{72}", "$72", "Natalia sold altogether in April and May, which is 72 clips"}
+    assert {answer_key(answer) for answer in one} == {"72"}
+    assert answer_key("48 + 24 = 72 clips") == "72"
+    assert answer_key("\\frac{3}{4}") == answer_key("0.75") == "3/4"
+    assert answer_key("$1,200.50") == answer_key("1200.5") != answer_key("1200")
+    assert answer_key("Blue  Whale") == answer_key("blue whale") != answer_key("whale")
+    assert answer_key("") == answer_key("   ") == ""
 
 
 def test_the_status_is_verified_only_with_evidence_and_names_it():
@@ -53,24 +61,24 @@ def test_the_status_is_verified_only_with_evidence_and_names_it():
     unchecked = Scored("unchecked", 1, True, 1.0, answer="72")
     invalid = Scored("invalid", 2, False, 0.5, answer="20")
 
-    verified = select([checked, unchecked, invalid], 2)
+    verified = select([checked, unchecked, invalid], max_selected=2)
     assert verified.status == "verified"
     assert verified.verified_by == ["arithmetic"]
     assert verified.reason == "2 of 3 drafts passed every hard rule; checked by arithmetic"
 
-    format_only = select([unchecked, invalid], 2)
+    format_only = select([unchecked, invalid], max_selected=2)
     assert format_only.status == "unchecked"
     assert format_only.verified_by == []
     assert "no substantive check applied" in format_only.reason
 
-    nothing = select([invalid], 2)
+    nothing = select([invalid], max_selected=2)
     assert (nothing.status, nothing.verified_by) == ("unverified", [])
 
 
 def test_a_higher_score_without_evidence_does_not_outrank_a_checked_draft():
     best_score = Scored("best-score", 0, True, 1.0, answer="72")
     checked = Scored("checked", 1, True, 0.5, answer="70", evidence=("budget_check",))
-    selection = select([best_score, checked], 2)
+    selection = select([best_score, checked], max_selected=2)
     assert [d.draft_id for d in selection.selected] == ["checked", "best-score"]
     assert selection.status == "verified" and selection.verified_by == ["budget_check"]
 
@@ -109,8 +117,8 @@ def test_an_unchecked_reason_names_what_was_checked_and_what_abstained():
 
 def test_a_slow_verification_loses_when_gamma_is_high():
     drafts = [Scored("slow", 0, True, 0.80, latency=1.0), Scored("fast", 1, True, 0.78, latency=0.0)]
-    assert select(drafts, 1, Weights(gamma=0.01)).selected[0].draft_id == "slow"
-    assert select(drafts, 1, Weights(gamma=0.05)).selected[0].draft_id == "fast"
+    assert select(drafts, max_selected=1, weights=Weights(gamma=0.01).vector()).selected[0].draft_id == "slow"
+    assert select(drafts, max_selected=1, weights=Weights(gamma=0.05).vector()).selected[0].draft_id == "fast"
 
 
 def test_agreement_on_the_answer_breaks_ties():
@@ -121,12 +129,12 @@ def test_agreement_on_the_answer_breaks_ties():
     ]
     selection = select(drafts, max_selected=1)
     assert selection.selected[0].draft_id == "majority"
-    assert selection.components["majority"].answer_share == pytest.approx(2 / 3)
+    assert selection.signals["majority"]["answer_share"] == pytest.approx(2 / 3)
 
 
 def test_invalid_drafts_never_compete_with_valid_ones():
     drafts = [Scored("invalid", 0, False, 1.0), Scored("valid", 1, True, 0.1)]
-    assert [d.draft_id for d in select(drafts, 2).selected] == ["valid"]
+    assert [d.draft_id for d in select(drafts, max_selected=2).selected] == ["valid"]
 
 
 def test_structural_signature_ignores_wording_but_not_numbers():
@@ -164,8 +172,6 @@ def test_a_late_verdict_is_an_invalid_draft_with_a_reason():
 
 
 def test_a_checked_draft_outranks_an_unchecked_one_of_equal_score():
-    from deliberate.scheduler.selection import Scored, select
-
     unchecked = Scored("fast", 0, valid=True, score=1.0, latency=0.0, answer="90")
     checked = Scored("slow", 1, valid=True, score=1.0, latency=0.5, answer="20", evidence=("arithmetic",))
     selection = select([unchecked, checked], max_selected=2)

@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from deliberate.selection.numbers import extract_number
 from deliberate.verifier.parsing import (
     MAX_JSON_DEPTH,
     extract_final_answer,
     extract_json,
-    extract_number,
     find_final_answer,
     parse_json,
 )

@@ -15,7 +15,7 @@ right after these.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
@@ -142,6 +142,22 @@ class JsonObject:
         return finite if self.max_bytes is None else f"{Bytes(self.max_bytes).describe(settings_model)}, {finite}"
 
 
+@dataclass(frozen=True)
+class OneOf:
+    """A name from a registry read at check time (plugins may add names): empty, or one of `names()`."""
+
+    names: Callable[[], list[str]]
+    registry: str  # what the names are, for the description: "the registered selection policies"
+
+    def check(self, path: str, value: str, settings: BaseModel) -> None:
+        known = self.names()
+        if value and value not in known:
+            raise InvalidArgument(path, f"{value[:64]!r} is not one of {', '.join(known)}")
+
+    def describe(self, settings_model: type[BaseModel]) -> str:
+        return f"empty or one of {self.registry} ({', '.join(self.names())})"
+
+
 def non_finite_number(struct: Message) -> tuple[str, float] | None:
     """(JSON path, number) of the first NaN or infinity in a Struct, None when there is none; iterative, so
     nesting as deep as the wire allows costs no stack."""
@@ -161,7 +177,7 @@ def non_finite_number(struct: Message) -> tuple[str, float] | None:
     return None
 
 
-Rule = Text | Range | Count | Bytes | JsonObject
+Rule = Text | Range | Count | Bytes | JsonObject | OneOf
 
 
 def nested(prefix: str, limits: dict[str, Rule]) -> dict[str, Rule]:

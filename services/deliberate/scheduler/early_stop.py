@@ -30,9 +30,10 @@ from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_api.verifier.v1 import verifier_service_pb2
 
 from ..core import metrics, telemetry
+from ..selection import answer_key
+from ..selection.duplicates import structural_signature
 from . import events
 from .downstream import StageError, Stream
-from .selection import answer_key, structural_signature
 from .solve import DraftState, Solve, wants_consensus
 from .verdicts import late_verdict, shared_verdict
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from deliberate_api.scheduler.v1 import scheduler_service_pb2
 
-from ..core.limits import CONSTRAINTS, SAMPLING, Count, MessageLimits, Range, Setting, Text, nested
+from ..core.limits import CONSTRAINTS, SAMPLING, Count, MessageLimits, OneOf, Range, Setting, Text, nested
+from ..selection import POLICIES
 from .settings import SchedulerSettings
 
 # Request ids become log fields, span attributes and draft ids.
@@ -21,6 +22,7 @@ SOLVE = MessageLimits(
         "strategy_hints": Count(0, Setting("max_drafts")),
         "strategy_hints[]": Text(Setting("max_hint_chars")),
         "request_id": Text(MAX_REQUEST_ID_CHARS),
+        "selection_policy": OneOf(lambda: sorted(POLICIES), "the registered selection policies"),
         **nested("sampling", SAMPLING),
         **nested("refine_sampling", SAMPLING),
         **CONSTRAINTS,

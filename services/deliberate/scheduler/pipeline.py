@@ -31,11 +31,12 @@ from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 
 from ..core import metrics, telemetry
 from ..core.consensus import Consensus, Step, consensus
+from ..selection import Candidate, Selection, select
+from ..selection.duplicates import structural_signature
 from . import early_stop, events
 from .downstream import Checks, Deadline, Downstream, StageError
 from .events import Emit
 from .load import Decision, LoadMonitor
-from .selection import Scored, Selection, select, structural_signature
 from .settings import SchedulerSettings
 from .solve import DraftState, Solve, wants_consensus
 from .state import FileStateStore, StateStore
@@ -305,6 +306,7 @@ class Pipeline:
                 status_reason="the drafter returned no drafts",
             )
         selection = await self.select(solve)
+        trace.get_current_span().set_attribute(telemetry.SELECTION_POLICY, selection.policy)
         self.announce(solve, selection)
         prefix = self.consensus(solve, selection) if wants_consensus(solve.request) else None
         solve.timings.select = time.perf_counter() - started
@@ -355,35 +357,43 @@ class Pipeline:
             refine_token_budget=refined.token_budget,
             refine_budget_reason=refined.budget_reason,
             early_stop=solve.early_stop,
+            selection_policy=selection.policy,
         )
 
     async def select(self, solve: Solve) -> Selection:
-        """Scores every draft with the weights for the current load, and records the decision for feedback."""
+        """Ranks every draft under the request's policy (else the deployment's) with the weights for the current
+        load, and records the decision for feedback."""
         load = self.load.current().utilization if self.load is not None else 0.0
         weights = self.learner.weights_for_load(load)
         timeout_s = self.settings.verify_timeout_s
         selection = select(
             [
-                Scored(
-                    s.draft.id,
-                    s.order,
-                    s.verdict.valid,
-                    s.verdict.score,
-                    latency_fraction(s.verdict.latency.ToTimedelta().total_seconds(), timeout_s),
-                    s.verdict.extracted_answer,
-                    tuple(s.verdict.evidence),
+                Candidate(
+                    draft_id=s.draft.id,
+                    index=s.order,
+                    valid=s.verdict.valid,
+                    score=s.verdict.score,
+                    latency=latency_fraction(s.verdict.latency.ToTimedelta().total_seconds(), timeout_s),
+                    answer=s.verdict.extracted_answer,
+                    evidence=tuple(s.verdict.evidence),
+                    text=s.draft.text,
+                    completion_tokens=s.draft.usage.completion_tokens,
+                    finish_reason=common_pb2.FinishReason.Name(s.draft.finish_reason).removeprefix("FINISH_REASON_"),
                 )
                 for s in solve.drafts.values()
             ],
-            self.settings.max_selected,
-            weights,
+            policy=solve.request.selection_policy or self.settings.selection_policy,
+            weights=weights.vector(),
+            max_selected=self.settings.max_selected,
         )
-        for draft_id, components in selection.components.items():
-            solve.drafts[draft_id].components = components
-            solve.drafts[draft_id].weights = weights
-        best = selection.components[selection.selected[0].draft_id]
+        for draft_id, state in solve.drafts.items():
+            state.signals = selection.signals[draft_id]
+            state.final = selection.finals[draft_id]
+            state.weights = weights
+        best = selection.signals[selection.selected[0].draft_id]
         await self.learner.record(
-            solve.request_id, DecisionFeatures(best.score, best.agreement, best.latency, best.answer_share)
+            solve.request_id,
+            DecisionFeatures(best["score"], best["agreement"], best["latency"], best["answer_share"]),
         )
         return selection
 
@@ -421,6 +431,10 @@ class Pipeline:
                 event = events.draft_discarded(draft_id, reason)
                 outcome = "discarded"
             state.span.set_attribute(telemetry.DRAFT_OUTCOME, outcome)
+            state.span.set_attribute(telemetry.DRAFT_FINAL, state.final)
+            state.span.set_attributes(
+                {telemetry.DRAFT_SIGNAL_PREFIX + name: value for name, value in (state.signals or {}).items()}
+            )
             state.span.add_event(outcome)
             state.span.end()
             metrics.DRAFTS.add(1, {"outcome": outcome})

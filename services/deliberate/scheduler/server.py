@@ -88,8 +88,13 @@ class SchedulerServicer(scheduler_service_pb2_grpc.SchedulerServiceServicer):
         weights = pipeline.learner.weights_for_load(decision.utilization)
         state = pb.GetStateResponse(
             weights=pb.SelectionWeights(
-                alpha=weights.alpha, beta=weights.beta, gamma=weights.gamma, delta=weights.delta
+                alpha=weights.alpha,
+                beta=weights.beta,
+                gamma=weights.gamma,
+                delta=weights.delta,
+                weights=weights.vector(),
             ),
+            selection_policy=pipeline.settings.selection_policy,
             num_drafts=decision.num_drafts,
             num_drafts_reason=decision.reason,
             utilization=decision.utilization,

@@ -1,8 +1,9 @@
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ..core.config import CommonSettings, DownstreamTlsSettings
+from ..selection import get_policy
 
 
 class SchedulerSettings(DownstreamTlsSettings, CommonSettings):
@@ -31,6 +32,11 @@ class SchedulerSettings(DownstreamTlsSettings, CommonSettings):
     max_hint_chars: int = Field(500, description="Longest strategy hint accepted, in characters.")
     max_new_tokens_limit: int = Field(1024, description="Largest max_new_tokens a request may ask for.")
     max_selected: int = Field(2, description="How many of the best drafts go to the Refiner.")
+    selection_policy: str = Field(
+        "weighted",
+        description="How drafts are ranked when the request names no policy (docs/selection.md): `weighted` (the "
+        "risk-adjusted formula with learned weights), `best_of` (verifier score) or `majority` (a plain vote).",
+    )
     consensus_min_support: int = Field(
         3, description="Drafts that must agree (lines or computations) for a consensus prefix (clamped to N)."
     )
@@ -81,3 +87,9 @@ class SchedulerSettings(DownstreamTlsSettings, CommonSettings):
     kubernetes_selector: str = Field(
         "app.kubernetes.io/name=verifier", description="restarter=kubernetes: label selector of the Verifier's pods."
     )
+
+    @field_validator("selection_policy")
+    @classmethod
+    def _registered_policy(cls, name: str) -> str:
+        get_policy(name)  # fails fast at start-up, naming the registered policies
+        return name

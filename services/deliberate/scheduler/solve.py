@@ -19,7 +19,6 @@ from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from ..core.convert import duration
 from .downstream import Checks, Deadline
 from .events import Emit
-from .selection import Components
 from .weights import Weights
 
 # Draft indexes restart at 0 each round; ordering by index + ROUND_STRIDE·round keeps earlier rounds first.
@@ -33,8 +32,9 @@ class DraftState:
     span: Span  # `deliberate.draft`, open from arrival until selected or discarded
     verdict: common_pb2.DraftVerdict | None = None  # as the Verifier gave it (or shared, or late)
     duplicate_of: str = ""  # the earlier draft with the same structural signature, whose verdict it shares
-    components: Components | None = None
-    weights: Weights | None = None  # the weights `components.final` was computed with
+    signals: dict[str, float] | None = None  # every selection signal, by name (set at selection)
+    final: float = 0.0  # the selection policy's ranking value
+    weights: Weights | None = None  # the weights `final` was computed with
     selected: bool = False
     verification: asyncio.Future | None = None
     finished: bool = True  # the Drafter sent the whole draft (streamed drafts start unfinished)
@@ -52,19 +52,20 @@ class DraftState:
             report.verdict.CopyFrom(self.verdict)
         if self.abort is not None:
             report.aborted.CopyFrom(self.abort)
-        if self.components is not None and self.weights is not None:
-            c, w = self.components, self.weights
+        if self.signals is not None and self.weights is not None:
+            values, w = self.signals, self.weights
             report.components.CopyFrom(
                 pb.ScoreComponents(
-                    score=c.score,
-                    agreement=c.agreement,
-                    latency=c.latency,
-                    answer_share=c.answer_share,
-                    final=c.final,
+                    score=values["score"],
+                    agreement=values["agreement"],
+                    latency=values["latency"],
+                    answer_share=values["answer_share"],
+                    final=self.final,
                     alpha=w.alpha,
                     beta=w.beta,
                     gamma=w.gamma,
                     delta=w.delta,
+                    signals=values,
                 )
             )
         return report

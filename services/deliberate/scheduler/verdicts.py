@@ -9,7 +9,7 @@ from deliberate_api.common.v1 import common_pb2
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 
 from ..core.convert import duration
-from .selection import answer_key
+from ..selection import answer_key
 
 # How many distinct Verifier messages a re-draft prompt carries.
 MAX_FEEDBACK_MESSAGES = 3

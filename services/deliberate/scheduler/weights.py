@@ -60,6 +60,10 @@ class Weights:
     gamma: float = 0.02  # penalty per unit of normalized verification latency; set from load, never learned
     delta: float = 0.3  # weight of the draft's answer share (self-consistency)
 
+    def vector(self) -> dict[str, float]:
+        """The weights by the signal they weigh, as the `weighted` selection policy reads them (latency is a cost)."""
+        return {"score": self.alpha, "agreement": self.beta, "answer_share": self.delta, "latency": -self.gamma}
+
     @property
     def learned(self) -> tuple[float, float, float]:
         """α, β, δ: the weights learned from feedback, in the order of `LEARNED_FEATURES`."""

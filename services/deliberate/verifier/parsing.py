@@ -6,111 +6,27 @@ milliseconds and yields "nothing found" or an error string instead of an excepti
 
 Conventions:
 
-* Numbers may be written with a leading minus (ASCII ``-`` or Unicode ``−``), a ``$`` before the
-  digits, thousands separators (``1,200``), a decimal part (``18.00``), a trailing ``%`` and as a
-  simple fraction (``3/4``). A digit run longer than ``MAX_NUMBER_DIGITS`` is not treated as a number.
-* The *normalized text* of a number drops ``$``, ``%`` and thousands separators, writes the minus
-  as ``-`` and keeps the decimal places as written: ``"$1,200.50"`` -> ``"1200.50"``,
-  ``"$18.00"`` -> ``"18.00"``, ``"−7%"`` -> ``"-7"``, ``"3/4"`` -> ``"3/4"``.
-* The *value* of a number is a ``Decimal`` (exact for integers and decimals) or a ``Fraction``
-  (for ``a/b``). A percentage keeps the number as written: ``"15%"`` -> ``Decimal("15")``.
+* Numbers are read by the project's one number parser, `deliberate.selection.numbers` (what counts as
+  a number, its normalized text and exact value are defined there).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
-from decimal import Decimal
-from fractions import Fraction
 
 import json_repair
 
+from ..selection.numbers import iter_numbers, last_number, normalized_if_number  # noqa: F401 (iter_numbers: TODO)
 from .latex import last_boxed, to_plain
 
-MAX_NUMBER_DIGITS = 100
 # Drafts are a few hundred tokens; anything far larger is hostile or broken.
 MAX_JSON_SCAN_CHARS = 200_000
 # json_repair is pure Python (~1 s per 100k hostile characters): only small spans are repaired.
 MAX_JSON_REPAIR_CHARS = 20_000
 # Deeper than any real output schema, far below the recursion limits of json and json_repair.
 MAX_JSON_DEPTH = 100
-
-
-# --------------------------------------------------------------------------------------------------
-# Numbers
-# --------------------------------------------------------------------------------------------------
-
-_NUMBER = re.compile(
-    r"""
-    (?<![\w./])                         # not the tail of a word, a decimal or a date ("12/25/2024")
-    (?P<sign>[-−]?)                     # no space allowed: "- 5 apples" is a bullet, not -5
-    \$?
-    (?P<dollar_sign>[-−]?)              # "$-5"
-    (?P<integer>\d{1,3}(?:,\d{3})+|\d+)
-    (?:\.(?P<decimals>\d+)|/(?P<denominator>\d+))?
-    (?!\d)(?!/\d)                       # the whole digit run, and not the start of a date
-    %?
-    """,
-    re.VERBOSE,
-)
-
-
-@dataclass(frozen=True)
-class NumberMatch:
-    """One number found in a text: its normalized text and exact value."""
-
-    text: str
-    value: Decimal | Fraction
-    start: int
-    end: int
-
-
-def extract_number(text: str) -> Decimal | Fraction | None:
-    """The value of the first number written in ``text``, or None.
-
-    ``"$1,200.50"`` -> ``Decimal("1200.50")``, ``"-3/4 cup"`` -> ``Fraction(-3, 4)``,
-    ``"about 15% more"`` -> ``Decimal("15")``. Never raises; over-long digit runs are skipped.
-    """
-    for number in iter_numbers(text):
-        return number.value
-    return None
-
-
-def iter_numbers(text: str) -> Iterator[NumberMatch]:
-    """Every number in ``text``, left to right (see the module docstring for what counts)."""
-    if not isinstance(text, str):
-        return
-    for match in _NUMBER.finditer(text):
-        number = _to_number(match)
-        if number is not None:
-            yield number
-
-
-def _is_acceptable(match: re.Match[str]) -> bool:
-    """Cheap checks before any conversion: bounded digits, no division by zero."""
-    digits = match["integer"].replace(",", "") + (match["decimals"] or "") + (match["denominator"] or "")
-    if len(digits) > MAX_NUMBER_DIGITS:  # bounds int()/Decimal() work on hostile digit strings
-        return False
-    return match["denominator"] is None or match["denominator"].strip("0") != ""
-
-
-def _to_number(match: re.Match[str]) -> NumberMatch | None:
-    if not _is_acceptable(match):
-        return None
-    integer = match["integer"].replace(",", "")
-    decimals = match["decimals"]
-    denominator = match["denominator"]
-    negative = bool(match["sign"] or match["dollar_sign"])
-    sign = "-" if negative else ""
-    if denominator is not None:
-        text = f"{sign}{integer}/{denominator}"
-        value: Decimal | Fraction = Fraction(int(f"{sign}{integer}"), int(denominator))
-    else:
-        text = f"{sign}{integer}.{decimals}" if decimals is not None else f"{sign}{integer}"
-        value = Decimal(text)
-    return NumberMatch(text=text, value=value, start=match.start(), end=match.end())
 
 
 # --------------------------------------------------------------------------------------------------
@@ -167,7 +83,7 @@ def find_final_answer(text: str) -> FinalAnswer | None:
         # Braces left after the LaTeX rewrite only group ("\\boxed{{72}}"); an answer does not need them.
         answer = _clean_answer(" ".join(to_plain(boxed).replace("{", " ").replace("}", " ").split()))
         if answer:
-            return FinalAnswer(text=_normalize_if_number(answer), from_final_line=True)
+            return FinalAnswer(text=normalized_if_number(answer), from_final_line=True)
     text = to_plain(text)
     lines = text.splitlines()
     for index in range(len(lines) - 1, -1, -1):
@@ -176,15 +92,9 @@ def find_final_answer(text: str) -> FinalAnswer | None:
             continue
         answer = _clean_answer(match["answer"]) or _answer_on_next_line(lines, index)
         if answer:
-            return FinalAnswer(text=_normalize_if_number(answer), from_final_line=True)
-    # Convert only the last number: a draft may hold hundreds of thousands of them.
-    last_match = None
-    for match in _NUMBER.finditer(text):
-        if _is_acceptable(match):
-            last_match = match
-    if last_match is None:
-        return None
-    return FinalAnswer(text=_to_number(last_match).text, from_final_line=False)
+            return FinalAnswer(text=normalized_if_number(answer), from_final_line=True)
+    last = last_number(text)
+    return FinalAnswer(text=last.text, from_final_line=False) if last is not None else None
 
 
 def _answer_on_next_line(lines: list[str], marker_index: int) -> str:
@@ -206,12 +116,6 @@ def _clean_answer(answer: str) -> str:
         if answer.endswith("."):
             answer = answer[:-1].strip(_ANSWER_DECORATION)
     return answer
-
-
-def _normalize_if_number(answer: str) -> str:
-    match = _NUMBER.fullmatch(answer)
-    number = _to_number(match) if match is not None else None
-    return number.text if number is not None else answer
 
 
 # --------------------------------------------------------------------------------------------------

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from deliberate.core.schemas import compiled_validator, shorten
-from deliberate.verifier.parsing import FinalAnswer, extract_number, find_final_answer, parse_json
+from deliberate.selection.numbers import extract_number
+from deliberate.verifier.parsing import FinalAnswer, find_final_answer, parse_json
 
 HARD_RULE_WEIGHT = 1.0
 SOFT_RULE_WEIGHT = 0.5

@@ -191,7 +191,7 @@ type SolveRequest struct {
 	// The selection policy that ranks this request's drafts (docs/selection.md): "weighted", the default
 	// formula with learned weights; "majority", a plain vote over the drafts' answers; "best_of", the highest
 	// verifier score. Empty: the Scheduler's --selection-policy (default "weighted").
-	// Limits: one of the registered policies (docs/selection.md).
+	// Limits: empty or one of the registered selection policies (best_of, majority, weighted).
 	SelectionPolicy string `protobuf:"bytes,17,opt,name=selection_policy,json=selectionPolicy,proto3" json:"selection_policy,omitempty"`
 }
 

@@ -152,7 +152,7 @@ export type SolveRequest = Message<"deliberate.scheduler.v1.SolveRequest"> & {
    * The selection policy that ranks this request's drafts (docs/selection.md): "weighted", the default
    * formula with learned weights; "majority", a plain vote over the drafts' answers; "best_of", the highest
    * verifier score. Empty: the Scheduler's --selection-policy (default "weighted").
-   * Limits: one of the registered policies (docs/selection.md).
+   * Limits: empty or one of the registered selection policies (best_of, majority, weighted).
    *
    * @generated from field: string selection_policy = 17;
    */

@@ -1,0 +1,110 @@
+"""Selection: given one request's verdicted drafts, rank them and say why. Pure code, no gRPC.
+
+The Scheduler and every evaluation import this package, so what the product decides is what the evaluation
+measures. Three parts:
+
+* `answers` — the one answer identity (and `numbers`, the one number parser);
+* `signals` — named numbers per draft (`@signal`), computed for every draft of the request;
+* `policies` — named rankings over the signals (`@policy`): `weighted` (the default), `best_of`, `majority`.
+
+`select` runs a policy and gives the status the answer earns: ``verified`` when the best selected draft passed
+every hard rule and at least one substantive check (its evidence, named in the reason), ``unchecked`` when it
+passed every hard rule but nothing substantive applied, ``unverified`` when it failed a hard rule (no draft
+passed, or the policy chose a failing one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from . import signals
+from .answers import answer_key, answer_value, majority, same_answer
+from .policies import DEFAULT_POLICY, DEFAULT_WEIGHTS, POLICIES, Policy, get_policy, policy
+from .signals import SIGNALS, Candidate, Table, signal
+
+Status = Literal["verified", "unchecked", "unverified"]
+
+__all__ = [
+    "DEFAULT_POLICY",
+    "DEFAULT_WEIGHTS",
+    "POLICIES",
+    "SIGNALS",
+    "Candidate",
+    "Policy",
+    "Selection",
+    "Status",
+    "answer_key",
+    "answer_value",
+    "get_policy",
+    "majority",
+    "policy",
+    "same_answer",
+    "select",
+    "signal",
+]
+
+
+@dataclass(frozen=True)
+class Selection:
+    selected: list[Candidate]  # best first
+    status: Status
+    reason: str
+    signals: Table  # draft id → every registered signal
+    finals: dict[str, float]  # draft id → the policy's ranking value (0 for drafts that did not compete)
+    ranking: tuple[str, ...]  # every draft id, best first: the competitors as ranked, then the others
+    policy: str
+
+    @property
+    def verified_by(self) -> list[str]:
+        """The substantive checks behind a ``verified`` status (the best draft's evidence); [] otherwise."""
+        return list(self.selected[0].evidence) if self.status == "verified" else []
+
+
+def select(
+    candidates: Sequence[Candidate],
+    *,
+    policy: str = DEFAULT_POLICY,
+    weights: Mapping[str, float] = DEFAULT_WEIGHTS,
+    max_selected: int = 2,
+    overrides: Mapping[str, Mapping[str, float]] | None = None,
+) -> Selection:
+    """Ranks `candidates` under `policy` and selects the best `max_selected` competitors.
+
+    When nobody competes (no draft passed every hard rule, or none states an answer for a vote), the
+    best-scoring draft is selected alone, valid ones first — and its status says what it earned.
+    `overrides` replaces computed signal values (draft id → name → value), for replays of recorded decisions.
+    """
+    if not candidates:
+        raise ValueError("no drafts to select from")
+    chosen_policy = get_policy(policy)
+    table = signals.compute(candidates, overrides)
+    if chosen_policy.competitors == "valid":
+        pool = [c for c in candidates if c.valid]
+    else:
+        pool = [c for c in candidates if answer_key(c.answer)]
+    ranked = chosen_policy.rank(pool, table, weights) if pool else []
+    finals = {c.draft_id: 0.0 for c in candidates} | {c.draft_id: final for c, final in ranked}
+    competing = {c.draft_id for c in pool}
+    rest = sorted(
+        (c for c in candidates if c.draft_id not in competing), key=lambda c: (not c.valid, -c.score, c.index)
+    )
+    ordered = [c for c, _ in ranked] + rest
+    selected = [c for c, _ in ranked][:max_selected] or [rest[0]]
+    status, reason = verdict_of(selected[0], candidates, chosen_policy.name)
+    return Selection(selected, status, reason, table, finals, tuple(c.draft_id for c in ordered), chosen_policy.name)
+
+
+def verdict_of(best: Candidate, candidates: Sequence[Candidate], policy_name: str) -> tuple[Status, str]:
+    """The status the best selected draft earns, and why."""
+    valid = sum(c.valid for c in candidates)
+    passed = f"{valid} of {len(candidates)} drafts passed every hard rule"
+    by = "" if policy_name == DEFAULT_POLICY else f"; ranked by the {policy_name} policy"
+    if not best.valid:
+        if valid:
+            return "unverified", f"{passed}{by}, which chose draft #{best.index}: it failed a hard rule"
+        return "unverified", f"none of {len(candidates)} drafts passed every hard rule{by}"
+    if best.evidence:
+        return "verified", f"{passed}; checked by {', '.join(best.evidence)}{by}"
+    return "unchecked", f"{passed}, but no substantive check applied to the best of them (only format checks){by}"
