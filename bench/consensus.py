@@ -32,8 +32,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import RESULTS, add_data_argument, write_result  # noqa: E402
 
-from deliberate.cli.eval_stats import is_correct  # noqa: E402
-from deliberate.cli.evaluation import append_run, load_problems  # noqa: E402
 from deliberate.core.consensus import Step, consensus  # noqa: E402
 from deliberate.drafter.prompts import SYSTEM_PROMPT as DRAFT_SYSTEM  # noqa: E402
 from deliberate.drafter.prompts import draft_user_message, strategies_for  # noqa: E402
@@ -43,6 +41,8 @@ from deliberate.refiner.prompts import SelectedDraft, refine_user_message  # noq
 from deliberate.verifier.arithmetic import check_arithmetic, computations  # noqa: E402
 from deliberate.verifier.parsing import extract_final_answer  # noqa: E402
 from deliberate.verifier.rules import verify_text  # noqa: E402
+from deliberate_bench.eval_stats import is_correct  # noqa: E402
+from deliberate_bench.evaluation import append_run, load_problems  # noqa: E402
 
 DRAFT_TEMPERATURE = 0.3  # the Drafter's default (DELIBERATE_TEMPERATURE)
 REFINE_TEMPERATURE = 0.7  # the Refiner's default

@@ -38,10 +38,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import RESULTS, write_result  # noqa: E402
 
-from deliberate.cli.eval_stats import is_correct, majority, vote_key  # noqa: E402
-from deliberate.cli.train_judge import read_records  # noqa: E402
 from deliberate.scheduler.early_stop import default_quorum, quorum_reason  # noqa: E402
 from deliberate.verifier.streaming import ArithmeticPrefix, GrowingDraft  # noqa: E402
+from deliberate_bench.eval_stats import is_correct, majority, vote_key  # noqa: E402
+from deliberate_bench.train_judge import read_records  # noqa: E402
 
 # The pieces a draft's text is fed to the prefix check in: about a token each, as the Drafter streams it.
 PIECE_CHARS = 4

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from deliberate.cli import dataset, train_judge
-from deliberate.cli.eval_stats import is_correct
 from deliberate.verifier.parsing import extract_final_answer
+from deliberate_bench import dataset, train_judge
+from deliberate_bench.eval_stats import is_correct
 
 from .conftest import gsm8k_questions
 

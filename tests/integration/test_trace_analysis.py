@@ -14,8 +14,8 @@ from collections import Counter
 
 import pytest
 
-from deliberate.cli.eval_stats import percentile
 from deliberate.cli.stack import Ports, Stack
+from deliberate.core.stats import percentile
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_client.client import DeliberateClient, build_request
 

@@ -8,8 +8,8 @@ from fractions import Fraction
 
 import pytest
 
-from deliberate.cli import eval_summary
-from deliberate.cli.eval_stats import (
+from deliberate_bench import eval_summary
+from deliberate_bench.eval_stats import (
     DraftView,
     RankWeights,
     answer_value,
@@ -22,7 +22,7 @@ from deliberate.cli.eval_stats import (
     rank,
     wilson,
 )
-from deliberate.cli.evaluation import (
+from deliberate_bench.evaluation import (
     Problem,
     Settings,
     check_ad_plan,
@@ -173,7 +173,7 @@ def test_sample_excludes_tuning_lines_and_grows_by_prefix(tmp_path):
 
 
 def test_committed_tuning_list_excludes_the_first_50_lines():
-    from deliberate.cli.evaluation import DEFAULT_EXCLUDE
+    from deliberate_bench.evaluation import DEFAULT_EXCLUDE
 
     assert set(range(50)) <= read_exclusions(DEFAULT_EXCLUDE)
 
@@ -377,7 +377,7 @@ def test_without_early_stop_switches_off_streaming_verification_and_the_quorum_o
 
 
 def test_ranking_puts_checked_drafts_first_as_the_scheduler_does():
-    from deliberate.cli.eval_stats import RankWeights, draft_views, rank
+    from deliberate_bench.eval_stats import RankWeights, draft_views, rank
 
     records = [
         {"index": 0, "valid": True, "score": 1.0, "components": {"latency": 0.0}, "answer": "90", "evidence": []},
@@ -395,16 +395,16 @@ def test_ranking_puts_checked_drafts_first_as_the_scheduler_does():
 
 
 def test_results_name_the_embedded_model_it_stood_for():
-    from deliberate.cli.eval_summary import model_name
     from deliberate.engines.models import DEFAULT_EMBEDDED
+    from deliberate_bench.eval_summary import model_name
 
     assert model_name("embedded") == f"{DEFAULT_EMBEDDED} (embedded)"
     assert model_name("/models/mine.gguf") == "/models/mine.gguf"
 
 
 def test_draft_analysis_by_position_and_headroom():
-    from deliberate.cli.eval_summary import draft_analysis
     from deliberate.drafter.prompts import DEFAULT_STRATEGIES
+    from deliberate_bench.eval_summary import draft_analysis
 
     analysis = draft_analysis(RECORDS, 3)
     first, _, third = analysis["by_position"]

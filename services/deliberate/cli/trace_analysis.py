@@ -10,8 +10,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from deliberate.core import telemetry
+from deliberate.core.stats import percentile
 
-from .eval_stats import percentile
 from .trace_spans import Span
 
 SCHEDULER = "deliberate-scheduler"

@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from .eval_stats import (
+from deliberate_bench.eval_stats import (
     TERMS,
     DraftView,
     RankWeights,

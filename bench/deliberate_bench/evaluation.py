@@ -31,21 +31,20 @@ from pathlib import Path
 
 import grpc
 
+from deliberate.cli.stack import Ports, Stack
 from deliberate.verifier.parsing import extract_final_answer, extract_json
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
 from deliberate_api.refiner.v1 import refiner_service_pb2, refiner_service_pb2_grpc
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_api.scheduler.v1 import scheduler_service_pb2_grpc
+from deliberate_bench import eval_summary
+from deliberate_bench.eval_stats import DraftView, draft_views, parse_gold, rank
+from deliberate_bench.eval_summary import read_runs
 from deliberate_client.cli import SERVER_COMMANDS
 from deliberate_client.client import build_request
 
-from . import eval_summary
-from .eval_stats import DraftView, draft_views, parse_gold, rank
-from .eval_summary import read_runs
-from .stack import Ports, Stack
-
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DATA = ROOT.parent / "shared/data/gsm8k/train.jsonl"
 DEFAULT_EXCLUDE = ROOT / "bench/eval/tuning_problems.txt"
 RESULTS = ROOT / "bench/results"
@@ -871,7 +870,7 @@ def compare_judges(args: argparse.Namespace, s: Settings) -> int:
     """One run per judge setting, each on its own stack, then a table of accuracy and latency per setting."""
     from dataclasses import replace
 
-    from .eval_stats import is_correct, percentile
+    from deliberate_bench.eval_stats import is_correct, percentile
 
     if args.address:
         print("error: --judges starts a stack per judge; leave out --address", file=sys.stderr)

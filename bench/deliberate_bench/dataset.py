@@ -35,14 +35,14 @@ from pathlib import Path
 import grpc
 from google.protobuf import json_format, struct_pb2
 
+from deliberate.cli.stack import Ports, Stack
 from deliberate.core.files import write_atomically
 from deliberate.verifier.parsing import extract_final_answer
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
 from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
-
-from .eval_stats import is_correct
-from .evaluation import (
+from deliberate_bench.eval_stats import is_correct
+from deliberate_bench.evaluation import (
     DEFAULT_DATA,
     DEFAULT_EXCLUDE,
     RESULTS,
@@ -52,7 +52,6 @@ from .evaluation import (
     load_problems,
     read_exclusions,
 )
-from .stack import Ports, Stack
 
 FORMAT_VERSION = 1
 DEFAULT_OUT = RESULTS / "judge-dataset"

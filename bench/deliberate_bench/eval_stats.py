@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+from deliberate.core.stats import percentile, percentile_sorted  # noqa: F401  (percentile: re-exported)
 from deliberate.verifier.parsing import iter_numbers
 
 Z95 = 1.959963984540054  # the 97.5 % quantile of the standard normal
@@ -263,18 +264,3 @@ def paired_bootstrap(
     means = sorted(sum(rng.choices(diffs, k=n)) / n for _ in range(resamples))
     tail = (1 - level) / 2
     return sum(diffs) / n, percentile_sorted(means, tail), percentile_sorted(means, 1 - tail)
-
-
-def percentile_sorted(values: Sequence[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default) on already sorted values; q in [0, 1]."""
-    if not values:
-        raise ValueError("no values")
-    position = q * (len(values) - 1)
-    low = math.floor(position)
-    high = min(low + 1, len(values) - 1)
-    return values[low] + (values[high] - values[low]) * (position - low)
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """The q-quantile (q in [0, 1]) of `values`, None when there are none."""
-    return percentile_sorted(sorted(values), q) if values else None

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .evaluation import RESULTS
+from deliberate_bench.evaluation import RESULTS
 
 DEFAULT_BASE = "smollm2-135m"
 DEFAULT_DATASET = RESULTS / "judge-dataset"
