@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 __all__ = ["Completion", "Engine", "GenerationEvent", "SamplingParams", "TextDelta", "load_engine"]
 
 
-ENGINES = ("llamacpp", "transformers", "vllm", "remote")
+ENGINES = ("llamacpp", "transformers", "vllm", "remote", "recorded")
 
 
 def load_engine(name: str, model: str = "embedded", threads: int = 0, remote: RemoteConfig | None = None) -> Engine:
@@ -21,7 +21,8 @@ def load_engine(name: str, model: str = "embedded", threads: int = 0, remote: Re
     llamacpp runs GGUF files; transformers GGUF or HF-format directories (the `transformers` extra);
     vllm needs an HF-format model directory (see `deliberate.engines.vllm_engine`). `threads` (CPU engines):
     0 means every CPU the process may use. remote talks to the OpenAI-compatible server `remote` describes
-    (`deliberate.engines.remote_engine`); `model` is unused then.
+    (`deliberate.engines.remote_engine`); `model` is unused then. recorded generates nothing: it answers the drafts
+    recorded in the JSONL file `model` (tests and replays; `deliberate.engines.recorded_engine`).
     """
     if name == "llamacpp":
         from .llamacpp_engine import LlamaCppEngine
@@ -41,4 +42,8 @@ def load_engine(name: str, model: str = "embedded", threads: int = 0, remote: Re
         if remote is None:
             raise ValueError("the remote engine needs the server's URL: --remote-url / DELIBERATE_REMOTE_URL")
         return RemoteEngine.load(remote)
+    if name == "recorded":
+        from .recorded_engine import RecordedEngine
+
+        return RecordedEngine.load(model)
     raise ValueError(f"unknown engine {name!r}; available: {', '.join(ENGINES)}")

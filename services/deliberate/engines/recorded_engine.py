@@ -1,0 +1,116 @@
+"""The `recorded` engine: replays recorded drafts instead of generating; for tests and replays, never for answers.
+
+`DELIBERATE_ENGINE=recorded` with `DELIBERATE_MODEL` naming a JSONL file, one recorded draft a line:
+`{"question": str, "strategy": str, "text": str}`. For each prompt it answers the text of the first record whose
+question and strategy hint both occur in the prompt (the Drafter renders both into each draft's prompt); a prompt
+no record matches so (the Refiner's) gets the first record whose question occurs in it, else `FALLBACK_TEXT`.
+So the real services can be run on drafts a model wrote once (`bench/results/*.runs.jsonl`), in seconds and with
+the same texts every time: `tests/integration/test_selection_identity.py` checks with it that the Scheduler ranks
+drafts exactly as `bench/deliberate_bench/replay.py` does.
+
+Like a real engine it streams each text as a few deltas, counts whitespace-separated words as tokens, stops at
+`max_new_tokens` of them ("length"), and stops a cancelled sequence between two deltas ("aborted").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from .base import (
+    Completion,
+    Engine,
+    EngineCapabilities,
+    EngineError,
+    EventSink,
+    SamplingParams,
+    TextDelta,
+    sequence_cancelled,
+)
+
+FALLBACK_TEXT = "No recorded draft for this prompt.\nFinal answer: 0"
+CHUNKS = 4  # deltas per text, so streaming verification sees prefixes
+# Where a text may be cut: after the whitespace that follows a word, so the pieces join to the text exactly.
+WORD_BOUNDARY = re.compile(r"(?<=\s)(?=\S)")
+
+
+class RecordedEngine(Engine):
+    name = "recorded"
+    capabilities = EngineCapabilities(cancel_one_sequence=True)  # nothing random to seed
+
+    def __init__(self, records: list[dict]) -> None:
+        self.records = records
+
+    @classmethod
+    def load(cls, path: str) -> RecordedEngine:
+        """Reads the recorded drafts of the JSONL file at `path`."""
+        try:
+            lines = Path(path).read_text().splitlines()
+            records = [json.loads(line) for line in lines if line.strip()]
+            records = [{key: str(r[key]).strip() for key in ("question", "strategy", "text")} for r in records]
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise EngineError(
+                f"the recorded engine needs DELIBERATE_MODEL to name a JSONL file of "
+                f'{{"question", "strategy", "text"}} records: {path}: {error}',
+                "FAILED_PRECONDITION",
+            ) from None
+        return cls(records)
+
+    @property
+    def capacity(self) -> int:
+        return 16
+
+    def format_chat(self, system: str, user: str) -> str:
+        return f"{system}\n\n{user}\n\n"
+
+    def text_for(self, prompt: str) -> str:
+        """The recorded text of the prompt's question and strategy hint, else of its question, else the fallback."""
+        asked = [r for r in self.records if r["question"] in prompt]
+        matched = next((r for r in asked if r["strategy"] in prompt), asked[0] if asked else None)
+        return matched["text"] if matched else FALLBACK_TEXT
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        params: SamplingParams,
+        on_event: EventSink,
+        cancel: threading.Event,
+        *,
+        output_schema: dict | None = None,
+    ) -> list[Completion]:
+        started = time.perf_counter()
+        pieces = [WORD_BOUNDARY.split(self.text_for(p)) for p in prompts]
+        reasons = ["stop"] * len(prompts)
+        for i, words in enumerate(pieces):
+            if len(words) > params.max_new_tokens:
+                pieces[i], reasons[i] = words[: params.max_new_tokens], "length"
+        sent = [0] * len(prompts)  # pieces streamed per sequence
+        done: dict[int, Completion] = {}
+        step_times = [time.perf_counter()]
+        while len(done) < len(prompts):  # one "decoding step" streams the next chunk of every running sequence
+            for i, words in enumerate(pieces):
+                if i in done:
+                    continue
+                stopped = sequence_cancelled(cancel, i)
+                if not stopped and sent[i] < len(words):
+                    size = max(1, -(-len(words) // CHUNKS))
+                    on_event(TextDelta(i, "".join(words[sent[i] : sent[i] + size])))
+                    sent[i] += size
+                if stopped or sent[i] >= len(words):
+                    text = "".join(words[: sent[i]])
+                    done[i] = Completion(
+                        index=i,
+                        text=text,
+                        prompt_tokens=len(prompts[i].split()),
+                        completion_tokens=len(text.split()),
+                        finish_reason="aborted" if stopped else reasons[i],
+                        latency_s=time.perf_counter() - started,
+                    )
+                    on_event(done[i])
+            step_times.append(time.perf_counter())
+        self._record_speed(step_times)
+        return [done[i] for i in range(len(prompts))]
