@@ -38,10 +38,10 @@ from deliberate.drafter.prompts import draft_user_message, strategies_for  # noq
 from deliberate.engines import Engine, SamplingParams, load_engine  # noqa: E402
 from deliberate.refiner.prompts import SYSTEM_PROMPT as REFINE_SYSTEM  # noqa: E402
 from deliberate.refiner.prompts import SelectedDraft, refine_user_message  # noqa: E402
+from deliberate.selection import same_answer  # noqa: E402
 from deliberate.verifier.arithmetic import check_arithmetic, computations  # noqa: E402
 from deliberate.verifier.parsing import extract_final_answer  # noqa: E402
 from deliberate.verifier.rules import verify_text  # noqa: E402
-from deliberate_bench.eval_stats import is_correct  # noqa: E402
 from deliberate_bench.evaluation import append_run, load_problems  # noqa: E402
 
 DRAFT_TEMPERATURE = 0.3  # the Drafter's default (DELIBERATE_TEMPERATURE)
@@ -93,8 +93,8 @@ def run_question(engine, problem, args) -> dict:
         "prefix_computations": found.computations,
         "support": len(found.supporters),
         "prefix": found.text,
-        "with": {**with_prefix, "correct": is_correct(with_prefix["answer"], problem.gold)},
-        "without": {**without, "correct": is_correct(without["answer"], problem.gold)},
+        "with": {**with_prefix, "correct": same_answer(with_prefix["answer"], problem.gold)},
+        "without": {**without, "correct": same_answer(without["answer"], problem.gold)},
     }
 
 

@@ -36,10 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS, add_data_argument, write_result  # noqa: E402
 
 from deliberate.cli.stack import Ports, Stack  # noqa: E402
+from deliberate.selection import same_answer  # noqa: E402
 from deliberate.verifier.parsing import extract_final_answer  # noqa: E402
 from deliberate_api.common.v1 import common_pb2  # noqa: E402
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb  # noqa: E402
-from deliberate_bench.eval_stats import is_correct  # noqa: E402
 from deliberate_bench.evaluation import ad_instance, append_run, check_ad_plan, load_problems  # noqa: E402
 from deliberate_client.client import DeliberateClient, build_request  # noqa: E402
 
@@ -85,7 +85,7 @@ def solve_once(client: DeliberateClient, problem: dict, args, side: bool) -> dic
     latency = time.perf_counter() - started
     answer = response.answer.removeprefix(response.thinking_trace).lstrip("\n")
     if problem["task"] == "gsm8k":
-        good = is_correct(extract_final_answer(answer), problem["gold"])
+        good = same_answer(extract_final_answer(answer), problem["gold"])
     else:
         good, _ = check_ad_plan(answer, catalog)
     return {

@@ -39,8 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS, write_result  # noqa: E402
 
 from deliberate.scheduler.early_stop import default_quorum, quorum_reason  # noqa: E402
+from deliberate.selection import answer_key, majority, same_answer  # noqa: E402
 from deliberate.verifier.streaming import ArithmeticPrefix, GrowingDraft  # noqa: E402
-from deliberate_bench.eval_stats import is_correct, majority, vote_key  # noqa: E402
 from deliberate_bench.train_judge import read_records  # noqa: E402
 
 # The pieces a draft's text is fed to the prefix check in: about a token each, as the Drafter streams it.
@@ -150,11 +150,11 @@ def ratios(
     ]
 
     def accuracy(costs: list[Cost]) -> float:
-        right = sum(is_correct(majority(c.answers), r.gold) for c, r in zip(costs, rounds, strict=True))
+        right = sum(same_answer(majority(c.answers), r.gold) for c, r in zip(costs, rounds, strict=True))
         return round(100 * right / len(rounds), 1)
 
     def answer(cost: Cost) -> str | None:
-        return vote_key(majority(cost.answers))
+        return answer_key(majority(cost.answers))
 
     return {
         "token_ratio": round(sum(c.tokens for c in stopped) / sum(c.tokens for c in full), 3),

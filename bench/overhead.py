@@ -32,7 +32,7 @@ from deliberate.engines import Engine, load_engine  # noqa: E402
 from deliberate.engines.base import Completion, SamplingParams, TextDelta  # noqa: E402
 from deliberate.refiner.prompts import SYSTEM_PROMPT as REFINE_SYSTEM  # noqa: E402
 from deliberate.refiner.prompts import SelectedDraft, refine_user_message, thinking_trace  # noqa: E402
-from deliberate.scheduler.selection import Scored, select  # noqa: E402
+from deliberate.selection import Candidate, select  # noqa: E402
 from deliberate.verifier.constraints import ConstraintSpec, compile_rules  # noqa: E402
 from deliberate.verifier.rules import verify  # noqa: E402
 from deliberate_client.client import DeliberateClient, build_request  # noqa: E402
@@ -50,7 +50,7 @@ def in_process_solve(engine: Engine, question: str, drafts: int, tokens: int, se
     verdicts = [verify(c.text, rules.rules, c.finish_reason) for c in completions]
     selection = select(
         [
-            Scored(str(c.index), c.index, v.valid, v.score, 0.0, v.extracted_answer)
+            Candidate(str(c.index), c.index, v.valid, v.score, 0.0, v.extracted_answer)
             for c, v in zip(completions, verdicts, strict=True)
         ],
         max_selected=2,

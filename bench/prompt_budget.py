@@ -24,7 +24,8 @@ sys.path.insert(0, str(ROOT / "services"))
 
 from deliberate.drafter import prompts  # noqa: E402
 from deliberate.engines import SamplingParams, load_engine  # noqa: E402
-from deliberate.verifier.parsing import extract_final_answer, extract_number  # noqa: E402
+from deliberate.selection.numbers import extract_number  # noqa: E402
+from deliberate.verifier.parsing import extract_final_answer  # noqa: E402
 
 GSM8K = ROOT.parent / "shared/data/gsm8k/train.jsonl"
 # The old draft prompt (before this measurement) and the brief one that replaced it.

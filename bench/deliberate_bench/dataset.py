@@ -37,11 +37,11 @@ from google.protobuf import json_format, struct_pb2
 
 from deliberate.cli.stack import Ports, Stack
 from deliberate.core.files import write_atomically
+from deliberate.selection import same_answer
 from deliberate.verifier.parsing import extract_final_answer
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
 from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
-from deliberate_bench.eval_stats import is_correct
 from deliberate_bench.evaluation import (
     DEFAULT_DATA,
     DEFAULT_EXCLUDE,
@@ -86,7 +86,7 @@ def gsm8k_label(draft_text: str, gold: str, verdict: common_pb2.DraftVerdict) ->
     """Valid iff the final answer equals the gold one; the error is the rules' messages, else what is wrong
     with the answer. The gold answer itself never appears in the label."""
     answer = extract_final_answer(draft_text)
-    if is_correct(answer, gold):
+    if same_answer(answer, gold):
         return {"valid": True, "score": 1.0, "error": None}
     messages = failed_messages(verdict)
     if not messages:

@@ -13,20 +13,9 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from deliberate_bench.eval_stats import (
-    TERMS,
-    DraftView,
-    RankWeights,
-    draft_views,
-    infer_delta,
-    is_correct,
-    majority,
-    paired_bootstrap,
-    parse_gold,
-    percentile,
-    rank,
-    wilson,
-)
+from deliberate.selection import POLICIES, same_answer
+from deliberate_bench.eval_stats import paired_bootstrap, percentile, wilson
+from deliberate_bench.replay import ABLATIONS, identity_effect, live_check, recorded_shares, recorded_weights, replay
 
 # What DELIBERATE_MODEL=embedded named when the runs were made (deliberate.engines.models.DEFAULT_EMBEDDED).
 EMBEDDED_MODEL = "qwen2.5-coder-0.5b"
@@ -38,14 +27,13 @@ def model_name(model: str | None) -> str | None:
 
 
 STAGES = ("draft", "verify", "select", "refine", "total")
-MAX_SELECTED = 2  # drafts the Scheduler sends to the Refiner (its --max-selected default)
-ABLATION_TERMS = tuple(TERMS[: k + 1] for k in range(len(TERMS)))  # score / +stddev / +latency / +agreement
-ABLATION_NAMES = ["select:" + "+".join(terms) for terms in ABLATION_TERMS]
+ABLATION_NAMES = list(ABLATIONS)
 # Which service processes each kind of configuration runs on (for its memory figure).
 SERVICES_USED = {
     "single": ("drafter",),
     "majority": ("drafter",),
     "best_of": ("drafter", "verifier"),
+    "weighted": ("drafter", "verifier"),
     "select": ("drafter", "verifier"),
     "pipeline": ("drafter", "verifier", "refiner", "scheduler"),
 }
@@ -87,17 +75,6 @@ class Outcome:
     failure: str | None = None  # for wrong answers: no_answer, cut_off, flagged, unflagged, wrong
 
 
-def weights_of(drafts: list[dict]) -> RankWeights:
-    """The Scheduler's weights as it reported them in the draft components (α, β, γ, and δ for answer_share —
-    read back from `final` where the components carry no δ)."""
-    components = [d["components"] for d in drafts if d.get("components")]
-    if not components:
-        return RankWeights()
-    c = components[0]
-    delta = c["delta"] if "delta" in c else infer_delta(components)  # older Schedulers report no δ
-    return RankWeights(c.get("alpha", 1.0), c.get("beta", 0.3), c.get("gamma", 0.02), delta)
-
-
 def first_drafts(solve: dict, n: int) -> list[dict]:
     """The first n drafts of round 0 — what a request with num_drafts = n would have drafted (same prompts and
     strategies; the batch was sampled once, with N = the largest size)."""
@@ -115,12 +92,14 @@ def wrong_because(answer: str | None, cut: bool, status: str | None = None) -> s
 
 
 def outcomes(record: dict, sizes: list[int]) -> dict[str, Outcome]:
-    """Every configuration's outcome on one GSM8K problem."""
-    gold = parse_gold("#### " + record["gold"])
+    """Every configuration's outcome on one GSM8K problem: the live single pass and pipeline, and every
+    selection configuration replayed on the recorded drafts (`replay.py`): each registered policy @n, and the
+    seed's ablation ranked with the answer shares the Scheduler reported at the time."""
+    gold = record["gold"]
     found: dict[str, Outcome] = {}
 
     def add(name, answer, latency, tokens, status=None, cut=False):
-        correct = is_correct(answer, gold)
+        correct = same_answer(answer, gold)
         failure = None if correct else wrong_because(answer, cut, status)
         found[name] = Outcome(answer, correct, latency, tokens, status, failure)
 
@@ -134,16 +113,20 @@ def outcomes(record: dict, sizes: list[int]) -> dict[str, Outcome]:
     )
     solve = record["solve"]
     largest = max(sizes)
-    weights = weights_of(solve.get("drafts", []))
     for n in sorted(sizes):
         drafts = first_drafts(solve, n)
         tokens = sum(d["completion_tokens"] for d in drafts)
         draft_s = max((d["generation_latency_s"] for d in drafts), default=None)
         verified_s = max((d["generation_latency_s"] + d["verify_latency_s"] for d in drafts), default=None)
-        add(f"majority@{n}", majority([d["answer"] for d in drafts]), draft_s, tokens)
-        ranked = rank(draft_views(drafts), ("score",), weights)
-        best = ranked[0].answer if ranked else None
-        add(f"best_of@{n}", best, verified_s, tokens, cut=bool(ranked) and by_index(drafts, ranked[0]) == "LENGTH")
+        for policy in POLICIES:
+            if not drafts:
+                add(f"{policy}@{n}", None, None, 0)
+                continue
+            best = replay(drafts, policy).selected[0]
+            if POLICIES[policy].competitors == "answered":  # a plain vote: no verification to wait for
+                add(f"{policy}@{n}", best.answer or None, draft_s, tokens)
+            else:
+                add(f"{policy}@{n}", best.answer or None, verified_s, tokens, cut=best.finish_reason == "LENGTH")
         if n == largest:
             budget = solve.get("refine_token_budget", 0)
             cut = budget > 0 and solve.get("refine_tokens", 0) >= budget
@@ -155,11 +138,12 @@ def outcomes(record: dict, sizes: list[int]) -> dict[str, Outcome]:
                 status=solve.get("status", "FAILED"),
                 cut=cut,
             )
-            # The Scheduler's own answer shares (its answer comparison), so the last row is its ranking.
-            shares = {d["index"]: d["components"].get("answer_share", 0.0) for d in drafts}
-            for name, terms in zip(ABLATION_NAMES, ABLATION_TERMS, strict=True):
-                ranked = rank(draft_views(drafts), terms, weights, shares)
-                add(name, ranked[0].answer if ranked else None, verified_s, tokens)
+            if drafts:
+                weights, shares = recorded_weights(drafts), recorded_shares(drafts)
+                for name, terms in ABLATIONS.items():
+                    subset = {signal: w for signal, w in weights.items() if signal in terms}
+                    best = replay(drafts, "weighted", weights=subset, overrides=shares).selected[0]
+                    add(name, best.answer or None, verified_s, tokens)
         else:
             subset = record.get("subsets", {}).get(str(n))
             if subset is not None:
@@ -174,16 +158,12 @@ def outcomes(record: dict, sizes: list[int]) -> dict[str, Outcome]:
     return found
 
 
-def by_index(drafts: list[dict], view: DraftView) -> str | None:
-    return next((d["finish_reason"] for d in drafts if d["index"] == view.index), None)
-
-
 def kind_of(name: str) -> str:
     return name.split("@")[0].split(":")[0]
 
 
 def order_key(name: str) -> tuple:
-    kinds = ["single", "majority", "best_of", "pipeline", "select"]
+    kinds = ["single", "majority", "best_of", "weighted", "pipeline", "select"]
     n = int(name.split("@")[1]) if "@" in name else 0
     ablation = ABLATION_NAMES.index(name) if name in ABLATION_NAMES else -1
     return (kinds.index(kind_of(name)), n, ablation)
@@ -311,16 +291,16 @@ def draft_analysis(records: list[dict], n: int) -> dict | None:
                 "index": index,
                 "strategy": strategy,
                 "drafts": len(drafts),
-                "correct_share": rounded(sum(is_correct(d["answer"], g) for d, g in drafts_gold) / len(drafts)),
+                "correct_share": rounded(sum(same_answer(d["answer"], g) for d, g in drafts_gold) / len(drafts)),
                 "cut_off_share": rounded(sum(d["finish_reason"] == "LENGTH" for d in drafts) / len(drafts)),
                 "valid_share": rounded(sum(d["valid"] for d in drafts) / len(drafts)),
                 "checked_share": rounded(sum(bool(d.get("evidence")) for d in drafts) / len(drafts)),
                 "mean_tokens": rounded(statistics.fmean(d["completion_tokens"] for d in drafts), 1),
             }
         )
-    any_right = sum(any(is_correct(d["answer"], r["gold"]) for d in first_drafts(r["solve"], n)) for r in records)
+    any_right = sum(any(same_answer(d["answer"], r["gold"]) for d in first_drafts(r["solve"], n)) for r in records)
     checked_right = sum(
-        any(is_correct(d["answer"], r["gold"]) and d.get("evidence") for d in first_drafts(r["solve"], n))
+        any(same_answer(d["answer"], r["gold"]) and d.get("evidence") for d in first_drafts(r["solve"], n))
         for r in records
     )
     return {
@@ -343,7 +323,7 @@ def early_stop_comparison(records: list[dict]) -> dict | None:
         part = record[side]
         if record["task"] == "ads":
             return bool(part.get("satisfied"))
-        return is_correct(part.get("answer"), parse_gold("#### " + record["gold"]))
+        return same_answer(part.get("answer"), record["gold"])
 
     def side_figures(side: str) -> dict:
         parts = [r[side] for r in paired]
@@ -400,6 +380,7 @@ def summary(records: list[dict]) -> dict:
         "drafts": draft_analysis(gsm8k, max(sizes)),
         "ad_selection": summarize_ads(ads, memory),
         "early_stop": early_stop_comparison(records),
+        "replay": {"live_check": live_check(gsm8k), "identity_effect": identity_effect(gsm8k, max(sizes), same_answer)},
         "bootstrap": {"seed": BOOTSTRAP_SEED, "resamples": BOOTSTRAP_RESAMPLES},
         "summarized_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
@@ -437,6 +418,11 @@ def observation(config: dict, by_name: dict[str, dict]) -> str:
             f"VERIFIED {config['verified']}: {pct(config['verified_precision'])} right; "
             f"rest {pct(config['unverified_accuracy'])}"
         )
+    if name in ABLATION_NAMES:
+        notes.append("answer shares as the Scheduler reported them")
+    elif kind_of(name) in POLICIES:
+        description = POLICIES[kind_of(name)].description.rstrip(".")
+        notes.append(description[0].lower() + description[1:])
     if name in ABLATION_NAMES[1:]:
         previous = by_name.get(ABLATION_NAMES[ABLATION_NAMES.index(name) - 1])
         if previous is not None and previous["correct"] == config["correct"]:
@@ -471,6 +457,7 @@ def markdown(result: dict) -> str:
             f"| `{c['name']}` | {c['n']} | {latency} | {p95} | {ci} | {diff} | {c['tokens_per_problem']} | {memory} "
             f"| {observation(c, by_name)} |"
         )
+    lines += replay_markdown(result.get("replay"))
     drafts = result.get("drafts")
     if drafts:
         lines += [
@@ -507,6 +494,26 @@ def markdown(result: dict) -> str:
             )
     lines += early_stop_markdown(result.get("early_stop"))
     return "\n".join(lines) + "\n"
+
+
+def replay_markdown(replay: dict | None) -> list[str]:
+    """How far the replayed rows can be trusted, and what the one answer identity changed."""
+    if not replay:
+        return []
+    check, effect = replay["live_check"], replay["identity_effect"]
+    lines = [
+        "",
+        "Every row but `single` and `pipeline@N` is replayed on the recorded drafts by the selection package the "
+        f"Scheduler runs (`deliberate eval --replay`). The live policy, replayed on all recorded drafts, selects "
+        f"what the live Scheduler sent to the Refiner on {check['same_selection']} of {check['problems']} problems.",
+    ]
+    if effect["changed"]:
+        lines.append(
+            f"The one answer identity (`weighted@{effect['n']}`, shares recomputed) against the shares the Scheduler "
+            f"reported (the last `select:` row) changes the chosen draft on {effect['changed']} problems: "
+            f"{effect['now_right']} now right, {effect['now_wrong']} now wrong."
+        )
+    return lines
 
 
 def early_stop_markdown(comparison: dict | None) -> list[str]:

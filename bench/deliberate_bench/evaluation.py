@@ -32,6 +32,8 @@ from pathlib import Path
 import grpc
 
 from deliberate.cli.stack import Ports, Stack
+from deliberate.selection import same_answer
+from deliberate.selection.answers import parse_gold
 from deliberate.verifier.parsing import extract_final_answer, extract_json
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
@@ -39,8 +41,8 @@ from deliberate_api.refiner.v1 import refiner_service_pb2, refiner_service_pb2_g
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_api.scheduler.v1 import scheduler_service_pb2_grpc
 from deliberate_bench import eval_summary
-from deliberate_bench.eval_stats import DraftView, draft_views, parse_gold, rank
 from deliberate_bench.eval_summary import read_runs
+from deliberate_bench.replay import replay
 from deliberate_client.cli import SERVER_COMMANDS
 from deliberate_client.client import build_request
 
@@ -126,8 +128,11 @@ def finish_name(reason: int) -> str:
 
 
 def components_dict(components: pb.ScoreComponents) -> dict:
-    """Every field of ScoreComponents, new ones included."""
-    return {f.name: getattr(components, f.name) for f in components.DESCRIPTOR.fields}
+    """Every field of ScoreComponents, new ones included (the signals map as a JSON object)."""
+    return {
+        f.name: dict(getattr(components, f.name)) if f.message_type else getattr(components, f.name)
+        for f in components.DESCRIPTOR.fields
+    }
 
 
 def strip_trace(text: str, trace: str) -> str:
@@ -300,6 +305,7 @@ def solve(services: Services, s: Settings, request: pb.SolveRequest) -> tuple[di
         "refine_token_budget": response.refine_token_budget,
         "rounds": response.rounds,
         "num_drafts": response.num_drafts,
+        "selection_policy": response.selection_policy,
         "timings": {k: round(seconds(getattr(response.timings, k)), 3) for k in eval_summary.STAGES},
         "drafts": drafts,
     }
@@ -315,12 +321,10 @@ def refine_subset(
     first = [d for d in record["drafts"] if d["round"] == 0 and d["index"] < n]
     if not first:
         return {"error": "no drafts", "answer": None}
-    weights = eval_summary.weights_of(record["drafts"])
-    ranked = rank(draft_views(first), eval_summary.ABLATION_TERMS[-1], weights)
-    valid = [v for v in ranked if v.valid]
-    chosen = (valid or ranked)[: eval_summary.MAX_SELECTED]
+    selection = replay(first, policy=request.selection_policy or "weighted")
+    chosen = selection.selected
     reports = {(r.round, r.draft.index): r for r in response.drafts}
-    selected = [reports[(0, v.index)] for v in chosen]
+    selected = [reports[(0, c.index)] for c in chosen]
     call = refiner_service_pb2.RefineRequest(
         request_id=f"{request.request_id}-refine{n}",
         prompt=request.prompt,
@@ -345,8 +349,8 @@ def refine_subset(
     return {
         "answer_text": answer_text,
         "answer": extract_final_answer(answer_text),
-        "status": subset_status(chosen[0], first),
-        "selected_indices": [v.index for v in chosen],
+        "status": selection.status.upper(),
+        "selected_indices": [c.index for c in chosen],
         "latency_s": round(drafting_s + refine_s, 3),
         "refine_latency_s": round(refine_s, 3),
         "completion_tokens": sum(d["completion_tokens"] for d in first) + final.usage.completion_tokens,
@@ -354,15 +358,6 @@ def refine_subset(
         "refine_token_budget": final.token_budget,
         "finish_reason": finish_name(final.finish_reason),
     }
-
-
-def subset_status(best: DraftView, drafts: list[dict]) -> str:
-    """The status the Scheduler's rule gives a selection: VERIFIED when the best draft passed every hard rule
-    and a substantive check (its evidence), UNCHECKED when it passed on format alone, else UNVERIFIED."""
-    if not best.valid:
-        return "UNVERIFIED"
-    evidence = next((d.get("evidence") for d in drafts if d["index"] == best.index), None)
-    return "VERIFIED" if evidence else "UNCHECKED"
 
 
 def gsm8k_request(problem: Problem, s: Settings) -> pb.SolveRequest:
@@ -639,6 +634,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results-dir", type=Path, default=RESULTS)
     parser.add_argument("--fresh", action="store_true", help="discard the runs file and start over")
     parser.add_argument("--summarize-only", action="store_true", help="rebuild the summary from the runs file")
+    parser.add_argument(
+        "--replay",
+        type=Path,
+        metavar="RUNS",
+        help="draft once, select many: rank the recorded drafts of a runs file again with every selection policy and "
+        "ablation, without a model (seconds); writes <results-dir>/<RUNS name>.replay.{json,md} (docs/eval.md#replay)",
+    )
     parser.add_argument("--address", help="a running Scheduler's host:port (default: start the stack here)")
     parser.add_argument("--drafter-address", help="with --address (default: the Scheduler's port + 1)")
     parser.add_argument("--refiner-address", help="with --address (default: the Scheduler's port + 3)")
@@ -697,6 +699,8 @@ def neighbour(address: str, offset: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.replay:
+        return replay_runs(args.replay, args.results_dir)
     paths = eval_summary.Paths(args.results_dir, args.name)
     sizes = sorted({int(n) for n in str(args.sizes).split(",") if n.strip()})
     if not sizes or min(sizes) < 1 or max(sizes) > 8:
@@ -870,7 +874,7 @@ def compare_judges(args: argparse.Namespace, s: Settings) -> int:
     """One run per judge setting, each on its own stack, then a table of accuracy and latency per setting."""
     from dataclasses import replace
 
-    from deliberate_bench.eval_stats import is_correct, percentile
+    from deliberate_bench.eval_stats import percentile
 
     if args.address:
         print("error: --judges starts a stack per judge; leave out --address", file=sys.stderr)
@@ -899,7 +903,7 @@ def compare_judges(args: argparse.Namespace, s: Settings) -> int:
             "label": label,
             "judge": judge,
             "problems": len(records),
-            "correct": sum(is_correct(r["solve"].get("answer"), r["gold"]) for r in records),
+            "correct": sum(same_answer(r["solve"].get("answer"), r["gold"]) for r in records),
             "verified": sum(x.get("status") == "VERIFIED" for x in solved),
             "mean_latency_s": round(sum(latencies) / len(latencies), 2) if latencies else None,
             "p95_latency_s": round(percentile(latencies, 0.95), 2) if latencies else None,
@@ -955,4 +959,21 @@ def summarize(paths: eval_summary.Paths) -> int:
     summary = eval_summary.write_all(paths)
     print(eval_summary.markdown(summary))
     print(f"wrote {paths.json}, {paths.markdown}" + (f", {paths.png}" if paths.png.exists() else ""), file=sys.stderr)
+    return 0
+
+
+def replay_runs(runs: Path, results_dir: Path) -> int:
+    """`--replay`: the summary of a runs file's recorded drafts, every selection row ranked again (replay.py)."""
+    if not runs.exists():
+        print(f"error: no runs file {runs}", file=sys.stderr)
+        return 2
+    started = time.perf_counter()
+    result = eval_summary.summary(eval_summary.read_runs(runs))
+    paths = eval_summary.Paths(results_dir, runs.name.removesuffix(".jsonl").removesuffix(".runs") + ".replay")
+    paths.json.parent.mkdir(parents=True, exist_ok=True)
+    paths.json.write_text(json.dumps(result, indent=2) + "\n")
+    paths.markdown.write_text(eval_summary.markdown(result))
+    print(eval_summary.markdown(result))
+    seconds_taken = time.perf_counter() - started
+    print(f"replayed {runs} in {seconds_taken:.1f} s; wrote {paths.json}, {paths.markdown}", file=sys.stderr)
     return 0

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
+from deliberate.selection import same_answer
 from deliberate.verifier.parsing import extract_final_answer
 from deliberate_bench import dataset, train_judge
-from deliberate_bench.eval_stats import is_correct
 
 from .conftest import gsm8k_questions
 
@@ -58,7 +58,7 @@ def test_dataset_writes_labelled_records_split_by_problem_and_resumes(tmp_path):
     assert all(r["constraints"] == [{"rulePack": "arithmetic"}] for r in gsm8k)
     # GSM8K labels follow the gold answer, recomputed here from the draft text.
     for r in gsm8k:
-        assert r["label"]["valid"] == is_correct(extract_final_answer(r["draft"]), r["meta"]["gold"])
+        assert r["label"]["valid"] == same_answer(extract_final_answer(r["draft"]), r["meta"]["gold"])
     # Ads drafts carry the rules' verdict.
     assert all(r["label"]["valid"] == r["meta"]["rules_valid"] for r in examples)
     # The risk model runs with the Verifier: no credit offer is labelled by a service being down.

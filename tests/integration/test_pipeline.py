@@ -58,6 +58,10 @@ def test_solve_gsm8k_question_through_four_processes(stack, otlp_receiver):
         assert response.answer.startswith(response.thinking_trace)
     assert response.timings.total.ToTimedelta().total_seconds() > 0
     assert response.usage.completion_tokens >= sum(r.draft.usage.completion_tokens for r in response.drafts)
+    assert response.selection_policy == "weighted"
+    for report in response.drafts:  # every signal of the selection package, for every draft
+        assert set(report.components.signals) >= {"score", "agreement", "latency", "answer_share", "evidence"}
+        assert report.components.signals["score"] == pytest.approx(report.verdict.score)
 
     assert len(response.trace_id) == 32
     spans = wait_for_trace(otlp_receiver, response.trace_id)
@@ -82,6 +86,7 @@ def test_solve_gsm8k_question_through_four_processes(stack, otlp_receiver):
     for draft_id, span in lifecycle.items():
         expected = "selected" if draft_id in selected else "aborted" if draft_id in aborted else "discarded"
         assert span["attributes"]["deliberate.draft.outcome"] == expected
+        assert "deliberate.draft.signal.answer_share" in span["attributes"]
         events = [e for e in span["events"] if e not in ("cancel sent", "cancel too late")]  # early stopping's
         assert events[:2] == ["generated", "verified"]
 
@@ -129,6 +134,7 @@ def test_solve_stream_orders_stage_events(stack):
         ({"num_drafts": -1}, "num_drafts"),
         ({"output_schema": "{not json"}, "output_schema"),
         ({"output_schema": '{"type": "nope"}'}, "output_schema"),
+        ({"selection_policy": "nope"}, "selection_policy"),
     ],
 )
 def test_bad_input_is_invalid_argument_naming_the_field(stack, change, field):

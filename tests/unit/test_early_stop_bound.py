@@ -7,7 +7,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 from early_stop_bound import Draft, prefix_stop_share, replay  # noqa: E402
 
-from deliberate_bench.eval_stats import majority  # noqa: E402
+from deliberate.selection import majority  # noqa: E402
 
 # One step takes 1 s whatever the number of sequences: tokens and seconds then count the same steps.
 FLAT = [1.0] * 8

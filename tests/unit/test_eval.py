@@ -1,5 +1,5 @@
-"""`deliberate eval`'s pure parts: answers as numbers, gold parsing, voting, ranking, statistics, the sample,
-and the summary built from runs records."""
+"""`deliberate eval`'s pure parts: answers, gold parsing, voting, the replay of recorded drafts, statistics, the
+sample, and the summary built from runs records."""
 
 from __future__ import annotations
 
@@ -8,20 +8,10 @@ from fractions import Fraction
 
 import pytest
 
+from deliberate.selection import answer_value, majority, same_answer
+from deliberate.selection.answers import parse_gold
 from deliberate_bench import eval_summary
-from deliberate_bench.eval_stats import (
-    DraftView,
-    RankWeights,
-    answer_value,
-    infer_delta,
-    is_correct,
-    majority,
-    paired_bootstrap,
-    parse_gold,
-    percentile,
-    rank,
-    wilson,
-)
+from deliberate_bench.eval_stats import paired_bootstrap, percentile, wilson
 from deliberate_bench.evaluation import (
     Problem,
     Settings,
@@ -31,6 +21,7 @@ from deliberate_bench.evaluation import (
     read_exclusions,
     without_early_stop,
 )
+from deliberate_bench.replay import ABLATIONS, live_check, replay
 
 # --- answers -------------------------------------------------------------------------------------
 
@@ -58,19 +49,19 @@ def test_answer_value_reads_numbers_latex_and_units(answer, value):
     assert answer_value(answer) == value
 
 
-def test_is_correct_compares_numerically():
-    assert is_correct("72.00", "72")
-    assert is_correct("$72", Fraction(72))
-    assert is_correct("\\frac{1}{4}", "0.25")
-    assert not is_correct("73", "72")
-    assert not is_correct(None, "72")
-    assert not is_correct("0.33", "1/3")  # only within a relative 1e-6
+def test_the_gold_check_is_the_one_answer_identity():
+    assert same_answer("72.00", "72")
+    assert same_answer("$72", "72")
+    assert same_answer("\\frac{1}{4}", "0.25")
+    assert not same_answer("73", "72")
+    assert not same_answer(None, "72")
+    assert not same_answer("0.33", "1/3")  # exact: no tolerance
 
 
 def test_parse_gold_takes_the_number_after_the_last_marker():
-    assert parse_gold("48/2 = 24 clips in May.\n#### 72") == 72
-    assert parse_gold("Weng earns 12/60 = $0.2 per minute.\n#### 1,000") == 1000
-    assert parse_gold("#### -3") == -3
+    assert parse_gold("48/2 = 24 clips in May.\n#### 72") == "72"
+    assert answer_value(parse_gold("Weng earns 12/60 = $0.2 per minute.\n#### 1,000")) == 1000
+    assert parse_gold("#### -3") == "-3"
     with pytest.raises(ValueError, match="####"):
         parse_gold("72")
     with pytest.raises(ValueError, match="no number"):
@@ -84,40 +75,63 @@ def test_majority_counts_values_ignores_missing_answers_and_breaks_ties_by_first
     assert majority(["seven", "Seven", "8"]) == "seven"
 
 
-# --- ranking (the selection ablation) --------------------------------------------------------------
-
-W = RankWeights(alpha=1.0, beta=0.3, gamma=0.5, delta=0.0)
+# --- replay: the selection package on recorded drafts ------------------------------------------------
 
 
-def test_stddev_term_never_reorders_drafts_of_one_request():
-    drafts = [DraftView(0, True, 0.6, 0.0, "1"), DraftView(1, True, 0.9, 0.0, "2"), DraftView(2, False, 1.0, 0.0, "3")]
-    assert [d.index for d in rank(drafts, ("score",), W)] == [1, 0]  # invalid drafts do not compete
-    assert [d.index for d in rank(drafts, ("score", "stddev"), W)] == [1, 0]
+def recorded(index, valid, score, answer, latency=0.0, evidence=(), share=None, round_=0, selected=False):
+    """One draft record as `deliberate eval` writes it (components as the Scheduler reported them)."""
+    components = {"latency": latency, "alpha": 1.0, "beta": 0.3, "gamma": 0.5, "delta": 0.3}
+    if share is not None:
+        components["answer_share"] = share
+    return {"round": round_, "index": index, "valid": valid, "score": score, "answer": answer,
+            "evidence": list(evidence), "components": components, "selected": selected}  # fmt: skip
 
 
-def test_latency_and_agreement_terms_change_the_pick():
+def test_each_ablation_term_can_change_the_pick():
     drafts = [
-        DraftView(0, True, 0.90, 1.0, "10"),  # best score, slow verification
-        DraftView(1, True, 0.80, 0.0, "12"),
-        DraftView(2, True, 0.80, 0.0, "12.0"),  # agrees with draft 1 by value
-        DraftView(3, True, 0.85, 0.0, "11"),
+        recorded(0, True, 0.90, "10", latency=1.0),  # best score, slow verification
+        recorded(1, True, 0.80, "12"),
+        recorded(2, True, 0.80, "12.0"),  # agrees with draft 1 by value
+        recorded(3, True, 0.85, "11"),
+        recorded(4, False, 1.0, "3"),  # invalid drafts do not compete
     ]
-    assert rank(drafts, ("score", "stddev"), W)[0].index == 0
-    assert rank(drafts, ("score", "stddev", "latency"), W)[0].index == 3  # 0.90 − 0.5 < 0.85
-    # the agreeing pair has answer share 0.5, the others 0.25: δ = 0.3 lifts it to 0.95 over 0.85 + 0.075
-    ranked = rank(drafts, ("score", "stddev", "latency", "agreement"), RankWeights(1.0, 0.3, 0.5, 0.3))
-    assert ranked[0].index == 1
+    picks = {}
+    for name, terms in ABLATIONS.items():
+        weights = {"score": 1.0, "agreement": 0.3, "latency": -0.5, "answer_share": 0.3}
+        picks[name] = replay(drafts, "weighted", {t: w for t, w in weights.items() if t in terms}).selected[0].index
+    assert picks == {
+        "select:score": 0,
+        "select:score+stddev": 0,  # one value per request: never reorders
+        "select:score+stddev+latency": 3,  # 0.90 − 0.5 < 0.85
+        "select:score+stddev+latency+agreement": 1,  # share 0.5 lifts 0.80 to 0.95 over 0.85 + 0.075
+    }
 
 
 def test_without_a_valid_draft_the_best_score_comes_first():
-    drafts = [DraftView(0, False, 0.2, 0.0, "1"), DraftView(1, False, 0.4, 0.9, "2")]
-    assert rank(drafts, ("score", "stddev", "latency"), W)[0].index == 1
+    drafts = [recorded(0, False, 0.2, "1"), recorded(1, False, 0.4, "2", latency=0.9)]
+    assert replay(drafts, "weighted").selected[0].index == 1
+    assert replay(drafts, "best_of").selected[0].index == 1
 
 
-def test_infer_delta_reads_the_answer_share_weight_back_from_final():
-    plain = {"score": 0.8, "agreement": 0.9, "latency": 0.1, "alpha": 1.0, "beta": 0.3, "gamma": 0.02}
-    assert infer_delta([plain | {"answer_share": 0.5, "final": 0.8 + 0.27 - 0.002}]) == 0.0
-    assert infer_delta([plain | {"answer_share": 0.5, "final": 0.8 + 0.27 - 0.002 + 0.1}]) == pytest.approx(0.2)
+def test_the_replay_ranks_checked_drafts_first_as_the_scheduler_does():
+    drafts = [recorded(0, True, 1.0, "90"), recorded(1, True, 1.0, "20", latency=0.5, evidence=["arithmetic"])]
+    assert [c.index for c in replay(drafts, "weighted").selected] == [1, 0]
+
+
+def test_recorded_shares_reproduce_the_old_scheduler_and_the_live_check_sees_it():
+    # The old Scheduler compared "12 apples" and "12" as different answers: shares 1/3 each.
+    drafts = [
+        recorded(0, True, 0.9, "15", share=1 / 3, evidence=["arithmetic"], selected=True),
+        recorded(1, True, 0.8, "12 apples", share=1 / 3, evidence=["arithmetic"], selected=True),
+        recorded(2, True, 0.8, "12", share=1 / 3, evidence=["arithmetic"]),
+    ]
+    record = {"id": "p", "gold": "12", "solve": {"drafts": drafts}}
+    assert live_check([record]) == {"problems": 1, "same_selection": 1, "differing": []}
+    assert replay(drafts, "weighted").selected[0].index == 1  # the one identity: 12 apples and 12 agree
+    # Recorded with the signals map, the run claims the one identity: then the replay recomputes the shares, and
+    # a Scheduler that had still selected drafts 0 and 1 is caught disagreeing.
+    drafts[2]["components"]["signals"] = {"answer_share": 2 / 3}
+    assert live_check([record]) == {"problems": 1, "same_selection": 0, "differing": ["p"]}
 
 
 # --- statistics -----------------------------------------------------------------------------------
@@ -376,24 +390,6 @@ def test_without_early_stop_switches_off_streaming_verification_and_the_quorum_o
     assert Settings(**{**s.__dict__, "early_stop": "both"}).fingerprint()["early_stop"] == "both"
 
 
-def test_ranking_puts_checked_drafts_first_as_the_scheduler_does():
-    from deliberate_bench.eval_stats import RankWeights, draft_views, rank
-
-    records = [
-        {"index": 0, "valid": True, "score": 1.0, "components": {"latency": 0.0}, "answer": "90", "evidence": []},
-        {
-            "index": 1,
-            "valid": True,
-            "score": 1.0,
-            "components": {"latency": 0.5},
-            "answer": "20",
-            "evidence": ["arithmetic"],
-        },
-    ]
-    ranked = rank(draft_views(records), ("score", "stddev", "latency", "agreement"), RankWeights())
-    assert [d.index for d in ranked] == [1, 0]
-
-
 def test_results_name_the_embedded_model_it_stood_for():
     from deliberate.engines.models import DEFAULT_EMBEDDED
     from deliberate_bench.eval_summary import model_name
@@ -413,3 +409,19 @@ def test_draft_analysis_by_position_and_headroom():
     assert third["correct_share"] == round(1 / 3, 4)  # "9" on problem 0 is wrong
     assert first["checked_share"] == round(2 / 3, 4) and first["valid_share"] == round(2 / 3, 4)
     assert analysis["any_draft_right_share"] == round(2 / 3, 4)  # nothing right on problem 2
+
+
+def test_the_replay_reproduces_the_committed_evaluation(tmp_path):
+    """The committed 100-problem runs, replayed by the selection package: every selection row of the committed
+    table comes out again, and the live policy selects what the live Scheduler selected on every problem."""
+    from deliberate_bench.evaluation import RESULTS, replay_runs
+
+    committed = {c["name"]: c for c in json.loads((RESULTS / "eval-gsm8k.json").read_text())["configs"]}
+    assert replay_runs(RESULTS / "eval-gsm8k.runs.jsonl", tmp_path) == 0
+    replayed = json.loads((tmp_path / "eval-gsm8k.replay.json").read_text())
+    by_name = {c["name"]: c for c in replayed["configs"]}
+    for name in ["majority@3", "majority@5", "best_of@3", "best_of@5", "pipeline@5", *ABLATIONS]:
+        for field in ("correct", "diff_ci_low", "diff_ci_high", "tokens_per_problem"):
+            assert by_name[name][field] == committed[name][field], (name, field)
+    assert replayed["replay"]["live_check"] == {"problems": 100, "same_selection": 100, "differing": []}
+    assert "weighted@5" in by_name and (tmp_path / "eval-gsm8k.replay.md").read_text().startswith("GSM8K, 100")

@@ -67,11 +67,11 @@ def weighted_sum(signals: Mapping[str, float], weights: Mapping[str, float]) -> 
 
 @policy("weighted", competitors="valid")
 def weighted(candidates: Sequence[Candidate], table: Table, weights: Mapping[str, float]) -> Ranking:
-    """The seed's risk-adjusted formula with learned weights: Σ weight·signal, checked drafts first.
+    """The seed's risk-adjusted formula with learned weights.
 
-    Drafts with evidence rank before drafts that passed on format alone (a checked answer beats an unchecked
-    one whatever their values); equal finals go to the higher answer share (when the weights read it), then to
-    the earlier draft.
+    final = Σ weight·signal. Drafts with evidence rank before drafts that passed on format alone (a checked answer
+    beats an unchecked one whatever their values); equal finals go to the higher answer share (when the weights
+    read it), then to the earlier draft.
     """
     finals = {c.draft_id: weighted_sum(table[c.draft_id], weights) for c in candidates}
     reads_share = "answer_share" in weights
@@ -85,14 +85,18 @@ def weighted(candidates: Sequence[Candidate], table: Table, weights: Mapping[str
 
 @policy("best_of", competitors="valid")
 def best_of(candidates: Sequence[Candidate], table: Table, weights: Mapping[str, float]) -> Ranking:
-    """Best-of-N by the Verifier's score alone, checked drafts first, ties to the earlier draft."""
+    """Best-of-N by the Verifier's score.
+
+    Checked drafts first, ties to the earlier draft."""
     ordered = sorted(candidates, key=lambda c: (not c.evidence, -round(c.score, 9), c.index))
     return [(c, c.score) for c in ordered]
 
 
 @policy("majority", competitors="answered")
 def majority(candidates: Sequence[Candidate], table: Table, weights: Mapping[str, float]) -> Ranking:
-    """A plain vote: the answer most drafts reached, valid or not; a tie goes to the answer given first."""
+    """A plain vote over every draft's answer.
+
+    The answer most drafts reached, valid or not; a tie goes to the answer given first."""
     first_seen: dict[str, int] = {}
     for c in sorted(candidates, key=lambda c: c.index):
         first_seen.setdefault(answer_key(c.answer), c.index)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import json_repair
 
-from ..selection.numbers import iter_numbers, last_number, normalized_if_number  # noqa: F401 (iter_numbers: TODO)
+from ..selection.numbers import last_number, normalized_if_number
 from .latex import last_boxed, to_plain
 
 # Drafts are a few hundred tokens; anything far larger is hostile or broken.

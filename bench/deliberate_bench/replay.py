@@ -1,0 +1,123 @@
+"""Draft once, select many: every selection configuration ranked again on the drafts a runs file recorded.
+
+A live evaluation never draws the same drafts twice (llama.cpp's sampling follows the batch's layout) and costs
+hours; a replay ranks the recorded drafts of `deliberate eval` with the selection package itself — the same
+code the Scheduler runs — so policies are compared paired and exactly, without a model, in seconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from deliberate.selection import Candidate, Selection, select
+
+ROUND_STRIDE = 100  # as the Scheduler orders drafts: earlier rounds first (scheduler/solve.py)
+MAX_SELECTED = 2  # drafts the Scheduler sends to the Refiner (its --max-selected default)
+# The seed's ablation, term by term: each a subset of the weighted policy's weights (docs/eval.md).
+ABLATIONS: dict[str, tuple[str, ...]] = {
+    "select:score": ("score",),
+    "select:score+stddev": ("score", "agreement"),
+    "select:score+stddev+latency": ("score", "agreement", "latency"),
+    "select:score+stddev+latency+agreement": ("score", "agreement", "latency", "answer_share"),
+}
+
+
+def draft_id(draft: Mapping) -> str:
+    """A recorded draft's identity within its problem: round and index (runs files keep no draft ids)."""
+    return f"{draft['round']}:{draft['index']}"
+
+
+def candidates_of(drafts: list[Mapping]) -> list[Candidate]:
+    """Selection candidates from the draft records of a runs file (`deliberate eval`'s `solve.drafts`)."""
+    return [
+        Candidate(
+            draft_id=draft_id(d),
+            index=d["index"] + ROUND_STRIDE * d["round"],
+            valid=d["valid"],
+            score=d["score"],
+            latency=(d.get("components") or {}).get("latency", 0.0),
+            answer=d.get("answer") or "",
+            evidence=tuple(d.get("evidence") or ()),
+            text=d.get("text", ""),
+            completion_tokens=d.get("completion_tokens", 0),
+            finish_reason=d.get("finish_reason", ""),
+        )
+        for d in drafts
+    ]
+
+
+def recorded_weights(drafts: list[Mapping]) -> dict[str, float]:
+    """The weighted policy's weights as the Scheduler reported them in the drafts' components (the defaults
+    when none were reported); a Scheduler older than the weights map reports α, β, γ, δ."""
+    components = next((d["components"] for d in drafts if d.get("components")), None)
+    if components is None:
+        return {"score": 1.0, "agreement": 0.3, "answer_share": 0.3, "latency": -0.02}
+    return {
+        "score": components.get("alpha", 1.0),
+        "agreement": components.get("beta", 0.3),
+        "answer_share": components.get("delta", 0.3),
+        "latency": -components.get("gamma", 0.02),
+    }
+
+
+def recorded_shares(drafts: list[Mapping]) -> dict[str, dict[str, float]]:
+    """The answer shares the Scheduler reported (with the answer identity it had then), as signal overrides."""
+    return {
+        draft_id(d): {"answer_share": d["components"].get("answer_share", 0.0)} for d in drafts if d.get("components")
+    }
+
+
+def replay(
+    drafts: list[Mapping],
+    policy: str,
+    weights: Mapping[str, float] | None = None,
+    overrides: Mapping[str, Mapping[str, float]] | None = None,
+) -> Selection:
+    """The selection `policy` makes on recorded drafts (weights: the recorded ones unless given)."""
+    weights = recorded_weights(drafts) if weights is None else weights
+    return select(candidates_of(drafts), policy=policy, weights=weights, max_selected=MAX_SELECTED, overrides=overrides)
+
+
+def selected_live(drafts: list[Mapping]) -> set[str]:
+    """The drafts the live Scheduler sent to the Refiner."""
+    return {draft_id(d) for d in drafts if d.get("selected")}
+
+
+def live_check(records: list[Mapping]) -> dict:
+    """Whether the replay of the live policy on every recorded draft selects what the live Scheduler selected,
+    problem by problem (the pipeline row's refinement started from those drafts). Runs recorded before the
+    signals map are ranked with the answer shares the Scheduler reported then."""
+    checked = same = 0
+    differing = []
+    for record in records:
+        drafts = record.get("solve", {}).get("drafts") or []
+        if not selected_live(drafts):
+            continue
+        with_signals = any("signals" in (d.get("components") or {}) for d in drafts)
+        policy = record["solve"].get("selection_policy") or "weighted"
+        selection = replay(drafts, policy, overrides=None if with_signals else recorded_shares(drafts))
+        checked += 1
+        if {c.draft_id for c in selection.selected} == selected_live(drafts):
+            same += 1
+        else:
+            differing.append(record.get("id"))
+    return {"problems": checked, "same_selection": same, "differing": differing}
+
+
+def identity_effect(records: list[Mapping], n: int, gold_check) -> dict:
+    """What the one answer identity changes for the default policy on the first `n` drafts: the weighted
+    policy with the answer shares the Scheduler reported, against the same policy with shares recomputed."""
+    changed = gained = lost = 0
+    for record in records:
+        drafts = [d for d in record.get("solve", {}).get("drafts") or [] if d["round"] == 0 and d["index"] < n]
+        if not drafts:
+            continue
+        before = replay(drafts, "weighted", overrides=recorded_shares(drafts)).selected[0]
+        after = replay(drafts, "weighted").selected[0]
+        if before.draft_id == after.draft_id:
+            continue
+        changed += 1
+        right_before, right_after = gold_check(before.answer, record["gold"]), gold_check(after.answer, record["gold"])
+        gained += right_after and not right_before
+        lost += right_before and not right_after
+    return {"n": n, "changed": changed, "now_right": gained, "now_wrong": lost}
