@@ -371,6 +371,7 @@ def solve_requests(draw) -> scheduler_service_pb2.SolveRequest:
         num_drafts=draw(mostly(st.integers(0, 8), int32)),
         strategy_hints=draw(mostly(st.lists(text(20), max_size=3), st.lists(field_text(20, 500), max_size=9))),
         request_id=draw(mostly(text(20), around(128))),
+        selection_policy=draw(mostly(st.sampled_from(["", "weighted", "best_of", "majority"]), text(20))),
         disable_thinking_trace=draw(st.booleans()),
         disable_consensus_prefix=draw(st.booleans()),
         disable_default_arithmetic=draw(st.booleans()),

@@ -101,3 +101,18 @@ def test_one_answer_identity():
     assert same_answer("\\frac{1}{2}", "0.5")
     assert not same_answer("", "")
     assert not same_answer("12", "21")
+
+
+def test_five_drafts_answering_72_in_five_ways_share_one_answer():
+    """`make run`'s example: the old Scheduler gave such drafts shares 0.2, 0.2, 0.6, 0.6, 0.6."""
+    written = ["72", "Natalia sold altogether in April and May, which is 72 clips", "\\boxed{72}", "72.00", "$72"]
+    drafts = [Candidate(str(i), i, True, 1.0, answer=answer, evidence=CHECKED) for i, answer in enumerate(written)]
+    selection = select(drafts)
+    assert {selection.signals[c.draft_id]["answer_share"] for c in drafts} == {1.0}
+    assert {selection.signals[c.draft_id]["vote_share"] for c in drafts} == {1.0}
+
+
+def test_every_draft_gets_the_policys_value_even_when_it_does_not_compete():
+    selection = select(drafts(), max_selected=1)
+    b = selection.signals["b"]
+    assert selection.finals["b"] == pytest.approx(1.0 * b["score"] + 0.3 * b["agreement"] - 0.02 * b["latency"])

@@ -13,7 +13,8 @@ class EngineSettings(CommonSettings):
     engine: str = Field(
         "llamacpp",
         description="LLM engine: llamacpp (GGUF, CPU), transformers (CPU, needs the `transformers` extra), "
-        "vllm (GPU; HF-format model) or remote (an OpenAI-compatible server at --remote-url).",
+        "vllm (GPU; HF-format model), remote (an OpenAI-compatible server at --remote-url) or recorded (replays "
+        "the drafts of a JSONL file given as --model; tests and replays, docs/models.md).",
     )
     model: str = Field(
         "embedded",

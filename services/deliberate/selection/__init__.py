@@ -52,7 +52,7 @@ class Selection:
     status: Status
     reason: str
     signals: Table  # draft id → every registered signal
-    finals: dict[str, float]  # draft id → the policy's ranking value (0 for drafts that did not compete)
+    finals: dict[str, float]  # draft id → the policy's value, for every draft (only competitors are ranked by it)
     ranking: tuple[str, ...]  # every draft id, best first: the competitors as ranked, then the others
     policy: str
 
@@ -85,11 +85,13 @@ def select(
     else:
         pool = [c for c in candidates if answer_key(c.answer)]
     ranked = chosen_policy.rank(pool, table, weights) if pool else []
-    finals = {c.draft_id: 0.0 for c in candidates} | {c.draft_id: final for c, final in ranked}
     competing = {c.draft_id for c in pool}
     rest = sorted(
         (c for c in candidates if c.draft_id not in competing), key=lambda c: (not c.valid, -c.score, c.index)
     )
+    # Drafts that do not compete still get the policy's value, so every reported `final` reads the same way.
+    valued = ranked + (chosen_policy.rank(rest, table, weights) if rest else [])
+    finals = {c.draft_id: final for c, final in valued}
     ordered = [c for c, _ in ranked] + rest
     selected = [c for c, _ in ranked][:max_selected] or [rest[0]]
     status, reason = verdict_of(selected[0], candidates, chosen_policy.name)
