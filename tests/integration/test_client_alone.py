@@ -64,10 +64,10 @@ def test_deliberate_solve_help_works_and_up_says_it_needs_the_servers(client_ven
     assert solve_help.returncode == 0, solve_help.stderr
     assert "--address" in solve_help.stdout and "--example" in solve_help.stdout
 
-    for command in (["up", "--solve-example"], ["eval", "--limit", "1"]):
+    for command, needed in ((["up", "--solve-example"], "server distribution"), (["eval", "--limit", "1"], "bench")):
         refused = run([str(client_venv / "bin/deliberate"), *command], cwd=client_venv.parent)
         assert refused.returncode == 2
-        assert "server distribution" in refused.stderr and f"deliberate {command[0]}" in refused.stderr
+        assert needed in refused.stderr and f"deliberate {command[0]}" in refused.stderr
 
 
 @pytest.mark.model

@@ -1,7 +1,8 @@
 """`deliberate solve "…"` asks a question and shows each stage live.
 
-Commands that start services (`deliberate up`, `deliberate eval`) come with the server distribution (`deliberate`),
-which registers them in the entry-point group `deliberate.commands`: each entry point is a function that takes
+Commands that start services come with the server distribution (`deliberate`: `deliberate up`, `deliberate traces`)
+or the evaluation lab's (`deliberate-bench`: `deliberate eval`, `dataset`, `train-judge`), which register them in
+the entry-point group `deliberate.commands`: each entry point is a function that takes
 the subcommands' `argparse` action, adds its parser and sets `run` (args -> exit code) as its default. With the
 client alone, those commands say what to install.
 """
@@ -33,6 +34,12 @@ SERVER_COMMANDS = {
     "dataset": "verifier training records from real Drafter/Verifier runs on GSM8K and the examples (docs/judge.md)",
     "train-judge": "fine-tune the embedded SmolLM2 into the Verifier's judge and measure it (docs/judge.md)",
 }
+# Where each comes from, for the message that says what to install: the servers unless named here.
+LAB_COMMANDS = ("eval", "dataset", "train-judge")
+INSTALL_HINTS = {
+    "deliberate": "the server distribution `deliberate` (pip install -e . in a checkout)",
+    "deliberate-bench": "the evaluation lab `deliberate-bench` (pip install -e . -e bench in a checkout)",
+}
 
 EXAMPLE_QUESTION = (
     "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
@@ -61,7 +68,8 @@ def main(argv: list[str] | None = None) -> None:
         installed[name].load()(commands)
     for name, purpose in SERVER_COMMANDS.items():
         if name not in installed:
-            missing = commands.add_parser(name, help=f"{purpose} (needs the server distribution)", add_help=False)
+            distribution = "deliberate-bench" if name in LAB_COMMANDS else "deliberate"
+            missing = commands.add_parser(name, help=f"{purpose} (needs {distribution})", add_help=False)
             missing.set_defaults(run=needs_server)
 
     # Known args only, so that `deliberate up --solve-example` without the servers still says what is missing.
@@ -72,9 +80,10 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def needs_server(args: argparse.Namespace) -> int:
+    distribution = "deliberate-bench" if args.command in LAB_COMMANDS else "deliberate"
     print(
-        f"error: `deliberate {args.command}` starts services and comes with the server distribution;"
-        " install `deliberate` (pip install -e . in a checkout) next to deliberate-client",
+        f"error: `deliberate {args.command}` comes with {INSTALL_HINTS[distribution]}; install it next to "
+        "deliberate-client",
         file=sys.stderr,
     )
     return 2
