@@ -10,8 +10,12 @@ import time
 
 import pytest
 
+from deliberate.scheduler import state as state_module
+from deliberate.scheduler import weights as weights_module
 from deliberate.scheduler.state import RedisLease, RedisStateStore, StateUnavailable, redis_client
 from deliberate.scheduler.weights import DecisionFeatures, WeightLearner, Weights
+
+DEFAULT_LEARNED = {"score": 1.0, "agreement": 0.3, "answer_share": 0.3}
 
 
 def replicas(url: str, count: int = 2, **options) -> list[RedisStateStore]:
@@ -78,7 +82,7 @@ def test_one_refit_per_100_outcomes_across_replicas_matches_the_local_learner(re
     assert states[0] == states[1]
     assert states[0]["counters"]["refits"] == 1
     assert states[0]["outcomes_until_refit"] == 50
-    assert states[0]["weights"] == local.snapshot()["weights"] != {"alpha": 1.0, "beta": 0.3, "delta": 0.3}
+    assert states[0]["weights"] == local.snapshot()["weights"] != DEFAULT_LEARNED
     assert weights[0] == weights[1] == local.weights_for_load(0.0)
 
 
@@ -124,9 +128,86 @@ def test_a_refit_left_half_done_is_finished_by_the_next_replica_to_start(redis_s
         return before, after
 
     before, after = asyncio.run(scenario())
-    assert before["counters"]["refits"] == 0 and before["weights"] == {"alpha": 1.0, "beta": 0.3, "delta": 0.3}
+    assert before["counters"]["refits"] == 0 and before["weights"] == DEFAULT_LEARNED
     assert after["counters"]["refits"] == 1
     assert after["weights"] != before["weights"]
+
+
+def test_a_weights_hash_in_the_old_layout_is_read_and_kept_in_it(redis_server):
+    """A hash a Scheduler before the named vector wrote (alpha, beta, delta, generation) reads as it is, and a
+    new replica's refit writes the same fields and advances the same generation: old replicas of a rolling
+    upgrade read what new ones learned, and the generation check still lets one application win."""
+    decisions = synthetic(random.Random(31), 100)
+    key = state_module.DEFAULT_PREFIX + "weights"
+
+    async def scenario():
+        client = redis_client(redis_server.url, 0.5)
+        await client.hset(key, mapping={"alpha": "0.8", "beta": "0.5", "delta": "0.3", "generation": "4"})
+        (store,) = replicas(redis_server.url, 1)
+        await store.start()
+        read = store.weights_for_load(0.0), await store.snapshot()
+        for request_id, features, accepted in decisions:
+            await store.record(request_id, features)
+            await store.submit(request_id, accepted)
+        after = await store.snapshot(), await client.hgetall(key)
+        # An old replica applies the next refit (its script: HSET alpha/beta/delta, HINCRBY generation).
+        await client.hset(key, mapping={"alpha": "0.9", "beta": "0.4", "delta": "0.3"})
+        await client.hincrby(key, "generation", 1)
+        seen = await store.snapshot()
+        await close(store)
+        await client.aclose()
+        return read, after, seen
+
+    (weights, before), (after, stored), seen = asyncio.run(scenario())
+    assert (weights.alpha, weights.beta, weights.delta) == (0.8, 0.5, 0.3)
+    assert before["weights"] == {"score": 0.8, "agreement": 0.5, "answer_share": 0.3}
+    assert after["counters"]["refits"] == 1 and after["weights"] != before["weights"]
+    assert set(stored) == {"alpha", "beta", "delta", "generation"}  # no second set of fields
+    assert stored["generation"] == "5"
+    assert {name: float(stored[field]) for name, field in state_module.weight_fields().items()} == after["weights"]
+    assert seen["weights"] == {"score": 0.9, "agreement": 0.4, "answer_share": 0.3}
+
+
+def test_the_scripts_name_no_weight():
+    """The learned weights' names reach the Lua scripts only as arguments."""
+    scripts = (state_module._RECORD, state_module._SUBMIT, state_module._APPLY_REFIT, state_module._SNAPSHOT)
+    names = {*weights_module.LEARNED, *weights_module.SEED_NAMES.values()}
+    assert not [(name, script) for script in scripts for name in names if f"'{name}'" in script]
+
+
+def test_a_learned_signal_added_to_the_declaration_is_kept_in_redis(redis_server, monkeypatch):
+    """One more entry in `LEARNED` and every replica keeps, reads and reports a fourth weight. The decisions
+    do not record it, so the fit leaves it alone (not recorded: keeps its weight) and moves the other three."""
+    monkeypatch.setitem(weights_module.LEARNED, "evidence", 0.2)
+    decisions = synthetic(random.Random(37), 100)
+    key = state_module.DEFAULT_PREFIX + "weights"
+
+    async def scenario():
+        client = redis_client(redis_server.url, 0.5)
+        a, b = replicas(redis_server.url)
+        await a.start()
+        fresh = await a.snapshot()
+        for i, (request_id, features, accepted) in enumerate(decisions):
+            await (a, b)[i % 2].record(request_id, features)
+            await (b, a)[i % 2].submit(request_id, accepted)
+        refitted = await a.snapshot(), await client.hgetall(key)
+        await client.hset(key, "evidence", "0.7")  # another replica's value
+        await b.record("one-more", DecisionFeatures(0.5, 1.0, 0.0, 0.5))
+        seen = b.weights_for_load(0.0), await a.snapshot()
+        await close(a, b)
+        await client.aclose()
+        return fresh, refitted, seen
+
+    fresh, (refitted, stored), (weights, snapshot) = asyncio.run(scenario())
+    assert fresh["weights"] == {**DEFAULT_LEARNED, "evidence": 0.2}
+    assert refitted["counters"]["refits"] == 1
+    assert refitted["weights"]["evidence"] == 0.2  # not recorded by the decisions: kept
+    assert sum(refitted["weights"][name] for name in DEFAULT_LEARNED) == pytest.approx(1.6)
+    assert refitted["weights"] != {**DEFAULT_LEARNED, "evidence": 0.2}
+    assert set(stored) == {"alpha", "beta", "delta", "evidence", "generation"}
+    assert float(stored["evidence"]) == 0.2
+    assert weights.by_signal["evidence"] == 0.7 and weights.vector()["evidence"] == 0.7  # the policy weighs it
+    assert snapshot["weights"]["evidence"] == 0.7
 
 
 def test_pending_decisions_expire_and_are_bounded(redis_server):

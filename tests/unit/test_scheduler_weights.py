@@ -97,6 +97,24 @@ def test_non_finite_features_are_refused():
         DecisionFeatures(score=float("nan"), agreement=1.0, latency=0.0)
 
 
+def test_weights_are_a_vector_named_by_signal_with_the_seed_names_as_views():
+    w = Weights(alpha=0.9, beta=0.2, gamma=0.04, delta=0.5)
+    assert w.by_signal == {"score": 0.9, "agreement": 0.2, "answer_share": 0.5}
+    assert (w.alpha, w.beta, w.gamma, w.delta) == (0.9, 0.2, 0.04, 0.5)
+    assert w.learned == (0.9, 0.2, 0.5)
+    assert w.vector() == {"score": 0.9, "agreement": 0.2, "answer_share": 0.5, "latency": -0.04}
+    assert w == Weights(gamma=0.04, learned={"score": 0.9, "agreement": 0.2, "answer_share": 0.5})
+    assert hash(w) == hash(Weights(gamma=0.04, learned=dict(w.by_signal)))
+    assert w.with_gamma(0.01) == Weights(alpha=0.9, beta=0.2, gamma=0.01, delta=0.5)
+    assert w.with_learned({"agreement": 0.3}).beta == 0.3
+    assert Weights(learned={"score": 2.0}) == Weights(alpha=2.0)  # the others take their defaults
+    assert Weights().by_signal == weights.LEARNED
+    with pytest.raises(ValueError, match="not a learned weight"):
+        Weights(learned={"latency": 1.0})  # γ is not learned
+    with pytest.raises(TypeError):
+        w.by_signal["score"] = 0.0  # read-only
+
+
 def test_weights_for_load_keeps_learned_alpha_beta():
     learner = WeightLearner()
     w = learner.weights_for_load(1.0)
@@ -290,7 +308,7 @@ def test_answer_share_and_delta_survive_a_restart(tmp_path):
 
     assert restarted.weights.delta == learner.weights.delta != Weights().delta
     assert restarted.pending["pending"].answer_share == 0.6
-    assert json.loads(path.read_text())["weights"]["delta"] == learner.weights.delta
+    assert json.loads(path.read_text())["weights"]["answer_share"] == learner.weights.delta
 
 
 def test_a_version_1_file_without_delta_still_loads(tmp_path):
@@ -315,7 +333,74 @@ def test_a_version_1_file_without_delta_still_loads(tmp_path):
     assert learner.counters.accepted == 2
     assert not list(tmp_path.glob("weights.json.corrupt-*"))
     learner.record("new", DecisionFeatures(0.5, 0.9, 0.0, answer_share=1.0))  # rewritten as the new version
-    assert json.loads(path.read_text())["schema_version"] == weights.SCHEMA_VERSION == 2
+    rewritten = json.loads(path.read_text())
+    assert rewritten["schema_version"] == weights.SCHEMA_VERSION == 3
+    assert rewritten["weights"] == {"score": 0.9, "agreement": 0.4, "answer_share": Weights().delta}
+
+
+def test_a_version_2_file_with_seed_names_still_loads(tmp_path):
+    path = tmp_path / "weights.json"
+    path.write_text(
+        json.dumps(
+            {
+                "schema_version": 2,
+                "weights": {"alpha": 0.9, "beta": 0.4, "delta": 0.5},
+                "counters": {"submitted": 2, "accepted": 1, "rejected": 1},
+                "pending": [["old", 0.7, 0.8, 0.1, 0.6], ["unshared", 0.7, 0.8, 0.1, None]],
+                "outcomes": [[0.7, 0.8, 0.1, 0.25, False]],
+            }
+        )
+    )
+
+    learner = WeightLearner.load(path)
+
+    assert learner.weights == Weights(alpha=0.9, beta=0.4, delta=0.5)
+    assert learner.pending["old"] == DecisionFeatures(0.7, 0.8, 0.1, answer_share=0.6)
+    assert learner.pending["unshared"].answer_share is None
+    assert learner.outcomes == [Outcome(DecisionFeatures(0.7, 0.8, 0.1, 0.25), False)]
+    assert not list(tmp_path.glob("weights.json.corrupt-*"))
+    learner.submit("old", True)  # rewritten as version 3, keyed by signal name
+    rewritten = json.loads(path.read_text())
+    assert rewritten["schema_version"] == 3
+    assert rewritten["weights"] == {"score": 0.9, "agreement": 0.4, "answer_share": 0.5}
+    assert WeightLearner.load(path).snapshot() == learner.snapshot()
+
+
+def test_a_version_3_file_is_keyed_by_signal_name(tmp_path):
+    """A declared weight the file lacks takes its default; a name this version does not declare (a newer
+    version's signal, after a rollback) is ignored."""
+    path = tmp_path / "weights.json"
+    path.write_text(
+        json.dumps(
+            {
+                "schema_version": 3,
+                "weights": {"score": 0.7, "agreement": 0.6, "length": 0.1},
+                "counters": {},
+                "pending": [],
+                "outcomes": [],
+            }
+        )
+    )
+    learner = WeightLearner.load(path)
+    assert learner.weights.by_signal == {"score": 0.7, "agreement": 0.6, "answer_share": Weights().delta}
+    assert not list(tmp_path.glob("weights.json.corrupt-*"))
+
+
+def test_a_learned_signal_added_to_the_declaration_is_kept_fitted_around_and_persisted(tmp_path, monkeypatch):
+    monkeypatch.setitem(weights.LEARNED, "evidence", 0.2)
+    path = tmp_path / "weights.json"
+    learner, rng = WeightLearner.load(path), random.Random(41)
+    assert learner.weights.vector()["evidence"] == 0.2  # the weighted policy weighs it at its default
+    feed_with_share(learner, rng, 100, lambda f: noisy(rng, f.answer_share > 0.5))
+
+    assert learner.snapshot()["counters"]["refits"] == 1
+    assert learner.weights.by_signal["evidence"] == 0.2  # never recorded by a decision: not fitted, kept
+    assert sum(learner.weights.learned) == pytest.approx(WEIGHT_SUM + 0.2)
+    assert json.loads(path.read_text())["weights"]["evidence"] == 0.2
+    stored = json.loads(path.read_text())
+    stored["weights"]["evidence"] = 0.35
+    path.write_text(json.dumps(stored))
+    assert WeightLearner.load(path).weights.by_signal["evidence"] == 0.35
 
 
 def test_missing_file_gives_defaults(tmp_path):
@@ -342,6 +427,11 @@ def test_missing_file_gives_defaults(tmp_path):
         ' "outcomes": []}',
         '{"schema_version": 2, "weights": {"alpha": 1, "beta": 0.3, "delta": 0.3}, "counters": {},'
         ' "pending": [["r", 1, 1, 0, 0.5, 9]], "outcomes": []}',
+        '{"schema_version": 2, "weights": {"alpha": 1, "delta": 0.3}, "counters": {}, "pending": [], "outcomes": []}',
+        '{"schema_version": 3, "weights": {"score": 1, "agreement": -0.3}, "counters": {}, "pending": [],'
+        ' "outcomes": []}',
+        '{"schema_version": 3, "weights": {"score": "many"}, "counters": {}, "pending": [], "outcomes": []}',
+        '{"schema_version": 3, "weights": [1, 0.3, 0.3], "counters": {}, "pending": [], "outcomes": []}',
     ],
 )
 def test_corrupt_file_is_set_aside_and_defaults_used(tmp_path, caplog, content):

@@ -10,13 +10,22 @@ Two stores behind one interface (`StateStore`), chosen by `--state-url` / ``DELI
 
 Redis layout, every key under one prefix (default ``deliberate:scheduler:``):
 
-    weights    hash  alpha, beta, delta, generation (one more per refit window, applied or skipped)
+    weights    hash  one field per learned weight (`weight_fields`), and generation (one more per refit window,
+               applied or skipped)
     counters   hash  the `FeedbackCounters` fields
     pending    zset  request id -> when its decision was recorded (ms, Redis's clock)
     decisions  hash  request id -> the decision's features, a JSON row (`feature_row`)
     outcomes   list  outcome rows since the last claimed window: [score, agreement, latency, share, accepted]
     window     list  the `refit_every` outcomes claimed for the next refit, until one replica applies it
     lease:<n>  string  the holder of lease <n> (`RedisLease`), with an expiry
+
+The learned weights are a vector named by signal (`weights.LEARNED`); the scripts know no weight by name: they
+HMGET and HSET the fields they are given (ARGV), so a signal added to `LEARNED` is kept here with no change. Each
+signal's field is its seed name where it has one (score -> ``alpha``, agreement -> ``beta``, answer_share ->
+``delta``: `weights.SEED_NAMES`), else the signal's own name. So the hash a Scheduler before the named vector
+wrote is the same hash: it reads as it is, and during a rolling upgrade old and new replicas read and write the
+same three fields and share one generation number (an old replica's refit leaves a newer signal's field alone).
+A field that is absent gives that weight its default.
 
 Every change is one Lua script, so replicas never race on a read-modify-write. A refit has two steps because
 the fit runs in Python: the submit that completes ``refit_every`` outcomes moves them into ``window``
@@ -39,7 +48,7 @@ import asyncio
 import json
 import logging
 import time
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Protocol
 
@@ -49,6 +58,8 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from .weights import (
+    LEARNED,
+    SEED_NAMES,
     DecisionFeatures,
     FeedbackCounters,
     Outcome,
@@ -88,7 +99,7 @@ class StateStore(Protocol):
         ...
 
     def weights_for_load(self, utilization: float) -> Weights:
-        """The learned α, β, δ (as last read; never waits on I/O) with γ for the current load."""
+        """The learned weights (as last read; never waits on I/O) with γ for the current load."""
         ...
 
     async def record(self, request_id: str, features: DecisionFeatures) -> None:
@@ -173,7 +184,7 @@ local function claim_window(refit_every)
 end
 """
 
-# ARGV: request id, feature row (JSON), pending TTL (ms), max pending. Returns the current α, β, δ.
+# ARGV: request id, feature row (JSON), pending TTL (ms), max pending, then the weight fields. Returns their values.
 _RECORD = (
     _LUA_COMMON
     + """
@@ -187,12 +198,12 @@ if over > 0 then
   for i = 1, #oldest, 2 do redis.call('HDEL', decisions, oldest[i]) end
   redis.call('HINCRBY', counters, 'evicted', over)
 end
-return redis.call('HMGET', weights, 'alpha', 'beta', 'delta')
+return redis.call('HMGET', weights, unpack(ARGV, 5))
 """
 )
 
-# ARGV: request id, accepted (1/0), pending TTL (ms), refit_every.
-# Returns {found (1/0), outcomes since the window, window open (1/0), alpha, beta, delta}.
+# ARGV: request id, accepted (1/0), pending TTL (ms), refit_every, then the weight fields.
+# Returns {found (1/0), outcomes since the window, window open (1/0), then the weight fields' values}.
 _SUBMIT = (
     _LUA_COMMON
     + """
@@ -212,12 +223,14 @@ if row then
 else
   redis.call('HINCRBY', counters, 'unknown_request', 1)
 end
-local w = redis.call('HMGET', weights, 'alpha', 'beta', 'delta')
-return {found, redis.call('LLEN', outcomes), redis.call('EXISTS', window), w[1], w[2], w[3]}
+local reply = {found, redis.call('LLEN', outcomes), redis.call('EXISTS', window)}
+-- An absent field is false here, not nil, so the table keeps every position.
+for _, value in ipairs(redis.call('HMGET', weights, unpack(ARGV, 5))) do reply[#reply + 1] = value end
+return reply
 """
 )
 
-# ARGV: the generation the fit started from, applied (1/0), alpha, beta, delta, refit_every.
+# ARGV: the generation the fit started from, applied (1/0), refit_every, then field, value, field, value, …
 # Returns 1 when this call applied the window, 0 when another replica already had; either way, whether a
 # next window is open (a burst of feedback may have filled one meanwhile).
 _APPLY_REFIT = (
@@ -227,7 +240,7 @@ local applied = 0
 local generation = tonumber(redis.call('HGET', weights, 'generation') or '0')
 if generation == tonumber(ARGV[1]) and redis.call('EXISTS', window) == 1 then
   if ARGV[2] == '1' then
-    redis.call('HSET', weights, 'alpha', ARGV[3], 'beta', ARGV[4], 'delta', ARGV[5])
+    redis.call('HSET', weights, unpack(ARGV, 4))
     redis.call('HINCRBY', counters, 'refits', 1)
   else
     redis.call('HINCRBY', counters, 'refits_skipped', 1)
@@ -236,17 +249,18 @@ if generation == tonumber(ARGV[1]) and redis.call('EXISTS', window) == 1 then
   redis.call('DEL', window)
   applied = 1
 end
-claim_window(tonumber(ARGV[6]))
+claim_window(tonumber(ARGV[3]))
 return {applied, redis.call('EXISTS', window)}
 """
 )
 
-# ARGV: pending TTL (ms). Returns {alpha, beta, delta}, counters (flat), live pending, outcomes since the window.
+# ARGV: pending TTL (ms), then the weight fields.
+# Returns {the weight fields' values}, counters (flat), live pending, outcomes since the window.
 _SNAPSHOT = (
     _LUA_COMMON
     + """
 return {
-  redis.call('HMGET', weights, 'alpha', 'beta', 'delta'),
+  redis.call('HMGET', weights, unpack(ARGV, 2)),
   redis.call('HGETALL', counters),
   redis.call('ZCOUNT', pending, now_ms() - tonumber(ARGV[1]), '+inf'),
   redis.call('LLEN', outcomes),
@@ -256,6 +270,11 @@ return {
 
 _KEY_NAMES = ("weights", "counters", "pending", "decisions", "outcomes", "window")
 _COUNTER_NAMES = tuple(f.name for f in fields(FeedbackCounters))
+
+
+def weight_fields() -> dict[str, str]:
+    """Signal name -> its field in the weights hash, for every learned weight (`LEARNED`, read at each call)."""
+    return {name: SEED_NAMES.get(name, name) for name in LEARNED}
 
 
 def redis_client(url: str, timeout_s: float) -> aioredis.Redis:
@@ -320,7 +339,7 @@ class RedisStateStore:
         return describe(self.client)
 
     def weights_for_load(self, utilization: float) -> Weights:
-        return replace(self.weights, gamma=gamma_for_load(utilization))
+        return self.weights.with_gamma(gamma_for_load(utilization))
 
     async def start(self) -> None:
         """Reads the shared weights and finishes a refit a replica left half done. A Redis that is down now is
@@ -340,7 +359,9 @@ class RedisStateStore:
             raise ValueError("request_id must not be empty")
         row = json.dumps(feature_row(features), allow_nan=False, separators=(",", ":"))
         try:
-            stored = await self._record(keys=self.keys, args=[request_id, row, self.pending_ttl_ms, self.max_pending])
+            stored = await self._record(
+                keys=self.keys, args=[request_id, row, self.pending_ttl_ms, self.max_pending, *weight_fields().values()]
+            )
         except RedisError as error:
             self.record_failures += 1
             log.warning(
@@ -354,7 +375,14 @@ class RedisStateStore:
     async def submit(self, request_id: str, accepted: bool) -> Submitted:
         try:
             found, outcomes, window_open, *stored = await self._submit(
-                keys=self.keys, args=[request_id, 1 if accepted else 0, self.pending_ttl_ms, self.refit_every]
+                keys=self.keys,
+                args=[
+                    request_id,
+                    1 if accepted else 0,
+                    self.pending_ttl_ms,
+                    self.refit_every,
+                    *weight_fields().values(),
+                ],
             )
             self._remember_weights(stored)
             if window_open and not self._refitting.locked():  # else this process is at it already
@@ -375,7 +403,7 @@ class RedisStateStore:
     async def snapshot_or_raise(self) -> dict:
         try:
             stored, flat_counters, pending, outcomes = await self._read_snapshot(
-                keys=self.keys, args=[self.pending_ttl_ms]
+                keys=self.keys, args=[self.pending_ttl_ms, *weight_fields().values()]
             )
         except RedisError as error:
             raise self._unavailable(error) from error
@@ -398,8 +426,9 @@ class RedisStateStore:
         same window; the generation check lets exactly one of them apply it."""
         window_open = True
         while window_open:
+            stored_as = weight_fields()
             async with self.client.pipeline(transaction=True) as read:
-                read.hmget(self.keys[0], "alpha", "beta", "delta", "generation")
+                read.hmget(self.keys[0], *stored_as.values(), "generation")
                 read.lrange(self.keys[5], 0, -1)
                 (*stored, generation), rows = await read.execute()
             if not rows:
@@ -407,13 +436,14 @@ class RedisStateStore:
             current = self._weights_from(stored)
             outcomes = [Outcome(features_from_row(row[:-1]), bool(row[-1])) for row in map(json.loads, rows)]
             refitted = refit_weights(current, outcomes, self.blend)
+            learned = (refitted or current).by_signal
             applied, window_open = await self._apply_refit(
                 keys=self.keys,
                 args=[
                     generation or 0,
                     0 if refitted is None else 1,
-                    *(repr(value) for value in learned_weights(refitted or current).values()),
                     self.refit_every,
+                    *(item for name, field in stored_as.items() for item in (field, repr(learned[name]))),
                 ],
             )
             if applied:
@@ -424,11 +454,10 @@ class RedisStateStore:
 
     @staticmethod
     def _weights_from(stored: list) -> Weights:
-        """α, β, δ as HMGET returns them; all None before the first refit (defaults)."""
-        alpha, beta, delta = stored[:3]
-        if alpha is None:
-            return Weights()
-        return restored_weights({"alpha": alpha, "beta": beta, "delta": delta})
+        """The learned weights from HMGET of `weight_fields` (in that order); an absent field (None: before the
+        first refit, or a signal added since) gives that weight its default. Refuses values not finite and >= 0."""
+        present = {name: value for name, value in zip(weight_fields(), stored, strict=True) if value is not None}
+        return restored_weights(present)
 
     def _unavailable(self, error: RedisError) -> StateUnavailable:
         return StateUnavailable(f"state store {self.where} is unavailable: {type(error).__name__}: {error}")

@@ -14,6 +14,23 @@ learned online by `WeightLearner`: at solve time the Scheduler records what it k
 outcomes a logistic regression of outcome on (score, agreement, answer_share) is fitted and blended into α, β,
 δ by EWMA (see `fit_weights` for features that did not vary or were not recorded).
 
+Learned weights are a vector named by signal: `LEARNED` (signal name -> default weight) is the one declaration
+of what is learned, and both stores keep whatever it names (``{"score": α, "agreement": β, "answer_share": δ}``
+today). Adding a learned signal is one entry there: from then on the stores keep, report and persist its weight
+(starting at its default, with no schema change), and the fit moves it once `DecisionFeatures` records a
+feature of that name (until then it is "not recorded" and keeps its weight, like answer_share from a version-1
+file). `Weights` keeps the seed's names as views: ``alpha``/``beta``/``delta`` are the weights of score,
+agreement and answer_share (`SEED_NAMES`).
+
+State file schema versions (`WeightLearner.save` writes 3; 1, 2 and 3 load):
+
+- 1: ``weights: {alpha, beta}``, rows ``[score, agreement, latency]``; δ takes its default and the decisions
+  have no answer_share (None), which keeps δ out of a fit that includes them.
+- 2: ``weights: {alpha, beta, delta}``, rows ``[score, agreement, latency, answer_share or null]``.
+- 3: ``weights`` keyed by signal name (``{"score": …, "agreement": …, "answer_share": …}``), rows as in 2. A
+  declared signal missing from the file takes its default; a name this version does not declare (written by a
+  newer one) is ignored, and dropped at the next write.
+
 Persistence: with a ``path``, every `record` and `submit` rewrites the state file atomically before returning
 (autosave), so a restart — crash or not — loses nothing that a call has returned from. The price is a full
 rewrite per call: O(pending), about 10–30 ms at the 10,000-decision bound. Requests spend seconds on drafting,
@@ -37,43 +54,120 @@ import math
 import os
 import statistics
 from collections import OrderedDict
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from types import MappingProxyType
 
 from ..core.files import write_atomically
 
 log = logging.getLogger("deliberate.scheduler.weights")
 
-# 2 added δ and answer_share (rows of 5 values); files of version 1 still load: δ takes its default and
-# their decisions have no answer_share (None), which keeps δ out of a fit that includes them.
-SCHEMA_VERSION = 2
-READABLE_SCHEMA_VERSIONS = (1, 2)
+# The state file's schema (module docstring): 3 keys the weights by signal name; 1 and 2 by the seed's names.
+SCHEMA_VERSION = 3
+READABLE_SCHEMA_VERSIONS = (1, 2, 3)
 GAMMA_IDLE = 0.01
 GAMMA_SATURATED = 0.05
+DEFAULT_GAMMA = 0.02
+
+# The weights learned from feedback: signal name (as `selection` names it) -> default weight. The one
+# declaration of what is learned: the stores keep, report and persist exactly these names.
+LEARNED: dict[str, float] = {"score": 1.0, "agreement": 0.3, "answer_share": 0.3}
+
+# The seed's names for the first three learned weights: the attributes of `Weights`, the keys of state files of
+# schema 1 and 2, and the fields of the Redis weights hash (state.py). A signal added later has no seed name.
+SEED_NAMES: dict[str, str] = {"score": "alpha", "agreement": "beta", "answer_share": "delta"}
+_SEED_SIGNALS = {seed: name for name, seed in SEED_NAMES.items()}
 
 
-@dataclass(frozen=True)
 class Weights:
-    alpha: float = 1.0  # weight of the draft's verification score
-    beta: float = 0.3  # weight of agreement among the request's drafts
-    gamma: float = 0.02  # penalty per unit of normalized verification latency; set from load, never learned
-    delta: float = 0.3  # weight of the draft's answer share (self-consistency)
+    """The `weighted` policy's weights: the learned ones by signal name (`LEARNED`), and γ, latency's cost (set
+    from load, never learned). Immutable; compares by value.
+
+    ``Weights(alpha=…, beta=…, gamma=…, delta=…)`` and the ``alpha``/``beta``/``delta`` attributes are the seed's
+    names for the weights of score, agreement and answer_share; ``learned=`` gives any declared weight by its
+    signal name. A learned weight not given takes its default from `LEARNED`.
+    """
+
+    __slots__ = ("_learned", "_gamma")
+
+    def __init__(
+        self,
+        alpha: float | None = None,
+        beta: float | None = None,
+        gamma: float = DEFAULT_GAMMA,
+        delta: float | None = None,
+        *,
+        learned: Mapping[str, float] | None = None,
+    ):
+        values = dict(LEARNED)
+        unknown = set(learned or ()) - set(values)
+        if unknown:
+            raise ValueError(f"not a learned weight: {sorted(unknown)} (learned: {list(values)})")
+        values.update(learned or {})
+        for seed, value in (("alpha", alpha), ("beta", beta), ("delta", delta)):
+            if value is not None:
+                values[_SEED_SIGNALS[seed]] = value
+        self._learned = MappingProxyType({name: float(value) for name, value in values.items()})
+        self._gamma = float(gamma)
+
+    @property
+    def alpha(self) -> float:
+        """The weight of the draft's verification score."""
+        return self._learned["score"]
+
+    @property
+    def beta(self) -> float:
+        """The weight of agreement among the request's drafts."""
+        return self._learned["agreement"]
+
+    @property
+    def delta(self) -> float:
+        """The weight of the draft's answer share (self-consistency)."""
+        return self._learned["answer_share"]
+
+    @property
+    def gamma(self) -> float:
+        """The penalty per unit of normalized verification latency; set from load, never learned."""
+        return self._gamma
+
+    @property
+    def by_signal(self) -> Mapping[str, float]:
+        """The learned weights by signal name, in the order of `LEARNED` (read-only)."""
+        return self._learned
+
+    @property
+    def learned(self) -> tuple[float, ...]:
+        """The learned weights' values, in the order of `LEARNED` (α, β, δ today)."""
+        return tuple(self._learned.values())
 
     def vector(self) -> dict[str, float]:
         """The weights by the signal they weigh, as the `weighted` selection policy reads them (latency is a cost)."""
-        return {"score": self.alpha, "agreement": self.beta, "answer_share": self.delta, "latency": -self.gamma}
+        return {**self._learned, "latency": -self._gamma}
 
-    @property
-    def learned(self) -> tuple[float, float, float]:
-        """α, β, δ: the weights learned from feedback, in the order of `LEARNED_FEATURES`."""
-        return (self.alpha, self.beta, self.delta)
+    def with_gamma(self, gamma: float) -> Weights:
+        return Weights(gamma=gamma, learned=self._learned)
+
+    def with_learned(self, learned: Mapping[str, float]) -> Weights:
+        """These weights with some learned ones replaced (by signal name)."""
+        return Weights(gamma=self._gamma, learned={**self._learned, **learned})
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Weights):
+            return NotImplemented
+        return dict(self._learned) == dict(other._learned) and self._gamma == other._gamma
+
+    def __hash__(self) -> int:
+        return hash((tuple(sorted(self._learned.items())), self._gamma))
+
+    def __repr__(self) -> str:
+        values = ", ".join(f"{name}={value!r}" for name, value in self._learned.items())
+        return f"Weights({values}, gamma={self._gamma!r})"
 
 
-# Learning moves weight among α, β and δ but keeps their sum, so final scores stay on one scale over time.
+# Learning moves weight among the learned weights but keeps their sum, so final scores stay on one scale over time.
 WEIGHT_SUM = sum(Weights().learned)
-LEARNED_FEATURES = ("score", "agreement", "answer_share")
-_LEARNED_WEIGHTS = ("alpha", "beta", "delta")
 
 
 def final_score(score: float, spread: float, latency: float, w: Weights, answer_share: float = 0.0) -> float:
@@ -170,8 +264,8 @@ class WeightLearner:
         self._dirty = False
 
     def weights_for_load(self, utilization: float) -> Weights:
-        """The learned α, β, δ with γ for the current load."""
-        return replace(self.weights, gamma=gamma_for_load(utilization))
+        """The learned weights with γ for the current load."""
+        return self.weights.with_gamma(gamma_for_load(utilization))
 
     def record(self, request_id: str, features: DecisionFeatures) -> None:
         """Remember what the answer to `request_id` was chosen on, until its feedback arrives."""
@@ -282,7 +376,7 @@ class WeightLearner:
         version = data.get("schema_version")
         if version not in READABLE_SCHEMA_VERSIONS:
             raise ValueError(f"unsupported schema_version {version!r}")
-        self.weights = restored_weights(data["weights"])
+        self.weights = restored_weights(data["weights"], version)
         self.counters = FeedbackCounters(**{name: _as_count(value) for name, value in data["counters"].items()})
         for request_id, *row in data["pending"]:
             if not isinstance(request_id, str) or not request_id:
@@ -305,37 +399,40 @@ def refit_weights(current: Weights, outcomes: list[Outcome], blend: float) -> We
     if fitted is None:
         log.info("weights refit skipped: the window carries no signal about how to split the weights")
         return None
-    refitted = replace(
-        current,
-        **{name: (1 - blend) * getattr(current, name) + blend * getattr(fitted, name) for name in _LEARNED_WEIGHTS},
+    before, after = current.by_signal, fitted.by_signal
+    # A weight the fit left alone keeps its exact value (blending it with itself would drift in the last bit).
+    refitted = current.with_learned(
+        {name: (1 - blend) * before[name] + blend * after[name] for name in before if after[name] != before[name]}
     )
     log.info(
-        "weights refit: alpha %.3f -> %.3f, beta %.3f -> %.3f, delta %.3f -> %.3f",
-        current.alpha,
-        refitted.alpha,
-        current.beta,
-        refitted.beta,
-        current.delta,
-        refitted.delta,
+        "weights refit: %s",
+        ", ".join(f"{name} {before[name]:.3f} -> {value:.3f}" for name, value in refitted.by_signal.items()),
     )
     return refitted
 
 
 def learned_weights(weights: Weights) -> dict[str, float]:
-    """α, β, δ by name, as GetState and the stores report and keep them."""
-    return {name: getattr(weights, name) for name in _LEARNED_WEIGHTS}
+    """The learned weights by signal name, as GetState's snapshot and the file store report and keep them."""
+    return dict(weights.by_signal)
 
 
-def restored_weights(stored: dict) -> Weights:
-    """Weights from a stored {alpha, beta[, delta]} mapping (a version-1 file has no δ); refuses bad values."""
-    learned = {
-        "alpha": float(stored["alpha"]),
-        "beta": float(stored["beta"]),
-        "delta": float(stored["delta"]) if "delta" in stored else Weights().delta,
-    }
+def restored_weights(stored: Mapping[str, object], version: int = SCHEMA_VERSION) -> Weights:
+    """Weights from a stored mapping; refuses values that are not finite and >= 0.
+
+    Version 3 keys it by signal name; a declared name that is absent takes its default, and a name not declared
+    (a newer version's signal) is ignored. Versions 1 and 2 key it by the seed's names: alpha and beta required,
+    delta optional (version 1 has none).
+    """
+    if not isinstance(stored, Mapping):
+        raise TypeError(f"weights must be a mapping, not {type(stored).__name__}")
+    if version >= 3:
+        learned = {name: float(stored[name]) for name in LEARNED if name in stored}
+    else:
+        seeds = ("alpha", "beta", *(("delta",) if "delta" in stored else ()))
+        learned = {_SEED_SIGNALS[seed]: float(stored[seed]) for seed in seeds}
     if not all(math.isfinite(value) and value >= 0 for value in learned.values()):
         raise ValueError(f"invalid weights {learned}")
-    return Weights(**learned)
+    return Weights(learned=learned)
 
 
 def write_json_atomically(path: Path, data: dict) -> None:
@@ -348,7 +445,7 @@ def feature_row(features: DecisionFeatures) -> list[float | None]:
 
 
 def features_from_row(row: list) -> DecisionFeatures:
-    """A stored row: [score, agreement, latency] (version 1) or [..., answer_share or null] (version 2)."""
+    """A stored row: [score, agreement, latency] (version 1) or [..., answer_share or null] (versions 2, 3)."""
     if len(row) == 3:
         return DecisionFeatures(float(row[0]), float(row[1]), float(row[2]))
     if len(row) == 4:
@@ -385,13 +482,14 @@ MIN_FEATURE_SPREAD = 1e-6
 
 
 def fit_weights(outcomes: list[Outcome], current: Weights | None = None) -> Weights | None:
-    """α, β, δ that rank answers the way the outcomes say; None if the window carries no signal.
+    """Learned weights that rank answers the way the outcomes say; None if the window carries no signal.
 
-    Fits P(accepted) = σ(b + c_s·score + c_a·agreement + c_d·answer_share) over the *fittable* features
-    and splits their current weights' sum (`WEIGHT_SUM` when all three are fittable) in proportion to the
-    positive parts of their coefficients; the other weights keep their `current` values. A feature is
-    fittable when every outcome recorded it (answer_share may be missing from decisions of an old state
-    file) and it varied (else its coefficient is undetermined). The coefficients are on the raw features,
+    Fits P(accepted) = σ(b + c_s·score + c_a·agreement + c_d·answer_share + …) over the *fittable* learned
+    signals (`LEARNED`) and splits their current weights' sum (`WEIGHT_SUM` when all three are fittable) in
+    proportion to the positive parts of their coefficients; the other weights keep their `current` values. A
+    signal is fittable when every outcome recorded it as a `DecisionFeatures` field of its name (answer_share
+    may be missing from decisions of an old state file; a signal declared learned but not yet recorded is
+    missing from all) and it varied (else its coefficient is undetermined). The coefficients are on the raw features,
     the same scale `final_score` uses them on, so the split means "how much one unit of score is worth
     against one unit of agreement". The price of the raw scale: a feature with a narrow range (agreement
     lies in [0.5, 1]) gets its estimation noise magnified, and clamping at zero turns a useless feature's
@@ -406,15 +504,12 @@ def fit_weights(outcomes: list[Outcome], current: Weights | None = None) -> Weig
     labels = [1.0 if outcome.accepted else 0.0 for outcome in outcomes]
     if not outcomes or min(labels) == max(labels):
         return None
-    columns = {name: [getattr(outcome.features, name) for outcome in outcomes] for name in LEARNED_FEATURES}
-    fittable = [
-        index
-        for index, name in enumerate(LEARNED_FEATURES)
-        if None not in columns[name] and _spread(columns[name]) >= MIN_FEATURE_SPREAD
-    ]
+    names = list(current.by_signal)
+    columns = {name: [getattr(outcome.features, name, None) for outcome in outcomes] for name in names}
+    fittable = [name for name in names if None not in columns[name] and _spread(columns[name]) >= MIN_FEATURE_SPREAD]
     if len(fittable) < 2:
         return None
-    rows = [tuple(columns[LEARNED_FEATURES[j]][i] for j in fittable) for i in range(len(outcomes))]
+    rows = [tuple(columns[name][i] for name in fittable) for i in range(len(outcomes))]
     coefficients = logistic_coefficients(rows, labels)
     if coefficients is None:
         return None
@@ -422,9 +517,8 @@ def fit_weights(outcomes: list[Outcome], current: Weights | None = None) -> Weig
     total = sum(positive)
     if total <= 0.0:
         return None
-    free = sum(current.learned[j] for j in fittable)
-    fitted = {_LEARNED_WEIGHTS[j]: free * p / total for j, p in zip(fittable, positive, strict=True)}
-    return replace(current, **fitted)
+    free = sum(current.by_signal[name] for name in fittable)
+    return current.with_learned({name: free * p / total for name, p in zip(fittable, positive, strict=True)})
 
 
 def _spread(values: list[float]) -> float:
