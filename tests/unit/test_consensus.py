@@ -131,6 +131,20 @@ def test_lines_agree_whatever_their_case_punctuation_and_number_formatting():
     assert consensus_prefix(drafts, 3) == "Total: $1,000.00.\n"
 
 
+def test_numbers_are_read_by_the_shared_parser():
+    # The Unicode minus is a minus (before, "−3" and "-3" were different lines).
+    assert normalize_line("x = −3.50") == normalize_line("x = -3.5") == "x = -3.5"
+    # A percentage keeps its "%", a fraction its slash, a date stays as written (as before).
+    assert normalize_line("15% of 80") == "15% of 80" != normalize_line("15 of 80")
+    assert normalize_line("Step 1: $48/2 = $24.00") == "step 1 48/2 = 24"
+    assert normalize_line("On 12/25/2024.") == "on 12/25/2024"
+    # A number glued to a word, a "." or a "/" is not a number: its digits stay, its punctuation goes
+    # (before: "v2", "x1000", "10/2.5"). Lines written the same way still agree.
+    assert normalize_line("v2.0") == "v2 0"
+    assert normalize_line("x1,000") == "x1 000"
+    assert normalize_line("10/2.50 = 4") == "10/2 50 = 4"
+
+
 def steps_of(draft: str) -> list[Step]:
     return [Step(c.key, c.line) for c in computations(draft)]
 

@@ -55,3 +55,27 @@ def test_hostile_latex_costs_little(hostile):
     last_boxed(hostile)
     check_arithmetic(hostile)
     assert time.perf_counter() - started < 2.0
+
+
+@pytest.mark.parametrize(
+    ("latex", "plain"),
+    [
+        # Plain numbers are read by the one parser, selection.numbers, and written in its normalized text:
+        ("\\frac{1,200}{3} = 400", "1200/3 = 400"),  # thousands separators (before: "((1,200) / 3)")
+        ("\\frac{−3}{4}", "-3/4"),  # the Unicode minus (before: "((−3) / 4)")
+        ("\\frac{$5}{2}", "5/2"),  # a dollar sign (before: "(($5) / 2)")
+        ("\\frac{ 1.50 }{\t3 }", "1.50/3"),  # spaces around, decimals as written (unchanged)
+        # ... but a fraction or a percentage is not plain: as a/b it would read as another fraction or lose its %.
+        ("\\frac{1/2}{3}", "((1/2) / 3)"),
+        ("\\frac{15%}{2}", "((15%) / 2)"),
+        ("\\frac{2x}{3}", "((2x) / 3)"),  # a number glued to a letter is not a number (unchanged)
+        ("\\frac{" + "1" * 150 + "}{2}", "((" + "1" * 150 + ") / 2)"),  # an over-long digit run is not (before: a/b)
+    ],
+)
+def test_frac_reads_its_numbers_with_the_shared_parser(latex, plain):
+    assert to_plain(latex) == plain
+
+
+def test_a_frac_with_thousands_separators_is_checked():
+    assert check_arithmetic("\\frac{1,200}{3} = 400").checked == 1
+    assert [wrong.actual for wrong in check_arithmetic("\\frac{1,200}{3} = 500").wrong] == ["400"]

@@ -6,8 +6,9 @@ be generated again: the Refiner takes it as given and spends its budget on the p
 Drafts agree in one of two ways, and the one that gives the longer prefix wins:
 
 * **Lines**: the same leading lines once whitespace, case, punctuation and number formatting are normalized
-  ("Total: $1,000.00." and "total 1000" are the same line). Blank lines are layout, not content: they are
-  skipped when comparing. Only the first `MAX_LINES` non-blank lines of a draft are considered.
+  ("Total: $1,000.00." and "total 1000" are the same line; numbers are read by `selection.numbers`, the project's
+  one number parser). Blank lines are layout, not content: they are skipped when comparing. Only the first
+  `MAX_LINES` non-blank lines of a draft are considered.
 * **Computations**: the same leading sequence of computations, whatever the words around them. A draft's
   computations (its *steps*) come from the caller — the Verifier's recomputation of every ``a op b = c``
   (`verifier.arithmetic.computations`, reported in `DraftVerdict.computations`), which keeps only equations that
@@ -27,11 +28,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from deliberate.selection.numbers import NumberMatch, iter_numbers
+
 MAX_LINES = 200  # non-blank lines considered per draft
 
-# A number as drafts write it (optionally "$", thousands separators, decimals), or punctuation, which is dropped.
+# Punctuation, dropped from the text between numbers (numbers are read by `selection.numbers`, the one parser).
 # Operators (+ - * / = × ÷ %) are content, not punctuation: "5 + 3" and "5 - 3" must stay different lines.
-_NUMBER_OR_PUNCTUATION = re.compile(r"\$?(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?|[.,;:!?'\"`()\[\]{}_#>$|~]|\*\*")
+_PUNCTUATION = re.compile(r"[.,;:!?'\"`()\[\]{}_#>$|~]|\*\*")
 
 
 @dataclass(frozen=True)
@@ -62,16 +65,27 @@ NONE = Consensus("")
 
 
 def normalize_line(line: str) -> str:
-    """Lower case, numbers as plain decimals (``$1,000.50`` → ``1000.5``, ``5.0`` → ``5``), punctuation dropped,
-    whitespace collapsed."""
-    return " ".join(_NUMBER_OR_PUNCTUATION.sub(_normalized_number, line.lower()).split())
+    """Lower case, numbers as plain decimals, punctuation dropped, whitespace collapsed.
+
+    Numbers are read by `selection.numbers` and written as its normalized text without trailing decimal zeros:
+    ``$1,000.50`` → ``1000.5``, ``5.0`` → ``5``, ``−7`` → ``-7``; a fraction stays as written (``48/2``) and a
+    percentage keeps its ``%`` (``15%`` and ``15`` are different lines)."""
+    lowered = line.lower()
+    parts = []
+    position = 0
+    for number in iter_numbers(lowered):
+        parts.append(_PUNCTUATION.sub(" ", lowered[position : number.start]))
+        parts.append(_plain_decimal(number, lowered))
+        position = number.end
+    parts.append(_PUNCTUATION.sub(" ", lowered[position:]))
+    return " ".join("".join(parts).split())
 
 
-def _normalized_number(match: re.Match) -> str:
-    if match.group(1) is None:
-        return " "  # punctuation
-    decimals = (match.group(2) or "").rstrip("0").rstrip(".")
-    return match.group(1).replace(",", "") + decimals
+def _plain_decimal(number: NumberMatch, line: str) -> str:
+    text = number.text
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return text + "%" if line[number.end - 1] == "%" else text
 
 
 def content_lines(text: str, limit: int = MAX_LINES) -> list[Line]:

@@ -6,8 +6,10 @@ keeps every line break where it was (line-based rules, such as the approximation
 `arithmetic`, still see the draft's lines):
 
 * ``\\frac{a}{b}`` (also ``\\dfrac``, ``\\tfrac``, nested) -> ``a/b`` when both are plain numbers
-  (a fraction, which binds tighter than any operator), else ``(a / b)``; after a digit (the mixed
-  number ``2\\frac{1}{2}``) always ``(a / b)``, which the arithmetic check skips as a fragment;
+  (a fraction, which binds tighter than any operator), else ``(a / b)``; a plain number is one number
+  as `selection.numbers` reads it, not a fraction or a percentage, written in its normalized text
+  (``\\frac{1,200}{3}`` -> ``1200/3``, ``\\frac{−3}{4}`` -> ``-3/4``); after a digit (the mixed number
+  ``2\\frac{1}{2}``) always ``(a / b)``, which the arithmetic check skips as a fragment;
 * ``\\times`` -> ``×``, ``\\cdot`` -> ``·``, ``\\div`` -> ``÷``, ``\\approx`` -> ``≈``;
 * ``\\left(`` / ``\\right)`` -> ``(`` / ``)``; ``\\left.`` and ``\\right.`` disappear;
 * the math delimiters ``\\(`` ``\\)`` ``\\[`` ``\\]`` become spaces; ``$`` is left alone (it is also
@@ -23,6 +25,8 @@ at most `MAX_NESTING` times).
 from __future__ import annotations
 
 import re
+
+from deliberate.selection.numbers import NUMBER, to_number
 
 # Deeper nesting than this is not something a draft writes; bounds the unwrapping loop.
 MAX_NESTING = 8
@@ -77,18 +81,28 @@ def to_plain(text: str) -> str:
     return _SYMBOL.sub(lambda match: _SYMBOLS[match.group(0)], text)
 
 
-_PLAIN_NUMBER = re.compile(r"[ \t]*+(-?\d+(?:\.\d+)?)[ \t]*+")
+def _plain_number(text: str) -> str | None:
+    """The normalized text of ``text`` when it is one plain number, spaces around it aside (`selection.numbers`:
+    ``" 48 "`` -> ``"48"``, ``"1,200"`` -> ``"1200"``, ``"−3"`` -> ``"-3"``, ``"$5"`` -> ``"5"``), else None.
+
+    A fraction (``1/2``) or a percentage (``15%``) is not plain: written as ``a/b`` it would be read as a
+    different fraction (``1/2/3``) or lose its ``%``, so it stays in parentheses."""
+    match = NUMBER.fullmatch(text.strip(" \t"))
+    if match is None or match["denominator"] is not None or match[0].endswith("%"):
+        return None
+    number = to_number(match)  # None for an over-long digit run
+    return number.text if number is not None else None
 
 
 def _fraction(match: re.Match[str]) -> str:
     numerator, denominator = match[1], match[2]
     before = match.string[max(0, match.start() - 16) : match.start()].rstrip(" \t")[-1:]
-    plain_numerator = _PLAIN_NUMBER.fullmatch(numerator)
-    plain_denominator = _PLAIN_NUMBER.fullmatch(denominator)
-    if plain_numerator and plain_denominator and not before.isdigit():
-        return f"{plain_numerator[1]}/{plain_denominator[1]}"
-    numerator = plain_numerator[1] if plain_numerator else f"({numerator.strip()})"
-    denominator = plain_denominator[1] if plain_denominator else f"({denominator.strip()})"
+    plain_numerator = _plain_number(numerator)
+    plain_denominator = _plain_number(denominator)
+    if plain_numerator is not None and plain_denominator is not None and not before.isdigit():
+        return f"{plain_numerator}/{plain_denominator}"
+    numerator = plain_numerator if plain_numerator is not None else f"({numerator.strip()})"
+    denominator = plain_denominator if plain_denominator is not None else f"({denominator.strip()})"
     return f"({numerator} / {denominator})"
 
 
