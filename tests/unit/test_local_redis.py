@@ -7,6 +7,7 @@ import redis
 
 from deliberate.cli.local_redis import LocalRedis
 from deliberate.cli.stack import Stack
+from tests.redis_server import skip_without_redis
 
 
 def test_data_survives_a_stop_and_start_on_the_same_directory(redis_server):
@@ -28,6 +29,7 @@ def test_a_port_in_use_fails_with_the_servers_own_words(redis_server, tmp_path):
 
 
 def test_stack_with_redis_state_starts_one_and_points_the_scheduler_at_it(tmp_path):
+    skip_without_redis()
     stack = Stack(state="redis", state_dir=tmp_path)
     stack.start_state_store()
     try:
