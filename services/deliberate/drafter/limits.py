@@ -5,12 +5,26 @@ from __future__ import annotations
 from deliberate_api.drafter.v1 import drafter_service_pb2
 
 from ..core.limits import SAMPLING, Count, MessageLimits, Range, Setting, Text, nested
+from ..core.requests import InvalidArgument
 from .settings import DrafterSettings
 
 # A replacement draft continues a round's numbering; a round never starts more than this many drafts.
 MAX_FIRST_INDEX = 64
 
-GENERATE_DRAFTS = MessageLimits(
+
+
+class GenerateDraftsLimits(MessageLimits):
+    """The declared limits, then one that compares two fields: no more programs than drafts."""
+
+    def check(self, request, settings) -> None:
+        super().check(request, settings)
+        if request.program_drafts > request.num_drafts:
+            raise InvalidArgument(
+                "program_drafts", f"must be at most num_drafts ({request.num_drafts}), got {request.program_drafts}"
+            )
+
+
+GENERATE_DRAFTS = GenerateDraftsLimits(
     drafter_service_pb2.GenerateDraftsRequest,
     DrafterSettings,
     {
@@ -20,6 +34,7 @@ GENERATE_DRAFTS = MessageLimits(
         "strategies[]": Text(Setting("max_hint_chars")),
         "feedback": Text(Setting("max_prompt_chars")),
         "first_index": Range(0, MAX_FIRST_INDEX),
+        "program_drafts": Range(0, Setting("max_drafts")),
         **nested("sampling", SAMPLING),
     },
 )

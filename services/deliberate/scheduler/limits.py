@@ -6,13 +6,28 @@ from __future__ import annotations
 from deliberate_api.scheduler.v1 import scheduler_service_pb2
 
 from ..core.limits import CONSTRAINTS, SAMPLING, Count, MessageLimits, OneOf, Range, Setting, Text, nested
+from ..core.requests import InvalidArgument
 from ..selection import POLICIES
 from .settings import SchedulerSettings
 
 # Request ids become log fields, span attributes and draft ids.
 MAX_REQUEST_ID_CHARS = 128
 
-SOLVE = MessageLimits(
+
+
+class SolveLimits(MessageLimits):
+    """The declared limits, then one that compares two fields: no more programs than the drafts asked for (with
+    num_drafts 0 the Scheduler chooses N and uses at most N programs)."""
+
+    def check(self, request, settings) -> None:
+        super().check(request, settings)
+        if request.HasField("program_drafts") and 0 < request.num_drafts < request.program_drafts:
+            raise InvalidArgument(
+                "program_drafts", f"must be at most num_drafts ({request.num_drafts}), got {request.program_drafts}"
+            )
+
+
+SOLVE = SolveLimits(
     scheduler_service_pb2.SolveRequest,
     SchedulerSettings,
     {
@@ -23,6 +38,7 @@ SOLVE = MessageLimits(
         "strategy_hints[]": Text(Setting("max_hint_chars")),
         "request_id": Text(MAX_REQUEST_ID_CHARS),
         "selection_policy": OneOf(lambda: sorted(POLICIES), "the registered selection policies"),
+        "program_drafts": Range(0, Setting("max_drafts")),
         **nested("sampling", SAMPLING),
         **nested("refine_sampling", SAMPLING),
         **CONSTRAINTS,

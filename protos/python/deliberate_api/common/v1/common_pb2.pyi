@@ -65,7 +65,7 @@ class TokenUsage(_message.Message):
     def __init__(self, prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ...) -> None: ...
 
 class Draft(_message.Message):
-    __slots__ = ("id", "index", "strategy", "text", "usage", "finish_reason", "generation_latency")
+    __slots__ = ("id", "index", "strategy", "text", "usage", "finish_reason", "generation_latency", "kind")
     ID_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
@@ -73,6 +73,7 @@ class Draft(_message.Message):
     USAGE_FIELD_NUMBER: _ClassVar[int]
     FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
     GENERATION_LATENCY_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
     id: str
     index: int
     strategy: str
@@ -80,7 +81,8 @@ class Draft(_message.Message):
     usage: TokenUsage
     finish_reason: FinishReason
     generation_latency: _duration_pb2.Duration
-    def __init__(self, id: _Optional[str] = ..., index: _Optional[int] = ..., strategy: _Optional[str] = ..., text: _Optional[str] = ..., usage: _Optional[_Union[TokenUsage, _Mapping]] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ..., generation_latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    kind: str
+    def __init__(self, id: _Optional[str] = ..., index: _Optional[int] = ..., strategy: _Optional[str] = ..., text: _Optional[str] = ..., usage: _Optional[_Union[TokenUsage, _Mapping]] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ..., generation_latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., kind: _Optional[str] = ...) -> None: ...
 
 class RuleResult(_message.Message):
     __slots__ = ("rule_id", "passed", "message", "hard", "duration", "abstained", "substantive", "failed_at")

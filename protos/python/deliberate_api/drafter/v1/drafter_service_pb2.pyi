@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class GenerateDraftsRequest(_message.Message):
-    __slots__ = ("request_id", "prompt", "num_drafts", "strategies", "sampling", "output_schema", "round", "feedback", "fast_mode", "first_index")
+    __slots__ = ("request_id", "prompt", "num_drafts", "strategies", "sampling", "output_schema", "round", "feedback", "fast_mode", "first_index", "program_drafts")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     NUM_DRAFTS_FIELD_NUMBER: _ClassVar[int]
@@ -19,6 +19,7 @@ class GenerateDraftsRequest(_message.Message):
     FEEDBACK_FIELD_NUMBER: _ClassVar[int]
     FAST_MODE_FIELD_NUMBER: _ClassVar[int]
     FIRST_INDEX_FIELD_NUMBER: _ClassVar[int]
+    PROGRAM_DRAFTS_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     prompt: str
     num_drafts: int
@@ -29,7 +30,8 @@ class GenerateDraftsRequest(_message.Message):
     feedback: str
     fast_mode: bool
     first_index: int
-    def __init__(self, request_id: _Optional[str] = ..., prompt: _Optional[str] = ..., num_drafts: _Optional[int] = ..., strategies: _Optional[_Iterable[str]] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., output_schema: _Optional[str] = ..., round: _Optional[int] = ..., feedback: _Optional[str] = ..., fast_mode: _Optional[bool] = ..., first_index: _Optional[int] = ...) -> None: ...
+    program_drafts: int
+    def __init__(self, request_id: _Optional[str] = ..., prompt: _Optional[str] = ..., num_drafts: _Optional[int] = ..., strategies: _Optional[_Iterable[str]] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., output_schema: _Optional[str] = ..., round: _Optional[int] = ..., feedback: _Optional[str] = ..., fast_mode: _Optional[bool] = ..., first_index: _Optional[int] = ..., program_drafts: _Optional[int] = ...) -> None: ...
 
 class GenerateDraftsResponse(_message.Message):
     __slots__ = ("draft",)

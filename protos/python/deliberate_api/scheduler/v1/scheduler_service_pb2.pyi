@@ -36,7 +36,7 @@ OUTCOME_ACCEPTED: Outcome
 OUTCOME_REJECTED: Outcome
 
 class SolveRequest(_message.Message):
-    __slots__ = ("prompt", "output_schema", "constraints", "context", "num_drafts", "sampling", "strategy_hints", "request_id", "refine_sampling", "disable_thinking_trace", "disable_consensus_prefix", "disable_default_arithmetic", "disable_streaming_verification", "disable_quorum", "quorum", "replace_aborted_drafts", "selection_policy")
+    __slots__ = ("prompt", "output_schema", "constraints", "context", "num_drafts", "sampling", "strategy_hints", "request_id", "refine_sampling", "disable_thinking_trace", "disable_consensus_prefix", "disable_default_arithmetic", "disable_streaming_verification", "disable_quorum", "quorum", "replace_aborted_drafts", "selection_policy", "program_drafts")
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     CONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
@@ -54,6 +54,7 @@ class SolveRequest(_message.Message):
     QUORUM_FIELD_NUMBER: _ClassVar[int]
     REPLACE_ABORTED_DRAFTS_FIELD_NUMBER: _ClassVar[int]
     SELECTION_POLICY_FIELD_NUMBER: _ClassVar[int]
+    PROGRAM_DRAFTS_FIELD_NUMBER: _ClassVar[int]
     prompt: str
     output_schema: str
     constraints: _containers.RepeatedCompositeFieldContainer[_common_pb2.Constraint]
@@ -71,7 +72,8 @@ class SolveRequest(_message.Message):
     quorum: int
     replace_aborted_drafts: bool
     selection_policy: str
-    def __init__(self, prompt: _Optional[str] = ..., output_schema: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[_common_pb2.Constraint, _Mapping]]] = ..., context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., num_drafts: _Optional[int] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., strategy_hints: _Optional[_Iterable[str]] = ..., request_id: _Optional[str] = ..., refine_sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., disable_thinking_trace: _Optional[bool] = ..., disable_consensus_prefix: _Optional[bool] = ..., disable_default_arithmetic: _Optional[bool] = ..., disable_streaming_verification: _Optional[bool] = ..., disable_quorum: _Optional[bool] = ..., quorum: _Optional[int] = ..., replace_aborted_drafts: _Optional[bool] = ..., selection_policy: _Optional[str] = ...) -> None: ...
+    program_drafts: int
+    def __init__(self, prompt: _Optional[str] = ..., output_schema: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[_common_pb2.Constraint, _Mapping]]] = ..., context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., num_drafts: _Optional[int] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., strategy_hints: _Optional[_Iterable[str]] = ..., request_id: _Optional[str] = ..., refine_sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., disable_thinking_trace: _Optional[bool] = ..., disable_consensus_prefix: _Optional[bool] = ..., disable_default_arithmetic: _Optional[bool] = ..., disable_streaming_verification: _Optional[bool] = ..., disable_quorum: _Optional[bool] = ..., quorum: _Optional[int] = ..., replace_aborted_drafts: _Optional[bool] = ..., selection_policy: _Optional[str] = ..., program_drafts: _Optional[int] = ...) -> None: ...
 
 class ScoreComponents(_message.Message):
     __slots__ = ("score", "agreement", "latency", "answer_share", "final", "alpha", "beta", "gamma", "delta", "signals")
