@@ -41,6 +41,7 @@ def candidates_of(drafts: list[Mapping]) -> list[Candidate]:
             text=d.get("text", ""),
             completion_tokens=d.get("completion_tokens", 0),
             finish_reason=d.get("finish_reason", ""),
+            kind=d.get("kind") or "prose",
         )
         for d in drafts
     ]

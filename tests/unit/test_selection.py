@@ -116,3 +116,16 @@ def test_every_draft_gets_the_policys_value_even_when_it_does_not_compete():
     selection = select(drafts(), max_selected=1)
     b = selection.signals["b"]
     assert selection.finals["b"] == pytest.approx(1.0 * b["score"] + 0.3 * b["agreement"] - 0.02 * b["latency"])
+
+
+def test_a_program_and_a_prose_draft_that_agree_cross_check_each_other():
+    mixed = [
+        Candidate("p1", 0, True, 1.0, answer="72", kind="prose", evidence=CHECKED),
+        Candidate("p2", 1, True, 1.0, answer="70", kind="prose", evidence=CHECKED),
+        Candidate("g1", 2, True, 1.0, answer="72.0", kind="program", evidence=("program",)),
+        Candidate("g2", 3, False, 0.0, answer="70", kind="program", finish_reason="LENGTH"),
+    ]
+    table = select(mixed).signals
+    assert [table[c.draft_id]["cross_check"] for c in mixed] == [1.0, 0.0, 1.0, 0.0]  # g2 failed: no check
+    assert [table[c.draft_id]["kind_share"] for c in mixed] == [0.5, 0.5, 1.0, 0.0]
+    assert [table[c.draft_id]["cut_off"] for c in mixed] == [0.0, 0.0, 0.0, 1.0]

@@ -30,6 +30,7 @@ class Candidate:
     text: str = ""
     completion_tokens: int = 0
     finish_reason: str = ""  # STOP, LENGTH, … (the Drafter's FinishReason name without its prefix)
+    kind: str = "prose"  # "prose" or "program" (Draft.kind): two kinds that agree are rarely wrong together
 
 
 SignalFunction = Callable[[Sequence[Candidate]], list[float]]
@@ -113,3 +114,40 @@ def vote_share(candidates: Sequence[Candidate]) -> list[float]:
 def has_evidence(candidates: Sequence[Candidate]) -> list[float]:
     """1 when a substantive check ran and passed on the draft (it earns `verified`), else 0."""
     return [1.0 if c.evidence else 0.0 for c in candidates]
+
+
+@signal("kind_share")
+def kind_share(candidates: Sequence[Candidate]) -> list[float]:
+    """Share of the valid drafts of this draft's kind that reached its answer (self-consistency within a kind);
+    0 for an invalid draft or one without an answer."""
+    values = []
+    for c in candidates:
+        same_kind = [other for other in candidates if other.valid and other.kind == c.kind]
+        key = answer_key(c.answer)
+        agreeing = sum(answer_key(other.answer) == key for other in same_kind)
+        values.append(agreeing / len(same_kind) if c.valid and key else 0.0)
+    return values
+
+
+@signal("cross_check")
+def cross_check(candidates: Sequence[Candidate]) -> list[float]:
+    """1 when a valid draft of another kind (a program for prose, prose for a program) reached this valid draft's
+    answer: two different kinds of solution agreeing is a check of the plan, not of the arithmetic."""
+    answers_by_kind: dict[str, set[str]] = {}
+    for c in candidates:
+        if c.valid and answer_key(c.answer):
+            answers_by_kind.setdefault(c.kind, set()).add(answer_key(c.answer))
+    return [
+        1.0
+        if c.valid
+        and answer_key(c.answer)
+        and any(answer_key(c.answer) in answers for kind, answers in answers_by_kind.items() if kind != c.kind)
+        else 0.0
+        for c in candidates
+    ]
+
+
+@signal("cut_off")
+def cut_off(candidates: Sequence[Candidate]) -> list[float]:
+    """1 when the draft stopped at its token budget (finish reason LENGTH): its last line may not be its answer."""
+    return [1.0 if c.finish_reason == "LENGTH" else 0.0 for c in candidates]
