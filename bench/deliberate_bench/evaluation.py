@@ -271,6 +271,7 @@ def solve(services: Services, s: Settings, request: pb.SolveRequest) -> tuple[di
         {
             "round": r.round,
             "index": r.draft.index,
+            "kind": r.draft.kind or "prose",
             "text": r.draft.text,
             "answer": r.verdict.extracted_answer or None,
             "valid": r.verdict.valid,
