@@ -23,6 +23,7 @@ from ..risk.client import RiskClient
 from .cel_fast import INT64_MAX, INT64_MIN, compile_fast, plain
 from .cel_fast import evaluate as evaluate_fast
 from .packs import Abstained, ReferenceStore, ReferenceUnavailable, RulePack, registry
+from .program import PROGRAM, is_program_rule, program_rule
 from .rules import (
     ANSWER_RULES,
     JSON_RULES,
@@ -121,8 +122,11 @@ def compile_rules(
     )
     prefix = prefix_checks(constraints, structured, validator, answer_rules)
     if not structured:  # free text: a numeric final answer, then the constraints, then style
+        # The program check hands a program draft's printed answer to final_answer: it runs right after complete.
+        programs = tuple(rule for rule in constraint_rules if is_program_rule(rule))
+        others = tuple(rule for rule in constraint_rules if not is_program_rule(rule))
         base, style = ANSWER_RULES[:3], ANSWER_RULES[3:]
-        return RuleSet((*base, *constraint_rules, *style), None, prefix)
+        return RuleSet((base[0], *programs, *base[1:], *others, *style), None, prefix)
     head = JSON_RULES[:2]  # complete, json_parse
     schema_rules = (Rule("json_schema", True, lambda d: schema_check("json_schema", validator, d.json_value)),)
     return RuleSet((*head, *(schema_rules if output_schema else ()), *constraint_rules), output_schema, prefix)
@@ -425,6 +429,10 @@ def longest_string(value: object, budget: int = 10_000) -> int:
 def pack_rules(
     spec: ConstraintSpec, context: dict, reference: ReferenceStore | None, risk: RiskClient | None = None
 ) -> tuple[Rule, ...]:
+    if spec.source == PROGRAM:  # built into the Verifier, not a plugin: it reads and writes the draft
+        if spec.params:
+            raise ConstraintError(f"{spec.field}.params", "the program check takes no parameters")
+        return (program_rule(hard=not spec.soft),)
     packs = registry()
     pack_class = packs.get(spec.source)
     if pack_class is None:

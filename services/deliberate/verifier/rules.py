@@ -142,6 +142,8 @@ class Draft:
     pack_answers: dict[int, object] = field(default_factory=dict)
     # Each pack as of this draft's verification (or why its reference data is unavailable), by constraint index.
     pack_snapshots: dict[int, object] = field(default_factory=dict)
+    # What a program draft's program printed, as a number's text, once the `program` check passed (program.py).
+    program_answer: str | None = None
 
     @property
     def answer(self) -> object:
@@ -198,6 +200,10 @@ def _check_complete(draft: Draft) -> tuple[bool, str]:
 
 
 def _check_final_answer(draft: Draft) -> tuple[bool, str]:
+    if draft.program_answer is not None:  # a program draft: its answer is what its program printed
+        draft.final_answer = FinalAnswer(draft.program_answer, from_final_line=False)
+        draft.extracted_answer = draft.program_answer
+        return True, f"final_answer passed: {_quote(draft.program_answer, quotes='')} (printed by the program)"
     draft.final_answer = find_final_answer(draft.text)
     if draft.final_answer is None:
         return False, "final_answer failed: no final-answer line and no number in the draft"
@@ -213,7 +219,9 @@ def _check_numeric_answer(draft: Draft) -> tuple[bool, str]:
     return True, f"numeric_answer passed: {value}"
 
 
-def _check_explicit_final_line(draft: Draft) -> tuple[bool, str]:
+def _check_explicit_final_line(draft: Draft) -> tuple[bool, str] | Abstain:
+    if draft.program_answer is not None:
+        return Abstain("explicit_final_line abstained: the program printed the answer")
     if not _require_final_answer(draft).from_final_line:
         return False, "explicit_final_line failed: no 'Final answer:' line; used the last number in the draft"
     return True, "explicit_final_line passed"

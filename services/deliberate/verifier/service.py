@@ -13,6 +13,7 @@ from ..engines.service import open_engine
 from ..risk.client import RiskClient
 from .judge import Judge
 from .packs import registry
+from .program import PROGRAM
 from .reference import ReferenceStore, store_name
 from .server import VerifierServicer
 from .settings import VerifierSettings
@@ -30,6 +31,11 @@ def health_state(settings: VerifierSettings) -> dict:
     }
 
 
+def rule_pack_names() -> list[str]:
+    """What `rule_pack` may name: the plugin registry and the built-in program check."""
+    return sorted({*registry(), PROGRAM})
+
+
 def serve(settings: VerifierSettings, state: dict, on_serving: Callable[[bool], None] | None = None) -> None:
     """Serves until SIGTERM or SIGINT, keeping `state` up to date. `on_serving`: a worker's report to its parent
     (workers.py), whose workers share the port."""
@@ -39,7 +45,7 @@ def serve(settings: VerifierSettings, state: dict, on_serving: Callable[[bool], 
     async def rules_and_judge() -> AsyncIterator[VerifierServicer]:
         """Health turns SERVING only after this: the rule packs are loaded and the judge (if any) is ready.
         The risk client is made here, after tracing is set up, so its calls are traced."""
-        state["rule_packs"] = sorted(registry())
+        state["rule_packs"] = rule_pack_names()
         risk = RiskClient(
             settings.risk_address,
             settings.risk_timeout_s,

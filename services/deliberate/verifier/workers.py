@@ -27,8 +27,7 @@ import time
 from ..core.config import parse_settings
 from ..core.http_health import HttpHealthEndpoint
 from ..core.logs import setup_logging
-from .packs import registry
-from .service import health_state, serve
+from .service import health_state, rule_pack_names, serve
 from .settings import VerifierSettings
 
 log = logging.getLogger("deliberate.verifier.workers")
@@ -56,7 +55,7 @@ def run_workers(argv: list[str], settings: VerifierSettings) -> int:
         worker.start()
 
     state = health_state(settings)
-    state["rule_packs"] = sorted(registry())  # what every worker loads
+    state["rule_packs"] = rule_pack_names()  # what every worker loads
 
     def describe() -> dict:
         ready = sum(serving)
