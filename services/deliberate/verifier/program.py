@@ -177,7 +177,7 @@ class Sandbox:
 
     def __init__(self, limits: ProgramLimits = LIMITS, processes: int | None = None):
         self.limits = limits
-        self.processes = processes or min(4, os.cpu_count() or 1)
+        self.processes = processes or max(4, os.cpu_count() or 1)  # a few hostile programs leave workers free
         self.lock = threading.Lock()
         self.pool = None
 
@@ -187,7 +187,7 @@ class Sandbox:
                 from pydantic_monty import Monty
 
                 pool = Monty(
-                    min_processes=1,
+                    min_processes=self.processes,  # warm: a spawn on demand costs a checkout ~0.4 s
                     max_processes=self.processes,
                     checkout_timeout=self.limits.checkout_s,
                     # Backstops the in-sandbox time limit: a worker hung past it is killed.
