@@ -23,7 +23,7 @@ HOSTILE_PROGRAMS: dict[str, tuple[str, str]] = {
     "exec_built_string": ("exec('import ' + 'subpro' + 'cess')\nprint(1)\n", "ModuleNotFoundError"),
     "ten_mb_output": ("for i in range(200_000):\n    print('x' * 50)\n", "printed more than 64 KiB"),
     "ten_mb_line": ("print('x' * 10_000_000)\n", "printed more than 64 KiB"),
-    "one_mb_program": ("x = 1\n" * 175_000 + "print(x)\n", "the limit is 16,000"),
+    "one_mb_program": ("x = 1\n" * 160_000 + "print(x)\n", "the limit is 16,000"),
     "sleep": ("import time\ntime.sleep(30)\nprint(1 / 0)\n", "ZeroDivisionError at line 3"),
 }
 
