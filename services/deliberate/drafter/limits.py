@@ -12,9 +12,9 @@ from .settings import DrafterSettings
 MAX_FIRST_INDEX = 64
 
 
-
 class GenerateDraftsLimits(MessageLimits):
-    """The declared limits, then one that compares two fields: no more programs than drafts."""
+    """The declared limits, then the ones that compare fields: no more programs than drafts, and none for a
+    structured answer."""
 
     def check(self, request, settings) -> None:
         super().check(request, settings)
@@ -22,6 +22,8 @@ class GenerateDraftsLimits(MessageLimits):
             raise InvalidArgument(
                 "program_drafts", f"must be at most num_drafts ({request.num_drafts}), got {request.program_drafts}"
             )
+        if request.program_drafts and request.output_schema.strip():
+            raise InvalidArgument("program_drafts", "must be 0 with an output_schema: programs answer in free text")
 
 
 GENERATE_DRAFTS = GenerateDraftsLimits(

@@ -23,7 +23,16 @@ from ..engines.base import Cancellation, Completion, Engine, SamplingParams, Tex
 from ..engines.load import EngineLoad
 from ..engines.service import EngineServicer, open_engine_of
 from .limits import GENERATE_DRAFTS
-from .prompts import SYSTEM_PROMPT, draft_user_message, strategies_for
+from .prompts import (
+    PROGRAM,
+    PROGRAM_PREFILL,
+    PROGRAM_SYSTEM_PROMPT,
+    SYSTEM_PROMPT,
+    DraftPlan,
+    draft_plans,
+    draft_user_message,
+    program_user_message,
+)
 from .settings import DrafterSettings
 
 log = logging.getLogger("deliberate.drafter")
@@ -31,6 +40,7 @@ log = logging.getLogger("deliberate.drafter")
 # within milliseconds; a caller that never closes (a Scheduler older than this rule) costs this much per round.
 CALLER_CLOSE_GRACE_S = 5.0
 tracer = trace.get_tracer("deliberate.drafter")
+DRAFT_KIND = "deliberate.draft.kind"  # span attribute: "prose" or "program"
 
 
 def draft_id(request_id: str, round_: int, index: int) -> str:
@@ -57,11 +67,9 @@ class DrafterServicer(EngineServicer, drafter_service_pb2_grpc.DrafterServiceSer
         return self.sampling(request.sampling), parse_output_schema(request.output_schema)
 
     async def GenerateDrafts(self, request, context: grpc.aio.ServicerContext):  # noqa: N802 (gRPC naming)
-        async for event, strategies, started_ns in self.drafting(request, context):
+        async for event, plans, started_ns in self.drafting(request, context):
             if isinstance(event, Completion):
-                yield drafter_service_pb2.GenerateDraftsResponse(
-                    draft=self.draft_of(request, strategies, event, started_ns)
-                )
+                yield drafter_service_pb2.GenerateDraftsResponse(draft=self.draft_of(request, plans, event, started_ns))
 
     async def StreamDrafts(self, request_iterator, context: grpc.aio.ServicerContext):  # noqa: N802 (gRPC naming)
         first = await anext(aiter(request_iterator), None)
@@ -70,19 +78,24 @@ class DrafterServicer(EngineServicer, drafter_service_pb2_grpc.DrafterServiceSer
         request = first.generate
         cancel = Cancellation()
         cancels = asyncio.ensure_future(self.read_cancels(request, request_iterator, cancel))
+        opened: set[int] = set()  # drafts whose first delta was sent
         try:
-            async for event, strategies, started_ns in self.drafting(request, context, cancel):
+            async for event, plans, started_ns in self.drafting(request, context, cancel):
                 if isinstance(event, TextDelta):
                     index = request.first_index + event.index
+                    text = event.text
+                    if event.index not in opened:  # the deltas add up to the draft's text, prefill included
+                        opened.add(event.index)
+                        text = prefill_of(plans[event.index]) + text
                     delta = drafter_service_pb2.DraftDelta(
                         draft_id=draft_id(request.request_id, request.round, index),
                         index=index,
-                        text=event.text,
+                        text=text,
                         tokens=1,  # one engine piece: a decoding step's token (llama.cpp streams one at a time)
                     )
                     yield drafter_service_pb2.StreamDraftsResponse(delta=delta)
                 else:
-                    draft = self.draft_of(request, strategies, event, started_ns)
+                    draft = self.draft_of(request, plans, event, started_ns)
                     yield drafter_service_pb2.StreamDraftsResponse(draft=draft)
             # Every draft has ended; the call ends when the caller closes its side. Ending it first would make a
             # cancel the caller sent meanwhile a write to a finished call, which its gRPC library turns into an
@@ -100,30 +113,40 @@ class DrafterServicer(EngineServicer, drafter_service_pb2_grpc.DrafterServiceSer
                 cancel.cancel_sequence(index)
 
     async def drafting(self, request, context: grpc.aio.ServicerContext, cancel: Cancellation | None = None):
-        """The engine's events for the request's drafts, each with the strategies and the batch's start."""
+        """The engine's events for the request's drafts, each with the drafts' plans and the batch's start."""
         sampling, schema = await self.validated(self.validate, request, context)
-        strategies = strategies_for(request.num_drafts, request.strategies, request.round, request.first_index)
-        # Where the engine constrains decoding to the schema, a draft is the JSON object and nothing else.
+        plans = draft_plans(
+            request.num_drafts, request.strategies, request.round, request.first_index, request.program_drafts
+        )
+        # Where the engine constrains decoding to the schema, a draft is the JSON object and nothing else. A request
+        # with a schema has no program drafts (GENERATE_DRAFTS refuses them).
         constrained = schema is not None and self.engine.capabilities.output_schema
-        prompts = [
-            self.engine.format_chat(
-                SYSTEM_PROMPT, draft_user_message(request.prompt, s, schema, request.feedback, constrained)
-            )
-            for s in strategies
-        ]
+        prompts = [self.prompt_of(request, plan, schema, constrained) for plan in plans]
         started_ns = time.time_ns()
-        log.info("drafting", extra={"request_id": request.request_id, "num_drafts": len(prompts)})
+        programs = sum(plan.kind == PROGRAM for plan in plans)
+        log.info("drafting", extra={"request_id": request.request_id, "num_drafts": len(prompts), "programs": programs})
         async with self.generation(context, prompts, sampling, schema if constrained else None, cancel) as events:
             async for event in events:
-                yield event, strategies, started_ns
+                yield event, plans, started_ns
 
-    def draft_of(self, request, strategies: list[str], event: Completion, started_ns: int) -> common_pb2.Draft:
+    def prompt_of(self, request, plan: DraftPlan, schema: dict | None, constrained: bool) -> str:
+        """The engine prompt of one draft. A program's ends inside the assistant turn with an opened ```python
+        fence (every engine continues text appended to format_chat's prompt), so the model continues in code."""
+        if plan.kind == PROGRAM:
+            user = program_user_message(request.prompt, plan.strategy, request.feedback)
+            return self.engine.format_chat(PROGRAM_SYSTEM_PROMPT, user) + PROGRAM_PREFILL
+        user = draft_user_message(request.prompt, plan.strategy, schema, request.feedback, constrained)
+        return self.engine.format_chat(SYSTEM_PROMPT, user)
+
+    def draft_of(self, request, plans: list[DraftPlan], event: Completion, started_ns: int) -> common_pb2.Draft:
         index = request.first_index + event.index
+        plan = plans[event.index]
         draft = common_pb2.Draft(
             id=draft_id(request.request_id, request.round, index),
             index=index,
-            strategy=strategies[event.index],
-            text=event.text,
+            strategy=plan.strategy,
+            kind=plan.kind,
+            text=prefill_of(plan) + event.text,  # engines return the continuation only
             usage=common_pb2.TokenUsage(prompt_tokens=event.prompt_tokens, completion_tokens=event.completion_tokens),
             finish_reason=FINISH_REASONS[event.finish_reason],
             generation_latency=duration(event.latency_s),
@@ -134,6 +157,11 @@ class DrafterServicer(EngineServicer, drafter_service_pb2_grpc.DrafterServiceSer
     async def GetLoad(self, request, context: grpc.aio.ServicerContext):  # noqa: N802 (gRPC naming)
         gpu = self.gpu.read() if self.gpu is not None else None
         return load_response(self.engine.name, self.engine.load_report(), gpu)
+
+
+def prefill_of(plan: DraftPlan) -> str:
+    """The text the draft's prompt ends with and its text starts with: the opened fence of a program."""
+    return PROGRAM_PREFILL if plan.kind == PROGRAM else ""
 
 
 def load_response(engine_name: str, load: EngineLoad, gpu: GpuReading | None) -> drafter_service_pb2.GetLoadResponse:
@@ -161,6 +189,7 @@ def record_draft_span(draft: common_pb2.Draft, started_ns: int, request_id: str)
             telemetry.DRAFT_ID: draft.id,
             telemetry.DRAFT_INDEX: draft.index,
             telemetry.DRAFT_STRATEGY: draft.strategy,
+            DRAFT_KIND: draft.kind,
             telemetry.DRAFT_TOKENS: draft.usage.completion_tokens,
             telemetry.DRAFT_FINISH_REASON: common_pb2.FinishReason.Name(draft.finish_reason),
         },
