@@ -89,6 +89,8 @@ class EarlyStopRound:
         self.solve = solve
         self.options = options
         self.request = request  # the round's drafter request; replacements copy it
+        # Indexes of the program drafts: the round's last `program_drafts`, and each replacement of one of them.
+        self.programs = set(range(request.num_drafts - request.program_drafts, request.num_drafts))
         self.events: asyncio.Queue = asyncio.Queue()
         self.drafters: list[Stream] = []
         self.stream_of: dict[str, Stream] = {}  # draft id → the call it is generated on
@@ -209,7 +211,7 @@ class EarlyStopRound:
 
     def open_draft(self, draft_id: str, index: int) -> DraftState:
         """A draft's state from its first token on; its span starts now."""
-        draft = common_pb2.Draft(id=draft_id, index=index)
+        draft = common_pb2.Draft(id=draft_id, index=index, kind=self.kind_of(index))
         state = self.pipeline.open_draft(self.solve, draft, self.request.round)
         state.finished = False
         state.verification = asyncio.get_running_loop().create_future()  # resolved by its verdict
@@ -218,6 +220,10 @@ class EarlyStopRound:
         if replaced := self.replacing.pop(index, None):
             replaced.abort.replaced_by = draft_id
         return state
+
+    def kind_of(self, index: int) -> str:
+        """What draft `index` is, known before the Drafter's finished draft says it."""
+        return "program" if index in self.programs else "prose"
 
     def stream_for(self, index: int) -> Stream:
         """The call draft `index` is generated on: the round's first N on the first, each replacement on its own."""
@@ -348,6 +354,10 @@ class EarlyStopRound:
         request.num_drafts = 1
         request.first_index = self.request.num_drafts + replacements
         del request.strategies[:]
+        # A program is replaced by a program, prose by prose.
+        request.program_drafts = 1 if state.draft.index in self.programs else 0
+        if request.program_drafts:
+            self.programs.add(request.first_index)
         request.feedback = "; ".join(part for part in (self.request.feedback, failure) if part)
         self.replacing[request.first_index] = state
         self.solve.early_stop.replacements += 1

@@ -14,10 +14,9 @@ from .settings import SchedulerSettings
 MAX_REQUEST_ID_CHARS = 128
 
 
-
 class SolveLimits(MessageLimits):
-    """The declared limits, then one that compares two fields: no more programs than the drafts asked for (with
-    num_drafts 0 the Scheduler chooses N and uses at most N programs)."""
+    """The declared limits, then the ones that compare fields: no more programs than the drafts asked for (with
+    num_drafts 0 the Scheduler chooses N and uses at most N programs), and none for a structured answer."""
 
     def check(self, request, settings) -> None:
         super().check(request, settings)
@@ -25,6 +24,8 @@ class SolveLimits(MessageLimits):
             raise InvalidArgument(
                 "program_drafts", f"must be at most num_drafts ({request.num_drafts}), got {request.program_drafts}"
             )
+        if request.program_drafts and request.output_schema.strip():
+            raise InvalidArgument("program_drafts", "must be 0 with an output_schema: programs answer in free text")
 
 
 SOLVE = SolveLimits(

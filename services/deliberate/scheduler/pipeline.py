@@ -201,6 +201,7 @@ class Pipeline:
             output_schema=request.output_schema,
             round=round_,
             feedback=feedback,
+            program_drafts=self.program_drafts(request, decision.num_drafts),
         )
         options = early_stop.options_of(request, decision.num_drafts)
         if options.active:
@@ -215,6 +216,14 @@ class Pipeline:
         await asyncio.gather(*(state.verification for state in new))
         solve.timings.add("verify", time.perf_counter() - drafted)
         return [state.verdict for state in new]
+
+    def program_drafts(self, request: pb.SolveRequest, num_drafts: int) -> int:
+        """How many of the round's drafts are programs: the request's count, else the deployment's, at most N; none
+        for a structured answer (programs answer in free text)."""
+        if request.output_schema.strip():
+            return 0
+        wanted = request.program_drafts if request.HasField("program_drafts") else self.settings.program_drafts
+        return min(wanted, num_drafts)
 
     async def early_stop_round(
         self,

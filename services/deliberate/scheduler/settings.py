@@ -37,6 +37,13 @@ class SchedulerSettings(DownstreamTlsSettings, CommonSettings):
         description="How drafts are ranked when the request names no policy (docs/selection.md): `weighted` (the "
         "risk-adjusted formula with learned weights), `best_of` (verifier score) or `majority` (a plain vote).",
     )
+    program_drafts: int = Field(
+        0,
+        ge=0,
+        description="How many of each round's drafts are programs (a short Python program printing the answer) "
+        "when the request does not say (SolveRequest.program_drafts): the round's last ones, at most N. 0: prose "
+        "only. Requests with an output schema draft prose only.",
+    )
     consensus_min_support: int = Field(
         3, description="Drafts that must agree (lines or computations) for a consensus prefix (clamped to N)."
     )

@@ -1,0 +1,40 @@
+"""Program drafts through the four real services (issue 24, item 1): a round of 3 drafts with 1 program is 2 prose
+drafts and, last, 1 program whose text starts with the prefilled fence. Whether the small model writes a correct
+program is not asserted."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from deliberate_client.client import DeliberateClient, build_request
+
+from .conftest import gsm8k_questions
+
+pytestmark = pytest.mark.model
+
+
+def test_a_round_of_three_drafts_with_one_program_is_two_prose_drafts_and_a_program(stack):
+    request = build_request(
+        gsm8k_questions(1)[0]["question"], num_drafts=3, max_new_tokens=32, refine_max_new_tokens=8, seed=7
+    )
+    request.program_drafts = 1
+    with DeliberateClient(stack.address) as client:
+        response = client.solve(request, timeout=240)
+
+    for round_ in range(response.rounds):  # every round mixes them, re-drafts included
+        drafts = sorted((r.draft for r in response.drafts if r.round == round_), key=lambda d: d.index)
+        assert [d.kind for d in drafts] == ["prose", "prose", "program"], [d.text for d in drafts]
+        program = drafts[2]
+        assert program.text.startswith("```python\n"), program.text
+        assert program.strategy not in {d.strategy for d in drafts[:2]}
+        assert not any(d.text.startswith("```python") for d in drafts[:2])
+
+
+def test_more_programs_than_drafts_is_refused_naming_the_field(stack):
+    request = build_request("What is 2 + 2?", num_drafts=2)
+    request.program_drafts = 3
+    with DeliberateClient(stack.address) as client, pytest.raises(grpc.RpcError) as raised:
+        client.solve(request, timeout=30)
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert raised.value.details().startswith("program_drafts: must be at most num_drafts (2), got 3")
