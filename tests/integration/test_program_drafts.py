@@ -29,6 +29,18 @@ def test_a_round_of_three_drafts_with_one_program_is_two_prose_drafts_and_a_prog
         assert program.text.startswith("```python\n"), program.text
         assert program.strategy not in {d.strategy for d in drafts[:2]}
         assert not any(d.text.startswith("```python") for d in drafts[:2])
+    # The Scheduler asks the Verifier for the program check: the program ran in the sandbox, prose abstained.
+    for report in response.drafts:
+        if report.aborted.reason == "quorum" or report.duplicate_of:
+            continue  # cancelled before verification, or sharing another draft's verdict
+        program_results = [r for r in report.verdict.rule_results if r.rule_id == "program"]
+        assert program_results, [r.message for r in report.verdict.rule_results]
+        if report.draft.kind == "prose":
+            assert program_results[0].abstained
+        else:
+            assert not program_results[0].abstained, program_results[0].message
+    selected = [r for r in response.drafts if r.selected]
+    assert all(set(r.components.signals) >= {"kind_share", "cross_check"} for r in selected)
 
 
 def test_more_programs_than_drafts_is_refused_naming_the_field(stack):

@@ -79,6 +79,12 @@ def test_selection_policy_reaches_the_request():
     assert request_from_args(solve_args()).selection_policy == ""  # the Scheduler's default
 
 
+def test_program_drafts_reach_the_request_only_when_given():
+    assert request_from_args(solve_args(program_drafts=2)).program_drafts == 2
+    assert request_from_args(solve_args(program_drafts=0)).HasField("program_drafts")  # 0: prose only, explicitly
+    assert not request_from_args(solve_args()).HasField("program_drafts")  # the Scheduler's default
+
+
 def test_the_summary_shows_the_weighted_formula_only_for_the_weighted_policy(capsys):
     r = response(pb.SOLVE_STATUS_UNCHECKED)
     r.drafts[0].components.CopyFrom(pb.ScoreComponents(final=0.75, alpha=1.0, delta=0.3, score=1.0))

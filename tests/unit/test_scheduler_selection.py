@@ -93,6 +93,18 @@ def test_requests_without_an_output_schema_get_the_arithmetic_pack_by_default():
     assert effective_constraints(pb.SolveRequest(prompt="q", constraints=[soft])) == [soft]
 
 
+def test_a_round_with_program_drafts_gets_the_program_check_by_default():
+    program = common_pb2.Constraint(rule_pack="program")
+    assert effective_constraints(pb.SolveRequest(prompt="q"), programs=True) == [program, DEFAULT_ARITHMETIC]
+    plain = pb.SolveRequest(prompt="q", disable_default_arithmetic=True)
+    assert effective_constraints(plain, programs=True) == [program]
+    soft = common_pb2.Constraint(rule_pack="program", soft=True)  # declared by the client: kept as declared
+    assert effective_constraints(pb.SolveRequest(prompt="q", constraints=[soft]), programs=True)[0] == soft
+    assert len(effective_constraints(pb.SolveRequest(prompt="q", constraints=[soft]), programs=True)) == 2
+    schema = pb.SolveRequest(prompt="q", output_schema='{"type": "object"}')
+    assert effective_constraints(schema, programs=True) == []
+
+
 def test_an_unchecked_reason_names_what_was_checked_and_what_abstained():
     verdict = common_pb2.DraftVerdict(
         valid=True,

@@ -138,6 +138,12 @@ def add_solve_options(parser: argparse.ArgumentParser) -> None:
         help="the policy that ranks the drafts: weighted, majority, best_of (docs/selection.md;"
         " SolveRequest.selection_policy; default: the Scheduler's --selection-policy)",
     )
+    parser.add_argument(
+        "--program-drafts",
+        type=int,
+        help="how many of the drafts are Python programs run in the Verifier's sandbox (SolveRequest.program_drafts;"
+        " default: the Scheduler's --program-drafts)",
+    )
     parser.add_argument("--timeout", type=float, default=300.0, help="deadline in seconds")
     parser.add_argument("--json", action="store_true", help="print the final response in protobuf's JSON mapping")
     parser.add_argument(
@@ -254,6 +260,7 @@ def request_from_args(args: argparse.Namespace):
         constraints=constraints,
         disable_default_arithmetic=getattr(args, "no_default_arithmetic", False),
         selection_policy=getattr(args, "selection_policy", "") or "",
+        program_drafts=getattr(args, "program_drafts", None),
         request_id=getattr(args, "request_id", ""),
     )
 

@@ -29,6 +29,7 @@ def build_request(
     disable_thinking_trace: bool = False,
     disable_default_arithmetic: bool = False,
     selection_policy: str = "",
+    program_drafts: int | None = None,
 ) -> pb.SolveRequest:
     sampling = common_pb2.SamplingParams()
     if max_new_tokens is not None:
@@ -56,6 +57,7 @@ def build_request(
         disable_thinking_trace=disable_thinking_trace,
         disable_default_arithmetic=disable_default_arithmetic,
         selection_policy=selection_policy,
+        program_drafts=program_drafts,  # None: unset, the Scheduler's --program-drafts
     )
 
 

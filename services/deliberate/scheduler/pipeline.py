@@ -116,7 +116,12 @@ class Pipeline:
             request=request,
             request_id=request.request_id or uuid.uuid4().hex[:REQUEST_ID_HEX_CHARS],
             deadline=Deadline(deadline_s),
-            checks=Checks(request.prompt, request.output_schema, effective_constraints(request), request.context),
+            checks=Checks(
+                request.prompt,
+                request.output_schema,
+                effective_constraints(request, programs=self.program_drafts(request, 1) > 0),
+                request.context,
+            ),
             emit=emit,
         )
         span = trace.get_current_span()
@@ -388,6 +393,7 @@ class Pipeline:
                     text=s.draft.text,
                     completion_tokens=s.draft.usage.completion_tokens,
                     finish_reason=common_pb2.FinishReason.Name(s.draft.finish_reason).removeprefix("FINISH_REASON_"),
+                    kind=s.draft.kind or "prose",
                 )
                 for s in solve.drafts.values()
             ],

@@ -15,15 +15,21 @@ from ..selection import answer_key
 MAX_FEEDBACK_MESSAGES = 3
 # The rule pack every request without an output schema gets, unless it sets disable_default_arithmetic.
 DEFAULT_ARITHMETIC = common_pb2.Constraint(rule_pack="arithmetic")
+DEFAULT_PROGRAM = common_pb2.Constraint(rule_pack="program")
 
 
-def effective_constraints(request: pb.SolveRequest) -> list[common_pb2.Constraint]:
-    """The request's constraints, plus the arithmetic pack (hard) by default for a request without an
-    output schema that did not declare it itself and did not turn the default off."""
+def effective_constraints(request: pb.SolveRequest, programs: bool = False) -> list[common_pb2.Constraint]:
+    """The request's constraints, plus by default for a request without an output schema: the arithmetic pack
+    (hard) unless the request declared it or turned the default off, and — when the round has program drafts —
+    the program check (hard: the program runs in the Verifier's sandbox and its printed value is the answer;
+    prose drafts abstain)."""
     constraints = list(request.constraints)
-    if request.output_schema.strip() or request.disable_default_arithmetic:
+    if request.output_schema.strip():
         return constraints
-    if any(c.WhichOneof("kind") == "rule_pack" and c.rule_pack == "arithmetic" for c in constraints):
+    declared = {c.rule_pack for c in constraints if c.WhichOneof("kind") == "rule_pack"}
+    if programs and "program" not in declared:
+        constraints.append(DEFAULT_PROGRAM)
+    if request.disable_default_arithmetic or "arithmetic" in declared:
         return constraints
     return [*constraints, DEFAULT_ARITHMETIC]
 
