@@ -43,6 +43,7 @@ SERVICES_USED = {
     "majority": ("drafter",),
     "best_of": ("drafter", "verifier"),
     "weighted": ("drafter", "verifier"),
+    "pass": ("drafter", "verifier"),
     "learned": ("drafter", "verifier"),
     "select": ("drafter", "verifier"),
     "pipeline": ("drafter", "verifier", "refiner", "scheduler"),
@@ -109,9 +110,7 @@ def outcomes(record: dict, sizes: list[int]) -> dict[str, Outcome]:
     found: dict[str, Outcome] = {}
 
     def add(name, answer, latency, tokens, status=None, cut=False):
-        correct = same_answer(answer, gold)
-        failure = None if correct else wrong_because(answer, cut, status)
-        found[name] = Outcome(answer, correct, latency, tokens, status, failure)
+        found[name] = outcome_of(answer, gold, latency, tokens, status, cut)
 
     single = record["single"]
     add(
@@ -126,17 +125,13 @@ def outcomes(record: dict, sizes: list[int]) -> dict[str, Outcome]:
     for n in sorted(sizes):
         drafts = first_drafts(solve, n)
         tokens = sum(d["completion_tokens"] for d in drafts)
-        draft_s = max((d["generation_latency_s"] for d in drafts), default=None)
         verified_s = max((d["generation_latency_s"] + d["verify_latency_s"] for d in drafts), default=None)
-        for policy in POLICIES:
-            if not drafts:
-                add(f"{policy}@{n}", None, None, 0)
-                continue
-            best = replay(drafts, policy).selected[0]
-            if POLICIES[policy].competitors == "answered":  # a plain vote: no verification to wait for
-                add(f"{policy}@{n}", best.answer or None, draft_s, tokens)
-            else:
-                add(f"{policy}@{n}", best.answer or None, verified_s, tokens, cut=best.finish_reason == "LENGTH")
+        found.update(policy_outcomes(drafts, f"@{n}", gold))
+        kinds = sorted({d.get("kind") or "prose" for d in drafts})
+        if len(kinds) > 1:  # a mixed round: each kind alone too, on the same drafts
+            for kind in kinds:
+                alone = [d for d in drafts if (d.get("kind") or "prose") == kind]
+                found.update(policy_outcomes(alone, f"@{len(alone)}:{kind}", gold))
         if n == largest:
             budget = solve.get("refine_token_budget", 0)
             cut = budget > 0 and solve.get("refine_tokens", 0) >= budget
@@ -168,15 +163,42 @@ def outcomes(record: dict, sizes: list[int]) -> dict[str, Outcome]:
     return found
 
 
+def policy_outcomes(drafts: list[dict], suffix: str, gold: str) -> dict[str, Outcome]:
+    """Each registered policy's pick among `drafts` (rows `<policy><suffix>`), and `pass<suffix>`: whether any of
+    them is right — an oracle, what a perfect selector could reach."""
+    found = {}
+    tokens = sum(d["completion_tokens"] for d in drafts)
+    draft_s = max((d["generation_latency_s"] for d in drafts), default=None)
+    verified_s = max((d["generation_latency_s"] + d["verify_latency_s"] for d in drafts), default=None)
+    for policy in POLICIES:
+        if not drafts:
+            found[f"{policy}{suffix}"] = outcome_of(None, gold, None, 0)
+            continue
+        best = replay(drafts, policy).selected[0]
+        if POLICIES[policy].competitors == "answered":  # a plain vote: no verification to wait for
+            found[f"{policy}{suffix}"] = outcome_of(best.answer or None, gold, draft_s, tokens)
+        else:
+            cut = best.finish_reason == "LENGTH"
+            found[f"{policy}{suffix}"] = outcome_of(best.answer or None, gold, verified_s, tokens, cut=cut)
+    right = next((d["answer"] for d in drafts if same_answer(d["answer"], gold)), None)
+    found[f"pass{suffix}"] = outcome_of(right, gold, verified_s, tokens)
+    return found
+
+
+def outcome_of(answer, gold: str, latency, tokens: int, status=None, cut=False) -> Outcome:
+    correct = same_answer(answer, gold)
+    return Outcome(answer, correct, latency, tokens, status, None if correct else wrong_because(answer, cut, status))
+
+
 def kind_of(name: str) -> str:
     return name.split("@")[0].split(":")[0]
 
 
 def order_key(name: str) -> tuple:
-    kinds = ["single", "majority", "best_of", "weighted", "learned", "pipeline", "select"]
-    n = int(name.split("@")[1]) if "@" in name else 0
+    kinds = ["single", "majority", "best_of", "weighted", "learned", "pipeline", "pass", "select"]
+    n, _, draft_kind = name.split("@")[1].partition(":") if "@" in name else ("0", "", "")
     ablation = ABLATION_NAMES.index(name) if name in ABLATION_NAMES else -1
-    return (kinds.index(kind_of(name)), n, ablation)
+    return (kinds.index(kind_of(name)), draft_kind, int(n), ablation)
 
 
 def peak_memory(records: list[dict]) -> dict[str, float] | None:
@@ -450,7 +472,9 @@ def observation(config: dict, by_name: dict[str, dict]) -> str:
             f"VERIFIED {config['verified']}: {pct(config['verified_precision'])} right; "
             f"rest {pct(config['unverified_accuracy'])}"
         )
-    if kind_of(name) == "learned":
+    if kind_of(name) == "pass":
+        notes.append("an oracle, not a configuration: some draft is right")
+    elif kind_of(name) == "learned":
         notes.append(f"weighted, its weights fitted on the other folds' labelled drafts ({FOLDS}-fold CV by problem)")
     elif name in ABLATION_NAMES:
         notes.append("answer shares as the Scheduler reported them")

@@ -445,3 +445,20 @@ def test_a_learned_policy_never_sees_the_labels_of_the_problems_it_ranks():
     assert weights_after[fold] == weights[fold]  # the weights that rank problem i never read its label
     assert all(weights_after[f] != weights[f] for f in range(FOLDS) if f != fold)  # the other folds did
     assert best_after[i].draft_id == best[i].draft_id
+
+
+def test_a_mixed_round_is_also_replayed_kind_by_kind_with_an_oracle_row():
+    drafts = [
+        recorded(0, True, 1.0, "70", evidence=["arithmetic"]) | {"kind": "prose"},
+        recorded(1, True, 1.0, "70", evidence=["arithmetic"]) | {"kind": "prose"},
+        recorded(2, True, 1.0, "72", evidence=["program"]) | {"kind": "program"},
+        recorded(3, False, 0.0, "12") | {"kind": "program"},
+    ]
+    for d in drafts:
+        d |= {"generation_latency_s": 1.0, "verify_latency_s": 0.0, "completion_tokens": 10, "finish_reason": "STOP"}
+    record = {"gold": "72", "single": {"answer": "70"}, "solve": {"drafts": drafts, "answer": "70"}}
+    found = eval_summary.outcomes(record, [4])
+    assert found["majority@4"].correct is False  # 70 twice, 72 once
+    assert found["best_of@2:program"].correct and not found["best_of@2:prose"].correct
+    assert found["pass@4"].correct and found["pass@2:program"].correct and not found["pass@2:prose"].correct
+    assert eval_summary.order_key("majority@2:program") < eval_summary.order_key("majority@2:prose")
