@@ -223,7 +223,7 @@ def config_summary(
     latencies = [o.latency_s for o in per_problem if o.latency_s is not None]
     entry = {
         "name": name,
-        "n": 1 if name == "single" else int(name.split("@")[1]) if "@" in name else largest,
+        "n": 1 if name == "single" else int(name.split("@")[1].split(":")[0]) if "@" in name else largest,
         "problems": n_problems,
         "correct": correct,
         "accuracy": rounded(correct / n_problems if n_problems else None),

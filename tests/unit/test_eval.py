@@ -462,3 +462,4 @@ def test_a_mixed_round_is_also_replayed_kind_by_kind_with_an_oracle_row():
     assert found["best_of@2:program"].correct and not found["best_of@2:prose"].correct
     assert found["pass@4"].correct and found["pass@2:program"].correct and not found["pass@2:prose"].correct
     assert eval_summary.order_key("majority@2:program") < eval_summary.order_key("majority@2:prose")
+    assert eval_summary.config_summary("majority@2:program", [found["majority@2:program"]], [], None, 4)["n"] == 2
