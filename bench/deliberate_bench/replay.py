@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from deliberate.scheduler.settings import SchedulerSettings
+from deliberate.scheduler.solve import ROUND_STRIDE  # as the Scheduler orders drafts: earlier rounds first
 from deliberate.selection import DEFAULT_WEIGHTS, Candidate, Selection, select, signals
 
-ROUND_STRIDE = 100  # as the Scheduler orders drafts: earlier rounds first (scheduler/solve.py)
-MAX_SELECTED = 2  # drafts the Scheduler sends to the Refiner (its --max-selected default)
+# Drafts the Scheduler sends to the Refiner: its --max-selected default, read from its settings.
+MAX_SELECTED = SchedulerSettings.model_fields["max_selected"].default
 # The seed's ablation, term by term: each a subset of the weighted policy's weights (docs/eval.md).
 ABLATIONS: dict[str, tuple[str, ...]] = {
     "select:score": ("score",),
