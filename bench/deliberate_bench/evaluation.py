@@ -246,7 +246,30 @@ def single_pass(services: Services, s: Settings, request_id: str, prompt: str, o
         "prompt_tokens": draft.usage.prompt_tokens,
         "completion_tokens": draft.usage.completion_tokens,
         "latency_s": round(latency, 3),
+        **confidence_of(draft),
     }
+
+
+def confidence_of(draft: common_pb2.Draft) -> dict:
+    """The draft's token confidence with its per-token series (for replaying early stopping), when it has one."""
+    if not draft.HasField("confidence"):
+        return {}
+    c = draft.confidence
+    numbers = {
+        "tokens": c.tokens,
+        "mean_logprob": round(c.mean_logprob, 5),
+        "min_window": round(c.min_window, 5),
+        "last_window": round(c.last_window, 5),
+        "answer": round(c.answer, 5) if c.HasField("answer") else None,
+        "window_tokens": c.window_tokens,
+        "top_k": c.top_k,
+    }
+    series = {
+        "token_logprobs": [round(x, 4) for x in c.token_logprobs],
+        "token_confidences": [round(x, 4) for x in c.token_confidences],
+        "token_ends": list(c.token_ends),
+    }
+    return {"confidence": numbers | series}
 
 
 def judge_of(verdict: common_pb2.DraftVerdict) -> dict:
@@ -281,6 +304,7 @@ def solve(services: Services, s: Settings, request: pb.SolveRequest) -> tuple[di
             "completion_tokens": r.draft.usage.completion_tokens,
             "generation_latency_s": round(seconds(r.draft.generation_latency), 3),
             "verify_latency_s": round(seconds(r.verdict.latency), 4),
+            **confidence_of(r.draft),
             "components": components_dict(r.components),
             "selected": r.selected,
             "duplicate_of": r.duplicate_of,

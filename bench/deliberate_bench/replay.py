@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from deliberate.scheduler.settings import SchedulerSettings
 from deliberate.scheduler.solve import ROUND_STRIDE  # as the Scheduler orders drafts: earlier rounds first
 from deliberate.selection import DEFAULT_WEIGHTS, Candidate, Selection, select, signals
+from deliberate.selection.confidence import ConfidenceSummary
 
 # Drafts the Scheduler sends to the Refiner: its --max-selected default, read from its settings.
 MAX_SELECTED = SchedulerSettings.model_fields["max_selected"].default
@@ -44,9 +45,19 @@ def candidates_of(drafts: list[Mapping]) -> list[Candidate]:
             completion_tokens=d.get("completion_tokens", 0),
             finish_reason=d.get("finish_reason", ""),
             kind=d.get("kind") or "prose",
+            confidence=recorded_confidence(d),
         )
         for d in drafts
     ]
+
+
+def recorded_confidence(draft: Mapping) -> ConfidenceSummary | None:
+    """A draft record's confidence numbers (`evaluation.confidence_of`); None in runs recorded without them."""
+    c = draft.get("confidence")
+    if not c:
+        return None
+    numbers = ("tokens", "mean_logprob", "min_window", "last_window", "answer", "window_tokens")
+    return ConfidenceSummary(*(c[name] for name in numbers))
 
 
 def recorded_weights(drafts: list[Mapping]) -> dict[str, float]:

@@ -62,6 +62,14 @@ def test_solve_gsm8k_question_through_four_processes(stack, otlp_receiver):
     for report in response.drafts:  # every signal of the selection package, for every draft
         assert set(report.components.signals) >= {"score", "agreement", "latency", "answer_share", "evidence"}
         assert report.components.signals["score"] == pytest.approx(report.verdict.score)
+    for report in response.drafts:  # token confidence travels with every draft (issue 24, item 3)
+        confidence = report.draft.confidence
+        assert confidence.tokens == len(confidence.token_confidences) == len(confidence.token_ends) > 0
+        assert confidence.top_k == 20 and confidence.mean_logprob < 0
+        assert list(confidence.token_ends) == sorted(confidence.token_ends)
+        assert confidence.token_ends[-1] <= len(report.draft.text)
+        assert min(confidence.token_confidences) - 1e-3 <= confidence.min_window <= confidence.last_window + 1e-9
+        assert report.components.signals["confidence"] == pytest.approx(confidence.min_window)
 
     assert len(response.trace_id) == 32
     spans = wait_for_trace(otlp_receiver, response.trace_id)
@@ -74,6 +82,8 @@ def test_solve_gsm8k_question_through_four_processes(stack, otlp_receiver):
         if draft_id:
             by_name.setdefault(span["name"], {})[draft_id] = span
     assert set(by_name["drafter.draft"]) == draft_ids, "generation span per draft"
+    for draft_id, span in by_name["drafter.draft"].items():
+        assert span["attributes"]["deliberate.draft.confidence.min_window"] > 0, draft_id
     # Duplicates share a verdict; a draft cancelled on a quorum (early stopping) is not verified.
     verified_ids = {r.draft.id for r in response.drafts if not r.duplicate_of and r.aborted.reason != "quorum"}
     if response.status != pb.SOLVE_STATUS_UNVERIFIED:

@@ -190,3 +190,18 @@ def test_the_load_report_counts_sequences_from_submission_to_completion(llamacpp
     assert (stopped.busy_sequences, stopped.queued_sequences) == (0, 0)
     assert made == 32 and (done.busy_sequences, done.queued_sequences) == (0, 0)
     assert done.recent_tokens_per_second >= made / done.window_s  # this call's tokens, and any aborted ones
+
+
+def test_token_log_probabilities_come_per_token_on_the_text_when_asked(llamacpp_engine):
+    asked = SamplingParams(max_new_tokens=12, min_new_tokens=12, seed=3, top_logprobs=5)
+    completion = llamacpp_engine.generate([_prompt(llamacpp_engine)], asked, lambda e: None, threading.Event())[0]
+    trace = completion.trace
+    assert len(trace.logprobs) == len(trace.confidences) == len(trace.ends) == completion.completion_tokens == 12
+    assert all(lp <= 0 for lp in trace.logprobs) and all(c > 0 for c in trace.confidences)
+    assert list(trace.ends) == sorted(trace.ends) and trace.ends[-1] == len(completion.text)
+
+    not_asked = SamplingParams(max_new_tokens=4, seed=3)
+    assert (
+        llamacpp_engine.generate([_prompt(llamacpp_engine)], not_asked, lambda e: None, threading.Event())[0].trace
+        is None
+    )

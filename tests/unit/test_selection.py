@@ -75,12 +75,12 @@ def test_overrides_replace_computed_signals_as_a_replay_of_recorded_decisions_ne
 
 @pytest.fixture
 def length_signal():
-    @signal("length")
+    @signal("text_length")
     def length(candidates):
         return [len(c.text) / 1000 for c in candidates]
 
     yield
-    del SIGNALS["length"]
+    del SIGNALS["text_length"]
 
 
 def test_a_registered_signal_is_computed_for_every_draft_and_weighed_by_its_name(length_signal):
@@ -88,12 +88,12 @@ def test_a_registered_signal_is_computed_for_every_draft_and_weighed_by_its_name
         Candidate("long", 0, True, 0.5, text="x" * 900, evidence=CHECKED),
         Candidate("short", 1, True, 0.6, text="x" * 100, evidence=CHECKED),
     ]
-    assert select(long_and_short, max_selected=1).signals["long"]["length"] == pytest.approx(0.9)
+    assert select(long_and_short, max_selected=1).signals["long"]["text_length"] == pytest.approx(0.9)
     assert select(long_and_short, max_selected=1).selected[0].draft_id == "short"
-    prefer_long = {"score": 1.0, "length": 0.5}
+    prefer_long = {"score": 1.0, "text_length": 0.5}
     assert select(long_and_short, max_selected=1, weights=prefer_long).selected[0].draft_id == "long"
     with pytest.raises(ValueError, match="registered twice"):
-        signal("length")(lambda candidates: [])
+        signal("text_length")(lambda candidates: [])
 
 
 def test_one_answer_identity():

@@ -22,6 +22,7 @@ from ..core.requests import parse_output_schema
 from ..engines.base import Cancellation, Completion, Engine, SamplingParams, TextDelta
 from ..engines.load import EngineLoad
 from ..engines.service import EngineServicer, open_engine_of
+from ..selection.confidence import TokenTrace, summarize
 from .limits import GENERATE_DRAFTS
 from .prompts import (
     PROGRAM,
@@ -41,6 +42,7 @@ log = logging.getLogger("deliberate.drafter")
 CALLER_CLOSE_GRACE_S = 5.0
 tracer = trace.get_tracer("deliberate.drafter")
 DRAFT_KIND = "deliberate.draft.kind"  # span attribute: "prose" or "program"
+DRAFT_CONFIDENCE = "deliberate.draft.confidence"  # span attributes' prefix: <prefix>.mean_logprob, .min_window, …
 
 
 def draft_id(request_id: str, round_: int, index: int) -> str:
@@ -141,22 +143,48 @@ class DrafterServicer(EngineServicer, drafter_service_pb2_grpc.DrafterServiceSer
     def draft_of(self, request, plans: list[DraftPlan], event: Completion, started_ns: int) -> common_pb2.Draft:
         index = request.first_index + event.index
         plan = plans[event.index]
+        prefill = prefill_of(plan)
         draft = common_pb2.Draft(
             id=draft_id(request.request_id, request.round, index),
             index=index,
             strategy=plan.strategy,
             kind=plan.kind,
-            text=prefill_of(plan) + event.text,  # engines return the continuation only
+            text=prefill + event.text,  # engines return the continuation only
             usage=common_pb2.TokenUsage(prompt_tokens=event.prompt_tokens, completion_tokens=event.completion_tokens),
             finish_reason=FINISH_REASONS[event.finish_reason],
             generation_latency=duration(event.latency_s),
         )
+        if event.trace is not None:
+            confidence = confidence_of(event.trace.shifted(len(prefill)), draft.text, self.defaults.top_logprobs)
+            if confidence is not None:
+                draft.confidence.CopyFrom(confidence)
         record_draft_span(draft, started_ns, request.request_id)
         return draft
 
     async def GetLoad(self, request, context: grpc.aio.ServicerContext):  # noqa: N802 (gRPC naming)
         gpu = self.gpu.read() if self.gpu is not None else None
         return load_response(self.engine.name, self.engine.load_report(), gpu)
+
+
+def confidence_of(trace: TokenTrace, text: str, top_k: int) -> common_pb2.DraftConfidence | None:
+    """The draft's confidence numbers and its per-token series, or None when the trace holds no token."""
+    summary = summarize(trace, text)
+    if summary is None:
+        return None
+    confidence = common_pb2.DraftConfidence(
+        tokens=summary.tokens,
+        mean_logprob=summary.mean_logprob,
+        min_window=summary.min_window,
+        last_window=summary.last_window,
+        window_tokens=summary.window_tokens,
+        top_k=top_k,
+        token_logprobs=trace.logprobs,
+        token_confidences=trace.confidences,
+        token_ends=trace.ends,
+    )
+    if summary.answer is not None:
+        confidence.answer = summary.answer
+    return confidence
 
 
 def prefill_of(plan: DraftPlan) -> str:
@@ -192,6 +220,18 @@ def record_draft_span(draft: common_pb2.Draft, started_ns: int, request_id: str)
             DRAFT_KIND: draft.kind,
             telemetry.DRAFT_TOKENS: draft.usage.completion_tokens,
             telemetry.DRAFT_FINISH_REASON: common_pb2.FinishReason.Name(draft.finish_reason),
+            **confidence_attributes(draft),
         },
     )
     span.end()
+
+
+def confidence_attributes(draft: common_pb2.Draft) -> dict[str, float]:
+    """The draft's confidence numbers as span attributes (`deliberate.draft.confidence.<name>`); none without."""
+    if not draft.HasField("confidence"):
+        return {}
+    c = draft.confidence
+    values = {"mean_logprob": c.mean_logprob, "min_window": c.min_window, "last_window": c.last_window}
+    if c.HasField("answer"):
+        values["answer"] = c.answer
+    return {f"{DRAFT_CONFIDENCE}.{name}": round(value, 4) for name, value in values.items()}

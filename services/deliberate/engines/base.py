@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from ..selection.confidence import TokenTrace, token_confidence
 from .load import EngineLoad, LoadMeter
 
 FinishReason = Literal["stop", "length", "aborted"]
@@ -41,6 +42,8 @@ class SamplingParams:
     seed: int | None = None
     # Benchmarks force equal lengths; services leave it at 0.
     min_new_tokens: int = 0
+    # Candidates per token whose log-probabilities the engine reports (token confidence); 0 reports none.
+    top_logprobs: int = 0
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,8 @@ class Completion:
     completion_tokens: int
     finish_reason: FinishReason
     latency_s: float
+    # Per-token log-probabilities, where the request asked for them (`top_logprobs`) and the engine reports them.
+    trace: TokenTrace | None = None
 
 
 GenerationEvent = TextDelta | Completion
@@ -93,6 +98,26 @@ class Cancellation(threading.Event):
 def sequence_cancelled(cancel: threading.Event, index: int) -> bool:
     """Whether sequence `index` is to stop: its own cancel, or the whole generation's."""
     return cancel.is_cancelled(index) if isinstance(cancel, Cancellation) else cancel.is_set()
+
+
+class TraceBuilder:
+    """Collects one sequence's per-token log-probabilities as the engine decodes it."""
+
+    def __init__(self) -> None:
+        self.logprobs: list[float] = []
+        self.confidences: list[float] = []
+        self.ends: list[int] = []
+
+    def add(self, logprob: float, top_logprobs: Sequence[float], text_end: int) -> None:
+        """One token: its log-probability, the top-k candidates' and where its text ends in the continuation."""
+        self.logprobs.append(logprob)
+        self.confidences.append(token_confidence(top_logprobs))
+        self.ends.append(text_end)
+
+    def trace(self) -> TokenTrace | None:
+        if not self.logprobs:
+            return None
+        return TokenTrace(tuple(self.logprobs), tuple(self.confidences), tuple(self.ends))
 
 
 class EngineError(RuntimeError):

@@ -32,6 +32,7 @@ from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from ..core import metrics, telemetry
 from ..core.consensus import Consensus, Step, consensus
 from ..selection import Candidate, Selection, select
+from ..selection.confidence import ConfidenceSummary
 from ..selection.duplicates import structural_signature
 from . import early_stop, events
 from .downstream import Checks, Deadline, Downstream, StageError
@@ -394,6 +395,7 @@ class Pipeline:
                     completion_tokens=s.draft.usage.completion_tokens,
                     finish_reason=common_pb2.FinishReason.Name(s.draft.finish_reason).removeprefix("FINISH_REASON_"),
                     kind=s.draft.kind or "prose",
+                    confidence=confidence_summary(s.draft),
                 )
                 for s in solve.drafts.values()
             ],
@@ -508,3 +510,12 @@ class Pipeline:
                 else:
                     final = item
         return final
+
+
+def confidence_summary(draft: common_pb2.Draft) -> ConfidenceSummary | None:
+    """The draft's confidence numbers as selection reads them; None where the engine reported none."""
+    if not draft.HasField("confidence"):
+        return None
+    c = draft.confidence
+    answer = c.answer if c.HasField("answer") else None
+    return ConfidenceSummary(c.tokens, c.mean_logprob, c.min_window, c.last_window, answer, c.window_tokens)

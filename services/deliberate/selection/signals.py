@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .answers import answer_key
+from .confidence import ConfidenceSummary
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class Candidate:
     completion_tokens: int = 0
     finish_reason: str = ""  # STOP, LENGTH, … (the Drafter's FinishReason name without its prefix)
     kind: str = "prose"  # "prose" or "program" (Draft.kind): two kinds that agree are rarely wrong together
+    confidence: ConfidenceSummary | None = None  # None where the engine reported no token probabilities
 
 
 SignalFunction = Callable[[Sequence[Candidate]], list[float]]
@@ -151,3 +153,32 @@ def cross_check(candidates: Sequence[Candidate]) -> list[float]:
 def cut_off(candidates: Sequence[Candidate]) -> list[float]:
     """1 when the draft stopped at its token budget (finish reason LENGTH): its last line may not be its answer."""
     return [1.0 if c.finish_reason == "LENGTH" else 0.0 for c in candidates]
+
+
+@signal("length")
+def relative_length(candidates: Sequence[Candidate]) -> list[float]:
+    """The draft's tokens over the longest draft's of the request, in [0, 1]."""
+    longest = max((c.completion_tokens for c in candidates), default=0)
+    return [c.completion_tokens / longest if longest else 0.0 for c in candidates]
+
+
+@signal("program")
+def program_ran(candidates: Sequence[Candidate]) -> list[float]:
+    """1 when the draft is a program that ran in the sandbox and printed its answer (the `program` check passed)."""
+    return [1.0 if "program" in c.evidence else 0.0 for c in candidates]
+
+
+def _confidence_signal(name: str, read: Callable[[ConfidenceSummary], float | None], doc: str) -> None:
+    def values(candidates: Sequence[Candidate]) -> list[float]:
+        return [float(read(c.confidence) or 0.0) if c.confidence is not None else 0.0 for c in candidates]
+
+    values.__doc__ = doc
+    signal(name)(values)
+
+
+_confidence_signal(
+    "confidence", lambda c: c.min_window, "The lowest window of token confidence (selection/confidence.py); 0 without."
+)
+_confidence_signal("tail_confidence", lambda c: c.last_window, "The last window of token confidence; 0 without.")
+_confidence_signal("answer_confidence", lambda c: c.answer, "Token confidence over the draft's final line; 0 without.")
+_confidence_signal("mean_logprob", lambda c: c.mean_logprob, "Mean log-probability of the sampled tokens; 0 without.")

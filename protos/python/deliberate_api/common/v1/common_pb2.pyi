@@ -65,7 +65,7 @@ class TokenUsage(_message.Message):
     def __init__(self, prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ...) -> None: ...
 
 class Draft(_message.Message):
-    __slots__ = ("id", "index", "strategy", "text", "usage", "finish_reason", "generation_latency", "kind")
+    __slots__ = ("id", "index", "strategy", "text", "usage", "finish_reason", "generation_latency", "kind", "confidence")
     ID_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
@@ -74,6 +74,7 @@ class Draft(_message.Message):
     FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
     GENERATION_LATENCY_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
     id: str
     index: int
     strategy: str
@@ -82,7 +83,32 @@ class Draft(_message.Message):
     finish_reason: FinishReason
     generation_latency: _duration_pb2.Duration
     kind: str
-    def __init__(self, id: _Optional[str] = ..., index: _Optional[int] = ..., strategy: _Optional[str] = ..., text: _Optional[str] = ..., usage: _Optional[_Union[TokenUsage, _Mapping]] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ..., generation_latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., kind: _Optional[str] = ...) -> None: ...
+    confidence: DraftConfidence
+    def __init__(self, id: _Optional[str] = ..., index: _Optional[int] = ..., strategy: _Optional[str] = ..., text: _Optional[str] = ..., usage: _Optional[_Union[TokenUsage, _Mapping]] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ..., generation_latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., kind: _Optional[str] = ..., confidence: _Optional[_Union[DraftConfidence, _Mapping]] = ...) -> None: ...
+
+class DraftConfidence(_message.Message):
+    __slots__ = ("tokens", "mean_logprob", "min_window", "last_window", "answer", "window_tokens", "top_k", "token_logprobs", "token_confidences", "token_ends")
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    MEAN_LOGPROB_FIELD_NUMBER: _ClassVar[int]
+    MIN_WINDOW_FIELD_NUMBER: _ClassVar[int]
+    LAST_WINDOW_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TOP_K_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_LOGPROBS_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_CONFIDENCES_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_ENDS_FIELD_NUMBER: _ClassVar[int]
+    tokens: int
+    mean_logprob: float
+    min_window: float
+    last_window: float
+    answer: float
+    window_tokens: int
+    top_k: int
+    token_logprobs: _containers.RepeatedScalarFieldContainer[float]
+    token_confidences: _containers.RepeatedScalarFieldContainer[float]
+    token_ends: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, tokens: _Optional[int] = ..., mean_logprob: _Optional[float] = ..., min_window: _Optional[float] = ..., last_window: _Optional[float] = ..., answer: _Optional[float] = ..., window_tokens: _Optional[int] = ..., top_k: _Optional[int] = ..., token_logprobs: _Optional[_Iterable[float]] = ..., token_confidences: _Optional[_Iterable[float]] = ..., token_ends: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class RuleResult(_message.Message):
     __slots__ = ("rule_id", "passed", "message", "hard", "duration", "abstained", "substantive", "failed_at")

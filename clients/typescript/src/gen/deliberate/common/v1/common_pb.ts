@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file deliberate/common/v1/common.proto.
  */
 export const file_deliberate_common_v1_common: GenFile = /*@__PURE__*/
-  fileDesc("CiFkZWxpYmVyYXRlL2NvbW1vbi92MS9jb21tb24ucHJvdG8SFGRlbGliZXJhdGUuY29tbW9uLnYxIo4CCg5TYW1wbGluZ1BhcmFtcxIYCgt0ZW1wZXJhdHVyZRgBIAEoAkgAiAEBEhIKBXRvcF9wGAIgASgCSAGIAQESGwoObWF4X25ld190b2tlbnMYAyABKAVIAogBARIdChBwcmVzZW5jZV9wZW5hbHR5GAQgASgCSAOIAQESHgoRZnJlcXVlbmN5X3BlbmFsdHkYBSABKAJIBIgBARIRCgRzZWVkGAYgASgDSAWIAQFCDgoMX3RlbXBlcmF0dXJlQggKBl90b3BfcEIRCg9fbWF4X25ld190b2tlbnNCEwoRX3ByZXNlbmNlX3BlbmFsdHlCFAoSX2ZyZXF1ZW5jeV9wZW5hbHR5QgcKBV9zZWVkIrYBCgpDb25zdHJhaW50EgoKAmlkGAEgASgJEhUKC2pzb25fc2NoZW1hGAIgASgJSAASGAoOY2VsX2V4cHJlc3Npb24YAyABKAlIABITCglydWxlX3BhY2sYBCABKAlIABIMCgRzb2Z0GAUgASgIEicKBnBhcmFtcxgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFwoPZmFpbHVyZV9tZXNzYWdlGAcgASgJQgYKBGtpbmQiPgoKVG9rZW5Vc2FnZRIVCg1wcm9tcHRfdG9rZW5zGAEgASgFEhkKEWNvbXBsZXRpb25fdG9rZW5zGAIgASgFIvMBCgVEcmFmdBIKCgJpZBgBIAEoCRINCgVpbmRleBgCIAEoBRIQCghzdHJhdGVneRgDIAEoCRIMCgR0ZXh0GAQgASgJEi8KBXVzYWdlGAUgASgLMiAuZGVsaWJlcmF0ZS5jb21tb24udjEuVG9rZW5Vc2FnZRI5Cg1maW5pc2hfcmVhc29uGAYgASgOMiIuZGVsaWJlcmF0ZS5jb21tb24udjEuRmluaXNoUmVhc29uEjUKEmdlbmVyYXRpb25fbGF0ZW5jeRgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIMCgRraW5kGAggASgJItkBCgpSdWxlUmVzdWx0Eg8KB3J1bGVfaWQYASABKAkSDgoGcGFzc2VkGAIgASgIEg8KB21lc3NhZ2UYAyABKAkSDAoEaGFyZBgEIAEoCBIrCghkdXJhdGlvbhgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIRCglhYnN0YWluZWQYBiABKAgSEwoLc3Vic3RhbnRpdmUYByABKAgSNgoJZmFpbGVkX2F0GAggASgLMiMuZGVsaWJlcmF0ZS5jb21tb24udjEuRHJhZnRQb3NpdGlvbiI8Cg1EcmFmdFBvc2l0aW9uEg0KBWNoYXJzGAEgASgFEg4KBnRva2VucxgCIAEoBRIMCgRsaW5lGAMgASgFInUKDEp1ZGdlVmVyZGljdBINCgV2YWxpZBgBIAEoCBINCgVzY29yZRgCIAEoARINCgVlcnJvchgDIAEoCRIqCgdsYXRlbmN5GAQgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEgwKBGhhcmQYBSABKAgiugIKDERyYWZ0VmVyZGljdBIQCghkcmFmdF9pZBgBIAEoCRINCgV2YWxpZBgCIAEoCBINCgVzY29yZRgDIAEoARI2CgxydWxlX3Jlc3VsdHMYBCADKAsyIC5kZWxpYmVyYXRlLmNvbW1vbi52MS5SdWxlUmVzdWx0EhgKEGV4dHJhY3RlZF9hbnN3ZXIYBSABKAkSKgoHbGF0ZW5jeRgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIxCgVqdWRnZRgHIAEoCzIiLmRlbGliZXJhdGUuY29tbW9uLnYxLkp1ZGdlVmVyZGljdBIQCghldmlkZW5jZRgIIAMoCRI3Cgxjb21wdXRhdGlvbnMYCSADKAsyIS5kZWxpYmVyYXRlLmNvbW1vbi52MS5Db21wdXRhdGlvbiIoCgtDb21wdXRhdGlvbhILCgNrZXkYASABKAkSDAoEbGluZRgCIAEoBSp6CgxGaW5pc2hSZWFzb24SHQoZRklOSVNIX1JFQVNPTl9VTlNQRUNJRklFRBAAEhYKEkZJTklTSF9SRUFTT05fU1RPUBABEhgKFEZJTklTSF9SRUFTT05fTEVOR1RIEAISGQoVRklOSVNIX1JFQVNPTl9BQk9SVEVEEANiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_struct]);
+  fileDesc("CiFkZWxpYmVyYXRlL2NvbW1vbi92MS9jb21tb24ucHJvdG8SFGRlbGliZXJhdGUuY29tbW9uLnYxIo4CCg5TYW1wbGluZ1BhcmFtcxIYCgt0ZW1wZXJhdHVyZRgBIAEoAkgAiAEBEhIKBXRvcF9wGAIgASgCSAGIAQESGwoObWF4X25ld190b2tlbnMYAyABKAVIAogBARIdChBwcmVzZW5jZV9wZW5hbHR5GAQgASgCSAOIAQESHgoRZnJlcXVlbmN5X3BlbmFsdHkYBSABKAJIBIgBARIRCgRzZWVkGAYgASgDSAWIAQFCDgoMX3RlbXBlcmF0dXJlQggKBl90b3BfcEIRCg9fbWF4X25ld190b2tlbnNCEwoRX3ByZXNlbmNlX3BlbmFsdHlCFAoSX2ZyZXF1ZW5jeV9wZW5hbHR5QgcKBV9zZWVkIrYBCgpDb25zdHJhaW50EgoKAmlkGAEgASgJEhUKC2pzb25fc2NoZW1hGAIgASgJSAASGAoOY2VsX2V4cHJlc3Npb24YAyABKAlIABITCglydWxlX3BhY2sYBCABKAlIABIMCgRzb2Z0GAUgASgIEicKBnBhcmFtcxgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFwoPZmFpbHVyZV9tZXNzYWdlGAcgASgJQgYKBGtpbmQiPgoKVG9rZW5Vc2FnZRIVCg1wcm9tcHRfdG9rZW5zGAEgASgFEhkKEWNvbXBsZXRpb25fdG9rZW5zGAIgASgFIq4CCgVEcmFmdBIKCgJpZBgBIAEoCRINCgVpbmRleBgCIAEoBRIQCghzdHJhdGVneRgDIAEoCRIMCgR0ZXh0GAQgASgJEi8KBXVzYWdlGAUgASgLMiAuZGVsaWJlcmF0ZS5jb21tb24udjEuVG9rZW5Vc2FnZRI5Cg1maW5pc2hfcmVhc29uGAYgASgOMiIuZGVsaWJlcmF0ZS5jb21tb24udjEuRmluaXNoUmVhc29uEjUKEmdlbmVyYXRpb25fbGF0ZW5jeRgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIMCgRraW5kGAggASgJEjkKCmNvbmZpZGVuY2UYCSABKAsyJS5kZWxpYmVyYXRlLmNvbW1vbi52MS5EcmFmdENvbmZpZGVuY2Ui7QEKD0RyYWZ0Q29uZmlkZW5jZRIOCgZ0b2tlbnMYASABKAUSFAoMbWVhbl9sb2dwcm9iGAIgASgBEhIKCm1pbl93aW5kb3cYAyABKAESEwoLbGFzdF93aW5kb3cYBCABKAESEwoGYW5zd2VyGAUgASgBSACIAQESFQoNd2luZG93X3Rva2VucxgGIAEoBRINCgV0b3BfaxgHIAEoBRIWCg50b2tlbl9sb2dwcm9icxgIIAMoAhIZChF0b2tlbl9jb25maWRlbmNlcxgJIAMoAhISCgp0b2tlbl9lbmRzGAogAygFQgkKB19hbnN3ZXIi2QEKClJ1bGVSZXN1bHQSDwoHcnVsZV9pZBgBIAEoCRIOCgZwYXNzZWQYAiABKAgSDwoHbWVzc2FnZRgDIAEoCRIMCgRoYXJkGAQgASgIEisKCGR1cmF0aW9uGAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhEKCWFic3RhaW5lZBgGIAEoCBITCgtzdWJzdGFudGl2ZRgHIAEoCBI2CglmYWlsZWRfYXQYCCABKAsyIy5kZWxpYmVyYXRlLmNvbW1vbi52MS5EcmFmdFBvc2l0aW9uIjwKDURyYWZ0UG9zaXRpb24SDQoFY2hhcnMYASABKAUSDgoGdG9rZW5zGAIgASgFEgwKBGxpbmUYAyABKAUidQoMSnVkZ2VWZXJkaWN0Eg0KBXZhbGlkGAEgASgIEg0KBXNjb3JlGAIgASgBEg0KBWVycm9yGAMgASgJEioKB2xhdGVuY3kYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDAoEaGFyZBgFIAEoCCK6AgoMRHJhZnRWZXJkaWN0EhAKCGRyYWZ0X2lkGAEgASgJEg0KBXZhbGlkGAIgASgIEg0KBXNjb3JlGAMgASgBEjYKDHJ1bGVfcmVzdWx0cxgEIAMoCzIgLmRlbGliZXJhdGUuY29tbW9uLnYxLlJ1bGVSZXN1bHQSGAoQZXh0cmFjdGVkX2Fuc3dlchgFIAEoCRIqCgdsYXRlbmN5GAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjEKBWp1ZGdlGAcgASgLMiIuZGVsaWJlcmF0ZS5jb21tb24udjEuSnVkZ2VWZXJkaWN0EhAKCGV2aWRlbmNlGAggAygJEjcKDGNvbXB1dGF0aW9ucxgJIAMoCzIhLmRlbGliZXJhdGUuY29tbW9uLnYxLkNvbXB1dGF0aW9uIigKC0NvbXB1dGF0aW9uEgsKA2tleRgBIAEoCRIMCgRsaW5lGAIgASgFKnoKDEZpbmlzaFJlYXNvbhIdChlGSU5JU0hfUkVBU09OX1VOU1BFQ0lGSUVEEAASFgoSRklOSVNIX1JFQVNPTl9TVE9QEAESGAoURklOSVNIX1JFQVNPTl9MRU5HVEgQAhIZChVGSU5JU0hfUkVBU09OX0FCT1JURUQQA2IGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_struct]);
 
 /**
  * Sampling overrides. Unset fields fall back to the serving stage's defaults.
@@ -214,6 +214,13 @@ export type Draft = Message<"deliberate.common.v1.Draft"> & {
    * @generated from field: string kind = 8;
    */
   kind: string;
+
+  /**
+   * How sure the model was of the draft's tokens; unset when the engine reported no token probabilities.
+   *
+   * @generated from field: deliberate.common.v1.DraftConfidence confidence = 9;
+   */
+  confidence?: DraftConfidence | undefined;
 };
 
 /**
@@ -222,6 +229,87 @@ export type Draft = Message<"deliberate.common.v1.Draft"> & {
  */
 export const DraftSchema: GenMessage<Draft> = /*@__PURE__*/
   messageDesc(file_deliberate_common_v1_common, 3);
+
+/**
+ * A draft's token confidence, from the log-probabilities of its tokens and of the top-k candidates per token.
+ * Token confidence (DeepConf, arXiv 2508.15260) is minus the mean log-probability of the top-k candidates: high
+ * when the model's distribution is peaked, low where it hesitates.
+ *
+ * @generated from message deliberate.common.v1.DraftConfidence
+ */
+export type DraftConfidence = Message<"deliberate.common.v1.DraftConfidence"> & {
+  /**
+   * Tokens the numbers are read from.
+   *
+   * @generated from field: int32 tokens = 1;
+   */
+  tokens: number;
+
+  /**
+   * Mean log-probability of the sampled tokens (<= 0).
+   *
+   * @generated from field: double mean_logprob = 2;
+   */
+  meanLogprob: number;
+
+  /**
+   * Token confidence averaged over windows of `window_tokens` consecutive tokens: the lowest window ...
+   *
+   * @generated from field: double min_window = 3;
+   */
+  minWindow: number;
+
+  /**
+   * ... and the last one (the draft's tail).
+   *
+   * @generated from field: double last_window = 4;
+   */
+  lastWindow: number;
+
+  /**
+   * Mean token confidence over the draft's last non-empty line (its final-answer line; a program's last line).
+   *
+   * @generated from field: optional double answer = 5;
+   */
+  answer?: number | undefined;
+
+  /**
+   * @generated from field: int32 window_tokens = 6;
+   */
+  windowTokens: number;
+
+  /**
+   * Candidates per token the confidence was computed from (k).
+   *
+   * @generated from field: int32 top_k = 7;
+   */
+  topK: number;
+
+  /**
+   * The per-token series, in decoding order: the sampled token's log-probability, its token confidence, and the
+   * character offset in `Draft.text` where the token's text ends.
+   *
+   * @generated from field: repeated float token_logprobs = 8;
+   */
+  tokenLogprobs: number[];
+
+  /**
+   * @generated from field: repeated float token_confidences = 9;
+   */
+  tokenConfidences: number[];
+
+  /**
+   * @generated from field: repeated int32 token_ends = 10;
+   */
+  tokenEnds: number[];
+};
+
+/**
+ * Describes the message deliberate.common.v1.DraftConfidence.
+ * Use `create(DraftConfidenceSchema)` to create a new message.
+ */
+export const DraftConfidenceSchema: GenMessage<DraftConfidence> = /*@__PURE__*/
+  messageDesc(file_deliberate_common_v1_common, 4);
 
 /**
  * The outcome of one rule on one draft.
@@ -293,7 +381,7 @@ export type RuleResult = Message<"deliberate.common.v1.RuleResult"> & {
  * Use `create(RuleResultSchema)` to create a new message.
  */
 export const RuleResultSchema: GenMessage<RuleResult> = /*@__PURE__*/
-  messageDesc(file_deliberate_common_v1_common, 4);
+  messageDesc(file_deliberate_common_v1_common, 5);
 
 /**
  * A place in a draft's text, as it was generated.
@@ -329,7 +417,7 @@ export type DraftPosition = Message<"deliberate.common.v1.DraftPosition"> & {
  * Use `create(DraftPositionSchema)` to create a new message.
  */
 export const DraftPositionSchema: GenMessage<DraftPosition> = /*@__PURE__*/
-  messageDesc(file_deliberate_common_v1_common, 5);
+  messageDesc(file_deliberate_common_v1_common, 6);
 
 /**
  * The optional LLM judge's opinion of a draft that passed every hard rule.
@@ -374,7 +462,7 @@ export type JudgeVerdict = Message<"deliberate.common.v1.JudgeVerdict"> & {
  * Use `create(JudgeVerdictSchema)` to create a new message.
  */
 export const JudgeVerdictSchema: GenMessage<JudgeVerdict> = /*@__PURE__*/
-  messageDesc(file_deliberate_common_v1_common, 6);
+  messageDesc(file_deliberate_common_v1_common, 7);
 
 /**
  * The Verifier's verdict on one draft.
@@ -447,7 +535,7 @@ export type DraftVerdict = Message<"deliberate.common.v1.DraftVerdict"> & {
  * Use `create(DraftVerdictSchema)` to create a new message.
  */
 export const DraftVerdictSchema: GenMessage<DraftVerdict> = /*@__PURE__*/
-  messageDesc(file_deliberate_common_v1_common, 7);
+  messageDesc(file_deliberate_common_v1_common, 8);
 
 /**
  * One computation a draft writes and gets right, by what it computes rather than how it is written:
@@ -476,7 +564,7 @@ export type Computation = Message<"deliberate.common.v1.Computation"> & {
  * Use `create(ComputationSchema)` to create a new message.
  */
 export const ComputationSchema: GenMessage<Computation> = /*@__PURE__*/
-  messageDesc(file_deliberate_common_v1_common, 8);
+  messageDesc(file_deliberate_common_v1_common, 9);
 
 /**
  * Why generation of a text stopped.
