@@ -6,8 +6,10 @@
 # Writes into DIR (created, mode 700):
 #   ca.pem, ca-key.pem          the CA (its key signs the two below; keep it out of version control)
 #   server.pem, server-key.pem  one certificate for every service, SAN 127.0.0.1, ::1, localhost, the
-#                               service names (drafter, verifier, refiner, scheduler, gateway, risk), their
-#                               Kubernetes names in the `deliberate` namespace, and EXTRA_DNS_NAMEs
+#                               service names (drafter, verifier, refiner, scheduler, gateway, risk, and the
+#                               headless drafter-headless, verifier-headless, refiner-headless the Scheduler
+#                               balances over), their Kubernetes names in the `deliberate` namespace, and
+#                               EXTRA_DNS_NAMEs
 #   client.pem, client-key.pem  a client certificate (CN deliberate-client): the Scheduler's to its three
 #                               services, the gateway's to the Scheduler, and a user's
 # Certificates last 30 days; keys are EC P-256. Needs only openssl.
@@ -22,7 +24,7 @@ cd "$dir"
 umask 077
 
 san="IP:127.0.0.1,IP:::1,DNS:localhost"
-for service in drafter verifier refiner scheduler gateway risk; do
+for service in drafter verifier refiner scheduler gateway risk drafter-headless verifier-headless refiner-headless; do
   san+=",DNS:$service,DNS:$service.deliberate,DNS:$service.deliberate.svc,DNS:$service.deliberate.svc.cluster.local"
 done
 for name in "$@"; do

@@ -22,6 +22,9 @@ SAFE_RETRY_CONDITIONS = {"connect-failure", "refused-stream", "unavailable"}
 HEALTHCHECK = ["python", "-m", "deliberate.core.healthcheck"]
 TLS_DIR = "/etc/deliberate/tls"
 CLUSTER_SCOPED = {"Namespace", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+# The Scheduler's back-ends, each with a headless Service beside its ClusterIP one (docs/deploy.md#load-balancing).
+BALANCED = ("drafter", "verifier", "refiner")
+HEADLESS = {f"{name}-headless" for name in BALANCED}
 
 
 def load_render():
@@ -92,8 +95,9 @@ def test_base_has_every_object_the_services_need(rendered):
     assert set(of_kind(objects, "Namespace")) == {"deliberate"}
     assert set(of_kind(objects, "Deployment")) == {*SERVICES, "gateway"}
     assert set(of_kind(objects, "StatefulSet")) == {"redis"}
-    for kind in ("Service", "ServiceAccount", "PodDisruptionBudget"):
+    for kind in ("ServiceAccount", "PodDisruptionBudget"):
         assert set(of_kind(objects, kind)) == {*SERVICES, "gateway", "redis"}, kind
+    assert set(of_kind(objects, "Service")) == {*SERVICES, "gateway", "redis", *HEADLESS}
     namespaced = [obj for obj in objects if obj["kind"] not in CLUSTER_SCOPED]
     assert {obj["metadata"].get("namespace") for obj in namespaced} == {"deliberate"}
 
@@ -113,8 +117,9 @@ def test_cluster_scoped_objects_have_no_namespace(rendered, overlay):
 def test_every_service_exposes_a_grpc_port_that_reaches_its_pods(rendered, overlay):
     objects = rendered[overlay]
     for name, service in of_kind(objects, "Service").items():
-        if name in ("redis", "gateway"):
-            continue  # not gRPC services: test_schedulers_share_their_state_in_redis, test_the_gateway_…
+        if name in ("redis", "gateway") or name in HEADLESS:
+            continue  # not gRPC services: test_schedulers_share_their_state_in_redis, test_the_gateway_…; headless:
+            # test_headless_services_reach_every_pod_of_their_backend
         ports = {port["name"]: port for port in service["spec"]["ports"]}
         assert "grpc" in ports, name
         assert ports["grpc"]["port"] == SERVICES[name]
@@ -181,11 +186,42 @@ def test_services_bind_all_interfaces(rendered, overlay):
         assert env(rendered[overlay], name)["DELIBERATE_HOST"] == "0.0.0.0", name
 
 
+@pytest.mark.parametrize("overlay", list(render.OVERLAYS))
+def test_headless_services_reach_every_pod_of_their_backend(rendered, overlay):
+    objects = rendered[overlay]
+    for name in BALANCED:
+        headless, service = one(objects, "Service", f"{name}-headless"), one(objects, "Service", name)
+        assert headless["spec"]["clusterIP"] == "None"  # DNS answers each ready pod's address
+        assert headless["spec"]["selector"] == service["spec"]["selector"]
+        assert not headless["spec"].get("publishNotReadyAddresses")  # a pod still loading its model is left out
+        (port,) = headless["spec"]["ports"]  # gRPC only: the ServiceMonitor scrapes each pod once, via `name`
+        assert (port["name"], port["port"], port["targetPort"]) == ("grpc", SERVICES[name], "grpc")
+
+
+@pytest.mark.parametrize("overlay", [o for o in render.OVERLAYS if o != "istio"])
+def test_without_a_mesh_the_scheduler_balances_over_the_headless_services(rendered, overlay):
+    objects = rendered[overlay]
+    values = env(objects, "scheduler")
+    for name in BALANCED:
+        assert values[f"DELIBERATE_{name.upper()}_ADDRESS"] == f"dns:///{name}-headless:{SERVICES[name]}"
+    # Clients reconnect (and resolve the headless names again) at least once a minute: new pods get calls.
+    assert float(env(objects, "scheduler")["DELIBERATE_MAX_CONNECTION_AGE_S"]) == 60
+    assert float(env(objects, "drafter")["DELIBERATE_MAX_CONNECTION_AGE_S"]) == 60
+
+
+def test_with_istio_the_scheduler_calls_the_cluster_ip_services_the_mesh_balances(rendered):
+    values = env(rendered["istio"], "scheduler")
+    hosts = {vs["spec"]["hosts"][0] for vs in of_kind(rendered["istio"], "VirtualService").values()}
+    for name in BALANCED:
+        assert values[f"DELIBERATE_{name.upper()}_ADDRESS"] == f"{name}:{SERVICES[name]}"
+        assert name in hosts  # its VirtualService (timeouts, retries) applies to exactly this host
+
+
 def test_scheduler_addresses_name_the_services(rendered):
     objects = rendered["base"]
     values = env(objects, "scheduler")
-    for name in ("drafter", "verifier", "refiner"):
-        assert values[f"DELIBERATE_{name.upper()}_ADDRESS"] == f"{name}:{SERVICES[name]}"
+    for name in BALANCED:
+        assert f"{name}-headless:{SERVICES[name]}" in values[f"DELIBERATE_{name.upper()}_ADDRESS"]
         assert name in of_kind(objects, "Service")
     assert values["DELIBERATE_VERIFIER_HEALTH_URL"] == "http://verifier:8081/health"
     assert values["DELIBERATE_RESTARTER"] == "kubernetes"
@@ -455,10 +491,15 @@ def test_istio_routes_have_timeouts_and_only_safe_retries(rendered):
 
 
 def test_istio_overlay_leaves_the_workloads_as_in_base(rendered):
+    """But for the Scheduler's three back-end addresses (test_with_istio_the_scheduler_calls_the_cluster_ip_…)."""
+
     def workloads(objects):
         deployments = copy.deepcopy(of_kind(objects, "Deployment"))
         for deployment in deployments.values():
             deployment["spec"]["template"]["metadata"].pop("annotations", None)
+            for item in deployment["spec"]["template"]["spec"]["containers"][0].get("env", []):
+                if item["name"] in {f"DELIBERATE_{name.upper()}_ADDRESS" for name in BALANCED}:
+                    item["value"] = "<address>"
         return deployments
 
     assert workloads(rendered["istio"]) == workloads(rendered["base"])

@@ -77,6 +77,7 @@ class InFlightLimit:
                 f"{self.total} of {self.bound} calls in flight ({self.setting}); retry later", self.retry_after_ms()
             )
         self.in_flight[method] += 1
+        metrics.ADMITTED_CALLS.add(1, {"method": method})
         started = time.monotonic()
         try:
             yield

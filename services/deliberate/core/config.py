@@ -33,6 +33,13 @@ class CommonSettings(BaseModel):
         "(the OpenTelemetry Collector's file exporter format; several services may share one file).",
     )
     shutdown_grace_s: float = Field(5.0, description="Seconds in-flight RPCs get to finish on SIGTERM.")
+    max_connection_age_s: float = Field(
+        0.0,
+        ge=0,
+        description="Clients are asked (HTTP/2 GOAWAY) to reconnect after this long, calls in flight finishing "
+        "first, so a balancing client resolves its target again and finds replicas added since "
+        "(docs/deploy.md#load-balancing). 0: never.",
+    )
     tls_cert_file: str = Field(
         "",
         description="PEM certificate (chain) the server presents; with --tls-key-file it serves TLS only. "

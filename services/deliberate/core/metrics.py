@@ -63,6 +63,10 @@ VERIFICATION_DURATION = meter.create_histogram(
 REFINE_TOKEN_BUDGET = meter.create_histogram(
     "deliberate.refine.token_budget", unit="{token}", description="Token budget chosen for the final answer."
 )
+# Every service: work calls admitted, by method; on each replica's /metrics, the share of the calls it served.
+ADMITTED_CALLS = meter.create_counter(
+    "deliberate.rpc.admitted", unit="{call}", description="Work calls admitted (within --max-in-flight); method."
+)
 # Every service: calls refused because its work methods' in-flight bound was reached (core/admission.py).
 REJECTED_CALLS = meter.create_counter(
     "deliberate.rpc.rejected", unit="{call}", description="Work calls answered RESOURCE_EXHAUSTED because the "

@@ -83,6 +83,13 @@ async def serve(spec: ServiceSpec, settings: CommonSettings) -> None:
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             *([("grpc.so_reuseport", 1)] if spec.reuse_port else []),
+            # A GOAWAY after this age makes a round_robin client re-resolve (core/balancing.py); calls in flight
+            # finish on the old connection (no grace limit).
+            *(
+                [("grpc.max_connection_age_ms", round(settings.max_connection_age_s * 1000))]
+                if settings.max_connection_age_s
+                else []
+            ),
         ],
     )
     health_servicer = health.aio.HealthServicer()

@@ -15,7 +15,7 @@ from pathlib import Path
 from google.protobuf.json_format import MessageToDict
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.instrumentation.grpc import GrpcAioInstrumentorClient, GrpcAioInstrumentorServer
+from opentelemetry.instrumentation.grpc import GrpcAioInstrumentorClient, GrpcAioInstrumentorServer, filters
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import (
@@ -81,7 +81,10 @@ def setup_tracing(service: str, exporter: str = "auto", trace_file: str = "") ->
     elif exporter != "none":
         raise ValueError(f"trace_exporter must be otlp, file, console, none or auto, not {exporter!r}")
     trace.set_tracer_provider(provider)
-    GrpcAioInstrumentorServer().instrument()
+    # Not the health service: OpenTelemetry's aio server wrapper iterates every server-streaming handler with
+    # `async for`, and grpc_health's Watch writes with `context.write` instead, so every Watch failed with UNKNOWN
+    # — the Watch gRPC's client health checking opens on each replica (core/balancing.py). Probes make no spans.
+    GrpcAioInstrumentorServer(filter_=filters.negate(filters.health_check())).instrument()
     GrpcAioInstrumentorClient().instrument()
     return provider
 

@@ -22,6 +22,7 @@ from deliberate_api.refiner.v1 import refiner_service_pb2, refiner_service_pb2_g
 from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
 
 from ..core.admission import retry_after_ms
+from ..core.balancing import channel_options, grpc_target
 from ..core.tls import aio_channel, channel_credentials
 from .load import EngineReport
 from .settings import SchedulerSettings
@@ -90,9 +91,19 @@ class Stubs:
         credentials = channel_credentials(
             settings.downstream_tls_ca_file, settings.downstream_tls_cert_file, settings.downstream_tls_key_file
         )
+        # Several replicas (a list, or a target such as dns:///drafter-headless:50052): round_robin with health
+        # checking on the service's own name (core/balancing.py); one host:port connects as before.
         channels = [
-            aio_channel(address, credentials)
-            for address in (settings.drafter_address, settings.verifier_address, settings.refiner_address)
+            aio_channel(
+                grpc_target(address),
+                credentials,
+                channel_options(address, module.DESCRIPTOR.services_by_name[name].full_name),
+            )
+            for address, module, name in (
+                (settings.drafter_address, drafter_service_pb2, "DrafterService"),
+                (settings.verifier_address, verifier_service_pb2, "VerifierService"),
+                (settings.refiner_address, refiner_service_pb2, "RefinerService"),
+            )
         ]
         try:
             yield cls(

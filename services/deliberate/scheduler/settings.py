@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
+from ..core.balancing import grpc_target
 from ..core.config import CommonSettings, DownstreamTlsSettings
 from ..selection import get_policy
 
@@ -18,9 +19,18 @@ class SchedulerSettings(DownstreamTlsSettings, CommonSettings):
         "RESOURCE_EXHAUSTED and a retry hint (docs/reliability.md). Past 8 solves the Drafter's 8 engine slots "
         "only queue more drafts and every solve slows.",
     )
-    drafter_address: str = Field("127.0.0.1:50052", description="host:port of the Drafter.")
-    verifier_address: str = Field("127.0.0.1:50053", description="host:port of the Verifier.")
-    refiner_address: str = Field("127.0.0.1:50054", description="host:port of the Refiner.")
+    drafter_address: str = Field(
+        "127.0.0.1:50052",
+        description="The Drafter: host:port (one connection), or its replicas, balanced round_robin with health "
+        "checking: a comma list of IP:port, or a gRPC target such as dns:///drafter-headless:50052 "
+        "(docs/deploy.md#load-balancing).",
+    )
+    verifier_address: str = Field(
+        "127.0.0.1:50053", description="The Verifier: host:port, or its replicas as for --drafter-address."
+    )
+    refiner_address: str = Field(
+        "127.0.0.1:50054", description="The Refiner: host:port, or its replicas as for --drafter-address."
+    )
     auth_tokens_file: str = Field(
         "",
         description="File of accepted bearer tokens, one per line: `TOKEN` (every permission) or "
@@ -94,6 +104,12 @@ class SchedulerSettings(DownstreamTlsSettings, CommonSettings):
     kubernetes_selector: str = Field(
         "app.kubernetes.io/name=verifier", description="restarter=kubernetes: label selector of the Verifier's pods."
     )
+
+    @field_validator("drafter_address", "verifier_address", "refiner_address")
+    @classmethod
+    def _resolvable_target(cls, address: str) -> str:
+        grpc_target(address)  # a list with a name in it, or an empty entry, fails at start-up
+        return address.strip()
 
     @field_validator("selection_policy")
     @classmethod
