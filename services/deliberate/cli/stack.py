@@ -31,6 +31,14 @@ from .local_redis import LocalRedis
 SERVICES = ("risk", "drafter", "verifier", "refiner", "scheduler")
 # HTTP in front of the Scheduler; started once the four serve (docs/gateway.md).
 GATEWAY = "gateway"
+# The Drafter's replicas beyond the first are "drafter-2", "drafter-3", … (`Stack.drafters`).
+DRAFTER_REPLICA_PREFIX = "drafter-"
+# Engine threads of each Drafter replica when several share the machine: two replicas each spinning on every
+# core wait on each other at every decoding step (docs/deploy.md#load-balancing). An explicit
+# DELIBERATE_ENGINE_THREADS in the environment wins.
+REPLICA_ENGINE_THREADS = "1"
+# `deliberate up`'s replica ports: the first Drafter's gRPC and metrics ports plus this, times the replica's number - 1.
+REPLICA_PORT_STEP = 10
 
 
 @dataclass
@@ -127,17 +135,51 @@ class Stack:
     tls: TlsFiles | None = None
     # The Scheduler's --auth-tokens-file: its clients need a bearer token (docs/security.md).
     auth_tokens_file: Path | None = None
+    # Drafter replicas: the first on ports.drafter, the others ("drafter-2", …) on `drafter_ports` (gRPC, metrics)
+    # — free loopback ports when not given. With more than one, the Scheduler's --drafter-address lists them all
+    # (round_robin with health checking, core/balancing.py) and each runs DELIBERATE_ENGINE_THREADS=1.
+    drafters: int = 1
+    drafter_ports: list[tuple[int, int]] = field(default_factory=list)
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.drafters < 1:
+            raise ValueError(f"drafters must be at least 1, not {self.drafters}")
+        missing = self.drafters - 1 - len(self.drafter_ports)
+        if missing > 0:
+            self.drafter_ports = [*self.drafter_ports, *free_port_pairs(missing)]
+
+    @property
+    def drafter_replicas(self) -> list[str]:
+        """The Drafter replicas' service names: "drafter", then "drafter-2", …"""
+        return ["drafter", *(f"{DRAFTER_REPLICA_PREFIX}{i}" for i in range(2, self.drafters + 1))]
+
+    def services(self) -> tuple[str, ...]:
+        """SERVICES with every Drafter replica in the Drafter's place."""
+        return tuple(
+            name for service in SERVICES for name in (self.drafter_replicas if service == "drafter" else [service])
+        )
+
+    def _ports_of(self, service: str) -> tuple[int, int | None]:
+        """(gRPC port, metrics port) of a service or Drafter replica (the gateway: no metrics port)."""
+        if service.startswith(DRAFTER_REPLICA_PREFIX):
+            return self.drafter_ports[int(service.removeprefix(DRAFTER_REPLICA_PREFIX)) - 2]
+        return getattr(self.ports, service), getattr(self.ports, f"{service}_metrics", None)
 
     @property
     def address(self) -> str:
         return f"{self.host}:{self.ports.scheduler}"
 
     def address_of(self, service: str) -> str:
-        return f"{self.host}:{getattr(self.ports, service)}"
+        return f"{self.host}:{self._ports_of(service)[0]}"
+
+    @property
+    def drafter_address(self) -> str:
+        """The Scheduler's --drafter-address: the one Drafter, or every replica as a list."""
+        return ",".join(self.address_of(name) for name in self.drafter_replicas)
 
     def metrics_url(self, service: str) -> str:
-        return f"http://{self.host}:{getattr(self.ports, service + '_metrics')}/metrics"
+        return f"http://{self.host}:{self._ports_of(service)[1]}/metrics"
 
     @property
     def gateway_url(self) -> str:
@@ -165,15 +207,16 @@ class Stack:
         `command` passes them as flags; the container test passes them as DELIBERATE_* variables.
         """
         p = self.ports
-        settings = {"host": self.host, "port": str(getattr(p, service))}
-        if service in SERVICES:  # the gateway serves no /metrics of its own (yet)
-            settings["metrics_port"] = str(getattr(p, f"{service}_metrics"))
+        port, metrics_port = self._ports_of(service)
+        settings = {"host": self.host, "port": str(port)}
+        if metrics_port is not None:  # the gateway serves no /metrics of its own (yet)
+            settings["metrics_port"] = str(metrics_port)
         if service == "verifier":
             settings["http_port"] = str(p.verifier_http)
             settings["risk_address"] = self.address_of("risk")
         if service == "scheduler":
             settings |= {
-                "drafter_address": self.address_of("drafter"),
+                "drafter_address": self.drafter_address,
                 "verifier_address": self.address_of("verifier"),
                 "refiner_address": self.address_of("refiner"),
                 "verifier_health_url": f"http://{self.host}:{p.verifier_http}/health",
@@ -191,7 +234,8 @@ class Stack:
         return settings
 
     def command(self, service: str) -> list[str]:
-        args = [sys.executable, "-m", f"deliberate.{service}"]
+        module = "drafter" if service.startswith(DRAFTER_REPLICA_PREFIX) else service
+        args = [sys.executable, "-m", f"deliberate.{module}"]
         for name, value in self.wiring(service).items():
             args += [flag_name(name), value]
         if service == "verifier":
@@ -215,7 +259,7 @@ class Stack:
         try:
             process = subprocess.Popen(
                 self.command(service),
-                env={**os.environ, **self.env, **self.trace_env()},
+                env={**self.replica_env(service), **os.environ, **self.env, **self.trace_env()},
                 stdout=output,
                 stderr=output,
                 start_new_session=True,
@@ -226,6 +270,12 @@ class Stack:
         self.processes[service] = process
         return process
 
+    def replica_env(self, service: str) -> dict[str, str]:
+        """Defaults for a Drafter replica among several (the environment and `env` override them)."""
+        if self.drafters > 1 and service in self.drafter_replicas:
+            return {"DELIBERATE_ENGINE_THREADS": REPLICA_ENGINE_THREADS}
+        return {}
+
     def trace_env(self) -> dict[str, str]:
         """With a trace file, the variables that make a service export its spans there (the Scheduler passes
         them on to the Verifier it starts)."""
@@ -235,7 +285,7 @@ class Stack:
 
     def up(self, timeout_s: float = 300.0) -> None:
         self.start_state_store()
-        for service in SERVICES:
+        for service in self.services():
             if service != "verifier":  # the scheduler starts it
                 self.start(service)
         self.wait_healthy(timeout_s)
@@ -251,9 +301,10 @@ class Stack:
             self.redis = LocalRedis(self.state_dir / "redis").start()
             self.owns_redis = True
 
-    def wait_healthy(self, timeout_s: float, services=SERVICES) -> None:
+    def wait_healthy(self, timeout_s: float, services: tuple[str, ...] | None = None) -> None:
+        """Waits until each of `services` (default: every service and Drafter replica) reports SERVING."""
         deadline = time.monotonic() + timeout_s
-        for service in services:
+        for service in self.services() if services is None else services:
             while not self.is_serving(service):
                 process = self.processes.get(service)
                 if process is not None and process.poll() is not None:
@@ -325,3 +376,16 @@ class Stack:
 
     def __exit__(self, *exc: object) -> None:
         self.down()
+
+
+def free_port_pairs(count: int) -> list[tuple[int, int]]:
+    """`count` (gRPC, metrics) pairs of free loopback ports."""
+    import socket
+
+    sockets = [socket.socket() for _ in range(2 * count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    numbers = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return list(zip(numbers[::2], numbers[1::2], strict=True))

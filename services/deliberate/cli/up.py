@@ -13,7 +13,7 @@ from pathlib import Path
 
 from deliberate_client.cli import EXAMPLE_QUESTION, SERVER_COMMANDS, add_solve_arguments, run_solve
 
-from .stack import GATEWAY, SERVICES, Ports, Stack, TlsFiles
+from .stack import GATEWAY, REPLICA_PORT_STEP, Ports, Stack, TlsFiles
 from .supervisor import CrashLoop, Supervisor
 
 
@@ -48,6 +48,14 @@ def add_command(commands: argparse._SubParsersAction) -> None:
         help="the Scheduler demands a bearer token listed in this file (docs/security.md); "
         "the example solve sends $DELIBERATE_TOKEN",
     )
+    up.add_argument(
+        "--drafters",
+        type=int,
+        default=1,
+        help="Drafter replicas (default 1): the second on port 50062 (metrics 9475), the third on 50072, …; with "
+        "more than one each runs DELIBERATE_ENGINE_THREADS=1 and the Scheduler balances over all of them "
+        "(docs/deploy.md#load-balancing)",
+    )
     # The default model writes ~150-250 tokens per GSM8K draft with the brief prompt (docs/models.md).
     up.add_argument("--example-max-new-tokens", type=int, default=320)
     up.set_defaults(run=run_up)
@@ -56,11 +64,19 @@ def add_command(commands: argparse._SubParsersAction) -> None:
 def run_up(args: argparse.Namespace) -> int:
     ports = Ports(scheduler=args.port, gateway=args.gateway_port)
     tls = TlsFiles.in_dir(args.tls_dir) if args.tls_dir else None
+    if args.drafters < 1:
+        print(f"error: --drafters must be at least 1, not {args.drafters}", file=sys.stderr)
+        return 2
+    replica_ports = [
+        (ports.drafter + REPLICA_PORT_STEP * i, ports.drafter_metrics + REPLICA_PORT_STEP * i)
+        for i in range(1, args.drafters)
+    ]
     stack = Stack(
         ports=ports, host=args.host, log_dir=args.log_dir, state=args.state, trace_file=args.trace_file,
-        tls=tls, auth_tokens_file=args.auth_tokens_file,
+        tls=tls, auth_tokens_file=args.auth_tokens_file, drafters=args.drafters, drafter_ports=replica_ports,
     )  # fmt: skip
-    print(f"starting risk, drafter, verifier, refiner, scheduler, gateway (logs in {args.log_dir}/) …", flush=True)
+    names = ", ".join(stack.services()) + ", " + GATEWAY
+    print(f"starting {names} (logs in {args.log_dir}/) …", flush=True)
     started = time.monotonic()
     try:
         stack.up()
@@ -72,7 +88,7 @@ def run_up(args: argparse.Namespace) -> int:
         f"all four services, the risk model and the gateway SERVING after {time.monotonic() - started:.1f}s; "
         f"scheduler at {stack.address}, OpenAI-compatible API at {stack.gateway_url}/v1"
     )
-    for service in SERVICES:
+    for service in stack.services():
         process = stack.processes.get(service)
         owner = f"pid {process.pid:<7}" if process else "supervised by the scheduler (watchdog restarts it)"
         print(f"  {service:<9} {stack.address_of(service)}  {stack.metrics_url(service)}  {owner}")

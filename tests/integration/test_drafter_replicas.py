@@ -1,0 +1,135 @@
+"""Several Drafter replicas behind one Scheduler, through real processes (docs/deploy.md#load-balancing).
+
+Two real Drafters (`Stack(drafters=2)`, one engine thread each) and a stand-in replica that reports NOT_SERVING
+(tests/standin_drafter.py) are all in the Scheduler's --drafter-address list; the Scheduler balances round_robin
+with gRPC health checking. Checked: both real replicas serve drafts of a stream of requests; the NOT_SERVING one
+gets no call; a replica SIGKILLed between requests gets no more calls, and once restarted takes traffic again;
+and, the control, the stand-in gets calls as soon as it reports SERVING.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+
+from deliberate.cli.stack import Ports, Stack, free_port_pairs
+from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
+from deliberate_api.scheduler.v1 import scheduler_service_pb2_grpc
+from deliberate_client.client import build_request
+from tests.metrics import scrape, value
+
+pytestmark = pytest.mark.model
+
+ROOT = Path(__file__).resolve().parents[2]
+# The drafting call of a round: StreamDrafts with early stopping on (the default), else GenerateDrafts.
+DRAFT_METHODS = ("StreamDrafts", "GenerateDrafts")
+# How long a restarted replica may take to load its model and be called again (the issue's bound).
+BACK_IN_TRAFFIC_S = 30.0
+
+
+@pytest.fixture(scope="module")
+def standin(tmp_path_factory):
+    """The NOT_SERVING replica: (its address, the file its received calls are listed in, its process)."""
+    ((port, _),) = free_port_pairs(1)
+    calls = tmp_path_factory.mktemp("standin") / "calls.txt"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.standin_drafter", str(port), str(calls)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert process.stdout.readline().strip() == b"listening"
+    yield f"127.0.0.1:{port}", calls, process
+    process.kill()
+    process.wait()
+
+
+@pytest.fixture(scope="module")
+def stack(standin, tmp_path_factory):
+    address, _, _ = standin
+    running = Stack(
+        ports=Ports.free(),
+        log_dir=tmp_path_factory.mktemp("replica-logs"),
+        state_dir=tmp_path_factory.mktemp("replica-state"),
+        drafters=2,
+        with_gateway=False,
+    )
+    # The two real replicas, and the stand-in: a Drafter still loading its model is NOT_SERVING like it.
+    running.scheduler_args = [
+        "--max-redrafts", "0",
+        "--drafter-address", f"{running.drafter_address},{address}",
+        "--load-interval-s", "1",
+    ]  # fmt: skip
+    with running:
+        yield running
+
+
+def drafting_calls(stack: Stack, replica: str) -> float:
+    samples = scrape(stack.metrics_url(replica))
+    return sum(value(samples, "deliberate_rpc_admitted_total", method=m) for m in DRAFT_METHODS)
+
+
+def solve(stack: Stack, seed: int) -> pb.SolveResponse:
+    request = build_request("What is 2 + 3?", num_drafts=2, max_new_tokens=8, refine_max_new_tokens=4, seed=seed)
+    with grpc.insecure_channel(stack.address) as channel:
+        return scheduler_service_pb2_grpc.SchedulerServiceStub(channel).Solve(request, timeout=120)
+
+
+def standin_calls(standin) -> list[str]:
+    return standin[1].read_text().split()
+
+
+def test_each_replica_serves_its_share_and_the_not_serving_one_none(stack, standin):
+    before = {replica: drafting_calls(stack, replica) for replica in stack.drafter_replicas}
+    for seed in range(4):
+        response = solve(stack, seed)
+        assert response.status != pb.SOLVE_STATUS_FAILED and response.answer
+    served = {replica: drafting_calls(stack, replica) - before[replica] for replica in stack.drafter_replicas}
+    assert sum(served.values()) >= 4, served
+    assert all(count >= 1 for count in served.values()), served  # round_robin: neither replica is left idle
+    assert standin_calls(standin) == []  # health checking keeps the NOT_SERVING replica out
+
+
+def test_replicas_run_one_engine_thread_each(stack):
+    for replica in stack.drafter_replicas:
+        environ = Path(f"/proc/{stack.processes[replica].pid}/environ").read_bytes().split(b"\0")
+        assert b"DELIBERATE_ENGINE_THREADS=1" in environ, replica
+
+
+def test_a_killed_replica_is_skipped_and_takes_traffic_again_once_restarted(stack, standin):
+    stack.processes["drafter-2"].send_signal(signal.SIGKILL)
+    stack.processes["drafter-2"].wait()
+    for seed in range(10, 13):  # every request finds the live replica
+        assert solve(stack, seed).answer
+    stack.start("drafter-2")
+    restarted = time.monotonic()
+    stack.wait_healthy(BACK_IN_TRAFFIC_S, services=("drafter-2",))
+    seed = 20
+    while drafting_calls(stack, "drafter-2") < 1:  # a new process: its counter starts at 0
+        assert time.monotonic() - restarted < BACK_IN_TRAFFIC_S, "the restarted replica got no call"
+        assert solve(stack, seed).answer
+        seed += 1
+    assert standin_calls(standin) == []
+
+
+def test_control_the_standin_is_called_once_it_reports_serving(stack, standin):
+    """Without this the test above could pass because the stand-in is unreachable, not because of its health."""
+    standin[2].send_signal(signal.SIGUSR1)
+    deadline = time.monotonic() + 20
+    seed = 30
+    while not standin_calls(standin):
+        assert time.monotonic() < deadline, "the stand-in reported SERVING but got no call"
+        try:
+            solve(stack, seed)
+        except grpc.RpcError as error:  # the stand-in answers UNAVAILABLE: a request it drafts fails
+            assert error.code() == grpc.StatusCode.UNAVAILABLE
+        seed += 1
+        time.sleep(0.2)
+    assert set(standin_calls(standin)) <= {"StreamDrafts", "GenerateDrafts", "GetLoad"}
