@@ -18,6 +18,7 @@ from deliberate.engines.transformers_engine import (
     MIN_SHARED_PREFIX,
     NucleusSampler,
     PresenceFrequencyPenalty,
+    TokenLogprobs,
     _locate,
     _RowStreamer,
     _skinny_linear,
@@ -98,6 +99,58 @@ def test_locate_accepts_a_gguf_file_or_a_directory_holding_one(tmp_path):
     assert _locate(str(tmp_path)) == (str(tmp_path), None)
     with pytest.raises(FileNotFoundError):
         _locate(str(tmp_path / "missing"))
+
+
+class _CharTokenizer:
+    """Token id n is the character chr(n); id 0 is EOS and has no text."""
+
+    def decode(self, ids, **kwargs) -> str:
+        return "".join(chr(i) for i in ids if i)
+
+
+def test_token_logprobs_change_no_score_and_pair_each_step_with_its_tokens():
+    recorder = TokenLogprobs(top_k=2)
+    first = torch.tensor([[0.0, 1.0, 2.0, 3.0], [3.0, 0.0, 0.0, 0.0]])
+    second = torch.tensor([[0.0, 0.0, 0.0, 0.0], [1.0, 1.0, 5.0, 1.0]])
+    assert recorder(None, first) is first  # the scores pass through untouched
+    recorder(None, second)  # a step ahead of the streamer, as generate's deferred stop check runs
+
+    sampled, top = recorder.take(torch.tensor([2, 0]))  # first step's tokens
+    expected = F.log_softmax(first, dim=-1)
+    assert sampled == pytest.approx([expected[0, 2].item(), expected[1, 0].item()])
+    assert top[0] == pytest.approx([expected[0, 3].item(), expected[0, 2].item()])
+    sampled, _ = recorder.take(torch.tensor([[1], [2]]))
+    assert sampled == pytest.approx([-math.log(4), F.log_softmax(second[1], dim=-1)[2].item()])
+    assert recorder.take(torch.tensor([0, 0])) is None
+
+
+def test_streamer_traces_each_rows_tokens_on_its_text():
+    a, b, c = ord("a"), ord("b"), ord("c")
+    recorder = TokenLogprobs(top_k=3)
+    events = []
+    streamer = _RowStreamer(_CharTokenizer(), [5, 5], {0}, events.append, time.perf_counter(), recorder)
+    streamer.put(torch.zeros(2, 5, dtype=torch.long))
+    scores = torch.zeros(2, 128)
+    scores[:, b] = 2.0
+    for tokens in ([a, b], [b, 0], [c, 0]):  # row 1 stops on EOS (0) at its second token, then gets padding
+        recorder(None, scores)
+        streamer.put(torch.tensor(tokens))
+    completions = streamer.close_open_rows("length")
+
+    logprobs = F.log_softmax(scores[0], dim=-1)
+    confidence = -logprobs.topk(3).values.mean().item()
+    first, second = (c.trace for c in completions)
+    assert completions[0].text == "abc" and completions[1].text == "b"
+    assert first.logprobs == pytest.approx([logprobs[a].item(), logprobs[b].item(), logprobs[c].item()])
+    assert first.confidences == pytest.approx([confidence] * 3)
+    assert first.ends == (1, 2, 3)
+    assert second.logprobs == pytest.approx([logprobs[b].item(), logprobs[0].item()])  # EOS counted, no text
+    assert second.ends == (1, 1)
+
+    plain = _RowStreamer(_CharTokenizer(), [5], {0}, lambda e: None, time.perf_counter())
+    plain.put(torch.zeros(1, 5, dtype=torch.long))
+    plain.put(torch.tensor([a]))
+    assert plain.close_open_rows("length")[0].trace is None
 
 
 # --- Embedded model -------------------------------------------------------------------------------------
@@ -260,3 +313,48 @@ def test_batch_is_one_generate_call(embedded_engine, monkeypatch):
     )
     assert len(completions) == 3
     assert len(calls) == 1 and calls[0][0] == 3
+
+
+@pytest.mark.model
+def test_token_log_probabilities_are_the_models_own_untempered_ones_when_asked(embedded_engine, monkeypatch):
+    taken = []
+    take = TokenLogprobs.take
+
+    def recording_take(self, tokens):
+        taken.append(tokens.reshape(-1).tolist())
+        return take(self, tokens)
+
+    monkeypatch.setattr(TokenLogprobs, "take", recording_take)
+    prompt = _prompts(embedded_engine)[2]
+    # Temperature, top-p and penalties change what is sampled, not the reported distribution.
+    params = SamplingParams(
+        temperature=1.3, top_p=0.9, presence_penalty=0.5, max_new_tokens=10, min_new_tokens=10, seed=5, top_logprobs=4
+    )
+    [completion] = embedded_engine.generate([prompt], params, lambda e: None, threading.Event())
+
+    trace = completion.trace
+    assert len(trace.logprobs) == len(trace.confidences) == len(trace.ends) == completion.completion_tokens == 10
+    assert list(trace.ends) == sorted(trace.ends) and trace.ends[-1] == len(completion.text)
+    # The same numbers from one forward pass over the prompt and the sampled tokens.
+    generated = [step[0] for step in taken]
+    prompt_ids = embedded_engine._tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    with torch.inference_mode():
+        logits = embedded_engine._model(input_ids=torch.tensor([prompt_ids + generated])).logits[0]
+    logprobs = F.log_softmax(logits[len(prompt_ids) - 1 : -1].float(), dim=-1)
+    expected = logprobs.gather(1, torch.tensor(generated)[:, None]).reshape(-1)
+    assert list(trace.logprobs) == pytest.approx(expected.tolist(), abs=1e-3)
+    assert list(trace.confidences) == pytest.approx((-logprobs.topk(4).values.mean(dim=-1)).tolist(), abs=1e-3)
+
+    not_asked = SamplingParams(max_new_tokens=4, seed=5)
+    assert embedded_engine.generate([prompt], not_asked, lambda e: None, threading.Event())[0].trace is None
+
+
+@pytest.mark.model
+def test_each_row_of_a_batch_gets_its_own_trace(embedded_engine):
+    params = SamplingParams(max_new_tokens=12, seed=3, top_logprobs=3)
+    completions = embedded_engine.generate(_prompts(embedded_engine), params, lambda e: None, threading.Event())
+    for completion in completions:
+        trace = completion.trace
+        assert len(trace.logprobs) == completion.completion_tokens  # a row stopped on EOS: its EOS counted
+        assert all(lp <= 0 for lp in trace.logprobs) and all(c > 0 for c in trace.confidences)
+        assert list(trace.ends) == sorted(trace.ends) and trace.ends[-1] == len(completion.text)

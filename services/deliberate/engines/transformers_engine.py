@@ -3,7 +3,8 @@
 One `model.generate` call decodes all prompts of a request as one batch. Around it:
 - the prompt prefix that all drafts share is prefilled once (see `_batch_inputs`);
 - a streamer turns the batch's token stream into per-row TextDelta / Completion events;
-- logits processors add OpenAI-style presence/frequency penalties and a fast exact nucleus sampler;
+- logits processors add OpenAI-style presence/frequency penalties and a fast exact nucleus sampler, and, when a
+  request asks for them (`top_logprobs`), record each step's log-probabilities for the per-token trace;
 - a stopping criterion aborts the batch when `cancel` is set;
 - skinny matmuls make small-batch decode steps cheaper on CPU (see `_skinny_linear`).
 """
@@ -16,6 +17,7 @@ import importlib.util
 import math
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -26,13 +28,24 @@ from transformers import (
     AutoTokenizer,
     LogitsProcessor,
     LogitsProcessorList,
+    MinNewTokensLengthLogitsProcessor,
     StoppingCriteria,
     StoppingCriteriaList,
 )
 from transformers.generation.streamers import BaseStreamer
 from transformers.utils import logging as hf_logging
 
-from .base import Completion, Engine, EventSink, FinishReason, SamplingParams, TextDelta, chat_prompt, cpu_count
+from .base import (
+    Completion,
+    Engine,
+    EventSink,
+    FinishReason,
+    SamplingParams,
+    TextDelta,
+    TraceBuilder,
+    chat_prompt,
+    cpu_count,
+)
 from .models import resolve_model
 
 # Decode steps feed at most this many rows (batch × 1 token) through each Linear; prefill feeds more.
@@ -103,13 +116,14 @@ class TransformersEngine(Engine):
         started = time.perf_counter()  # latencies include any wait for the lock, as a caller sees them
         with self._lock, torch.inference_mode():
             inputs, prompt_tokens = self._batch_inputs(prompts)
-            streamer = _RowStreamer(self._tokenizer, prompt_tokens, self._eos_ids, on_event, started)
+            recorder = TokenLogprobs(params.top_logprobs) if params.top_logprobs > 0 else None
+            streamer = _RowStreamer(self._tokenizer, prompt_tokens, self._eos_ids, on_event, started, recorder)
             stop_on_cancel = _CancelCriterion(cancel)
             if params.seed is not None:  # one RNG for the batch: sequence_seeds' first seed
                 torch.manual_seed(params.seed)
             self._model.generate(
                 **inputs,
-                **self._decoding_options(params, prompt_length=inputs["input_ids"].shape[1]),
+                **self._decoding_options(params, prompt_length=inputs["input_ids"].shape[1], recorder=recorder),
                 streamer=streamer,
                 stopping_criteria=StoppingCriteriaList([stop_on_cancel]),
             )
@@ -146,8 +160,15 @@ class TransformersEngine(Engine):
             inputs["cache"] = prefix.cache
         return inputs, [len(row) for row in rows]
 
-    def _decoding_options(self, params: SamplingParams, prompt_length: int) -> dict:
-        processors = LogitsProcessorList()
+    def _decoding_options(
+        self, params: SamplingParams, prompt_length: int, recorder: TokenLogprobs | None = None
+    ) -> dict:
+        # In this order: the recorder sees the model's own logits, before anything below changes them.
+        processors = LogitsProcessorList([recorder] if recorder is not None else [])
+        # The minimum length is ours rather than generate's (`min_new_tokens`): generate would run its own processor
+        # ahead of ours, and the recorder would see EOS masked.
+        if (min_new_tokens := min(params.min_new_tokens, params.max_new_tokens)) > 0:
+            processors.append(MinNewTokensLengthLogitsProcessor(prompt_length, min_new_tokens, sorted(self._eos_ids)))
         if params.presence_penalty or params.frequency_penalty:
             processors.append(
                 PresenceFrequencyPenalty(params.presence_penalty, params.frequency_penalty, prompt_length)
@@ -156,7 +177,6 @@ class TransformersEngine(Engine):
             processors.append(NucleusSampler(params.temperature, params.top_p))
         return {
             "max_new_tokens": params.max_new_tokens,
-            "min_new_tokens": min(params.min_new_tokens, params.max_new_tokens),
             # Sampling happens in NucleusSampler, which leaves one finite score per row: greedy
             # selection then picks the sampled token. Without it this is plain greedy decoding.
             "do_sample": False,
@@ -188,13 +208,25 @@ class _Row:
     prefix: int = 0
     read: int = 0
     done: bool = False
+    sent: int = 0  # characters of text sent so far
+    trace: TraceBuilder = field(default_factory=TraceBuilder)
 
 
 class _RowStreamer(BaseStreamer):
-    """Receives the prompt batch, then each step's new tokens; emits TextDelta and per-row Completion."""
+    """Receives the prompt batch, then each step's new tokens; emits TextDelta and per-row Completion. With a
+    `recorder`, each row's tokens also get their log-probabilities (the Completion's trace)."""
 
-    def __init__(self, tokenizer, prompt_tokens: list[int], eos_ids: set[int], on_event: EventSink, started):
+    def __init__(
+        self,
+        tokenizer,
+        prompt_tokens: list[int],
+        eos_ids: set[int],
+        on_event: EventSink,
+        started,
+        recorder: TokenLogprobs | None = None,
+    ):
         self._tokenizer = tokenizer
+        self._recorder = recorder
         self._prompt_tokens = prompt_tokens
         self._eos_ids = eos_ids
         self._on_event = on_event
@@ -209,15 +241,19 @@ class _RowStreamer(BaseStreamer):
             self._prompt_seen = True
             return
         self.step_times.append(time.perf_counter())
+        step = self._recorder.take(value) if self._recorder is not None else None
         for index, token in enumerate(value.reshape(-1).tolist()):
             row = self._rows[index]
             if row.done:  # finished rows keep receiving padding
                 continue
             row.ids.append(token)
-            if token in self._eos_ids:
+            stop = token in self._eos_ids
+            self._emit_text(index, final=stop)
+            if step is not None:
+                sampled, top = step
+                row.trace.add(sampled[index], top[index], row.sent)
+            if stop:
                 self._complete(index, "stop")
-            else:
-                self._emit_text(index, final=False)
 
     def end(self) -> None:
         """Nothing to do: the engine closes the rows that are still open, knowing why they stopped."""
@@ -232,6 +268,8 @@ class _RowStreamer(BaseStreamer):
         row = self._rows[index]
         self._emit_text(index, final=True)
         row.done = True
+        if row.trace.ends:  # text held back for a character cut in the middle ends with the last token
+            row.trace.ends[-1] = row.sent
         completion = Completion(
             index=index,
             text="".join(row.pieces),
@@ -239,6 +277,7 @@ class _RowStreamer(BaseStreamer):
             completion_tokens=len(row.ids),  # includes the EOS token when the row stopped on it
             finish_reason=reason,
             latency_s=time.perf_counter() - self._started,
+            trace=row.trace.trace(),
         )
         self._completions[index] = completion
         self._on_event(completion)
@@ -253,6 +292,7 @@ class _RowStreamer(BaseStreamer):
         delta = text[len(seen) :]
         row.prefix, row.read = row.read, len(row.ids)
         row.pieces.append(delta)
+        row.sent += len(delta)
         self._on_event(TextDelta(index, delta))
 
     def _decode(self, ids: list[int]) -> str:
@@ -286,6 +326,36 @@ class PresenceFrequencyPenalty(LogitsProcessor):
             self._counts.scatter_add_(1, new, torch.ones_like(new, dtype=scores.dtype))
             self._counted = input_ids.shape[1]
         return scores - self.presence * (self._counts > 0).to(scores.dtype) - self.frequency * self._counts
+
+
+class TokenLogprobs(LogitsProcessor):
+    """Records each decoding step's log-probabilities for the streamer; changes no score.
+
+    The engine runs it first, on the model's logits as they come: the log-probabilities are the model's own
+    distribution, untempered, before penalties, top-p and the minimum length's EOS mask (llama.cpp reports the
+    same). A step costs a log-softmax and a top-k over the vocabulary per row, only when a request asks.
+    """
+
+    def __init__(self, top_k: int) -> None:
+        self.top_k = top_k
+        # Steps whose tokens the streamer has not seen yet: one, or two where generate hands tokens over a step
+        # late (its DeferredStopCheck); the step generate undoes then is never handed over.
+        self._steps: deque[tuple[torch.Tensor, torch.Tensor]] = deque()
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        logprobs = torch.log_softmax(scores.float(), dim=-1)
+        top = logprobs.topk(min(self.top_k, logprobs.shape[-1]), dim=-1).values
+        self._steps.append((logprobs, top))
+        return scores
+
+    def take(self, tokens: torch.Tensor) -> tuple[list[float], list[list[float]]] | None:
+        """For the oldest step not taken yet, whose sampled tokens are `tokens` (one per row): each row's sampled
+        token log-probability and its top-k log-probabilities; None when no step is left."""
+        if not self._steps:
+            return None
+        logprobs, top = self._steps.popleft()
+        sampled = logprobs.gather(1, tokens.reshape(-1, 1).to(logprobs.device)).reshape(-1)
+        return sampled.tolist(), top.tolist()
 
 
 class NucleusSampler(LogitsProcessor):
