@@ -1,7 +1,7 @@
 """The remote engine against a real llama.cpp HTTP server (xllamacpp's, OpenAI-compatible) in its own process,
 on the small test model with tiny token budgets: drafts with text and token counts, streaming, seeds,
-cancelling one sequence, a continued assistant prefix, schemas, errors mapped to gRPC statuses, and a Drafter
-and a Refiner process on `--engine remote` answering over gRPC."""
+cancelling one sequence, a continued assistant prefix, schemas, token log-probabilities, errors mapped to gRPC
+statuses, and a Drafter and a Refiner process on `--engine remote` answering over gRPC."""
 
 from __future__ import annotations
 
@@ -104,6 +104,19 @@ def test_an_output_schema_constrains_the_text(engine):
     [completion] = engine.generate([prompt], params, lambda e: None, Cancellation(), output_schema=schema)
     assert completion.finish_reason == "stop", completion.text
     jsonschema.validate(json.loads(completion.text), schema)
+
+
+def test_token_log_probabilities_come_per_token_on_the_text_when_asked(engine):
+    asked = SamplingParams(max_new_tokens=12, min_new_tokens=12, seed=3, top_logprobs=5)
+    completions = engine.generate(_prompts(engine, 2), asked, lambda e: None, Cancellation())
+    for completion in completions:
+        trace = completion.trace
+        assert len(trace.logprobs) == len(trace.confidences) == len(trace.ends) == completion.completion_tokens
+        assert all(lp <= 0 for lp in trace.logprobs) and all(c > 0 for c in trace.confidences)
+        assert list(trace.ends) == sorted(trace.ends) and trace.ends[-1] == len(completion.text)
+
+    not_asked = SamplingParams(max_new_tokens=4, seed=3)
+    assert engine.generate(_prompts(engine, 1), not_asked, lambda e: None, Cancellation())[0].trace is None
 
 
 def test_a_prompt_longer_than_the_servers_context_is_invalid_argument(engine):

@@ -12,6 +12,12 @@ differ (one strategy hint each), and a request per sequence gives each its own s
 cancelled alone. A cancelled sequence's connection is shut at once (within CANCEL_POLL_S), even while the server
 still queues it or evaluates its prompt, and the server drops a request whose client went away.
 
+Token confidence: with `top_logprobs` > 0 a request asks for the log-probabilities of the sampled tokens and of
+the top-k candidates (`logprobs`, `top_logprobs`: OpenAI's chat fields) and the streamed chunks' `logprobs.content`
+become the Completion's trace. Which distribution they come from is the server's: llama.cpp's and vLLM's (by
+default) are the model's own, before temperature and penalties; OpenAI does not say. A server that sends none
+gives no trace; one that refuses the fields (400 naming them) is asked again without them, and no more after that.
+
 Retries: a connect error, a dropped connection, 408, 429 or 5xx before the first token is retried with
 exponential backoff; nothing is retried once a token arrived. Failures raise `EngineError` with the gRPC status
 the services answer with (`STATUS_OF_HTTP`, docs/models.md#remote-engine). The API key is sent as a bearer
@@ -39,6 +45,7 @@ from .base import (
     FinishReason,
     SamplingParams,
     TextDelta,
+    TraceBuilder,
     error_message,
     sequence_cancelled,
     sequence_seeds,
@@ -51,6 +58,8 @@ log = logging.getLogger("deliberate.engine")
 CHAT_MARKER = "\x1fdeliberate-chat\x1f"
 # How often a generation looks for sequences to stop while their threads wait for the server.
 CANCEL_POLL_S = 0.05
+# Most candidates per token OpenAI's chat API takes (`top_logprobs`); vLLM's default --max-logprobs is the same.
+MAX_TOP_LOGPROBS = 20
 # HTTP answers that may succeed when asked again a little later.
 RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 # The gRPC status a final HTTP error maps to; others are INTERNAL.
@@ -90,6 +99,7 @@ class RemoteEngine(Engine):
         self.config = config
         self.model = model
         self.url = config.url.rstrip("/")
+        self.logprobs_refused = False  # the server answered 400 to a request for log-probabilities
         headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
         self._http = httpx2.Client(
             headers=headers,
@@ -184,6 +194,8 @@ class RemoteEngine(Engine):
             body["seed"] = seed
         if params.min_new_tokens > 0:  # benchmarks only; vLLM's extension
             body["min_tokens"] = params.min_new_tokens
+        if params.top_logprobs > 0 and not self.logprobs_refused:
+            body |= {"logprobs": True, "top_logprobs": min(params.top_logprobs, MAX_TOP_LOGPROBS)}
         if output_schema is not None:
             body["response_format"] = {
                 "type": "json_schema",
@@ -202,7 +214,7 @@ class RemoteEngine(Engine):
         def on_socket(sock: socket.socket) -> None:
             stream.connection = sock
 
-        response = None if stopped() else self._request("POST", "/chat/completions", stopped, cancel, body, on_socket)
+        response = None if stopped() else self._open_stream(body, stopped, cancel, on_socket)
         if response is None:
             stream.cancelled = True
         else:
@@ -215,6 +227,19 @@ class RemoteEngine(Engine):
             return  # no completion: the call raises the failed sequence's error
         stream.finish()
         emit(stream.completion)
+
+    def _open_stream(self, body: dict, stopped, cancel: threading.Event, on_socket):
+        """The chat completion's open response; asked again without log-probabilities when the server refuses
+        them, which only cost the request its trace."""
+        try:
+            return self._request("POST", "/chat/completions", stopped, cancel, body, on_socket)
+        except EngineError as error:
+            if "logprobs" not in body or error.status != "INVALID_ARGUMENT" or "logprob" not in str(error).lower():
+                raise
+            self.logprobs_refused = True
+            log.warning("remote engine refused log-probabilities; asking without", extra={"error": str(error)})
+            body = {key: value for key, value in body.items() if key not in ("logprobs", "top_logprobs")}
+            return self._request("POST", "/chat/completions", stopped, cancel, body, on_socket)
 
     def _read(self, stream: _Stream, response, emit: EventSink, stopped) -> None:
         """Emits the stream's deltas until it ends, or until `stopped()` (its connection may be shut meanwhile:
@@ -330,6 +355,7 @@ class _Stream:
     cancelled: bool = False
     connection: socket.socket | None = None  # the open stream's socket, for `_shut_stopped`
     token_times: list[float] = field(default_factory=list)
+    trace: TraceBuilder = field(default_factory=TraceBuilder)
     completion: Completion | None = None
 
     def read(self, data: str, url: str) -> str:
@@ -341,16 +367,37 @@ class _Stream:
         if "error" in chunk:  # llama.cpp reports a failure mid-stream as a chunk
             raise EngineError(f"remote engine at {url} failed mid-stream: {chunk['error']}", "INTERNAL")
         piece = ""
+        tokens: list = []
         for choice in chunk.get("choices") or ():
             piece += (choice.get("delta") or {}).get("content") or ""
             self.finish_reason = choice.get("finish_reason") or self.finish_reason
+            if isinstance(logprobs := choice.get("logprobs"), dict) and isinstance(logprobs.get("content"), list):
+                tokens += logprobs["content"]
+        start = len(self.text)
         if piece:
             self.text += piece
             self.token_times.append(time.perf_counter())
+        if tokens:
+            self.trace_tokens(tokens, start)
         if usage := chunk.get("usage"):
             self.prompt_tokens = usage.get("prompt_tokens") or self.prompt_tokens
             self.completion_tokens = usage.get("completion_tokens", self.completion_tokens)
         return piece
+
+    def trace_tokens(self, tokens: list, start: int) -> None:
+        """Adds a chunk's tokens (OpenAI's `logprobs.content`: {"token", "logprob", "top_logprobs": [{"logprob"}]})
+        to the trace; its text began at `start`. Each token ends where its own text does, within the chunk's text;
+        the chunk's last token at the chunk's end. Entries with no number are left out."""
+        end = len(self.text)
+        position = start
+        for number, token in enumerate(tokens):
+            if not isinstance(token, dict) or not _is_number(logprob := token.get("logprob")):
+                continue
+            text = token.get("token")
+            position = min(end, position + len(text)) if isinstance(text, str) else position
+            candidates = token.get("top_logprobs") or ()
+            top = [c["logprob"] for c in candidates if isinstance(c, dict) and _is_number(c.get("logprob"))]
+            self.trace.add(float(logprob), top, end if number == len(tokens) - 1 else position)
 
     def finish(self) -> None:
         reason: FinishReason = "aborted" if self.cancelled else "stop" if self.finish_reason == "stop" else "length"
@@ -358,5 +405,15 @@ class _Stream:
         # each on llama.cpp and vLLM.
         tokens = self.completion_tokens if self.completion_tokens is not None else len(self.token_times)
         self.completion = Completion(
-            self.index, self.text, self.prompt_tokens, tokens, reason, time.perf_counter() - self.started
+            self.index,
+            self.text,
+            self.prompt_tokens,
+            tokens,
+            reason,
+            time.perf_counter() - self.started,
+            self.trace.trace(),
         )
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
