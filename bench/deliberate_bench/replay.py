@@ -7,7 +7,7 @@ code the Scheduler runs — so policies are compared paired and exactly, without
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from deliberate.scheduler.settings import SchedulerSettings
 from deliberate.scheduler.solve import ROUND_STRIDE  # as the Scheduler orders drafts: earlier rounds first
@@ -143,15 +143,50 @@ def identity_effect(records: list[Mapping], n: int, gold_check) -> dict:
 
 # What a learned weighting may read. Left out: `agreement` (one value per request, it cannot reorder drafts) and
 # `latency` (a cost the deployment sets from load, not evidence of a right answer: fitted, its weight swung from
-# −152 to +196 between folds of the committed runs — noise).
-LEARNED_SIGNALS = ("score", "answer_share", "vote_share", "evidence")
+# −152 to +196 between folds of the committed runs — noise). A signal that never varies in the training drafts
+# (the confidence signals of runs recorded without token probabilities) is left out of that fit.
+LEARNED_SIGNALS = (
+    "score", "answer_share", "vote_share", "evidence", "kind_share", "cross_check", "program", "cut_off", "length",
+    "confidence", "tail_confidence", "answer_confidence", "mean_logprob",
+)  # fmt: skip
 FOLDS = 5
+# Drafts per request of the mixed rows: every split of 5 into prose drafts and programs that a round holds.
+MIX_SIZE = 5
+
+DraftChooser = Callable[[Mapping], list[Mapping]]  # a record → the drafts a configuration ranks
 
 
-def fit_weights(problems: list[tuple[list[Mapping], str]], gold_check) -> dict[str, float] | None:
+def first_drafts(solve: Mapping, n: int) -> list[Mapping]:
+    """The first n drafts of round 0 — what a request with num_drafts = n would have drafted (same prompts and
+    strategies; the batch was sampled once, with N = the largest size)."""
+    return sorted((d for d in solve.get("drafts", []) if d["round"] == 0 and d["index"] < n), key=lambda d: d["index"])
+
+
+def first_of_kinds(solve: Mapping, prose: int, programs: int) -> list[Mapping]:
+    """The first `prose` prose drafts and the first `programs` programs of round 0: a round of that mix."""
+    ordered = sorted((d for d in solve.get("drafts", []) if d["round"] == 0), key=lambda d: d["index"])
+    of_kind = {kind: [d for d in ordered if (d.get("kind") or "prose") == kind] for kind in ("prose", "program")}
+    return sorted(of_kind["prose"][:prose] + of_kind["program"][:programs], key=lambda d: d["index"])
+
+
+def mixes(solve: Mapping, size: int = MIX_SIZE) -> list[tuple[int, int]]:
+    """The (prose, programs) splits of `size` drafts that the recorded round can serve, both kinds present."""
+    kinds = [d.get("kind") or "prose" for d in solve.get("drafts", []) if d["round"] == 0]
+    prose, programs = kinds.count("prose"), kinds.count("program")
+    return [(p, size - p) for p in range(size - 1, 0, -1) if p <= prose and size - p <= programs]
+
+
+def mix_suffix(prose: int, programs: int) -> str:
+    """A mixed configuration's row suffix: `@5:3+2` is 3 prose drafts and 2 programs."""
+    return f"@{prose + programs}:{prose}+{programs}"
+
+
+def fit_weights(
+    problems: list[tuple[list[Mapping], str]], gold_check, names: tuple[str, ...] = LEARNED_SIGNALS
+) -> dict[str, float] | None:
     """Weights for the `weighted` policy fitted on labelled drafts: a logistic regression of "this valid draft's
-    answer is right" on the signals (the Scheduler's own fitting code, `logistic_coefficients`), its coefficients
-    used as weights. Signals that never varied are left out; None when nothing can be fitted."""
+    answer is right" on the signals `names` (the Scheduler's own fitting code, `logistic_coefficients`), its
+    coefficients used as weights. Signals that never varied are left out; None when nothing can be fitted."""
     from deliberate.scheduler.weights import logistic_coefficients
 
     rows, labels = [], []
@@ -160,30 +195,53 @@ def fit_weights(problems: list[tuple[list[Mapping], str]], gold_check) -> dict[s
         table = signals.compute(candidates)
         for candidate in candidates:
             if candidate.valid:
-                rows.append([table[candidate.draft_id][name] for name in LEARNED_SIGNALS])
+                rows.append([table[candidate.draft_id][name] for name in names])
                 labels.append(1.0 if gold_check(candidate.answer, gold) else 0.0)
     if not rows or min(labels) == max(labels):
         return None
-    varied = [j for j in range(len(LEARNED_SIGNALS)) if len({row[j] for row in rows}) > 1]
+    varied = [j for j in range(len(names)) if len({row[j] for row in rows}) > 1]
     coefficients = logistic_coefficients([tuple(row[j] for j in varied) for row in rows], labels)
     if coefficients is None:
         return None
-    return {LEARNED_SIGNALS[j]: c for j, c in zip(varied, coefficients, strict=True)}
+    return {names[j]: c for j, c in zip(varied, coefficients, strict=True)}
 
 
-def cross_validated(records: list[Mapping], n: int, gold_check, folds: int = FOLDS) -> tuple[list, list[dict]]:
-    """The `weighted` policy with weights fitted on the other folds, for each problem's first `n` drafts: problem i
-    is in fold i mod `folds` (the records' order is the evaluation's random sample), and its drafts are ranked with
-    weights fitted on the problems of every other fold only. Returns the best candidate per record (None without
-    drafts) and the weights of each fold."""
-    drafts_of = [[d for d in r["solve"].get("drafts") or [] if d["round"] == 0 and d["index"] < n] for r in records]
+def cross_validated(
+    records: list[Mapping],
+    choose: DraftChooser | int,
+    gold_check,
+    folds: int = FOLDS,
+    names: tuple[str, ...] = LEARNED_SIGNALS,
+) -> tuple[list, list[dict]]:
+    """The `weighted` policy with weights fitted on the other folds, for each problem's drafts as `choose` picks
+    them (an int n: the first n): problem i is in fold i mod `folds` (the records' order is the evaluation's
+    random sample), and its drafts are ranked with weights fitted on the problems of every other fold only.
+    Returns the best candidate per record (None without drafts) and the weights of each fold."""
+    if isinstance(choose, int):
+        n = choose
+        choose = lambda record: first_drafts(record["solve"], n)  # noqa: E731
+    drafts_of = [list(choose(r)) for r in records]
     best: list = [None] * len(records)
     fitted = []
     for fold in range(folds):
         training = [(drafts_of[i], r["gold"]) for i, r in enumerate(records) if i % folds != fold and drafts_of[i]]
-        weights = fit_weights(training, gold_check) or dict(DEFAULT_WEIGHTS)
+        weights = fit_weights(training, gold_check, names) or dict(DEFAULT_WEIGHTS)
         fitted.append({name: round(value, 4) for name, value in weights.items()})
         for i in range(fold, len(records), folds):
             if drafts_of[i]:
                 best[i] = replay(drafts_of[i], "weighted", weights=weights).selected[0]
     return best, fitted
+
+
+def learned_ablation(records: list[Mapping], choose: DraftChooser, gold_check) -> dict[str, int]:
+    """Problems right under the cross-validated learned policy with all its signals (`all`) and with each signal
+    left out in turn: what each signal adds."""
+
+    def right(names: tuple[str, ...]) -> int:
+        best, _ = cross_validated(records, choose, gold_check, names=names)
+        return sum(b is not None and gold_check(b.answer, r["gold"]) for b, r in zip(best, records, strict=True))
+
+    found = {"all": right(LEARNED_SIGNALS)}
+    for name in LEARNED_SIGNALS:
+        found[f"-{name}"] = right(tuple(n for n in LEARNED_SIGNALS if n != name))
+    return found

@@ -463,3 +463,20 @@ def test_a_mixed_round_is_also_replayed_kind_by_kind_with_an_oracle_row():
     assert found["pass@4"].correct and found["pass@2:program"].correct and not found["pass@2:prose"].correct
     assert eval_summary.order_key("majority@2:program") < eval_summary.order_key("majority@2:prose")
     assert eval_summary.config_summary("majority@2:program", [found["majority@2:program"]], [], None, 4)["n"] == 2
+    assert found["single:program"].correct  # the round's first program alone
+    assert eval_summary.config_summary("single:program", [found["single:program"]], [], None, 4)["n"] == 1
+
+
+def test_a_round_of_four_prose_drafts_and_four_programs_is_replayed_in_every_mix_of_five():
+    from deliberate_bench.replay import first_of_kinds, mixes
+
+    prose = [recorded(i, True, 1.0, "70", evidence=["arithmetic"]) | {"kind": "prose"} for i in range(4)]
+    programs = [recorded(4 + i, True, 1.0, "72", evidence=["program"]) | {"kind": "program"} for i in range(4)]
+    solve = {"drafts": prose + programs, "answer": "70"}
+    assert mixes(solve) == [(4, 1), (3, 2), (2, 3), (1, 4)]
+    assert [d["index"] for d in first_of_kinds(solve, 3, 2)] == [0, 1, 2, 4, 5]
+    for d in solve["drafts"]:
+        d |= {"generation_latency_s": 1.0, "verify_latency_s": 0.0, "completion_tokens": 10, "finish_reason": "STOP"}
+    found = eval_summary.outcomes({"gold": "72", "single": {"answer": "70"}, "solve": solve}, [8])
+    assert not found["majority@5:3+2"].correct and found["majority@5:2+3"].correct  # the vote follows the mix
+    assert found["pass@5:4+1"].correct and not found["pass@4:prose"].correct
