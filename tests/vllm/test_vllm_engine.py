@@ -204,3 +204,30 @@ def test_the_load_report_counts_against_vllms_max_num_seqs(engine):
     assert during.capacity == after.capacity == capacity >= len(prompts)
     assert (during.busy_sequences, during.queued_sequences) == (3, 0)
     assert (after.busy_sequences, after.queued_sequences) == (0, 0)
+
+
+def test_token_log_probabilities_come_per_token_on_the_text_when_asked(engine):
+    prompt = engine.format_chat(SYSTEM, QUESTIONS[2])
+    asked = SamplingParams(temperature=1.2, max_new_tokens=8, min_new_tokens=8, seed=7, top_logprobs=5)
+
+    (completion,), _ = run(engine, [prompt], asked)
+
+    trace = completion.trace
+    assert len(trace.logprobs) == len(trace.confidences) == len(trace.ends) == completion.completion_tokens == 8
+    assert all(lp <= 0 for lp in trace.logprobs) and all(c > 0 for c in trace.confidences)
+    assert list(trace.ends) == sorted(trace.ends) and trace.ends[-1] == len(completion.text)
+    (plain,), _ = run(engine, [prompt], SamplingParams(max_new_tokens=4, seed=7))
+    assert plain.trace is None
+
+
+def test_greedy_token_log_probabilities_equal_the_transformers_engines(engine, embedded_engine):
+    if str(engine._engine.model_config.dtype) != "torch.float32":
+        pytest.skip("vLLM runs this model in reduced precision here; agreement needs float32")
+    params = SamplingParams(temperature=0.0, max_new_tokens=8, top_logprobs=5)
+
+    (ours,), _ = run(engine, [engine.format_chat(SYSTEM, QUESTIONS[0])], params)
+    (theirs,), _ = run(embedded_engine, [embedded_engine.format_chat(SYSTEM, QUESTIONS[0])], params)
+
+    assert ours.text == theirs.text and len(ours.trace.logprobs) == len(theirs.trace.logprobs)
+    assert list(ours.trace.logprobs) == pytest.approx(theirs.trace.logprobs, abs=1e-2)
+    assert list(ours.trace.confidences) == pytest.approx(theirs.trace.confidences, abs=1e-2)

@@ -5,6 +5,11 @@ and waits. Requests of concurrent calls therefore share vLLM's continuous batch 
 behind each other, which is what vLLM is for. Each step's cumulative text becomes TextDelta events, a
 finished sequence its Completion; a set `cancel` aborts the call's requests before the next step.
 
+Token confidence: with `top_logprobs` > 0 each request asks vLLM for that many candidates per token
+(`SamplingParams.logprobs`; at most the engine's `max_logprobs`, 20 by default) and each step's new positions of the
+output's `logprobs` go into the Completion's trace. vLLM's default `logprobs_mode` ("raw_logprobs") reports the
+model's own distribution, before penalties, temperature and top-p: untempered, as the other engines report it.
+
 vLLM is imported only when an engine is loaded: the package imports without it.
 vLLM loads HF-format directories; `python -m deliberate.engines.vllm_engine export-embedded DIR`
 writes the embedded SmolLM2-135M-Instruct GGUF as one.
@@ -18,7 +23,7 @@ import itertools
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +36,7 @@ from .base import (
     FinishReason,
     SamplingParams,
     TextDelta,
+    TraceBuilder,
     chat_prompt,
     sequence_cancelled,
     sequence_seeds,
@@ -43,6 +49,8 @@ from .base import (
 EXPORTED_MODEL = "smollm2-135m"
 
 CPU_ENGINE_ARGS = {"dtype": "float32", "enforce_eager": True, "kv_cache_memory_bytes": 1 << 30}
+# vLLM's ModelConfig.max_logprobs default, for an engine that does not say.
+DEFAULT_MAX_LOGPROBS = 20
 
 
 class VllmEngine(Engine):
@@ -62,6 +70,15 @@ class VllmEngine(Engine):
     @property
     def capacity(self) -> int:
         return self._engine.vllm_config.scheduler_config.max_num_seqs  # sequences vLLM schedules per step
+
+    def _logprobs_wanted(self, top_logprobs: int) -> int | None:
+        """vLLM's `logprobs` for a request asking `top_logprobs` candidates: None for none, and no more than the
+        engine allows (more would fail the request)."""
+        if top_logprobs <= 0:
+            return None
+        model_config = getattr(self._engine.vllm_config, "model_config", None)
+        limit = getattr(model_config, "max_logprobs", DEFAULT_MAX_LOGPROBS)
+        return top_logprobs if limit < 0 else min(top_logprobs, limit)  # -1: the whole vocabulary
 
     @classmethod
     def load(cls, model: str, **engine_args: Any) -> VllmEngine:
@@ -155,6 +172,7 @@ class VllmEngine(Engine):
             if (renderer := getattr(self._engine, "renderer", None)) is not None:
                 inputs = renderer.render_cmpl(inputs)
             seeds = sequence_seeds(params, len(inputs))
+            call.top_k = self._logprobs_wanted(params.top_logprobs)
             for index, engine_input in enumerate(inputs):
                 request_id = f"{next(self._request_ids)}"
                 sampling = VllmSamplingParams(
@@ -166,6 +184,7 @@ class VllmEngine(Engine):
                     frequency_penalty=params.frequency_penalty,
                     # One seed per sequence: one shared seed would give equal prompts equal texts.
                     seed=seeds[index],
+                    logprobs=call.top_k,  # the sampled token's and the top-k's, per token; None: none
                 )
                 self._engine.add_request(request_id, engine_input, sampling)
                 call.request_ids.append(request_id)
@@ -180,6 +199,16 @@ class VllmEngine(Engine):
         if len(sequence.text) > len(sent):
             call.sent[index] = sequence.text
             call.on_event(TextDelta(index, sequence.text[len(sent) :]))
+        if call.top_k is not None and sequence.logprobs is not None:
+            # The step's new tokens end where the text now does (one token a step, without speculative decoding).
+            call.traced[index] = add_token_logprobs(
+                call.traces[index],
+                sequence.token_ids,
+                sequence.logprobs,
+                call.traced[index],
+                call.top_k,
+                len(call.sent[index]),
+            )
         if output.finished:
             reason: FinishReason = sequence.finish_reason if sequence.finish_reason in ("stop", "length") else "aborted"
             self._complete(request_id, call, index, reason)
@@ -202,6 +231,7 @@ class VllmEngine(Engine):
             completion_tokens=call.generated[index],  # includes the EOS token when the sequence stopped on it
             finish_reason=reason,
             latency_s=time.perf_counter() - call.started,
+            trace=call.traces[index].trace(),
         )
         call.completions[index] = completion
         call.on_event(completion)
@@ -234,11 +264,41 @@ class _Call:
     step_times: list[float] = field(default_factory=list)
     done: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
+    top_k: int | None = None  # candidates per token asked of vLLM; None: no log-probabilities
+    traces: list[TraceBuilder] = field(default_factory=list)
+    traced: list[int] = field(default_factory=list)  # each sequence's positions of vLLM's logprobs read so far
 
     def __post_init__(self) -> None:
         self.sent = [""] * len(self.rows)
         self.generated = [0] * len(self.rows)
         self.completions = [None] * len(self.rows)
+        self.traces = [TraceBuilder() for _ in self.rows]
+        self.traced = [0] * len(self.rows)
+
+
+def add_token_logprobs(
+    trace: TraceBuilder,
+    token_ids: Sequence[int],
+    logprobs: Sequence[Mapping[int, Any]],
+    start: int,
+    top_k: int,
+    text_end: int,
+) -> int:
+    """Adds positions `start`… of a vLLM output's `logprobs` to `trace`; returns the next position to read.
+
+    vLLM gives one {token id: Logprob(logprob, rank, decoded_token)} per generated token (a list of dicts, or a
+    FlatLogprobs that reads as one): the sampled token's entry, with its rank in the vocabulary, and the top-k ones,
+    ranks 1..k (the sampled token among them when it ranks there). Every token added ends at `text_end`.
+    """
+    end = min(len(token_ids), len(logprobs))
+    for position in range(start, end):
+        candidates = logprobs[position]
+        sampled = candidates.get(token_ids[position])
+        if sampled is None:  # vLLM always reports the sampled token; a position without it is left out
+            continue
+        top = [c.logprob for c in candidates.values() if c.rank is not None and c.rank <= top_k]
+        trace.add(sampled.logprob, top, text_end)
+    return max(start, end)
 
 
 # --- The model: vLLM reads HF-format directories ------------------------------------------------------------
