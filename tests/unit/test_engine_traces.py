@@ -1,8 +1,11 @@
 """Per-token traces (token confidence) of the engines that run without a model here: the vLLM engine's reading of
-vLLM's log-probabilities, on objects shaped like vLLM's (vLLM itself runs in `make test-vllm`, tests/vllm)."""
+vLLM's log-probabilities, on objects shaped like vLLM's (vLLM itself runs in `make test-vllm`, tests/vllm), and the
+recorded engine's replay of recorded traces."""
 
 from __future__ import annotations
 
+import itertools
+import json
 import sys
 import threading
 import types
@@ -10,8 +13,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from deliberate.engines import SamplingParams
-from deliberate.engines.base import TraceBuilder
+from deliberate.engines import SamplingParams, TextDelta
+from deliberate.engines.base import Cancellation, EngineError, TraceBuilder
+from deliberate.engines.recorded_engine import RecordedEngine
 from deliberate.engines.vllm_engine import VllmEngine, add_token_logprobs
 from deliberate.selection.confidence import TokenTrace
 
@@ -132,3 +136,73 @@ def test_the_vllm_engine_asks_no_more_candidates_than_it_allows(fake_vllm):
     [completion] = engine.generate(["one"], SamplingParams(top_logprobs=20), lambda e: None, threading.Event())
     assert backend.sampling[0].logprobs == 1
     assert completion.trace.confidences == pytest.approx((0.1, 0.5, 0.2))  # the best candidate alone
+
+
+# --- The recorded engine --------------------------------------------------------------------------------------
+
+QUESTION = "What is 6 * 7?"
+TEXT = "Six times seven.\nFinal answer: 42"
+# A token per word, as an engine would have traced the text (ends in it); the record's text has a leading space.
+ENDS = [3, 9, 17, 22, 30, 33]
+CONFIDENCE = {
+    "tokens": 6,
+    "mean_logprob": -0.3,
+    "token_logprobs": [-0.1, -0.2, -0.3, -0.4, -0.5, -0.3],
+    "token_confidences": [5.0, 4.0, 3.0, 2.0, 1.0, 3.0],
+    "token_ends": [end + 1 for end in ENDS],
+}
+
+
+def _recorded(tmp_path, *records: dict) -> RecordedEngine:
+    path = tmp_path / "drafts.jsonl"
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    return RecordedEngine.load(str(path))
+
+
+def _replay(engine: RecordedEngine, prompt: str, **params):
+    return engine.generate([prompt], SamplingParams(**params), lambda e: None, Cancellation())[0]
+
+
+def test_the_recorded_engine_replays_a_recorded_trace_when_asked(tmp_path):
+    engine = _recorded(
+        tmp_path,
+        {"question": QUESTION, "strategy": "Plan.", "text": " " + TEXT, "confidence": CONFIDENCE},
+        {"question": QUESTION, "strategy": "Guess.", "text": TEXT},
+    )
+    prompt = engine.format_chat("system", f"{QUESTION}\nPlan.")
+    full = _replay(engine, prompt, max_new_tokens=64, top_logprobs=20)
+    assert full.text == TEXT
+    assert full.trace == TokenTrace(
+        tuple(CONFIDENCE["token_logprobs"]), tuple(CONFIDENCE["token_confidences"]), tuple(ENDS)
+    )
+
+    cut = _replay(engine, prompt, max_new_tokens=3, top_logprobs=20)  # three words: "Six times seven.\n"
+    assert cut.finish_reason == "length" and cut.text == "Six times seven.\n"
+    assert cut.trace == TokenTrace((-0.1, -0.2, -0.3), (5.0, 4.0, 3.0), (3, 9, 17))
+
+    assert _replay(engine, prompt, max_new_tokens=64).trace is None  # not asked
+    assert _replay(engine, engine.format_chat("system", f"{QUESTION}\nGuess."), top_logprobs=20).trace is None
+    assert _replay(engine, "no recorded question", top_logprobs=20).trace is None
+
+
+def test_a_malformed_recorded_trace_fails_the_load(tmp_path):
+    confidence = CONFIDENCE | {"token_ends": ENDS[:-1]}
+    with pytest.raises(EngineError, match="confidence series of 6, 6 and 5 tokens") as caught:
+        _recorded(tmp_path, {"question": QUESTION, "strategy": "Plan.", "text": TEXT, "confidence": confidence})
+    assert caught.value.status == "FAILED_PRECONDITION"
+    with pytest.raises(EngineError, match="no object"):
+        _recorded(tmp_path, {"question": QUESTION, "strategy": "Plan.", "text": TEXT, "confidence": [1, 2]})
+
+
+def test_a_cancelled_replay_keeps_the_trace_of_its_text(tmp_path):
+    engine = _recorded(tmp_path, {"question": QUESTION, "strategy": "Plan.", "text": TEXT, "confidence": CONFIDENCE})
+    cancel = Cancellation()
+    deltas = itertools.count()
+
+    def on_event(event) -> None:
+        if isinstance(event, TextDelta) and next(deltas) == 0:
+            cancel.cancel_sequence(0)  # after the first delta
+
+    [completion] = engine.generate([QUESTION], SamplingParams(top_logprobs=5), on_event, cancel)
+    assert completion.finish_reason == "aborted" and completion.text == "Six times "
+    assert completion.trace is not None and completion.trace.ends[-1] <= len(completion.text)
