@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -52,10 +53,11 @@ def standin(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def stack(standin, tmp_path_factory):
+def stack(standin, otlp_receiver, tmp_path_factory):
     address, _, _ = standin
     running = Stack(
         ports=Ports.free(),
+        env=otlp_receiver.exporter_env(),
         log_dir=tmp_path_factory.mktemp("replica-logs"),
         state_dir=tmp_path_factory.mktemp("replica-state"),
         drafters=2,
@@ -76,10 +78,22 @@ def drafting_calls(stack: Stack, replica: str) -> float:
     return sum(value(samples, "deliberate_rpc_admitted_total", method=m) for m in DRAFT_METHODS)
 
 
-def solve(stack: Stack, seed: int) -> pb.SolveResponse:
-    request = build_request("What is 2 + 3?", num_drafts=2, max_new_tokens=8, refine_max_new_tokens=4, seed=seed)
+def solve(stack: Stack, seed: int, num_drafts: int = 2) -> pb.SolveResponse:
+    request = build_request(
+        "What is 2 + 3?", num_drafts=num_drafts, max_new_tokens=8, refine_max_new_tokens=4, seed=seed
+    )
     with grpc.insecure_channel(stack.address) as channel:
         return scheduler_service_pb2_grpc.SchedulerServiceStub(channel).Solve(request, timeout=120)
+
+
+def wait_for_draft_spans(receiver, trace_id: str, count: int, timeout_s: float = 15.0) -> list[dict]:
+    """The trace's ended `deliberate.draft` spans of the Scheduler, once `count` have arrived."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        spans = [s for s in receiver.trace(trace_id) if s["name"] == "deliberate.draft"]
+        if len(spans) >= count or time.monotonic() > deadline:
+            return spans
+        time.sleep(0.2)
 
 
 def standin_calls(standin) -> list[str]:
@@ -117,6 +131,62 @@ def test_a_killed_replica_is_skipped_and_takes_traffic_again_once_restarted(stac
         assert solve(stack, seed).answer
         seed += 1
     assert standin_calls(standin) == []
+
+
+def replica_drafts(stack: Stack, replica: str, outcome: str) -> float:
+    samples = scrape(stack.metrics_url("scheduler"))
+    return value(samples, "deliberate_replica_drafts_total", replica=stack.address_of(replica), outcome=outcome)
+
+
+def test_one_requests_drafts_are_split_over_both_replicas(stack):
+    before = {replica: replica_drafts(stack, replica, "generated") for replica in stack.drafter_replicas}
+    response = solve(stack, 40, num_drafts=4)
+    assert len(response.drafts) >= 4
+    split = {r: replica_drafts(stack, r, "generated") - before[r] for r in stack.drafter_replicas}
+    assert split == {"drafter": 2, "drafter-2": 2}  # both idle: two each, in one round
+    assert sorted(report.draft.index for report in response.drafts)[:4] == [0, 1, 2, 3]
+
+
+def test_a_replica_lost_mid_round_loses_no_draft(stack, otlp_receiver):
+    """drafter-2 is SIGKILLed while it decodes its part of a round: its drafts move to drafter, the solve answers."""
+    lost = stack.address_of("drafter-2")
+    moved_before = replica_drafts(stack, "drafter-2", "moved")
+    answer: dict = {}
+
+    def run() -> None:
+        request = build_request(
+            "Write four short sentences about the sea.", num_drafts=4, max_new_tokens=48,
+            refine_max_new_tokens=4, seed=50, disable_default_arithmetic=True,
+        )  # fmt: skip
+        request.disable_quorum = True  # every draft runs to its end: none is stopped on a quorum
+        with grpc.insecure_channel(stack.address) as channel:
+            answer["response"] = scheduler_service_pb2_grpc.SchedulerServiceStub(channel).Solve(request, timeout=120)
+
+    solving = threading.Thread(target=run)
+    solving.start()
+    deadline = time.monotonic() + 60
+    while value(scrape(stack.metrics_url("drafter-2")), "deliberate_engine_sequences_running") < 1:
+        assert time.monotonic() < deadline, "drafter-2 never started decoding"
+        time.sleep(0.05)
+    time.sleep(0.3)  # a few tokens in: the drafts have started streaming
+    stack.processes["drafter-2"].send_signal(signal.SIGKILL)
+    solving.join(120)
+    response = answer["response"]
+    assert response.answer and response.status != pb.SOLVE_STATUS_FAILED
+    indexes = sorted(report.draft.index for report in response.drafts)
+    assert indexes == [0, 1, 2, 3]  # every draft accounted for, none lost
+    assert all(report.draft.text and report.verdict.draft_id == report.draft.id for report in response.drafts)
+    assert replica_drafts(stack, "drafter-2", "moved") - moved_before == 2  # drafter-2's part of the round
+    log = (stack.log_dir / "scheduler.log").read_text()
+    assert f'"replica": "{lost}"' in log and "drafter replica down" in log and "draft moved" in log
+    spans = wait_for_draft_spans(otlp_receiver, response.trace_id, 4)
+    moved = [s for s in spans if "moved" in s["events"]]
+    assert len(moved) == 2
+    for span in moved:
+        assert span["attributes"]["deliberate.draft.moved_from"] == lost
+        assert span["attributes"]["deliberate.draft.replica"] == stack.address_of("drafter")
+    stack.start("drafter-2")  # back for the tests after this one
+    stack.wait_healthy(BACK_IN_TRAFFIC_S, services=("drafter-2",))
 
 
 def test_control_the_standin_is_called_once_it_reports_serving(stack, standin):

@@ -28,6 +28,7 @@ from deliberate.engines.base import Completion, Engine, TextDelta
 from deliberate.scheduler.early_stop import EarlyStopRound, Options
 from deliberate.scheduler.limits import SOLVE
 from deliberate.scheduler.pipeline import Pipeline
+from deliberate.scheduler.replicas import DrafterReplicas
 from deliberate.scheduler.settings import SchedulerSettings
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.drafter.v1 import drafter_service_pb2
@@ -223,10 +224,12 @@ def test_the_request_s_count_else_the_setting_at_most_n_and_none_for_a_structure
 def test_a_replacement_of_a_program_is_a_program_and_of_prose_prose():
     request = drafter_service_pb2.GenerateDraftsRequest(prompt="q", num_drafts=3, program_drafts=1)
     solve = SimpleNamespace(deadline=SimpleNamespace(left=lambda: 100.0), early_stop=pb.EarlyStop())
-    round_ = EarlyStopRound(SimpleNamespace(), solve, Options(streaming=True, quorum=2, replace=True), request)
+    stubs = SimpleNamespace(drafter_replicas=DrafterReplicas("d:1"))  # one Drafter: no replicas to spread over
+    one_drafter = SimpleNamespace(downstream=SimpleNamespace(stubs=stubs))
+    round_ = EarlyStopRound(one_drafter, solve, Options(streaming=True, quorum=2, replace=True), request)
     started: list[drafter_service_pb2.GenerateDraftsRequest] = []
 
-    def start_drafter(replacement):
+    def start_drafter(replacement, replica=None):
         started.append(replacement)
         round_.drafters.append(object())
 

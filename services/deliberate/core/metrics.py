@@ -63,6 +63,11 @@ VERIFICATION_DURATION = meter.create_histogram(
 REFINE_TOKEN_BUDGET = meter.create_histogram(
     "deliberate.refine.token_budget", unit="{token}", description="Token budget chosen for the final answer."
 )
+# Scheduler: drafts per Drafter replica (scheduler/replicas.py); replica=host:port, at most 64 distinct.
+REPLICA_DRAFTS = meter.create_counter(
+    "deliberate.replica.drafts", unit="{draft}", description="Drafts by Drafter replica and outcome: generated "
+    "there, or moved away after the replica was lost mid-round."
+)  # fmt: skip
 # Every service: work calls admitted, by method; on each replica's /metrics, the share of the calls it served.
 ADMITTED_CALLS = meter.create_counter(
     "deliberate.rpc.admitted", unit="{call}", description="Work calls admitted (within --max-in-flight); method."
@@ -93,6 +98,8 @@ class BoundedLabel:
 
 
 rule_label = BoundedLabel(MAX_RULE_IDS)
+# Replica addresses change as pods come and go: the first 64 are kept, later ones counted as "other".
+replica_label = BoundedLabel(64)
 
 
 def rule_outcome(passed: bool, abstained: bool) -> str:

@@ -25,6 +25,7 @@ from ..core.admission import retry_after_ms
 from ..core.balancing import channel_options, grpc_target
 from ..core.tls import aio_channel, channel_credentials
 from .load import EngineReport
+from .replicas import DrafterReplicas
 from .settings import SchedulerSettings
 from .watchdog import Watchdog
 
@@ -82,6 +83,8 @@ class Stubs:
     drafter: drafter_service_pb2_grpc.DrafterServiceStub
     verifier: verifier_service_pb2_grpc.VerifierServiceStub
     refiner: refiner_service_pb2_grpc.RefinerServiceStub
+    # The Drafter's replicas one by one, for spreading a round's drafts and failover (inactive for one host:port).
+    drafter_replicas: DrafterReplicas
 
     @classmethod
     @asynccontextmanager
@@ -105,15 +108,18 @@ class Stubs:
                 (settings.refiner_address, refiner_service_pb2, "RefinerService"),
             )
         ]
+        replicas = DrafterReplicas(settings.drafter_address, credentials)
         try:
             yield cls(
                 drafter_service_pb2_grpc.DrafterServiceStub(channels[0]),
                 verifier_service_pb2_grpc.VerifierServiceStub(channels[1]),
                 refiner_service_pb2_grpc.RefinerServiceStub(channels[2]),
+                replicas,
             )
         finally:
             for channel in channels:
                 await channel.close()
+            await replicas.close()
 
 
 @dataclass(frozen=True)
@@ -182,12 +188,19 @@ class Downstream:
             async for message in call:
                 yield message.draft
 
-    def stream_drafts(self, deadline: Deadline, request: drafter_service_pb2.GenerateDraftsRequest) -> Stream:
+    def stream_drafts(
+        self,
+        deadline: Deadline,
+        request: drafter_service_pb2.GenerateDraftsRequest,
+        stub: drafter_service_pb2_grpc.DrafterServiceStub | None = None,
+    ) -> Stream:
         """A StreamDrafts call: `DraftDelta`s and finished `Draft`s; a `cancel` message stops one draft. The call
-        ends after every draft has and the caller has closed its side (`close`)."""
+        ends after every draft has and the caller has closed its side (`close`). `stub`: one replica's (else the
+        balanced channel picks)."""
         stream = Stream("drafter")
         stream.send(drafter_service_pb2.StreamDraftsRequest(generate=request))
-        stream.call = self.stubs.drafter.StreamDrafts(stream.requests(), timeout=deadline.remaining("drafting"))
+        stub = stub or self.stubs.drafter
+        stream.call = stub.StreamDrafts(stream.requests(), timeout=deadline.remaining("drafting"))
         return stream
 
     def verify_stream(self, request_id: str, checks: Checks, deadline: Deadline, computations: bool = False) -> Stream:
@@ -207,7 +220,15 @@ class Downstream:
         return stream
 
     async def drafter_load(self) -> EngineReport:
-        """The Drafter's engine load: the Scheduler's signal for N."""
+        """The Drafter's engine load: the Scheduler's signal for N. With replicas, every replica is sampled (which
+        also says which are ready for a round's drafts) and the load is theirs together."""
+        replicas = self.stubs.drafter_replicas
+        if replicas.active:
+            reports = await replicas.refresh()
+            if not reports:
+                reasons = "; ".join(f"{r.address}: {r.reason}" for r in replicas.replicas.values()) or "none resolved"
+                raise StageError(grpc.StatusCode.UNAVAILABLE, f"no drafter replica ready ({reasons})")
+            return replicas.aggregate(reports)
         async with stage("drafter"):
             response = await self.stubs.drafter.GetLoad(drafter_service_pb2.GetLoadRequest(), timeout=LOAD_TIMEOUT_S)
         return EngineReport(

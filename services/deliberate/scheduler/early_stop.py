@@ -12,11 +12,17 @@ A round drafts through `StreamDrafts`, so each draft arrives token by token and 
 
 Each is switched off per request (`SolveRequest.disable_streaming_verification`, `disable_quorum`,
 `replace_aborted_drafts`); with both of the first two off the round is the plain one in `pipeline`.
+
+With several Drafter replicas (`replicas`), the round's drafts are split over the ready ones by free capacity, one
+call per replica, numbered as one call would number them; when a replica's call fails (UNAVAILABLE: the replica
+died or was cut off), its unfinished drafts are re-requested on another ready replica, each at most once and not in
+the deadline's last seconds; a draft that had started is generated again from its first token and verified whole.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import time
 from collections import Counter
@@ -34,13 +40,18 @@ from ..selection import answer_key
 from ..selection.duplicates import structural_signature
 from . import events
 from .downstream import StageError, Stream
+from .replicas import Replica
 from .solve import DraftState, Solve, wants_consensus
 from .verdicts import late_verdict, shared_verdict
+
+log = logging.getLogger("deliberate.early_stop")
 
 # A replacement draft is not started with less time than this left of the deadline: it could not finish.
 REPLACEMENT_MIN_LEFT_S = 10.0
 # How long the calls of a request may take to end by themselves once it is answered, before they are cut.
 WIND_DOWN_S = 2.0
+# A lost replica's drafts are not moved to another with less than this left of the deadline.
+FAILOVER_MIN_LEFT_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -94,6 +105,12 @@ class EarlyStopRound:
         self.events: asyncio.Queue = asyncio.Queue()
         self.drafters: list[Stream] = []
         self.stream_of: dict[str, Stream] = {}  # draft id → the call it is generated on
+        self.call_of: dict[int, Stream] = {}  # draft index → the call it is (last) asked on
+        self.asked = request.num_drafts  # indexes asked for so far: the round's, then each replacement's
+        self.request_of: dict[Stream, drafter_service_pb2.GenerateDraftsRequest] = {}
+        self.replica_of: dict[Stream, str] = {}  # "" where the balanced channel picked
+        self.moved: set[int] = set()  # indexes re-requested after their replica was lost (at most once each)
+        self.moves: dict[int, dict[str, str]] = {}  # index → the move's "from", "to", "reason" (its span says it)
         self.replacing: dict[int, DraftState] = {}  # a replacement's first_index → the draft it replaces
         self.states: list[DraftState] = []  # this round's drafts, in arrival order
         self.verifier: Stream | None = None
@@ -112,7 +129,7 @@ class EarlyStopRound:
     async def run(self) -> list[common_pb2.DraftVerdict]:
         solve = self.solve
         solve.early_stop.quorum = self.options.quorum
-        self.start_drafter(self.request)
+        self.start_round()
         if self.options.streaming:
             self.verifier = self.pipeline.downstream.verify_stream(
                 solve.request_id, solve.checks, solve.deadline, computations=wants_consensus(solve.request)
@@ -121,7 +138,7 @@ class EarlyStopRound:
         while not self.done():
             kind, item = await self.events.get()
             if kind == "error":
-                self.failed(item)
+                self.failed(*item)
             elif kind == "drafter":
                 self.on_drafter(item)
             elif kind == "verifier":
@@ -145,15 +162,18 @@ class EarlyStopRound:
                     self.events.put_nowait((kind, message))
                 self.events.put_nowait(("ended" if kind == "drafter" else "verifier_ended", stream))
             except StageError as error:
-                self.events.put_nowait(("error", (kind, error)))
+                self.events.put_nowait(("error", (kind, error, stream)))
 
         self.pumps.append(asyncio.ensure_future(read()))
 
-    def failed(self, item: tuple[str, StageError]) -> None:
-        """A failed Drafter call fails the request; a failed Verifier stream falls back to verifying each
-        finished draft on its own (VerifyDrafts, which waits for a restarting Verifier)."""
-        kind, error = item
+    def failed(self, kind: str, error: StageError, stream: Stream | None = None) -> None:
+        """A failed Drafter call fails the request unless its drafts can move to another replica (`fail_over`); a
+        failed Verifier stream falls back to verifying each finished draft on its own (VerifyDrafts, which waits
+        for a restarting Verifier)."""
         deadline_passed = error.code == grpc.StatusCode.DEADLINE_EXCEEDED and self.solve.deadline.left() <= 0
+        if kind == "drafter" and error.code == grpc.StatusCode.UNAVAILABLE and stream in self.request_of:
+            self.fail_over(stream, error)
+            return
         if kind != "verifier" or deadline_passed:
             raise error
         self.verifier = None
@@ -179,11 +199,116 @@ class EarlyStopRound:
 
     # ------------------------------------------------------------------------------------------ the drafts
 
-    def start_drafter(self, request: drafter_service_pb2.GenerateDraftsRequest) -> None:
-        stream = self.pipeline.downstream.stream_drafts(self.solve.deadline, request)
+    def start_round(self) -> None:
+        """The round's drafts: split over the ready Drafter replicas by free capacity, else one call."""
+        plan = self.replicas.plan(self.request.num_drafts) if self.replicas.active else []
+        if len(plan) <= 1:
+            self.start_drafter(self.request, plan[0][0] if plan else None)
+            return
+        first = 0
+        for replica, count in plan:
+            self.start_drafter(self.part(self.request, first, count), replica)
+            first += count
+
+    @property
+    def replicas(self):
+        return self.pipeline.downstream.stubs.drafter_replicas
+
+    def part(
+        self, request: drafter_service_pb2.GenerateDraftsRequest, first: int, count: int
+    ) -> drafter_service_pb2.GenerateDraftsRequest:
+        """`count` drafts of `request` from its draft `first` on, as that one call would have made them: the same
+        indexes (ids, default strategies), seeds (the engine seeds a call's i-th draft with seed + i) and kinds."""
+        part = drafter_service_pb2.GenerateDraftsRequest()
+        part.CopyFrom(request)
+        part.first_index = request.first_index + first
+        part.num_drafts = count
+        indexes = range(part.first_index, part.first_index + count)
+        part.program_drafts = sum(index in self.programs for index in indexes)  # the part's last ones
+        if request.sampling.HasField("seed"):
+            part.sampling.seed = request.sampling.seed + first
+        return part
+
+    def start_drafter(
+        self, request: drafter_service_pb2.GenerateDraftsRequest, replica: Replica | None = None
+    ) -> Stream:
+        stream = self.pipeline.downstream.stream_drafts(self.solve.deadline, request, replica.stub if replica else None)
         self.drafters.append(stream)
         self.unfinished[stream] = request.num_drafts
+        self.request_of[stream] = request
+        self.replica_of[stream] = replica.address if replica else ""
+        for index in range(request.first_index, request.first_index + request.num_drafts):
+            self.call_of[index] = stream
         self.pump(stream, "drafter")
+        return stream
+
+    def fail_over(self, stream: Stream, error: StageError) -> None:
+        """A replica's call failed: it counts as ended, the replica as down, and each of its drafts that had not
+        finished moves to another ready replica — or, stopped already, ends with the text it had. Fails the
+        request (the error, as without replicas) when a draft would move a second time, in the deadline's last
+        second, or with no other replica ready."""
+        if not self.replicas.active:  # one Drafter: nowhere to move to, the request fails as it always did
+            raise error
+        self.ended_streams += 1
+        lost = self.replica_of[stream]
+        if lost:
+            self.replicas.mark_down(lost, error.message)
+        request = self.request_of[stream]
+        by_index = {state.draft.index: state for state in self.states}
+        for index in range(request.first_index, request.first_index + request.num_drafts):
+            state = by_index.get(index)
+            if self.call_of.get(index) is not stream or (state is not None and state.finished):
+                continue
+            if state is not None and state.abort is not None:  # stopped before the loss: ends as it stood
+                self.on_finished(self.ended_as_it_stood(state))
+                continue
+            if self.stopping:  # a quorum ended the round: its unstarted drafts are not waited for
+                continue
+            self.move(index, request, stream, error)
+
+    def record_move(self, state: DraftState) -> None:
+        move = self.moves[state.draft.index]
+        state.span.add_event("moved", move)
+        state.span.set_attributes({telemetry.DRAFT_MOVED_FROM: move["from"], telemetry.DRAFT_REPLICA: move["to"]})
+
+    def ended_as_it_stood(self, state: DraftState) -> common_pb2.Draft:
+        draft = common_pb2.Draft()
+        draft.CopyFrom(state.draft)
+        draft.finish_reason = common_pb2.FINISH_REASON_ABORTED
+        return draft
+
+    def move(self, index: int, request, stream: Stream, error: StageError) -> None:
+        lost = self.replica_of[stream] or "the Drafter"
+        why = ""
+        target = None
+        if index in self.moved:
+            why = "moved once already"
+        elif self.solve.deadline.left() < FAILOVER_MIN_LEFT_S:
+            why = "the deadline is too near"
+        else:
+            ready = self.replicas.plan(1, exclude=self.replica_of[stream]) if self.replicas.active else []
+            target = ready[0][0] if ready else None
+            why = "" if target else "no other Drafter replica is ready"
+        if target is None:
+            raise StageError(error.code, f"{error.message} (draft {index} not moved: {why})")
+        self.moved.add(index)
+        part = self.part(request, index - request.first_index, 1)
+        state = next((s for s in self.states if s.draft.index == index), None)
+        reason = f"replica {lost} lost: {error.message}"
+        self.moves[index] = {"from": lost, "to": target.address, "reason": reason}
+        if state is not None:  # started: generated again from its first token, verified whole at its end
+            state.draft.text = ""
+            state.draft.usage.completion_tokens = 0
+            self.record_move(state)
+        metrics.REPLICA_DRAFTS.add(1, {"replica": metrics.replica_label(lost), "outcome": "moved"})
+        log.warning(
+            "draft moved",
+            extra={"request_id": self.solve.request_id, "index": index, "from": lost, "to": target.address,
+                   "reason": reason},
+        )  # fmt: skip
+        new = self.start_drafter(part, target)
+        if state is not None:
+            self.stream_of[state.draft.id] = new
 
     def finished_on(self, stream: Stream) -> None:
         """One more draft of `stream` has ended; after its last, nothing more is sent on it (no cancel can be for
@@ -198,7 +323,7 @@ class EarlyStopRound:
             state = self.solve.drafts.get(delta.draft_id) or self.open_draft(delta.draft_id, delta.index)
             state.draft.text += delta.text  # what a draft stopped before its end is reported with
             state.draft.usage.completion_tokens += delta.tokens
-            if self.verifier is not None and state.abort is None:
+            if self.verifier is not None and state.abort is None and delta.index not in self.moved:
                 self.verifier.send(
                     verifier_service_pb2.VerifyStreamRequest(
                         delta=verifier_service_pb2.DraftTextDelta(
@@ -217,6 +342,10 @@ class EarlyStopRound:
         state.verification = asyncio.get_running_loop().create_future()  # resolved by its verdict
         self.states.append(state)
         self.stream_of[draft_id] = self.stream_for(index)
+        if replica := self.replica_of[self.stream_of[draft_id]]:
+            state.span.set_attribute(telemetry.DRAFT_REPLICA, replica)
+        if index in self.moves:  # moved before its first token
+            self.record_move(state)
         if replaced := self.replacing.pop(index, None):
             replaced.abort.replaced_by = draft_id
         return state
@@ -226,8 +355,9 @@ class EarlyStopRound:
         return "program" if index in self.programs else "prose"
 
     def stream_for(self, index: int) -> Stream:
-        """The call draft `index` is generated on: the round's first N on the first, each replacement on its own."""
-        return self.drafters[max(0, 1 + index - self.request.num_drafts)]
+        """The call draft `index` is generated on (its replica's part of the round, a replacement's own call, or
+        the call it moved to)."""
+        return self.call_of[index]
 
     def on_finished(self, draft: common_pb2.Draft) -> None:
         solve = self.solve
@@ -235,6 +365,8 @@ class EarlyStopRound:
         state.draft = draft
         state.finished = True
         self.finished_on(self.stream_of[draft.id])
+        if replica := self.replica_of[self.stream_of[draft.id]]:
+            metrics.REPLICA_DRAFTS.add(1, {"replica": metrics.replica_label(replica), "outcome": "generated"})
         self.last_draft_at = time.perf_counter()
         state.span.set_attribute(telemetry.DRAFT_TOKENS, draft.usage.completion_tokens)
         state.span.set_attribute(telemetry.DRAFT_STRATEGY, draft.strategy)
@@ -261,7 +393,7 @@ class EarlyStopRound:
             state.duplicate_of = original
             metrics.DRAFTS.add(1, {"outcome": "duplicate"})
             asyncio.ensure_future(self.share(state, solve.drafts[original]))
-        elif self.verifier is not None:
+        elif self.verifier is not None and draft.index not in self.moved:  # a moved draft's stream had a prefix
             self.verifier.send(verifier_service_pb2.VerifyStreamRequest(end=draft))
             timeout_s = self.pipeline.settings.verify_timeout_s
             self.timers[draft.id] = asyncio.get_running_loop().call_later(timeout_s, self.too_late, state)
@@ -299,6 +431,8 @@ class EarlyStopRound:
     def on_verdict(self, response: verifier_service_pb2.VerifyStreamResponse) -> None:
         state = self.solve.drafts.get(response.verdict.draft_id)
         if state is None or state.verdict is not None:  # already judged late, or not this request's
+            return
+        if state.draft.index in self.moved:  # about the text it had on the lost replica: it is verified alone
             return
         metrics.count_rule_results(response.verdict.rule_results)
         if response.early and not state.finished:  # a draft that ended meanwhile is simply invalid
@@ -344,7 +478,7 @@ class EarlyStopRound:
 
     def replace(self, state: DraftState, failure: str) -> None:
         """A new draft with the next strategy and the failure in its prompt, within N and the deadline."""
-        replacements = len(self.drafters) - 1
+        replacements = self.asked - self.request.num_drafts
         if self.stopping or replacements >= self.request.num_drafts:
             return
         if self.solve.deadline.left() < REPLACEMENT_MIN_LEFT_S:
@@ -352,7 +486,8 @@ class EarlyStopRound:
         request = drafter_service_pb2.GenerateDraftsRequest()
         request.CopyFrom(self.request)
         request.num_drafts = 1
-        request.first_index = self.request.num_drafts + replacements
+        request.first_index = self.asked
+        self.asked += 1
         del request.strategies[:]
         # A program is replaced by a program, prose by prose.
         request.program_drafts = 1 if state.draft.index in self.programs else 0
@@ -361,7 +496,8 @@ class EarlyStopRound:
         request.feedback = "; ".join(part for part in (self.request.feedback, failure) if part)
         self.replacing[request.first_index] = state
         self.solve.early_stop.replacements += 1
-        self.start_drafter(request)
+        plan = self.replicas.plan(1) if self.replicas.active else []
+        self.start_drafter(request, plan[0][0] if plan else None)
 
     # ------------------------------------------------------------------------------------------- the quorum
 
@@ -377,9 +513,8 @@ class EarlyStopRound:
 
     def unstarted(self) -> list[int]:
         """Indexes of the drafts asked for that have not sent a token yet."""
-        asked = self.request.num_drafts + len(self.drafters) - 1
         seen = {s.draft.index for s in self.states}
-        return [index for index in range(asked) if index not in seen]
+        return [index for index in range(self.asked) if index not in seen]
 
     def stop_stragglers(self, reason: str) -> None:
         """Ends the round on a quorum: the drafts still generating are cancelled."""
