@@ -2,8 +2,8 @@
 # Runs a go command (`clients/go/offline.sh go test ./...`) on this module with no network: GOPATH mode over
 # Debian's Go sources (/usr/share/gocode: golang-google-grpc-dev, golang-google-protobuf-dev,
 # golang-github-golang-protobuf-1-5-dev), as Debian builds its own Go packages. The module is linked into a
-# temporary GOPATH under its import path; go.mod is for module-mode builds with a team's own toolchain (README:
-# "Calling it from other languages").
+# temporary GOPATH under its import path; go.mod is for module-mode builds with a team's own toolchain
+# (docs/clients.md, "Go").
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 module=$(sed -n 's/^module //p' "$here/go.mod")

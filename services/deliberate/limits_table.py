@@ -1,6 +1,6 @@
 """Writes the request limits declared in each service's limits.py into the protos' field comments
-(`// Limits: …`) and the README's limits table: `python -m deliberate.limits_table --write` (`make limits`).
-Without --write it prints the table; tests/unit/test_limits.py fails when protos or README are out of date."""
+(`// Limits: …`) and docs/limits.md's table: `python -m deliberate.limits_table --write` (`make limits`).
+Without --write it prints the table; tests/unit/test_limits.py fails when protos or the page are out of date."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import argparse
 import re
 from pathlib import Path
 
+from .core.config import with_block
 from .core.limits import MessageLimits
 from .drafter.limits import GENERATE_DRAFTS
 from .refiner.limits import REFINE
@@ -16,7 +17,7 @@ from .verifier.limits import CHECK_CONSTRAINTS, VERIFY_DRAFTS, VERIFY_STREAM_STA
 
 ROOT = Path(__file__).resolve().parents[2]
 PROTOS = ROOT / "protos"
-README = ROOT / "README.md"
+PAGE = ROOT / "docs" / "limits.md"
 LIMITS = [
     ("scheduler", SOLVE),
     ("drafter", GENERATE_DRAFTS),
@@ -68,12 +69,6 @@ def with_comments(proto: str, message: str, comments: dict[str, str]) -> str:
     raise ValueError(f"message {message} is not closed")
 
 
-def with_table(readme: str, table: str) -> str:
-    before, _, rest = readme.partition(TABLE_START + "\n")
-    _, _, after = rest.partition(TABLE_END)
-    return f"{before}{TABLE_START}\n{table}\n{TABLE_END}{after}"
-
-
 def written() -> dict[Path, str]:
     """Every file the declarations write, with the content it should have."""
     files: dict[Path, str] = {}
@@ -81,13 +76,13 @@ def written() -> dict[Path, str]:
         descriptor = limits.message.DESCRIPTOR
         path = PROTOS / descriptor.file.name
         files[path] = with_comments(files.get(path) or path.read_text(), descriptor.name, field_comments(limits))
-    files[README] = with_table(README.read_text(), markdown_table())
+    files[PAGE] = with_block(PAGE.read_text(), TABLE_START, TABLE_END, markdown_table())
     return files
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m deliberate.limits_table", description=__doc__)
-    parser.add_argument("--write", action="store_true", help="rewrite the protos' comments and the README's table")
+    parser.add_argument("--write", action="store_true", help="rewrite the protos' comments and docs/limits.md's table")
     if not parser.parse_args().write:
         print(markdown_table())
         return

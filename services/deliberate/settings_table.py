@@ -1,8 +1,15 @@
-"""Prints the README's configuration table from the settings models: `python -m deliberate.settings_table`."""
+"""docs/configuration.md's table of every setting, from the settings models: `python -m deliberate.settings_table
+--write` (`make config-table`) writes it into the page; without --write it prints the table.
+tests/unit/test_config_table.py fails when the page is out of date."""
 
 from __future__ import annotations
 
-from .core.config import CommonSettings, markdown_table
+import argparse
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from .core.config import CommonSettings, markdown_table, with_block
 from .drafter.settings import DrafterSettings
 from .gateway.settings import GatewaySettings
 from .refiner.settings import RefinerSettings
@@ -10,17 +17,40 @@ from .risk.settings import RiskSettings
 from .scheduler.settings import SchedulerSettings
 from .verifier.settings import VerifierSettings
 
+ROOT = Path(__file__).resolve().parents[2]
+PAGE = ROOT / "docs" / "configuration.md"
+TABLE_START, TABLE_END = "<!-- config-table: start (make config-table) -->", "<!-- config-table: end -->"
+SETTINGS: dict[str, type[BaseModel]] = {
+    "all": CommonSettings,
+    "scheduler": SchedulerSettings,
+    "drafter": DrafterSettings,
+    "verifier": VerifierSettings,
+    "refiner": RefinerSettings,
+    "gateway": GatewaySettings,
+    "risk": RiskSettings,
+}
+
+
+def table() -> str:
+    return markdown_table(SETTINGS)
+
+
+def written() -> dict[Path, str]:
+    """The file the settings write, with the content it should have."""
+    return {PAGE: with_block(PAGE.read_text(), TABLE_START, TABLE_END, table())}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m deliberate.settings_table", description=__doc__)
+    parser.add_argument("--write", action="store_true", help="rewrite the table in docs/configuration.md")
+    if not parser.parse_args().write:
+        print(table())
+        return
+    for path, content in written().items():
+        if path.read_text() != content:
+            path.write_text(content)
+            print(f"wrote {path.relative_to(ROOT)}")
+
+
 if __name__ == "__main__":
-    print(
-        markdown_table(
-            {
-                "all": CommonSettings,
-                "scheduler": SchedulerSettings,
-                "drafter": DrafterSettings,
-                "verifier": VerifierSettings,
-                "refiner": RefinerSettings,
-                "gateway": GatewaySettings,
-                "risk": RiskSettings,
-            }
-        )
-    )
+    main()

@@ -1,5 +1,5 @@
 """Field limits declared once (core/limits.py, each service's limits.py): the generic validator on real request
-messages, and the protos' comments and README table written from the same declarations."""
+messages, and the protos' comments and docs/limits.md's table written from the same declarations."""
 
 from __future__ import annotations
 
@@ -136,13 +136,22 @@ def test_rules_describe_themselves_with_their_setting_defaults():
     assert nested("sampling", SAMPLING)["sampling.top_p"].describe(SchedulerSettings) == "in [0.01, 1]"
 
 
-def test_protos_and_readme_hold_what_the_declarations_write():
+def test_protos_and_the_limits_page_hold_what_the_declarations_write():
+    assert limits_table.PAGE in limits_table.written()
+    assert limits_table.PAGE == limits_table.ROOT / "docs" / "limits.md"
     stale = [
         str(path.relative_to(limits_table.ROOT))
         for path, text in limits_table.written().items()
         if path.read_text() != text
     ]
     assert not stale, f"out of date, run `make limits`: {stale}"
+
+
+def test_a_changed_declaration_makes_the_limits_page_out_of_date_until_make_limits(monkeypatch):
+    monkeypatch.setitem(SOLVE.fields, "request_id", Text(64))
+    page = limits_table.written()[limits_table.PAGE]
+    assert page != limits_table.PAGE.read_text()
+    assert "| scheduler | `SolveRequest.request_id` | at most 64 characters |" in page
 
 
 def test_rewriting_the_comments_is_idempotent_and_replaces_an_old_limits_line():

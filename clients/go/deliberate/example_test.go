@@ -9,7 +9,7 @@ import (
 	"github.com/deliberate/deliberate/clients/go/deliberate"
 )
 
-// The README's example (section "Calling it from other languages", Go): compiled, not run (it needs a stack).
+// docs/clients.md's example (section "Go"): compiled, not run (it needs a stack).
 func streamAndAccept(ctx context.Context, question string) error {
 	client, err := deliberate.Dial("127.0.0.1:50051") // plaintext; pass grpc.WithTransportCredentials for TLS
 	if err != nil {

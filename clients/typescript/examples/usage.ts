@@ -1,4 +1,4 @@
-// The README's TypeScript example (test.sh type-checks it; test/readme.test.ts keeps the README equal to it): npx tsx examples/usage.ts
+// docs/clients.md's TypeScript example (test.sh type-checks it; test/clients-doc.test.ts keeps the page equal to it): npx tsx examples/usage.ts
 import { createClient, DeliberateError, SolveStatus } from "../src/index.js";
 
 const client = createClient(process.env.DELIBERATE_ADDRESS ?? "127.0.0.1:50051");

@@ -1,8 +1,8 @@
 """12-factor configuration: every setting is a pydantic field with a flag and an environment variable.
 
 `--max-drafts 8` and `DELIBERATE_MAX_DRAFTS=8` set the same field; a flag beats the environment,
-the environment beats the default. The README's configuration table is generated from these models
-(`python -m deliberate.core.config`).
+the environment beats the default. docs/configuration.md's table is generated from these models
+(`make config-table`: `python -m deliberate.settings_table --write`).
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def parse_settings(model: type[S], argv: Sequence[str] | None = None, prog: str 
 
 
 def markdown_table(models: dict[str, type[BaseModel]]) -> str:
-    """One row per setting of each service, for the README; the common settings appear once."""
+    """One row per setting of each service, for docs/configuration.md; the common settings appear once."""
     rows = ["| service | flag | environment variable | default | meaning |", "|---|---|---|---|---|"]
     for service, model in models.items():
         for name, field in model.model_fields.items():
@@ -100,3 +100,13 @@ def markdown_table(models: dict[str, type[BaseModel]]) -> str:
                 f"| {service} | `{flag_name(name)}` | `{env_name(name)}` | `{field.default}` | {field.description} |"
             )
     return "\n".join(rows)
+
+
+def with_block(page: str, start: str, end: str, body: str) -> str:
+    """`page` with the lines between the marker lines `start` and `end` replaced by `body`: how the generated
+    tables of docs/ (configuration, limits) are written into their pages. Markers missing: ValueError."""
+    before, found_start, rest = page.partition(start + "\n")
+    _, found_end, after = rest.partition(end)
+    if not (found_start and found_end):
+        raise ValueError(f"the page has no {start!r} … {end!r} block to write the table into")
+    return f"{before}{start}\n{body}\n{end}{after}"

@@ -1,5 +1,5 @@
 """Field limits, declared once per request message as data (field path -> rule) and enforced by one generic
-validator at every server edge. The proto comments (`// Limits: …`) and the README's limits table are written
+validator at every server edge. The proto comments (`// Limits: …`) and docs/limits.md's table are written
 from the same declarations (`make limits`, deliberate/limits_table.py), so a Go or TypeScript client reads the
 rules the server enforces.
 

@@ -1,5 +1,5 @@
 """The Scheduler's request limits, declared once (core/limits.py): enforced by its edge before any stage runs,
-written into the protos and the README's limits table."""
+written into the protos and docs/limits.md's table."""
 
 from __future__ import annotations
 
