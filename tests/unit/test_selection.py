@@ -25,7 +25,7 @@ def drafts() -> list[Candidate]:
 def test_every_policy_is_registered_with_a_description():
     assert {"weighted", "best_of", "majority"} <= set(POLICIES)
     assert all(p.description for p in POLICIES.values())
-    with pytest.raises(ValueError, match="unknown selection policy 'nope'; registered: best_of, majority"):
+    with pytest.raises(ValueError, match="unknown selection policy 'nope'; registered: best_of, learned, majority"):
         get_policy("nope")
 
 
@@ -129,3 +129,16 @@ def test_a_program_and_a_prose_draft_that_agree_cross_check_each_other():
     assert [table[c.draft_id]["cross_check"] for c in mixed] == [1.0, 0.0, 1.0, 0.0]  # g2 failed: no check
     assert [table[c.draft_id]["kind_share"] for c in mixed] == [0.5, 0.5, 1.0, 0.0]
     assert [table[c.draft_id]["cut_off"] for c in mixed] == [0.0, 0.0, 0.0, 1.0]
+
+
+def test_a_prose_answer_a_program_computed_is_cross_checked_evidence_only_when_both_passed():
+    prose = Candidate("prose", 0, True, 0.9, answer="72 clips", kind="prose")  # no substantive check of its own
+    program = Candidate("program", 1, True, 0.9, answer="72", evidence=("program",), kind="program")
+    selection = select([prose, program], max_selected=1)
+    assert selection.selected[0].draft_id == "prose" and selection.status == "verified"
+    assert selection.verified_by == ["cross_check"] and "cross_check" in selection.reason
+
+    crashed = Candidate("program", 1, False, 0.0, answer="72", kind="program")  # the program check failed
+    assert select([prose, crashed], max_selected=1).status == "unchecked"
+    other = Candidate("program", 1, True, 0.9, answer="71", evidence=("program",), kind="program")
+    assert select([prose, other], max_selected=1).signals["prose"]["evidence"] == 0.0

@@ -16,7 +16,7 @@ passed, or the policy chose a failing one).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from . import signals
@@ -78,6 +78,7 @@ def select(
     """
     if not candidates:
         raise ValueError("no drafts to select from")
+    candidates = cross_checked(candidates)
     chosen_policy = get_policy(policy)
     table = signals.compute(candidates, overrides)
     if chosen_policy.competitors == "valid":
@@ -96,6 +97,23 @@ def select(
     selected = [c for c, _ in ranked][:max_selected] or [rest[0]]
     status, reason = verdict_of(selected[0], candidates, chosen_policy.name)
     return Selection(selected, status, reason, table, finals, tuple(c.draft_id for c in ordered), chosen_policy.name)
+
+
+CROSS_CHECK = "cross_check"  # the evidence a prose draft gains from a program that reached its answer
+
+
+def cross_checked(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """The candidates with cross-check evidence added to every valid prose draft whose answer a valid program of the
+    round computed (its `program` check passed: it ran in the sandbox and printed that answer) — two kinds of
+    solution agreeing checks the plan, not only the arithmetic. Both must have passed their own hard rules."""
+    computed = {answer_key(c.answer) for c in candidates if c.kind == "program" and c.valid and "program" in c.evidence}
+    computed.discard("")
+    return [
+        replace(c, evidence=(*c.evidence, CROSS_CHECK))
+        if c.kind == "prose" and c.valid and answer_key(c.answer) in computed and CROSS_CHECK not in c.evidence
+        else c
+        for c in candidates
+    ]
 
 
 def verdict_of(best: Candidate, candidates: Sequence[Candidate], policy_name: str) -> tuple[Status, str]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .answers import answer_key
+from .learned import shipped
 from .signals import Candidate, Table
 
 # The seed's formula: final = α·score + β·agreement + δ·answer_share − γ·latency (a negative weight is a cost).
@@ -105,3 +106,12 @@ def majority(candidates: Sequence[Candidate], table: Table, weights: Mapping[str
         return (-round(table[c.draft_id]["vote_share"], 9), first_seen[answer_key(c.answer)], c.index)
 
     return [(c, table[c.draft_id]["vote_share"]) for c in sorted(candidates, key=key)]
+
+
+@policy("learned", competitors="valid")
+def learned(candidates: Sequence[Candidate], table: Table, weights: Mapping[str, float]) -> Ranking:
+    """The weighted ranking with weights fitted on labelled drafts.
+
+    The shipped artefact's weights (selection/learned.py, `make learned-policy`), not the deployment's online ones.
+    """
+    return weighted(candidates, table, shipped().weights)

@@ -190,8 +190,9 @@ type SolveRequest struct {
 	ReplaceAbortedDrafts bool `protobuf:"varint,16,opt,name=replace_aborted_drafts,json=replaceAbortedDrafts,proto3" json:"replace_aborted_drafts,omitempty"`
 	// The selection policy that ranks this request's drafts (docs/selection.md): "weighted", the default
 	// formula with learned weights; "majority", a plain vote over the drafts' answers; "best_of", the highest
-	// verifier score. Empty: the Scheduler's --selection-policy (default "weighted").
-	// Limits: empty or one of the registered selection policies (best_of, majority, weighted).
+	// verifier score; "learned", the weighted ranking with the shipped weights fitted on labelled drafts.
+	// Empty: the Scheduler's --selection-policy (default "weighted").
+	// Limits: empty or one of the registered selection policies (best_of, learned, majority, weighted).
 	SelectionPolicy string `protobuf:"bytes,17,opt,name=selection_policy,json=selectionPolicy,proto3" json:"selection_policy,omitempty"`
 	// How many of each round's drafts are programs (Draft.kind "program": a short Python program that prints
 	// the answer) rather than prose: the last ones of the round. Unset: the Scheduler's --program-drafts

@@ -151,8 +151,9 @@ export type SolveRequest = Message<"deliberate.scheduler.v1.SolveRequest"> & {
   /**
    * The selection policy that ranks this request's drafts (docs/selection.md): "weighted", the default
    * formula with learned weights; "majority", a plain vote over the drafts' answers; "best_of", the highest
-   * verifier score. Empty: the Scheduler's --selection-policy (default "weighted").
-   * Limits: empty or one of the registered selection policies (best_of, majority, weighted).
+   * verifier score; "learned", the weighted ranking with the shipped weights fitted on labelled drafts.
+   * Empty: the Scheduler's --selection-policy (default "weighted").
+   * Limits: empty or one of the registered selection policies (best_of, learned, majority, weighted).
    *
    * @generated from field: string selection_policy = 17;
    */
