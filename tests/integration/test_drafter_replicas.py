@@ -9,6 +9,7 @@ and, the control, the stand-in gets calls as soon as it reports SERVING.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -21,6 +22,7 @@ import grpc
 import pytest
 
 from deliberate.cli.stack import Ports, Stack, free_port_pairs
+from deliberate.cli.supervisor import Supervisor
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_api.scheduler.v1 import scheduler_service_pb2_grpc
 from deliberate_client.client import build_request
@@ -118,11 +120,17 @@ def test_replicas_run_one_engine_thread_each(stack):
 
 
 def test_a_killed_replica_is_skipped_and_takes_traffic_again_once_restarted(stack, standin):
+    """SIGKILLed between requests: every request still answers (a round planned on it before the next load sample
+    moves its drafts), and the supervisor `deliberate up` runs restarts it; within 30 s it drafts again."""
+    supervisor = Supervisor(stack, initial_backoff_s=0.2, log=lambda line: None)
+    supervisor.check()
     stack.processes["drafter-2"].send_signal(signal.SIGKILL)
     stack.processes["drafter-2"].wait()
     for seed in range(10, 13):  # every request finds the live replica
         assert solve(stack, seed).answer
-    stack.start("drafter-2")
+    while supervisor.restarts["drafter-2"] < 1:
+        supervisor.check()
+        time.sleep(0.1)
     restarted = time.monotonic()
     stack.wait_healthy(BACK_IN_TRAFFIC_S, services=("drafter-2",))
     seed = 20
@@ -155,7 +163,7 @@ def test_a_replica_lost_mid_round_loses_no_draft(stack, otlp_receiver):
 
     def run() -> None:
         request = build_request(
-            "Write four short sentences about the sea.", num_drafts=4, max_new_tokens=48,
+            "Write a long story about the sea, at least ten sentences.", num_drafts=4, max_new_tokens=160,
             refine_max_new_tokens=4, seed=50, disable_default_arithmetic=True,
         )  # fmt: skip
         request.disable_quorum = True  # every draft runs to its end: none is stopped on a quorum
@@ -168,7 +176,7 @@ def test_a_replica_lost_mid_round_loses_no_draft(stack, otlp_receiver):
     while value(scrape(stack.metrics_url("drafter-2")), "deliberate_engine_sequences_running") < 1:
         assert time.monotonic() < deadline, "drafter-2 never started decoding"
         time.sleep(0.05)
-    time.sleep(0.3)  # a few tokens in: the drafts have started streaming
+    time.sleep(2.5)  # into decoding (160 tokens take drafter-2 several seconds): its drafts have started streaming
     stack.processes["drafter-2"].send_signal(signal.SIGKILL)
     solving.join(120)
     response = answer["response"]
@@ -179,6 +187,10 @@ def test_a_replica_lost_mid_round_loses_no_draft(stack, otlp_receiver):
     assert replica_drafts(stack, "drafter-2", "moved") - moved_before == 2  # drafter-2's part of the round
     log = (stack.log_dir / "scheduler.log").read_text()
     assert f'"replica": "{lost}"' in log and "drafter replica down" in log and "draft moved" in log
+    lines = [json.loads(line) for line in log.splitlines() if '"msg": "draft moved"' in line]
+    moves = [move for move in lines if move["request_id"] == response.request_id]
+    assert len(moves) == 2 and {move["from"] for move in moves} == {lost}
+    assert any(move["tokens_discarded"] > 0 for move in moves), moves  # started there, generated again here
     spans = wait_for_draft_spans(otlp_receiver, response.trace_id, 4)
     moved = [s for s in spans if "moved" in s["events"]]
     assert len(moved) == 2

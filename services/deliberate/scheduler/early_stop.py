@@ -296,6 +296,7 @@ class EarlyStopRound:
         state = next((s for s in self.states if s.draft.index == index), None)
         reason = f"replica {lost} lost: {error.message}"
         self.moves[index] = {"from": lost, "to": target.address, "reason": reason}
+        discarded = state.draft.usage.completion_tokens if state is not None else 0
         if state is not None:  # started: generated again from its first token, verified whole at its end
             state.draft.text = ""
             state.draft.usage.completion_tokens = 0
@@ -304,7 +305,7 @@ class EarlyStopRound:
         log.warning(
             "draft moved",
             extra={"request_id": self.solve.request_id, "index": index, "from": lost, "to": target.address,
-                   "reason": reason},
+                   "reason": reason, "tokens_discarded": discarded},
         )  # fmt: skip
         new = self.start_drafter(part, target)
         if state is not None:
