@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from deliberate.verifier.constraints import ConstraintError, ConstraintSpec, compile_rules
+from deliberate.core.requests import InvalidArgument
+from deliberate.verifier.constraints import ConstraintSpec, compile_rules
 from deliberate.verifier.rules import verify
 from deliberate_client.examples import promotion
 
@@ -204,7 +205,7 @@ def test_a_plan_listing_a_sku_twice_does_not_match_the_pack():
 )
 def test_a_policy_that_does_not_validate_is_refused_naming_the_field(params, detail):
     spec = ConstraintSpec(2, "rule_pack", "promotion", params=params)
-    with pytest.raises(ConstraintError) as refused:
+    with pytest.raises(InvalidArgument) as refused:
         compile_rules("", [spec], promotion.context())
     assert refused.value.field == "constraints[2].params"
     assert detail in str(refused.value)
@@ -212,7 +213,7 @@ def test_a_policy_that_does_not_validate_is_refused_naming_the_field(params, det
 
 def test_a_request_without_a_product_table_is_refused():
     spec = ConstraintSpec(0, "rule_pack", "promotion", params=promotion.POLICY)
-    with pytest.raises(ConstraintError, match=r"constraints\[0\]\.params: products: Field required"):
+    with pytest.raises(InvalidArgument, match=r"constraints\[0\]\.params: products: Field required"):
         compile_rules("", [spec], {})
 
 

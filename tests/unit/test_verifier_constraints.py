@@ -7,11 +7,11 @@ import json
 
 import pytest
 
+from deliberate.core.requests import InvalidArgument
 from deliberate.verifier.constraints import (
     CHARS_PER_STEP,
     ITEMS_PER_STEP,
     MAX_CEL_COST,
-    ConstraintError,
     ConstraintSpec,
     cel_cost,
     compile_rules,
@@ -166,14 +166,14 @@ def test_soft_constraints_lower_the_score_without_invalidating():
     ],
 )
 def test_constraints_that_do_not_compile_name_their_field(spec, field):
-    with pytest.raises(ConstraintError) as raised:
+    with pytest.raises(InvalidArgument) as raised:
         compile_rules("", [spec], {})
     assert raised.value.field == field
     assert str(raised.value).startswith(f"{field}: ")
 
 
 def test_cel_compiler_message_is_passed_on():
-    with pytest.raises(ConstraintError, match="Syntax error"):
+    with pytest.raises(InvalidArgument, match="Syntax error"):
         compile_rules("", [ConstraintSpec(0, "cel_expression", "1 +")], {})
 
 

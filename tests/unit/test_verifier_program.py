@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from deliberate.verifier.constraints import ConstraintError, ConstraintSpec, compile_rules
+from deliberate.core.requests import InvalidArgument
+from deliberate.verifier.constraints import ConstraintSpec, compile_rules
 from deliberate.verifier.hostile_programs import HOSTILE_PROGRAMS, as_draft
 from deliberate.verifier.program import LIMITS, ProgramLimits, check_program, find_program, run_program
 from deliberate.verifier.rules import verify
@@ -95,7 +96,7 @@ def test_the_program_check_runs_after_complete_and_before_final_answer():
 
 
 def test_the_program_check_takes_no_parameters():
-    with pytest.raises(ConstraintError, match=r"constraints\[0\]\.params"):
+    with pytest.raises(InvalidArgument, match=r"constraints\[0\]\.params"):
         compile_rules("", [ConstraintSpec(0, "rule_pack", "program", params={"x": 1})], {})
 
 

@@ -20,3 +20,8 @@ def percentile_sorted(values: Sequence[float], q: float) -> float:
 def percentile(values: Sequence[float], q: float) -> float | None:
     """The q-quantile (q in [0, 1]) of `values`, None when there are none."""
     return percentile_sorted(sorted(values), q) if values else None
+
+
+def clamp(value: float, lower: float = 0.0, upper: float = 1.0) -> float:
+    """`value` limited to [lower, upper] (by default a share, [0, 1])."""
+    return min(upper, max(lower, value))

@@ -17,6 +17,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
+from ..core.stats import clamp
+
 log = logging.getLogger("deliberate.load")
 
 
@@ -30,10 +32,6 @@ class Utilization:
 
 class Sampler(Protocol):
     async def sample(self) -> Utilization: ...
-
-
-def _clamp(value: float, lower: float = 0.0, upper: float = 1.0) -> float:
-    return min(upper, max(lower, value))
 
 
 # --- the Drafter's report --------------------------------------------------------------------------------------------
@@ -58,7 +56,7 @@ class EngineReport:
         idle GPU hide full slots (or the reverse) and add drafts to an engine that cannot run them.
         """
         in_engine = self.busy_sequences + self.queued_sequences
-        sequences = _clamp(in_engine / max(1, self.capacity))  # a queue beyond capacity is still "full"
+        sequences = clamp(in_engine / max(1, self.capacity))  # a queue beyond capacity is still "full"
         gpu = [u for u in (self.gpu_utilization, self.gpu_memory_utilization) if u is not None]
         summary = (
             f"drafter {self.engine}: {self.busy_sequences}/{self.capacity} sequences busy, "
@@ -125,7 +123,7 @@ class PidController:
 
     def reset(self, value: float | None = None) -> None:
         """Forgets the history; the next update seeds the estimate with the measurement unless `value` is given."""
-        self._value = None if value is None else _clamp(value, self.lower, self.upper)
+        self._value = None if value is None else clamp(value, self.lower, self.upper)
         self._previous: float | None = None
         self._integral = 0.0
 
@@ -135,16 +133,16 @@ class PidController:
 
     def update(self, setpoint: float) -> float:
         """Takes one measurement as the setpoint and returns the new estimate."""
-        setpoint = _clamp(setpoint, self.lower, self.upper)
+        setpoint = clamp(setpoint, self.lower, self.upper)
         if self._value is None:  # the first sample is the best estimate there is; ramping up from 0 would lag
             self._value = setpoint
             return setpoint
         error = setpoint - self._value
         change = 0.0 if self._previous is None else self._value - self._previous
-        integral = _clamp(self._integral + error, -self.integral_limit, self.integral_limit)
+        integral = clamp(self._integral + error, -self.integral_limit, self.integral_limit)
         raw = self.kp * error + self.ki * integral - self.kd * change
-        output = _clamp(raw, -self.output_limit, self.output_limit)
-        value = _clamp(self._value + output, self.lower, self.upper)
+        output = clamp(raw, -self.output_limit, self.output_limit)
+        value = clamp(self._value + output, self.lower, self.upper)
         if output == raw and value == self._value + output:  # anti-windup: integrate only while unsaturated
             self._integral = integral
         self._previous, self._value = self._value, value

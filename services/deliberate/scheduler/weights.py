@@ -61,6 +61,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from ..core.files import write_atomically
+from ..core.stats import clamp
 
 log = logging.getLogger("deliberate.scheduler.weights")
 
@@ -185,12 +186,12 @@ def latency_fraction(latency_s: float, timeout_s: float) -> float:
     """Verification latency as a share of the verification timeout, clamped to [0, 1]."""
     if timeout_s <= 0:
         return 1.0
-    return _clamp(latency_s / timeout_s, 0.0, 1.0)
+    return clamp(latency_s / timeout_s, 0.0, 1.0)
 
 
 def gamma_for_load(utilization: float) -> float:
     """γ rises linearly from 0.01 when idle (utilization 0) to 0.05 when saturated (1); clamped outside."""
-    return GAMMA_IDLE + (GAMMA_SATURATED - GAMMA_IDLE) * _clamp(utilization, 0.0, 1.0)
+    return GAMMA_IDLE + (GAMMA_SATURATED - GAMMA_IDLE) * clamp(utilization, 0.0, 1.0)
 
 
 @dataclass(frozen=True)
@@ -558,7 +559,3 @@ def _sigmoid(z: float) -> float:
         return 1.0 / (1.0 + math.exp(-z))
     e = math.exp(z)
     return e / (1.0 + e)
-
-
-def _clamp(value: float, low: float, high: float) -> float:
-    return min(max(value, low), high)

@@ -3,7 +3,7 @@
 Order is by cost, cheapest first, so fast-fail skips the expensive rules of a broken draft:
 completeness → answer extraction (JSON parse, or final answer) → output schema → JSON Schema
 constraints → CEL constraints → rule packs → soft style rules. Compiled schemas and CEL programs are
-cached by their text. Anything that does not compile is a `ConstraintError` naming the field, which the
+cached by their text. Anything that does not compile is an `InvalidArgument` naming the field, which the
 gRPC edge answers with INVALID_ARGUMENT.
 """
 
@@ -18,6 +18,7 @@ from functools import lru_cache
 import cel
 from pydantic import ValidationError
 
+from ..core.requests import InvalidArgument
 from ..core.schemas import compiled_validator, shorten
 from ..risk.client import RiskClient
 from .cel_fast import INT64_MAX, INT64_MIN, compile_fast, plain
@@ -45,12 +46,6 @@ CHARS_PER_STEP = 1_500
 ITEMS_PER_STEP = 15
 
 KIND_ORDER = {"json_schema": 0, "cel_expression": 1, "rule_pack": 2}
-
-
-class ConstraintError(ValueError):
-    def __init__(self, field: str, problem: str):
-        super().__init__(f"{field}: {problem}")
-        self.field = field
 
 
 @dataclass(frozen=True)
@@ -105,7 +100,7 @@ def compile_rules(
             validator = compiled_validator(output_schema_text)  # first: it refuses JSON nested too deeply to load
             output_schema = json.loads(output_schema_text)
         except ValueError as error:
-            raise ConstraintError("output_schema", str(error)) from None
+            raise InvalidArgument("output_schema", str(error)) from None
 
     ordered = sorted(constraints, key=lambda c: (KIND_ORDER[c.kind], c.index))
     # One for all CEL rules: the context is converted once, and each draft's own variables once per draft.
@@ -189,7 +184,7 @@ def constraint_rule(
         try:
             validator = compiled_validator(spec.source)
         except ValueError as error:
-            raise ConstraintError(f"{spec.field}.json_schema", str(error)) from None
+            raise InvalidArgument(f"{spec.field}.json_schema", str(error)) from None
         return (Rule(spec.rule_id, hard, lambda d: schema_check(spec.rule_id, validator, d.answer)),)
     if spec.kind == "cel_expression":
         program = compile_cel(spec)
@@ -207,7 +202,7 @@ def compile_cel(spec: ConstraintSpec):
     try:
         return _compiled_cel(spec.source)
     except ValueError as error:
-        raise ConstraintError(f"{spec.field}.cel_expression", shorten(str(error), 400)) from None
+        raise InvalidArgument(f"{spec.field}.cel_expression", shorten(str(error), 400)) from None
 
 
 @lru_cache(maxsize=1024)
@@ -431,16 +426,16 @@ def pack_rules(
 ) -> tuple[Rule, ...]:
     if spec.source == PROGRAM:  # built into the Verifier, not a plugin: it reads and writes the draft
         if spec.params:
-            raise ConstraintError(f"{spec.field}.params", "the program check takes no parameters")
+            raise InvalidArgument(f"{spec.field}.params", "the program check takes no parameters")
         return (program_rule(hard=not spec.soft),)
     packs = registry()
     pack_class = packs.get(spec.source)
     if pack_class is None:
-        raise ConstraintError(f"{spec.field}.rule_pack", f"unknown rule pack {spec.source!r}; known: {sorted(packs)}")
+        raise InvalidArgument(f"{spec.field}.rule_pack", f"unknown rule pack {spec.source!r}; known: {sorted(packs)}")
     try:
         params = pack_class.params_model.model_validate({**context, **spec.params})
     except ValidationError as error:
-        raise ConstraintError(f"{spec.field}.params", pydantic_summary(error)) from None
+        raise InvalidArgument(f"{spec.field}.params", pydantic_summary(error)) from None
     pack = pack_class(params, reference, risk)
     hard = not spec.soft
     rules = []

@@ -21,7 +21,7 @@ from ..core.convert import FINISH_REASON_NAMES, set_duration, struct_to_dict
 from ..core.requests import InvalidArgument
 from ..risk.client import RiskClient
 from .arithmetic import computations
-from .constraints import ConstraintError, ConstraintSpec, RuleSet, compile_rules
+from .constraints import ConstraintSpec, RuleSet, compile_rules
 from .judge import Judge
 from .limits import CHECK_CONSTRAINTS, VERIFY_DRAFTS_OWN_FIELDS, VERIFY_STREAM_START
 from .reference import ReferenceStore
@@ -38,7 +38,7 @@ def constraint_specs(constraints) -> list[ConstraintSpec]:
     for index, c in enumerate(constraints):
         kind = c.WhichOneof("kind")
         if kind is None:
-            raise ConstraintError(f"constraints[{index}]", "set one of json_schema, cel_expression, rule_pack")
+            raise InvalidArgument(f"constraints[{index}]", "set one of json_schema, cel_expression, rule_pack")
         specs.append(
             ConstraintSpec(
                 index=index,
@@ -96,7 +96,7 @@ class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
         try:
             self.validate(request)
             rule_set, context_dict = self.compile(request.output_schema, request.constraints, request.context)
-        except (InvalidArgument, ConstraintError) as error:
+        except InvalidArgument as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         if self.judge is None and not rule_set.waits_on_network:  # nothing awaits: one after the other, no tasks
             verdicts = [self.verify_inline(request, draft, rule_set, context_dict) for draft in request.drafts]
@@ -114,7 +114,7 @@ class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
         try:
             VERIFY_STREAM_START.check(start, self.settings)
             rule_set, context_dict = self.compile(start.output_schema, start.constraints, start.context)
-        except (InvalidArgument, ConstraintError) as error:
+        except InvalidArgument as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         answers: asyncio.Queue = asyncio.Queue()
         reader = asyncio.ensure_future(self.read_stream(start, request_iterator, rule_set, context_dict, answers))
@@ -167,7 +167,7 @@ class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
     async def CheckConstraints(self, request, context: grpc.aio.ServicerContext):  # noqa: N802 (gRPC naming)
         try:
             rule_set, _ = self.compile(request.output_schema, request.constraints, request.context)
-        except (InvalidArgument, ConstraintError) as error:
+        except InvalidArgument as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         return verifier_service_pb2.CheckConstraintsResponse(rule_ids=rule_set.rule_ids)
 
