@@ -1,1 +1,2 @@
-"""Worked examples' request data (used by docs/business-cases.md, `deliberate solve --example`, the evaluation and the tests)."""
+"""Worked examples' request data, used by docs/business-cases.md, `deliberate solve --example`, the evaluation
+and the tests."""
