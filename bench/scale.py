@@ -3,7 +3,8 @@
     python bench/scale.py [--requests 10] [--drafts 4] [--tokens 64] [--model smollm2-135m]
 
 For each of "1 drafter" and "2 drafters" (in that order, one after the other on this machine): starts the stack on
-free ports with DELIBERATE_ENGINE_THREADS=1 for every engine (Drafters and Refiner), the Scheduler pointed at every
+free ports with DELIBERATE_ENGINE_THREADS=1 for every Drafter (the Refiner keeps the machine's default, as under
+`deliberate up --drafters 2`: it runs while the Drafters wait), the Scheduler pointed at every
 Drafter (docs/deploy.md#load-balancing) and sampling their load every second, solves one warm-up question, then the
 same `--requests` GSM8K questions one after the other: `--drafts` drafts of at most `--tokens` tokens each, fixed
 seeds, no quorum and no default arithmetic pack (so no draft is stopped early and both sides generate the same
@@ -65,7 +66,8 @@ def measure(drafters: int, questions: list[str], args: argparse.Namespace) -> di
     log_dir = Path(tempfile.mkdtemp(prefix=f"deliberate-scale-{drafters}-"))
     stack = Stack(
         ports=Ports.free(),
-        env={"DELIBERATE_MODEL": args.model, "DELIBERATE_ENGINE_THREADS": "1"},
+        env={"DELIBERATE_MODEL": args.model},
+        drafter_env={"DELIBERATE_ENGINE_THREADS": "1"},
         log_dir=log_dir,
         state_dir=log_dir,
         drafters=drafters,
@@ -78,17 +80,20 @@ def measure(drafters: int, questions: list[str], args: argparse.Namespace) -> di
             time.sleep(2.0)  # a load sample after the warm-up: every replica is ready and idle
             before = replica_drafts(stack)
             load_before = os.getloadavg()[0]
-            seconds, draft_s, tokens, drafts = [], [], 0, 0
+            seconds, draft_s, refine_s, tokens, drafts = [], [], [], 0, 0
             started = time.perf_counter()
             for i, question in enumerate(questions[1:], start=1):
                 sent = time.perf_counter()
                 response = client.solve(request_for(question, 1000 * i, args), timeout=600)
                 seconds.append(time.perf_counter() - sent)
                 draft_s.append(response.timings.draft.ToTimedelta().total_seconds())
+                refine_s.append(response.timings.refine.ToTimedelta().total_seconds())
                 tokens += sum(report.draft.usage.completion_tokens for report in response.drafts)
                 drafts += len(response.drafts)
                 print(
-                    f"  {drafters} drafter(s) request {i}: {seconds[-1]:.1f} s, draft {draft_s[-1]:.1f} s", flush=True
+                    f"  {drafters} drafter(s) request {i}: {seconds[-1]:.1f} s, draft {draft_s[-1]:.1f} s, "
+                    f"refine {refine_s[-1]:.1f} s",
+                    flush=True,
                 )
             wall = time.perf_counter() - started
             load_after = os.getloadavg()[0]
@@ -100,6 +105,7 @@ def measure(drafters: int, questions: list[str], args: argparse.Namespace) -> di
         "drafters": drafters,
         "wall_s": round(wall, 2),
         "draft_s": round(sum(draft_s), 2),
+        "refine_s": round(sum(refine_s), 2),
         "request_s": [round(s, 2) for s in seconds],
         "median_request_s": round(statistics.median(seconds), 2),
         "drafts": drafts,
@@ -132,7 +138,7 @@ def main() -> None:
         "requests": args.requests,
         "drafts": args.drafts,
         "tokens": args.tokens,
-        "engine_threads": 1,
+        "drafter_engine_threads": 1,
         "wall_ratio": round(two["wall_s"] / one["wall_s"], 3),
         "draft_ratio": round(two["draft_s"] / one["draft_s"], 3),
         "replica_shares": two["replica_shares"],

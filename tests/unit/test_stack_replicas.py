@@ -33,3 +33,14 @@ def test_a_stack_with_one_drafter_is_wired_as_before():
 def test_a_stack_needs_a_drafter():
     with pytest.raises(ValueError, match="at least 1"):
         Stack(ports=Ports.free(), drafters=0)
+
+
+def test_drafter_env_reaches_every_drafter_replica_and_no_other_service(monkeypatch):
+    monkeypatch.delenv("DELIBERATE_ENGINE_THREADS", raising=False)
+    stack = Stack(ports=Ports.free(), drafters=2, env={"DELIBERATE_MODEL": "m"},
+                  drafter_env={"DELIBERATE_ENGINE_THREADS": "1", "DELIBERATE_MODEL": "d"})  # fmt: skip
+    for drafter in stack.drafter_replicas:
+        assert stack.service_env(drafter)["DELIBERATE_ENGINE_THREADS"] == "1"
+        assert stack.service_env(drafter)["DELIBERATE_MODEL"] == "d"  # over `env`
+    assert "DELIBERATE_ENGINE_THREADS" not in stack.service_env("refiner")
+    assert stack.service_env("refiner")["DELIBERATE_MODEL"] == "m"

@@ -139,6 +139,8 @@ class Stack:
     # — free loopback ports when not given. With more than one, the Scheduler's --drafter-address lists them all
     # (round_robin with health checking, core/balancing.py) and each runs DELIBERATE_ENGINE_THREADS=1.
     drafters: int = 1
+    # Variables for every Drafter replica only, over `env` (e.g. one engine thread for a single Drafter too).
+    drafter_env: dict[str, str] = field(default_factory=dict)
     drafter_ports: list[tuple[int, int]] = field(default_factory=list)
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
 
@@ -259,7 +261,7 @@ class Stack:
         try:
             process = subprocess.Popen(
                 self.command(service),
-                env={**self.replica_env(service), **os.environ, **self.env, **self.trace_env()},
+                env=self.service_env(service),
                 stdout=output,
                 stderr=output,
                 start_new_session=True,
@@ -275,6 +277,12 @@ class Stack:
         if self.drafters > 1 and service in self.drafter_replicas:
             return {"DELIBERATE_ENGINE_THREADS": REPLICA_ENGINE_THREADS}
         return {}
+
+    def service_env(self, service: str) -> dict[str, str]:
+        """What this service's process gets beyond the inherited environment: replica defaults, then `env`, then
+        `drafter_env` for a Drafter replica, then the trace export."""
+        own = self.drafter_env if service in self.drafter_replicas else {}
+        return {**self.replica_env(service), **os.environ, **self.env, **own, **self.trace_env()}
 
     def trace_env(self) -> dict[str, str]:
         """With a trace file, the variables that make a service export its spans there (the Scheduler passes
