@@ -212,12 +212,13 @@ def program_drafts(settings: SchedulerSettings, request: pb.SolveRequest, num_dr
 
 
 def test_the_request_s_count_else_the_setting_at_most_n_and_none_for_a_structured_answer():
-    assert SchedulerSettings().program_drafts == 0  # today's behaviour by default
+    assert program_drafts(SchedulerSettings(), pb.SolveRequest(prompt="q"), 5) == 1  # the default mix: 4 + 1
+    assert program_drafts(SchedulerSettings(), pb.SolveRequest(prompt="q"), 1) == 0  # a single pass stays prose
     two = SchedulerSettings(program_drafts=2)
     assert program_drafts(two, pb.SolveRequest(prompt="q"), 5) == 2
     assert program_drafts(two, pb.SolveRequest(prompt="q", program_drafts=0), 5) == 0  # set to 0: prose only
     assert program_drafts(two, pb.SolveRequest(prompt="q", program_drafts=4), 3) == 3
-    assert program_drafts(SchedulerSettings(program_drafts=8), pb.SolveRequest(prompt="q"), 3) == 3
+    assert program_drafts(SchedulerSettings(program_drafts=8), pb.SolveRequest(prompt="q"), 3) == 2  # one prose
     assert program_drafts(two, pb.SolveRequest(prompt="q", output_schema='{"type": "object"}'), 5) == 0
 
 

@@ -120,7 +120,7 @@ class Pipeline:
             checks=Checks(
                 request.prompt,
                 request.output_schema,
-                effective_constraints(request, programs=self.program_drafts(request, 1) > 0),
+                effective_constraints(request, programs=self.program_drafts(request, self.settings.max_drafts) > 0),
                 request.context,
             ),
             emit=emit,
@@ -224,12 +224,14 @@ class Pipeline:
         return [state.verdict for state in new]
 
     def program_drafts(self, request: pb.SolveRequest, num_drafts: int) -> int:
-        """How many of the round's drafts are programs: the request's count, else the deployment's, at most N; none
-        for a structured answer (programs answer in free text)."""
+        """How many of the round's drafts are programs: the request's count (at most N), else the deployment's (at
+        most N - 1: a question with no number to compute keeps a prose draft); none for a structured answer
+        (programs answer in free text)."""
         if request.output_schema.strip():
             return 0
-        wanted = request.program_drafts if request.HasField("program_drafts") else self.settings.program_drafts
-        return min(wanted, num_drafts)
+        if request.HasField("program_drafts"):
+            return min(request.program_drafts, num_drafts)
+        return min(self.settings.program_drafts, num_drafts - 1)
 
     async def early_stop_round(
         self,

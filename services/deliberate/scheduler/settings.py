@@ -48,11 +48,12 @@ class SchedulerSettings(DownstreamTlsSettings, CommonSettings):
         "risk-adjusted formula with learned weights), `best_of` (verifier score) or `majority` (a plain vote).",
     )
     program_drafts: int = Field(
-        0,
+        1,
         ge=0,
         description="How many of each round's drafts are programs (a short Python program printing the answer) "
-        "when the request does not say (SolveRequest.program_drafts): the round's last ones, at most N. 0: prose "
-        "only. Requests with an output schema draft prose only.",
+        "when the request does not say (SolveRequest.program_drafts): the round's last ones, at most N - 1 (one "
+        "draft stays prose). 0: prose only. Requests with an output schema draft prose only. The default 1 is the "
+        "best mix of 5 on the tuning problems' replay (docs/eval.md).",
     )
     consensus_min_support: int = Field(
         3, description="Drafts that must agree (lines or computations) for a consensus prefix (clamped to N)."
