@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import RESULTS, write_result  # noqa: E402
 
+from deliberate.core.stats import percentile  # noqa: E402
 from deliberate.selection import majority, same_answer  # noqa: E402
 from deliberate.selection.confidence import WINDOW_TOKENS, window_means  # noqa: E402
 
@@ -55,11 +56,6 @@ def stop_point(series: list[float], threshold: float, window: int = WINDOW_TOKEN
     return None
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
-
-
 def thresholds(records: list[dict], q: float) -> dict[str, float]:
     """Per kind: the q-th percentile of the lowest-window confidence of the right drafts."""
     lows: dict[str, list[float]] = {}
@@ -68,7 +64,7 @@ def thresholds(records: list[dict], q: float) -> dict[str, float]:
             if same_answer(d["answer"], record["gold"]):
                 lowest = min(window_means(d["confidence"]["token_confidences"]))
                 lows.setdefault(d.get("kind") or "prose", []).append(lowest)
-    return {kind: percentile(values, q) for kind, values in lows.items()}
+    return {kind: percentile(values, q / 100) for kind, values in lows.items()}
 
 
 def replay(records: list[dict], limits: dict[str, float]) -> dict:

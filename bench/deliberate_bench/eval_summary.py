@@ -11,7 +11,6 @@ import statistics
 import time
 from collections import Counter
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
 from deliberate.selection import POLICIES, same_answer
@@ -21,6 +20,7 @@ from deliberate_bench.replay import (
     ABLATIONS,
     FOLDS,
     cross_validated,
+    drafts_chooser,
     first_drafts,
     first_of_kinds,
     identity_effect,
@@ -307,17 +307,11 @@ ABLATION_MIX = (3, 2)
 def learned_configurations(records: list[dict], sizes: list[int]) -> dict[str, tuple]:
     """Row suffix → (how its drafts are chosen, `cross_validated`'s result): each size's first n drafts, and each
     mix of 5 that every record's round can serve."""
-    choosers = {f"@{n}": (lambda record, n=n: first_drafts(record["solve"], n)) for n in sorted(sizes)}
+    choosers = {f"@{n}": drafts_chooser(n) for n in sorted(sizes)}
     common = set.intersection(*(set(mixes(r["solve"])) for r in records)) if records else set()
     for prose, programs in sorted(common, reverse=True):
-        choosers[mix_suffix(prose, programs)] = lambda record, p=prose, q=programs: first_of_kinds(
-            record["solve"], p, q
-        )
+        choosers[mix_suffix(prose, programs)] = drafts_chooser(prose + programs, (prose, programs))
     return {suffix: (choose, cross_validated(records, choose, same_answer)) for suffix, choose in choosers.items()}
-
-
-def mixed_drafts(record: dict, prose: int, programs: int) -> list[dict]:
-    return first_of_kinds(record["solve"], prose, programs)
 
 
 def learned_ablation_of(records: list[dict]) -> dict | None:
@@ -325,7 +319,7 @@ def learned_ablation_of(records: list[dict]) -> dict | None:
     if not records or not all(ABLATION_MIX in mixes(r["solve"]) for r in records):
         return None
     prose, programs = ABLATION_MIX
-    found = learned_ablation(records, partial(mixed_drafts, prose=prose, programs=programs), same_answer)
+    found = learned_ablation(records, drafts_chooser(prose + programs, ABLATION_MIX), same_answer)
     return {"drafts": mix_suffix(prose, programs), "problems": len(records), "right": found}
 
 

@@ -21,18 +21,7 @@ from pathlib import Path
 
 from deliberate.selection import same_answer
 from deliberate.selection.learned import ARTEFACT, SCHEMA_VERSION, parse
-from deliberate_bench.replay import LEARNED_SIGNALS, first_drafts, first_of_kinds, fit_weights
-
-
-def choose_drafts(spec: str):
-    """`5` → the first 5 drafts of round 0; `5:3+2` → its first 3 prose drafts and first 2 programs."""
-    size, _, mix = spec.partition(":")
-    if not mix:
-        return lambda record: first_drafts(record["solve"], int(size))
-    prose, programs = (int(part) for part in mix.split("+"))
-    if prose + programs != int(size):
-        raise ValueError(f"--drafts {spec}: {prose} + {programs} is not {size}")
-    return lambda record: first_of_kinds(record["solve"], prose, programs)
+from deliberate_bench.replay import LEARNED_SIGNALS, drafts_chooser, fit_weights, parse_drafts
 
 
 def has_confidence(record: dict) -> bool:
@@ -50,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     records = [json.loads(line) for line in content.decode().splitlines() if line.strip()]
     records = [r for r in records if r.get("task") == "gsm8k" and "solve" in r and "error" not in r["solve"]]
     usable = [r for r in records if has_confidence(r)]
-    choose = choose_drafts(args.drafts)
+    choose = drafts_chooser(*parse_drafts(args.drafts))
     problems = [(choose(r), r["gold"]) for r in usable]
     weights = fit_weights(problems, same_answer, LEARNED_SIGNALS)
     if weights is None:

@@ -176,6 +176,26 @@ def mixes(solve: Mapping, size: int = MIX_SIZE) -> list[tuple[int, int]]:
     return [(p, size - p) for p in range(size - 1, 0, -1) if p <= prose and size - p <= programs]
 
 
+def drafts_chooser(size: int, mix: tuple[int, int] | None = None) -> DraftChooser:
+    """How a request of `size` drafts picks a record's drafts: the first `size` of round 0, or with `mix`
+    (prose, programs) the first of each kind."""
+    if mix is None:
+        return lambda record: first_drafts(record["solve"], size)
+    prose, programs = mix
+    if prose + programs != size:
+        raise ValueError(f"a mix of {prose} + {programs} drafts is not {size}")
+    return lambda record: first_of_kinds(record["solve"], prose, programs)
+
+
+def parse_drafts(spec: str) -> tuple[int, tuple[int, int] | None]:
+    """`5` → (5, None); `5:3+2` → (5, (3, 2)): 3 prose drafts and 2 programs."""
+    size, _, mix = spec.partition(":")
+    if not mix:
+        return int(size), None
+    prose, programs = (int(part) for part in mix.split("+"))
+    return int(size), (prose, programs)
+
+
 def mix_suffix(prose: int, programs: int) -> str:
     """A mixed configuration's row suffix: `@5:3+2` is 3 prose drafts and 2 programs."""
     return f"@{prose + programs}:{prose}+{programs}"
