@@ -8,7 +8,7 @@ For each GSM8K question (a fixed random sample of the training split, `deliberat
 are generated once, with the Drafter's prompts, strategy hints and default temperature, on the services' default engine
 and model (llama.cpp, Qwen2.5-Coder-0.5B). They are ranked as the
 Scheduler ranks them, approximately: drafts that pass the built-in rules and whose arithmetic is right first, by
-score. The consensus prefix is found as the Scheduler finds it (`core.consensus`: normalized lines or the
+score. The consensus prefix is found as the Scheduler finds it (`selection.consensus`: normalized lines or the
 computations `verifier.arithmetic` recomputes, `--min-support` drafts agreeing, in the best-ranked supporter's
 words). Then the best draft is refined twice on the same engine with the same seed — once continuing after the
 prefix, once from scratch — and each answer is checked against the gold answer.
@@ -32,13 +32,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import RESULTS, add_data_argument, write_result  # noqa: E402
 
-from deliberate.core.consensus import Step, consensus  # noqa: E402
 from deliberate.drafter.prompts import SYSTEM_PROMPT as DRAFT_SYSTEM  # noqa: E402
 from deliberate.drafter.prompts import draft_user_message, strategies_for  # noqa: E402
 from deliberate.engines import Engine, SamplingParams, load_engine  # noqa: E402
 from deliberate.refiner.prompts import SYSTEM_PROMPT as REFINE_SYSTEM  # noqa: E402
 from deliberate.refiner.prompts import SelectedDraft, refine_user_message  # noqa: E402
 from deliberate.selection import same_answer  # noqa: E402
+from deliberate.selection.consensus import Step, consensus  # noqa: E402
 from deliberate.verifier.arithmetic import check_arithmetic, computations  # noqa: E402
 from deliberate.verifier.parsing import extract_final_answer  # noqa: E402
 from deliberate.verifier.rules import verify_text  # noqa: E402

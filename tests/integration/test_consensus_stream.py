@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from deliberate.core.consensus import Step, consensus
+from deliberate.selection.consensus import Step, consensus
 from deliberate.verifier.arithmetic import computations
 from deliberate_client.client import DeliberateClient, build_request
 

@@ -5,7 +5,7 @@ from itertools import combinations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deliberate.core.consensus import MAX_LINES, Step, consensus, consensus_prefix, content_lines, normalize_line
+from deliberate.selection.consensus import MAX_LINES, Step, consensus, consensus_prefix, content_lines, normalize_line
 from deliberate.verifier.arithmetic import computations
 
 # Few distinct line texts, so drafts share openings often; some differ only in whitespace or are blank.

@@ -11,11 +11,11 @@ from opentelemetry import trace
 from deliberate_api.refiner.v1 import refiner_service_pb2, refiner_service_pb2_grpc
 
 from ..core import metrics, telemetry
-from ..core.consensus import consensus_prefix
 from ..core.convert import FINISH_REASONS
 from ..core.requests import parse_output_schema
 from ..engines.base import Completion, Engine, TextDelta
 from ..engines.service import EngineServicer
+from ..selection.consensus import consensus_prefix
 from .budget import Budget, BudgetTable, token_budget
 from .limits import REFINE
 from .prompts import SYSTEM_PROMPT, SelectedDraft, refine_user_message, thinking_trace

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 
-from ..core.consensus import Consensus
+from ..selection.consensus import Consensus
 
 Emit = Callable[[pb.SolveStreamResponse], None]
 

@@ -30,9 +30,9 @@ from deliberate_api.refiner.v1 import refiner_service_pb2
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 
 from ..core import metrics, telemetry
-from ..core.consensus import Consensus, Step, consensus
 from ..selection import Candidate, Selection, select
 from ..selection.confidence import ConfidenceSummary
+from ..selection.consensus import Consensus, Step, consensus
 from ..selection.duplicates import structural_signature
 from . import early_stop, events
 from .downstream import Checks, Deadline, Downstream, StageError

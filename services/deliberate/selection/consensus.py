@@ -28,7 +28,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from deliberate.selection.numbers import NumberMatch, iter_numbers
+from .numbers import NumberMatch, iter_numbers
 
 MAX_LINES = 200  # non-blank lines considered per draft
 
