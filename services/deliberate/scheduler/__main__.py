@@ -19,12 +19,12 @@ from ..core.auth import TokenAuthInterceptor, Tokens, method_permissions
 from ..core.config import parse_settings
 from ..core.server import ServiceSpec, method_names, run
 from .downstream import Downstream, Stubs
-from .load import DrafterLoadSampler, LoadMonitor
 from .pipeline import Pipeline
 from .server import SchedulerServicer
 from .settings import SchedulerSettings
 from .state import FileStateStore, RedisLease, RedisStateStore, StateStore
 from .watchdog import ProcessRestarter, Watchdog, build_restarter
+from .workload import DrafterLoadSampler, LoadMonitor
 
 log = logging.getLogger("deliberate.scheduler")
 
@@ -99,13 +99,14 @@ def main(argv: list[str] | None = None) -> None:
         try:
             async with Stubs.open(settings) as stubs:
                 downstream = Downstream(stubs, settings, watchdog)
-                load = LoadMonitor(DrafterLoadSampler(downstream.drafter_load))
+                workload = LoadMonitor(DrafterLoadSampler(downstream.drafter_load))
                 background = [
-                    asyncio.ensure_future(load.run(settings.load_interval_s)),
+                    asyncio.ensure_future(workload.run(settings.load_interval_s)),
                     asyncio.ensure_future(watchdog.run()),
                 ]
                 try:
-                    yield SchedulerServicer(settings, Pipeline(settings, downstream, learner=store, load=load))
+                    pipeline = Pipeline(settings, downstream, state_store=store, workload=workload)
+                    yield SchedulerServicer(settings, pipeline)
                 finally:
                     for task in background:
                         task.cancel()

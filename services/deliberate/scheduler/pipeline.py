@@ -37,7 +37,6 @@ from ..selection.duplicates import structural_signature
 from . import early_stop, events
 from .downstream import Checks, Deadline, Downstream, StageError
 from .events import Emit
-from .load import Decision, LoadMonitor
 from .settings import SchedulerSettings
 from .solve import DraftState, Solve, wants_consensus
 from .state import FileStateStore, StateStore
@@ -51,6 +50,7 @@ from .verdicts import (
 )
 from .watchdog import Watchdog
 from .weights import DecisionFeatures, WeightLearner, latency_fraction
+from .workload import Decision, LoadMonitor
 
 tracer = trace.get_tracer("deliberate.scheduler")
 
@@ -92,13 +92,13 @@ class Pipeline:
         self,
         settings: SchedulerSettings,
         downstream: Downstream,
-        learner: StateStore | None = None,
-        load: LoadMonitor | None = None,
+        state_store: StateStore | None = None,
+        workload: LoadMonitor | None = None,
     ):
         self.settings = settings
         self.downstream = downstream
-        self.learner = learner or FileStateStore(WeightLearner())
-        self.load = load
+        self.state_store = state_store or FileStateStore(WeightLearner())  # the weights and pending decisions
+        self.workload = workload  # the Drafters' load; None: N is the request's or the configured default
         metrics.REDRAFT_ROUNDS.add(0)  # the series exists (at 0) before the first re-draft
 
     @property
@@ -106,8 +106,8 @@ class Pipeline:
         return self.downstream.watchdog
 
     def draft_count(self, requested: int) -> Decision:
-        if self.load is not None:
-            return self.load.resolve(requested, self.settings.max_drafts)
+        if self.workload is not None:
+            return self.workload.resolve(requested, self.settings.max_drafts)
         n = requested or self.settings.default_num_drafts
         reason = "requested by the client" if requested else "the configured default"
         return Decision(num_drafts=n, reason=reason, utilization=0.0)
@@ -380,8 +380,8 @@ class Pipeline:
     async def select(self, solve: Solve) -> Selection:
         """Ranks every draft under the request's policy (else the deployment's) with the weights for the current
         load, and records the decision for feedback."""
-        load = self.load.current().utilization if self.load is not None else 0.0
-        weights = self.learner.weights_for_load(load)
+        load = self.workload.current().utilization if self.workload is not None else 0.0
+        weights = self.state_store.weights_for_load(load)
         timeout_s = self.settings.verify_timeout_s
         selection = select(
             [
@@ -410,7 +410,7 @@ class Pipeline:
             state.final = selection.finals[draft_id]
             state.weights = weights
         best = selection.signals[selection.selected[0].draft_id]
-        await self.learner.record(
+        await self.state_store.record(
             solve.request_id,
             DecisionFeatures(best["score"], best["agreement"], best["latency"], best["answer_share"]),
         )

@@ -67,7 +67,7 @@ class SchedulerServicer(scheduler_service_pb2_grpc.SchedulerServiceServicer):
                 grpc.StatusCode.INVALID_ARGUMENT, "outcome: must be OUTCOME_ACCEPTED or OUTCOME_REJECTED"
             )
         try:
-            submitted = await self.pipeline.learner.submit(
+            submitted = await self.pipeline.state_store.submit(
                 request.request_id, accepted=request.outcome == pb.OUTCOME_ACCEPTED
             )
         except StateUnavailable as error:
@@ -83,9 +83,9 @@ class SchedulerServicer(scheduler_service_pb2_grpc.SchedulerServiceServicer):
     async def GetState(self, request, context):  # noqa: N802 (gRPC naming)
         pipeline = self.pipeline
         decision = pipeline.draft_count(0)
-        learned = await pipeline.learner.snapshot()
+        learned = await pipeline.state_store.snapshot()
         counters = learned["counters"]
-        weights = pipeline.learner.weights_for_load(decision.utilization)
+        weights = pipeline.state_store.weights_for_load(decision.utilization)
         state = pb.GetStateResponse(
             weights=pb.SelectionWeights(
                 alpha=weights.alpha,
@@ -98,7 +98,7 @@ class SchedulerServicer(scheduler_service_pb2_grpc.SchedulerServiceServicer):
             num_drafts=decision.num_drafts,
             num_drafts_reason=decision.reason,
             utilization=decision.utilization,
-            utilization_source=pipeline.load.snapshot()["source"] if pipeline.load else "",
+            utilization_source=pipeline.workload.snapshot()["source"] if pipeline.workload else "",
             feedback=pb.FeedbackCounts(
                 submitted=counters["submitted"],
                 accepted=counters["accepted"],

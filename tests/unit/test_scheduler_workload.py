@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from deliberate.scheduler.load import (
+from deliberate.scheduler.workload import (
     DraftCountPolicy,
     DrafterLoadSampler,
     EngineReport,
