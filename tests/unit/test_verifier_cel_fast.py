@@ -10,8 +10,9 @@ import random
 import cel
 import pytest
 
+from deliberate.verifier.cel_cost import answer_sizes, largest_list, longest_string
 from deliberate.verifier.cel_fast import compile_fast, evaluate, plain
-from deliberate.verifier.constraints import ConstraintSpec, answer_sizes, compile_rules, largest_list, longest_string
+from deliberate.verifier.constraints import ConstraintSpec, compile_rules
 from deliberate.verifier.rules import verify
 from deliberate_client.examples import ads
 
