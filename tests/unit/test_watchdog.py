@@ -6,19 +6,14 @@ import asyncio
 import json
 import logging
 import os
-import shutil
 import signal
 import socket
-import socketserver
-import ssl
-import subprocess
 import sys
 import threading
 import time
 import urllib.request
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
@@ -26,16 +21,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from deliberate.scheduler import watchdog as watchdog_module
-from deliberate.scheduler.watchdog import (
-    CommandRestarter,
-    ContainerRestarter,
-    KubernetesRestarter,
-    NoRestarter,
-    ProcessRestarter,
-    RestartError,
-    Watchdog,
-    build_restarter,
-)
+from deliberate.scheduler.lease import RedisLease
+from deliberate.scheduler.redis_client import redis_client
+from deliberate.scheduler.restarters import NoRestarter, ProcessRestarter, RestartError
+from deliberate.scheduler.watchdog import Watchdog
 from tests.metrics import in_process_value
 
 INTERVAL_S = 0.05
@@ -152,7 +141,6 @@ def test_healthy_target_is_never_restarted(verifier):
     asyncio.run(watching(watchdog, body))
     assert restarter.calls == []
     assert watchdog.healthy and watchdog.consecutive_failures == 0 and watchdog.restarts == 0
-    assert watchdog.snapshot()["healthy"] is True
 
 
 def test_restarts_after_exactly_three_failed_probes_and_alerts(verifier, monkeypatch, caplog):
@@ -187,7 +175,7 @@ def test_restarts_after_exactly_three_failed_probes_and_alerts(verifier, monkeyp
     assert watchdog.restarts == 1 and restarted == ["restart #1"]
     assert watchdog.last_restart_at is not None and not watchdog.healthy
     assert watchdog.consecutive_failures == 0  # failures inside the grace do not count
-    assert watchdog.snapshot()["in_restart_grace"] is True
+    assert watchdog.in_grace
     assert watchdog.last_error == "HTTP 503"
 
     (record,) = [r for r in caplog.records if r.getMessage() == "verifier restarted"]
@@ -280,7 +268,7 @@ def test_probe_failures_say_why(verifier):
     assert not ok and "ConnectionRefusedError" in error
 
 
-# --- process: the real Verifier -------------------------------------------------------------------------------------
+# --- process: the real Verifier, killed and restarted ---------------------------------------------------------------
 
 
 def test_process_restarter_brings_a_killed_verifier_back(tmp_path):
@@ -311,183 +299,10 @@ def test_process_restarter_brings_a_killed_verifier_back(tmp_path):
     assert restarter.process.poll() == 0
 
 
-def test_process_restarter_kills_a_verifier_that_ignores_sigterm():
-    stubborn = (
-        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(60)"
-    )
-    restarter = ProcessRestarter([sys.executable, "-c", stubborn], kill_grace_s=0.2)
-    first_pid = restarter.start()
-    time.sleep(0.2)  # let it install the handler
-    description = asyncio.run(restarter.restart())
-    try:
-        assert description == f"process pid {first_pid} (killed, exit code -9) replaced by pid {restarter.pid}"
-    finally:
-        restarter.process.kill()
-        restarter.process.wait()
-
-
-# --- container: a fake Docker Engine API on a unix socket -----------------------------------------------------------
-
-
-class FakeEngine(socketserver.ThreadingUnixStreamServer):
-    daemon_threads = True
-
-    def __init__(self, socket_path: Path, containers: set[str]):
-        self.requests: list[tuple[str, str]] = []
-        self.containers = containers
-        engine = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-                engine.requests.append(("POST", self.path))
-                name = self.path.split("/")[2]
-                if name in engine.containers:
-                    self.send_response(204)
-                    self.end_headers()
-                    return
-                payload = json.dumps({"message": f"No such container: {name}"}).encode()
-                self.send_response(404)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, format: str, *args: object) -> None:  # a unix peer has no address to log
-                pass
-
-        super().__init__(str(socket_path), Handler)
-        threading.Thread(target=self.serve_forever, args=(0.05,), daemon=True).start()
-
-
-def test_container_restarter_posts_restart_to_the_engine_api(tmp_path):
-    socket_path = tmp_path / "docker.sock"
-    engine = FakeEngine(socket_path, containers={"deliberate-verifier"})
-    try:
-        description = asyncio.run(ContainerRestarter("deliberate-verifier", socket_path=str(socket_path)).restart())
-        assert engine.requests == [("POST", "/containers/deliberate-verifier/restart?t=5")]
-        assert description == f"container deliberate-verifier restarted via {socket_path}"
-
-        with pytest.raises(RestartError, match=r"HTTP 404: No such container: ghost"):
-            asyncio.run(ContainerRestarter("ghost", socket_path=str(socket_path)).restart())
-    finally:
-        engine.shutdown()
-        engine.server_close()
-
-
-def test_container_restarter_without_an_engine_raises(tmp_path):
-    with pytest.raises(OSError):
-        asyncio.run(ContainerRestarter("v", socket_path=str(tmp_path / "missing.sock")).restart())
-
-
-# --- kubernetes: a fake API server over TLS -------------------------------------------------------------------------
-
-
-@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command for a test certificate")
-def test_kubernetes_restarter_deletes_the_matching_pods(tmp_path):
-    account = tmp_path / "serviceaccount"
-    account.mkdir()
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-        + ["-keyout", str(tmp_path / "key.pem"), "-out", str(account / "ca.crt"), "-days", "1"]
-        + ["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True,
-        capture_output=True,
-    )
-    (account / "token").write_text("secret-token\n")
-    (account / "namespace").write_text("deliberate\n")
-    requests: list[tuple[str, str, str]] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def answer(self, status: int, body: dict) -> None:
-            requests.append((self.command, self.path, self.headers["Authorization"]))
-            payload = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-            pods = [{"metadata": {"name": "verifier-a"}}, {"metadata": {"name": "verifier-b"}}]
-            self.answer(200, {"kind": "PodList", "items": pods})
-
-        def do_DELETE(self) -> None:  # noqa: N802 (http.server's naming)
-            self.answer(200, {"kind": "Pod"})
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(account / "ca.crt", tmp_path / "key.pem")
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-    try:
-        restarter = KubernetesRestarter(
-            label_selector="app=verifier",
-            service_account_dir=account,
-            api_host="127.0.0.1",
-            api_port=server.server_port,
-        )
-        description = asyncio.run(restarter.restart())
-    finally:
-        server.shutdown()
-        server.server_close()
-
-    pods = "/api/v1/namespaces/deliberate/pods"
-    auth = "Bearer secret-token"
-    assert requests == [
-        ("GET", f"{pods}?labelSelector=app%3Dverifier", auth),
-        ("DELETE", f"{pods}/verifier-a", auth),
-        ("DELETE", f"{pods}/verifier-b", auth),
-    ]
-    assert description == "deleted pod(s) verifier-a, verifier-b in namespace deliberate"
-
-
-# --- build_restarter ------------------------------------------------------------------------------------------------
-
-
-def test_build_restarter_picks_the_kind(tmp_path):
-    process = build_restarter("process", command="python -m deliberate.verifier", env=None)
-    assert isinstance(process, ProcessRestarter) and process.command == ["python", "-m", "deliberate.verifier"]
-    container = build_restarter("container", container="v", socket_path=str(tmp_path / "d.sock"))
-    assert isinstance(container, ContainerRestarter) and container.name == "container"
-    assert isinstance(build_restarter("none"), NoRestarter)
-    with pytest.raises(RestartError, match="no restarter"):
-        asyncio.run(build_restarter("none").restart())
-    with pytest.raises(ValueError, match="restarter must be one of"):
-        build_restarter("systemd")
-
-
-# --- command restarter and the lease: one acting watchdog among replicas ---------------------------------------------
-
-
-def test_command_restarter_runs_the_command_and_reports_its_output(tmp_path):
-    marker = tmp_path / "restarted"
-    restarter = build_restarter("command", command=f"sh -c 'touch {marker}; echo verifier back'")
-    assert isinstance(restarter, CommandRestarter)
-    assert asyncio.run(restarter.restart()) == f"ran \"sh -c 'touch {marker}; echo verifier back'\": verifier back"
-    assert marker.exists()
-
-
-def test_command_restarter_failure_says_why():
-    restarter = CommandRestarter("sh -c 'echo no such unit >&2; exit 5'")
-    with pytest.raises(RestartError, match="exited with code 5: no such unit"):
-        asyncio.run(restarter.restart())
-    with pytest.raises(RestartError, match="could not run"):
-        asyncio.run(CommandRestarter("/nonexistent/restart-verifier").restart())
-
-
-def test_command_restarter_returns_while_a_process_it_started_keeps_running():
-    # The restarted Verifier outlives the command and holds its output; the watchdog must not wait for it.
-    restarter = CommandRestarter("sh -c 'sleep 3 & echo started'", timeout_s=2.0)
-    started = time.monotonic()
-    assert asyncio.run(restarter.restart()).endswith("started")
-    assert time.monotonic() - started < 2.0
+# --- the lease: one acting watchdog among replicas ------------------------------------------------------------------
 
 
 def test_only_the_lease_holder_restarts_and_another_takes_over_when_it_stops(verifier, redis_server):
-    from deliberate.scheduler.state import RedisLease, redis_client
-
     verifier.status = 503
 
     async def scenario():
@@ -508,7 +323,8 @@ def test_only_the_lease_holder_restarts_and_another_takes_over_when_it_stops(ver
         await until(lambda: all(w.healthy for w in watchdogs))
         first = next(w for w in watchdogs if w.restarts)
         holder_first = await client.get("test:lease:watchdog")
-        observer_state = next(w for w in watchdogs if not w.restarts).snapshot()
+        observer = next(w for w in watchdogs if not w.restarts)
+        observer_state = observer.acting, observer.restarts  # what GetState reports as its role and restarts
 
         # The acting replica goes away (its lease is released); the next outage is the other's to handle.
         first_task = tasks[watchdogs.index(first)]
@@ -527,14 +343,12 @@ def test_only_the_lease_holder_restarts_and_another_takes_over_when_it_stops(ver
     first, second, holder_first, holder_second, observer_state = asyncio.run(scenario())
     assert first.lease.holder == holder_first and first.restarts == 1
     assert second.lease.holder == holder_second != holder_first and second.restarts == 1
-    assert observer_state["role"] == "observing" and observer_state["restarts"] == 0
+    assert observer_state == (False, 0)  # observing, never restarted
 
 
 def test_a_replica_taking_over_the_lease_during_a_long_restart_does_not_restart_again(verifier, redis_server):
     """A restart longer than the lease lets it lapse; the replica that takes it over must not restart the
     Verifier the holder is bringing back (the container test saw two restarts this way)."""
-    from deliberate.scheduler.state import RedisLease, redis_client
-
     verifier.status = 503
 
     class SlowRestarter(RecordingRestarter):

@@ -19,11 +19,13 @@ from ..core.auth import TokenAuthInterceptor, Tokens, method_permissions
 from ..core.config import parse_settings
 from ..core.server import ServiceSpec, method_names, run
 from .downstream import Downstream, Stubs
+from .lease import RedisLease
 from .pipeline import Pipeline
+from .restarters import ProcessRestarter, build_restarter
 from .server import SchedulerServicer
 from .settings import SchedulerSettings
-from .state import FileStateStore, RedisLease, RedisStateStore, StateStore
-from .watchdog import ProcessRestarter, Watchdog, build_restarter
+from .state import FileStateStore, RedisStateStore, StateStore
+from .watchdog import Watchdog
 from .workload import DrafterLoadSampler, LoadMonitor
 
 log = logging.getLogger("deliberate.scheduler")

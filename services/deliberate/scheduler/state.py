@@ -17,7 +17,7 @@ Redis layout, every key under one prefix (default ``deliberate:scheduler:``):
     decisions  hash  request id -> the decision's features, a JSON row (`feature_row`)
     outcomes   list  outcome rows since the last claimed window: [score, agreement, latency, share, accepted]
     window     list  the `refit_every` outcomes claimed for the next refit, until one replica applies it
-    lease:<n>  string  the holder of lease <n> (`RedisLease`), with an expiry
+    lease:<n>  string  the holder of lease <n> (lease.py's `RedisLease`), with an expiry
 
 The learned weights are a vector named by signal (`weights.LEARNED`); the scripts know no weight by name: they
 HMGET and HSET the fields they are given (ARGV), so a signal added to `LEARNED` is kept here with no change. Each
@@ -47,16 +47,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Protocol
 
 import redis.asyncio as aioredis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
+from .redis_client import describe, redis_client
 from .weights import (
     LEARNED,
     SEED_NAMES,
@@ -277,26 +275,6 @@ def weight_fields() -> dict[str, str]:
     return {name: SEED_NAMES.get(name, name) for name in LEARNED}
 
 
-def redis_client(url: str, timeout_s: float) -> aioredis.Redis:
-    """A client whose every command gives up after about `timeout_s` (connect or reply), retried once at once:
-    the retry reconnects after Redis restarted; more would only make a dead Redis slower to report."""
-    return aioredis.from_url(
-        url,
-        decode_responses=True,
-        socket_timeout=timeout_s,
-        socket_connect_timeout=timeout_s,
-        retry=Retry(NoBackoff(), 1),
-        health_check_interval=0,
-    )
-
-
-def describe(client: aioredis.Redis) -> str:
-    """'Redis at host:port/db', without credentials, for messages."""
-    kwargs = client.connection_pool.connection_kwargs
-    where = kwargs.get("path") or f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}"
-    return f"Redis at {where}/{kwargs.get('db', 0)}"
-
-
 class RedisStateStore:
     """The Scheduler's learned state in Redis, shared by every replica (module docstring: layout and failures)."""
 
@@ -461,75 +439,3 @@ class RedisStateStore:
 
     def _unavailable(self, error: RedisError) -> StateUnavailable:
         return StateUnavailable(f"state store {self.where} is unavailable: {type(error).__name__}: {error}")
-
-
-# --- the lease: one actor among replicas --------------------------------------------------------------------------
-
-# ARGV: holder, TTL (ms). Extends the lease only while `holder` still holds it.
-_RENEW = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 0
-"""
-
-# ARGV: holder. Deletes the lease only while `holder` still holds it.
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-"""
-
-
-class RedisLease:
-    """A lease with an expiry in Redis: at most one holder at a time, for at most `ttl_s` without renewal.
-
-    `held()` takes the lease when it is free (``SET NX PX``) or renews it when this holder has it (a
-    check-and-set script). Call it more often than `ttl_s`. When Redis cannot be reached, the holder still
-    holds the lease until the expiry it last set, measured from before that call on its own clock — nobody
-    else can take it sooner — and then holds nothing.
-    """
-
-    def __init__(self, client: aioredis.Redis, key: str, holder: str, ttl_s: float):
-        if ttl_s <= 0:
-            raise ValueError("ttl_s must be positive")
-        self.client = client
-        self.key = key
-        self.holder = holder
-        self.ttl_ms = int(ttl_s * 1000)
-        self._valid_until = 0.0  # monotonic
-        self._reachable = True
-        self._renew = client.register_script(_RENEW)
-        self._release = client.register_script(_RELEASE)
-
-    async def held(self) -> bool:
-        asked_at = time.monotonic()
-        try:
-            took = bool(await self.client.set(self.key, self.holder, nx=True, px=self.ttl_ms))
-            took = took or bool(await self._renew(keys=[self.key], args=[self.holder, self.ttl_ms]))
-        except RedisError as error:
-            still = asked_at < self._valid_until
-            if self._reachable:  # once per outage, not per heartbeat
-                log.warning(
-                    "lease %s: %s unreachable (%s); %s",
-                    self.key,
-                    describe(self.client),
-                    error,
-                    "held until its expiry" if still else "not held",
-                )
-            self._reachable = False
-            return still
-        if not self._reachable:
-            log.info("lease %s: %s reachable again", self.key, describe(self.client))
-        self._reachable = True
-        self._valid_until = asked_at + self.ttl_ms / 1000 if took else 0.0
-        return took
-
-    async def release(self) -> None:
-        """Gives the lease up (at shutdown) so another holder need not wait for its expiry; best effort."""
-        self._valid_until = 0.0
-        try:
-            await self._release(keys=[self.key], args=[self.holder])
-        except RedisError as error:
-            log.warning("lease %s not released (%s); it expires on its own", self.key, error)
