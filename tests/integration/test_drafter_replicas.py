@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import grpc
@@ -153,6 +154,10 @@ def test_one_requests_drafts_are_split_over_both_replicas(stack):
     split = {r: replica_drafts(stack, r, "generated") - before[r] for r in stack.drafter_replicas}
     assert split == {"drafter": 2, "drafter-2": 2}  # both idle: two each, in one round
     assert sorted(report.draft.index for report in response.drafts)[:4] == [0, 1, 2, 3]
+    # The response says where each ran: two on each replica, none moved.
+    placements = [report.placement for report in response.drafts if report.draft.index < 4]
+    assert Counter(p.replica for p in placements) == {stack.address_of(r): 2 for r in stack.drafter_replicas}
+    assert not any(p.moved_from or p.moved_reason for p in placements)
 
 
 def test_a_replica_lost_mid_round_loses_no_draft(stack, otlp_receiver):
@@ -192,6 +197,13 @@ def test_a_replica_lost_mid_round_loses_no_draft(stack, otlp_receiver):
     lines = [json.loads(line) for line in log.splitlines() if '"msg": "draft moved"' in line]
     moves = [move for move in lines if move["request_id"] == response.request_id]
     assert len(moves) == 2 and {move["from"] for move in moves} == {lost}
+    # The response says which drafts moved, from where and why: those the log says, all now on drafter.
+    assert {report.placement.replica for report in response.drafts} == {stack.address_of("drafter")}
+    moved_reports = [report for report in response.drafts if report.placement.moved_from]
+    assert sorted(r.draft.index for r in moved_reports) == sorted(move["index"] for move in moves)
+    for report in moved_reports:
+        assert report.placement.moved_from == lost
+        assert report.placement.moved_reason.startswith(f"replica {lost} lost: drafter unavailable"), report.placement
     # Whether a moved draft had streamed tokens before the kill depends on the machine's speed (tokens_discarded);
     # either way it is generated again whole on drafter.
     assert all(move["tokens_discarded"] >= 0 for move in moves), moves

@@ -269,7 +269,7 @@ class EarlyStopRound:
     def record_move(self, state: DraftState) -> None:
         move = self.moves[state.draft.index]
         state.span.add_event("moved", move)
-        state.span.set_attributes({telemetry.DRAFT_MOVED_FROM: move["from"], telemetry.DRAFT_REPLICA: move["to"]})
+        state.place(move["to"], moved_from=move["from"], reason=move["reason"])
 
     def ended_as_it_stood(self, state: DraftState) -> common_pb2.Draft:
         draft = common_pb2.Draft()
@@ -344,7 +344,7 @@ class EarlyStopRound:
         self.states.append(state)
         self.stream_of[draft_id] = self.stream_for(index)
         if replica := self.replica_of[self.stream_of[draft_id]]:
-            state.span.set_attribute(telemetry.DRAFT_REPLICA, replica)
+            state.place(replica)
         if index in self.moves:  # moved before its first token
             self.record_move(state)
         if replaced := self.replacing.pop(index, None):

@@ -16,6 +16,7 @@ from opentelemetry.trace import Span
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 
+from ..core import telemetry
 from ..core.convert import duration
 from .downstream import Checks, Deadline
 from .events import Emit
@@ -39,10 +40,19 @@ class DraftState:
     verification: asyncio.Future | None = None
     finished: bool = True  # the Drafter sent the whole draft (streamed drafts start unfinished)
     abort: pb.DraftAbort | None = None  # set when the Scheduler stopped the draft before its end
+    placement: pb.DraftPlacement | None = None  # the Drafter replica it runs on, and any move (`place`)
 
     @property
     def order(self) -> int:
         return self.draft.index + ROUND_STRIDE * self.round
+
+    def place(self, replica: str, moved_from: str = "", reason: str = "") -> None:
+        """The Drafter replica the draft is generated on (after a move: the lost one and why), said alike on its
+        span and in the response (`DraftReport.placement`)."""
+        self.placement = pb.DraftPlacement(replica=replica, moved_from=moved_from, moved_reason=reason)
+        self.span.set_attribute(telemetry.DRAFT_REPLICA, replica)
+        if moved_from:
+            self.span.set_attribute(telemetry.DRAFT_MOVED_FROM, moved_from)
 
     def to_report(self) -> pb.DraftReport:
         report = pb.DraftReport(
@@ -52,6 +62,8 @@ class DraftState:
             report.verdict.CopyFrom(self.verdict)
         if self.abort is not None:
             report.aborted.CopyFrom(self.abort)
+        if self.placement is not None:
+            report.placement.CopyFrom(self.placement)
         if self.signals is not None and self.weights is not None:
             values, w = self.signals, self.weights
             report.components.CopyFrom(

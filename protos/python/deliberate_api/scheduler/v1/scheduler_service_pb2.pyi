@@ -107,7 +107,7 @@ class ScoreComponents(_message.Message):
     def __init__(self, score: _Optional[float] = ..., agreement: _Optional[float] = ..., latency: _Optional[float] = ..., answer_share: _Optional[float] = ..., final: _Optional[float] = ..., alpha: _Optional[float] = ..., beta: _Optional[float] = ..., gamma: _Optional[float] = ..., delta: _Optional[float] = ..., signals: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class DraftReport(_message.Message):
-    __slots__ = ("draft", "verdict", "selected", "components", "duplicate_of", "round", "aborted")
+    __slots__ = ("draft", "verdict", "selected", "components", "duplicate_of", "round", "aborted", "placement")
     DRAFT_FIELD_NUMBER: _ClassVar[int]
     VERDICT_FIELD_NUMBER: _ClassVar[int]
     SELECTED_FIELD_NUMBER: _ClassVar[int]
@@ -115,6 +115,7 @@ class DraftReport(_message.Message):
     DUPLICATE_OF_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     ABORTED_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENT_FIELD_NUMBER: _ClassVar[int]
     draft: _common_pb2.Draft
     verdict: _common_pb2.DraftVerdict
     selected: bool
@@ -122,7 +123,18 @@ class DraftReport(_message.Message):
     duplicate_of: str
     round: int
     aborted: DraftAbort
-    def __init__(self, draft: _Optional[_Union[_common_pb2.Draft, _Mapping]] = ..., verdict: _Optional[_Union[_common_pb2.DraftVerdict, _Mapping]] = ..., selected: _Optional[bool] = ..., components: _Optional[_Union[ScoreComponents, _Mapping]] = ..., duplicate_of: _Optional[str] = ..., round: _Optional[int] = ..., aborted: _Optional[_Union[DraftAbort, _Mapping]] = ...) -> None: ...
+    placement: DraftPlacement
+    def __init__(self, draft: _Optional[_Union[_common_pb2.Draft, _Mapping]] = ..., verdict: _Optional[_Union[_common_pb2.DraftVerdict, _Mapping]] = ..., selected: _Optional[bool] = ..., components: _Optional[_Union[ScoreComponents, _Mapping]] = ..., duplicate_of: _Optional[str] = ..., round: _Optional[int] = ..., aborted: _Optional[_Union[DraftAbort, _Mapping]] = ..., placement: _Optional[_Union[DraftPlacement, _Mapping]] = ...) -> None: ...
+
+class DraftPlacement(_message.Message):
+    __slots__ = ("replica", "moved_from", "moved_reason")
+    REPLICA_FIELD_NUMBER: _ClassVar[int]
+    MOVED_FROM_FIELD_NUMBER: _ClassVar[int]
+    MOVED_REASON_FIELD_NUMBER: _ClassVar[int]
+    replica: str
+    moved_from: str
+    moved_reason: str
+    def __init__(self, replica: _Optional[str] = ..., moved_from: _Optional[str] = ..., moved_reason: _Optional[str] = ...) -> None: ...
 
 class DraftAbort(_message.Message):
     __slots__ = ("reason", "rule_id", "message", "at", "replaced_by")

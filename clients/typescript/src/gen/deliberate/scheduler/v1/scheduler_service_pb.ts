@@ -14,7 +14,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file deliberate/scheduler/v1/scheduler_service.proto.
  */
 export const file_deliberate_scheduler_v1_scheduler_service: GenFile = /*@__PURE__*/
-  fileDesc("Ci9kZWxpYmVyYXRlL3NjaGVkdWxlci92MS9zY2hlZHVsZXJfc2VydmljZS5wcm90bxIXZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEi7QQKDFNvbHZlUmVxdWVzdBIOCgZwcm9tcHQYASABKAkSFQoNb3V0cHV0X3NjaGVtYRgCIAEoCRI1Cgtjb25zdHJhaW50cxgDIAMoCzIgLmRlbGliZXJhdGUuY29tbW9uLnYxLkNvbnN0cmFpbnQSKAoHY29udGV4dBgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEgoKbnVtX2RyYWZ0cxgFIAEoBRI2CghzYW1wbGluZxgGIAEoCzIkLmRlbGliZXJhdGUuY29tbW9uLnYxLlNhbXBsaW5nUGFyYW1zEhYKDnN0cmF0ZWd5X2hpbnRzGAcgAygJEhIKCnJlcXVlc3RfaWQYCCABKAkSPQoPcmVmaW5lX3NhbXBsaW5nGAkgASgLMiQuZGVsaWJlcmF0ZS5jb21tb24udjEuU2FtcGxpbmdQYXJhbXMSHgoWZGlzYWJsZV90aGlua2luZ190cmFjZRgKIAEoCBIgChhkaXNhYmxlX2NvbnNlbnN1c19wcmVmaXgYCyABKAgSIgoaZGlzYWJsZV9kZWZhdWx0X2FyaXRobWV0aWMYDCABKAgSJgoeZGlzYWJsZV9zdHJlYW1pbmdfdmVyaWZpY2F0aW9uGA0gASgIEhYKDmRpc2FibGVfcXVvcnVtGA4gASgIEg4KBnF1b3J1bRgPIAEoBRIeChZyZXBsYWNlX2Fib3J0ZWRfZHJhZnRzGBAgASgIEhgKEHNlbGVjdGlvbl9wb2xpY3kYESABKAkSGwoOcHJvZ3JhbV9kcmFmdHMYEiABKAVIAIgBAUIRCg9fcHJvZ3JhbV9kcmFmdHMinAIKD1Njb3JlQ29tcG9uZW50cxINCgVzY29yZRgBIAEoARIRCglhZ3JlZW1lbnQYAiABKAESDwoHbGF0ZW5jeRgDIAEoARIUCgxhbnN3ZXJfc2hhcmUYBCABKAESDQoFZmluYWwYBSABKAESDQoFYWxwaGEYBiABKAESDAoEYmV0YRgHIAEoARINCgVnYW1tYRgIIAEoARINCgVkZWx0YRgJIAEoARJGCgdzaWduYWxzGAogAygLMjUuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuU2NvcmVDb21wb25lbnRzLlNpZ25hbHNFbnRyeRouCgxTaWduYWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgBOgI4ASKZAgoLRHJhZnRSZXBvcnQSKgoFZHJhZnQYASABKAsyGy5kZWxpYmVyYXRlLmNvbW1vbi52MS5EcmFmdBIzCgd2ZXJkaWN0GAIgASgLMiIuZGVsaWJlcmF0ZS5jb21tb24udjEuRHJhZnRWZXJkaWN0EhAKCHNlbGVjdGVkGAMgASgIEjwKCmNvbXBvbmVudHMYBCABKAsyKC5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5TY29yZUNvbXBvbmVudHMSFAoMZHVwbGljYXRlX29mGAUgASgJEg0KBXJvdW5kGAYgASgFEjQKB2Fib3J0ZWQYByABKAsyIy5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5EcmFmdEFib3J0IoQBCgpEcmFmdEFib3J0Eg4KBnJlYXNvbhgBIAEoCRIPCgdydWxlX2lkGAIgASgJEg8KB21lc3NhZ2UYAyABKAkSLwoCYXQYBCABKAsyIy5kZWxpYmVyYXRlLmNvbW1vbi52MS5EcmFmdFBvc2l0aW9uEhMKC3JlcGxhY2VkX2J5GAUgASgJInYKCUVhcmx5U3RvcBIOCgZxdW9ydW0YASABKAUSDwoHcmVhY2hlZBgCIAEoCBIOCgZyZWFzb24YAyABKAkSDwoHYWJvcnRlZBgEIAEoBRIRCgljYW5jZWxsZWQYBSABKAUSFAoMcmVwbGFjZW1lbnRzGAYgASgFIuMBCgxTdGFnZVRpbWluZ3MSKAoFZHJhZnQYASABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SKQoGdmVyaWZ5GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEikKBnNlbGVjdBgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIpCgZyZWZpbmUYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SKAoFdG90YWwYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24i4AQKDVNvbHZlUmVzcG9uc2USEgoKcmVxdWVzdF9pZBgBIAEoCRIOCgZhbnN3ZXIYAiABKAkSNAoGc3RhdHVzGAMgASgOMiQuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuU29sdmVTdGF0dXMSFQoNc3RhdHVzX3JlYXNvbhgEIAEoCRI0CgZkcmFmdHMYBSADKAsyJC5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5EcmFmdFJlcG9ydBIaChJzZWxlY3RlZF9kcmFmdF9pZHMYBiADKAkSFgoOdGhpbmtpbmdfdHJhY2UYByABKAkSEAoIdHJhY2VfaWQYCCABKAkSNgoHdGltaW5ncxgJIAEoCzIlLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlN0YWdlVGltaW5ncxIvCgV1c2FnZRgKIAEoCzIgLmRlbGliZXJhdGUuY29tbW9uLnYxLlRva2VuVXNhZ2USEgoKbnVtX2RyYWZ0cxgLIAEoBRIZChFudW1fZHJhZnRzX3JlYXNvbhgMIAEoCRIOCgZyb3VuZHMYDSABKAUSGAoQY29uc2Vuc3VzX3ByZWZpeBgOIAEoCRIbChNyZWZpbmVfdG9rZW5fYnVkZ2V0GA8gASgFEhwKFHJlZmluZV9idWRnZXRfcmVhc29uGBAgASgJEhMKC3ZlcmlmaWVkX2J5GBEgAygJEjYKCmVhcmx5X3N0b3AYEiABKAsyIi5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5FYXJseVN0b3ASGAoQc2VsZWN0aW9uX3BvbGljeRgTIAEoCSJeChVTdWJtaXRGZWVkYmFja1JlcXVlc3QSEgoKcmVxdWVzdF9pZBgBIAEoCRIxCgdvdXRjb21lGAIgASgOMiAuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuT3V0Y29tZSI2ChZTdWJtaXRGZWVkYmFja1Jlc3BvbnNlEhwKFG91dGNvbWVzX3VudGlsX3JlZml0GAEgASgFIhEKD0dldFN0YXRlUmVxdWVzdCLGAQoQU2VsZWN0aW9uV2VpZ2h0cxINCgVhbHBoYRgBIAEoARIMCgRiZXRhGAIgASgBEg0KBWdhbW1hGAMgASgBEg0KBWRlbHRhGAQgASgBEkcKB3dlaWdodHMYBSADKAsyNi5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5TZWxlY3Rpb25XZWlnaHRzLldlaWdodHNFbnRyeRouCgxXZWlnaHRzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgBOgI4ASKyAQoOVmVyaWZpZXJIZWFsdGgSDwoHaGVhbHRoeRgBIAEoCBIcChRjb25zZWN1dGl2ZV9mYWlsdXJlcxgCIAEoBRIQCghyZXN0YXJ0cxgDIAEoBRI1ChFsYXN0X3Jlc3RhcnRfdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJcmVzdGFydGVyGAUgASgJEhUKDXdhdGNoZG9nX3JvbGUYBiABKAkiiwEKDkZlZWRiYWNrQ291bnRzEhEKCXN1Ym1pdHRlZBgBIAEoAxIQCghhY2NlcHRlZBgCIAEoAxIQCghyZWplY3RlZBgDIAEoAxIXCg91bmtub3duX3JlcXVlc3QYBCABKAMSDgoGcmVmaXRzGAUgASgDEhkKEXBlbmRpbmdfZGVjaXNpb25zGAYgASgDItUCChBHZXRTdGF0ZVJlc3BvbnNlEjoKB3dlaWdodHMYASABKAsyKS5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5TZWxlY3Rpb25XZWlnaHRzEhIKCm51bV9kcmFmdHMYAiABKAUSGQoRbnVtX2RyYWZ0c19yZWFzb24YAyABKAkSFQoJZmFzdF9tb2RlGAQgASgIQgIYARITCgt1dGlsaXphdGlvbhgFIAEoARIaChJ1dGlsaXphdGlvbl9zb3VyY2UYBiABKAkSOQoIdmVyaWZpZXIYByABKAsyJy5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5WZXJpZmllckhlYWx0aBI5CghmZWVkYmFjaxgIIAEoCzInLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkZlZWRiYWNrQ291bnRzEhgKEHNlbGVjdGlvbl9wb2xpY3kYCSABKAkiTAoSU29sdmVTdHJlYW1SZXF1ZXN0EjYKB3JlcXVlc3QYASABKAsyJS5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5Tb2x2ZVJlcXVlc3QipwQKE1NvbHZlU3RyZWFtUmVzcG9uc2USQgoPZHJhZnRfZ2VuZXJhdGVkGAEgASgLMicuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuRHJhZnRHZW5lcmF0ZWRIABJACg5kcmFmdF92ZXJpZmllZBgCIAEoCzImLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkRyYWZ0VmVyaWZpZWRIABJACg5kcmFmdF9zZWxlY3RlZBgDIAEoCzImLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkRyYWZ0U2VsZWN0ZWRIABJCCg9kcmFmdF9kaXNjYXJkZWQYBCABKAsyJy5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5EcmFmdERpc2NhcmRlZEgAEjwKDHJlZmluZV9jaHVuaxgFIAEoCzIkLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlJlZmluZUNodW5rSAASNwoFZmluYWwYBiABKAsyJi5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5Tb2x2ZVJlc3BvbnNlSAASPgoNcm91bmRfc3RhcnRlZBgHIAEoCzIlLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlJvdW5kU3RhcnRlZEgAEkQKEGNvbnNlbnN1c19wcmVmaXgYCCABKAsyKC5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5Db25zZW5zdXNQcmVmaXhIAEIHCgVldmVudCKKAQoPQ29uc2Vuc3VzUHJlZml4EgwKBHRleHQYASABKAkSFwoPc291cmNlX2RyYWZ0X2lkGAIgASgJEhwKFHN1cHBvcnRpbmdfZHJhZnRfaWRzGAMgAygJEg0KBWJhc2lzGAQgASgJEg0KBWxpbmVzGAUgASgFEhQKDGNvbXB1dGF0aW9ucxgGIAEoBSJTCgxSb3VuZFN0YXJ0ZWQSDQoFcm91bmQYASABKAUSEgoKbnVtX2RyYWZ0cxgCIAEoBRIOCgZyZWFzb24YAyABKAkSEAoIZmVlZGJhY2sYBCABKAkiPAoORHJhZnRHZW5lcmF0ZWQSKgoFZHJhZnQYASABKAsyGy5kZWxpYmVyYXRlLmNvbW1vbi52MS5EcmFmdCJECg1EcmFmdFZlcmlmaWVkEjMKB3ZlcmRpY3QYASABKAsyIi5kZWxpYmVyYXRlLmNvbW1vbi52MS5EcmFmdFZlcmRpY3QiPgoNRHJhZnRTZWxlY3RlZBIQCghkcmFmdF9pZBgBIAEoCRIMCgRyYW5rGAIgASgFEg0KBXNjb3JlGAMgASgBIjIKDkRyYWZ0RGlzY2FyZGVkEhAKCGRyYWZ0X2lkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSIbCgtSZWZpbmVDaHVuaxIMCgR0ZXh0GAEgASgJKpgBCgtTb2x2ZVN0YXR1cxIcChhTT0xWRV9TVEFUVVNfVU5TUEVDSUZJRUQQABIZChVTT0xWRV9TVEFUVVNfVkVSSUZJRUQQARIbChdTT0xWRV9TVEFUVVNfVU5WRVJJRklFRBACEhcKE1NPTFZFX1NUQVRVU19GQUlMRUQQAxIaChZTT0xWRV9TVEFUVVNfVU5DSEVDS0VEEAQqTgoHT3V0Y29tZRIXChNPVVRDT01FX1VOU1BFQ0lGSUVEEAASFAoQT1VUQ09NRV9BQ0NFUFRFRBABEhQKEE9VVENPTUVfUkVKRUNURUQQAjKqAwoQU2NoZWR1bGVyU2VydmljZRJWCgVTb2x2ZRIlLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlNvbHZlUmVxdWVzdBomLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlNvbHZlUmVzcG9uc2USagoLU29sdmVTdHJlYW0SKy5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5Tb2x2ZVN0cmVhbVJlcXVlc3QaLC5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5Tb2x2ZVN0cmVhbVJlc3BvbnNlMAEScQoOU3VibWl0RmVlZGJhY2sSLi5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5TdWJtaXRGZWVkYmFja1JlcXVlc3QaLy5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5TdWJtaXRGZWVkYmFja1Jlc3BvbnNlEl8KCEdldFN0YXRlEiguZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuR2V0U3RhdGVSZXF1ZXN0GikuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuR2V0U3RhdGVSZXNwb25zZWIGcHJvdG8z", [file_deliberate_common_v1_common, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("Ci9kZWxpYmVyYXRlL3NjaGVkdWxlci92MS9zY2hlZHVsZXJfc2VydmljZS5wcm90bxIXZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEi7QQKDFNvbHZlUmVxdWVzdBIOCgZwcm9tcHQYASABKAkSFQoNb3V0cHV0X3NjaGVtYRgCIAEoCRI1Cgtjb25zdHJhaW50cxgDIAMoCzIgLmRlbGliZXJhdGUuY29tbW9uLnYxLkNvbnN0cmFpbnQSKAoHY29udGV4dBgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEgoKbnVtX2RyYWZ0cxgFIAEoBRI2CghzYW1wbGluZxgGIAEoCzIkLmRlbGliZXJhdGUuY29tbW9uLnYxLlNhbXBsaW5nUGFyYW1zEhYKDnN0cmF0ZWd5X2hpbnRzGAcgAygJEhIKCnJlcXVlc3RfaWQYCCABKAkSPQoPcmVmaW5lX3NhbXBsaW5nGAkgASgLMiQuZGVsaWJlcmF0ZS5jb21tb24udjEuU2FtcGxpbmdQYXJhbXMSHgoWZGlzYWJsZV90aGlua2luZ190cmFjZRgKIAEoCBIgChhkaXNhYmxlX2NvbnNlbnN1c19wcmVmaXgYCyABKAgSIgoaZGlzYWJsZV9kZWZhdWx0X2FyaXRobWV0aWMYDCABKAgSJgoeZGlzYWJsZV9zdHJlYW1pbmdfdmVyaWZpY2F0aW9uGA0gASgIEhYKDmRpc2FibGVfcXVvcnVtGA4gASgIEg4KBnF1b3J1bRgPIAEoBRIeChZyZXBsYWNlX2Fib3J0ZWRfZHJhZnRzGBAgASgIEhgKEHNlbGVjdGlvbl9wb2xpY3kYESABKAkSGwoOcHJvZ3JhbV9kcmFmdHMYEiABKAVIAIgBAUIRCg9fcHJvZ3JhbV9kcmFmdHMinAIKD1Njb3JlQ29tcG9uZW50cxINCgVzY29yZRgBIAEoARIRCglhZ3JlZW1lbnQYAiABKAESDwoHbGF0ZW5jeRgDIAEoARIUCgxhbnN3ZXJfc2hhcmUYBCABKAESDQoFZmluYWwYBSABKAESDQoFYWxwaGEYBiABKAESDAoEYmV0YRgHIAEoARINCgVnYW1tYRgIIAEoARINCgVkZWx0YRgJIAEoARJGCgdzaWduYWxzGAogAygLMjUuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuU2NvcmVDb21wb25lbnRzLlNpZ25hbHNFbnRyeRouCgxTaWduYWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgBOgI4ASLVAgoLRHJhZnRSZXBvcnQSKgoFZHJhZnQYASABKAsyGy5kZWxpYmVyYXRlLmNvbW1vbi52MS5EcmFmdBIzCgd2ZXJkaWN0GAIgASgLMiIuZGVsaWJlcmF0ZS5jb21tb24udjEuRHJhZnRWZXJkaWN0EhAKCHNlbGVjdGVkGAMgASgIEjwKCmNvbXBvbmVudHMYBCABKAsyKC5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5TY29yZUNvbXBvbmVudHMSFAoMZHVwbGljYXRlX29mGAUgASgJEg0KBXJvdW5kGAYgASgFEjQKB2Fib3J0ZWQYByABKAsyIy5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5EcmFmdEFib3J0EjoKCXBsYWNlbWVudBgIIAEoCzInLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkRyYWZ0UGxhY2VtZW50IksKDkRyYWZ0UGxhY2VtZW50Eg8KB3JlcGxpY2EYASABKAkSEgoKbW92ZWRfZnJvbRgCIAEoCRIUCgxtb3ZlZF9yZWFzb24YAyABKAkihAEKCkRyYWZ0QWJvcnQSDgoGcmVhc29uGAEgASgJEg8KB3J1bGVfaWQYAiABKAkSDwoHbWVzc2FnZRgDIAEoCRIvCgJhdBgEIAEoCzIjLmRlbGliZXJhdGUuY29tbW9uLnYxLkRyYWZ0UG9zaXRpb24SEwoLcmVwbGFjZWRfYnkYBSABKAkidgoJRWFybHlTdG9wEg4KBnF1b3J1bRgBIAEoBRIPCgdyZWFjaGVkGAIgASgIEg4KBnJlYXNvbhgDIAEoCRIPCgdhYm9ydGVkGAQgASgFEhEKCWNhbmNlbGxlZBgFIAEoBRIUCgxyZXBsYWNlbWVudHMYBiABKAUi4wEKDFN0YWdlVGltaW5ncxIoCgVkcmFmdBgBIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIpCgZ2ZXJpZnkYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SKQoGc2VsZWN0GAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEikKBnJlZmluZRgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIoCgV0b3RhbBgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiLgBAoNU29sdmVSZXNwb25zZRISCgpyZXF1ZXN0X2lkGAEgASgJEg4KBmFuc3dlchgCIAEoCRI0CgZzdGF0dXMYAyABKA4yJC5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5Tb2x2ZVN0YXR1cxIVCg1zdGF0dXNfcmVhc29uGAQgASgJEjQKBmRyYWZ0cxgFIAMoCzIkLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkRyYWZ0UmVwb3J0EhoKEnNlbGVjdGVkX2RyYWZ0X2lkcxgGIAMoCRIWCg50aGlua2luZ190cmFjZRgHIAEoCRIQCgh0cmFjZV9pZBgIIAEoCRI2Cgd0aW1pbmdzGAkgASgLMiUuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuU3RhZ2VUaW1pbmdzEi8KBXVzYWdlGAogASgLMiAuZGVsaWJlcmF0ZS5jb21tb24udjEuVG9rZW5Vc2FnZRISCgpudW1fZHJhZnRzGAsgASgFEhkKEW51bV9kcmFmdHNfcmVhc29uGAwgASgJEg4KBnJvdW5kcxgNIAEoBRIYChBjb25zZW5zdXNfcHJlZml4GA4gASgJEhsKE3JlZmluZV90b2tlbl9idWRnZXQYDyABKAUSHAoUcmVmaW5lX2J1ZGdldF9yZWFzb24YECABKAkSEwoLdmVyaWZpZWRfYnkYESADKAkSNgoKZWFybHlfc3RvcBgSIAEoCzIiLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkVhcmx5U3RvcBIYChBzZWxlY3Rpb25fcG9saWN5GBMgASgJIl4KFVN1Ym1pdEZlZWRiYWNrUmVxdWVzdBISCgpyZXF1ZXN0X2lkGAEgASgJEjEKB291dGNvbWUYAiABKA4yIC5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5PdXRjb21lIjYKFlN1Ym1pdEZlZWRiYWNrUmVzcG9uc2USHAoUb3V0Y29tZXNfdW50aWxfcmVmaXQYASABKAUiEQoPR2V0U3RhdGVSZXF1ZXN0IsYBChBTZWxlY3Rpb25XZWlnaHRzEg0KBWFscGhhGAEgASgBEgwKBGJldGEYAiABKAESDQoFZ2FtbWEYAyABKAESDQoFZGVsdGEYBCABKAESRwoHd2VpZ2h0cxgFIAMoCzI2LmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlNlbGVjdGlvbldlaWdodHMuV2VpZ2h0c0VudHJ5Gi4KDFdlaWdodHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAE6AjgBIrIBCg5WZXJpZmllckhlYWx0aBIPCgdoZWFsdGh5GAEgASgIEhwKFGNvbnNlY3V0aXZlX2ZhaWx1cmVzGAIgASgFEhAKCHJlc3RhcnRzGAMgASgFEjUKEWxhc3RfcmVzdGFydF90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglyZXN0YXJ0ZXIYBSABKAkSFQoNd2F0Y2hkb2dfcm9sZRgGIAEoCSKLAQoORmVlZGJhY2tDb3VudHMSEQoJc3VibWl0dGVkGAEgASgDEhAKCGFjY2VwdGVkGAIgASgDEhAKCHJlamVjdGVkGAMgASgDEhcKD3Vua25vd25fcmVxdWVzdBgEIAEoAxIOCgZyZWZpdHMYBSABKAMSGQoRcGVuZGluZ19kZWNpc2lvbnMYBiABKAMi1QIKEEdldFN0YXRlUmVzcG9uc2USOgoHd2VpZ2h0cxgBIAEoCzIpLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlNlbGVjdGlvbldlaWdodHMSEgoKbnVtX2RyYWZ0cxgCIAEoBRIZChFudW1fZHJhZnRzX3JlYXNvbhgDIAEoCRIVCglmYXN0X21vZGUYBCABKAhCAhgBEhMKC3V0aWxpemF0aW9uGAUgASgBEhoKEnV0aWxpemF0aW9uX3NvdXJjZRgGIAEoCRI5Cgh2ZXJpZmllchgHIAEoCzInLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlZlcmlmaWVySGVhbHRoEjkKCGZlZWRiYWNrGAggASgLMicuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuRmVlZGJhY2tDb3VudHMSGAoQc2VsZWN0aW9uX3BvbGljeRgJIAEoCSJMChJTb2x2ZVN0cmVhbVJlcXVlc3QSNgoHcmVxdWVzdBgBIAEoCzIlLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlNvbHZlUmVxdWVzdCKnBAoTU29sdmVTdHJlYW1SZXNwb25zZRJCCg9kcmFmdF9nZW5lcmF0ZWQYASABKAsyJy5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5EcmFmdEdlbmVyYXRlZEgAEkAKDmRyYWZ0X3ZlcmlmaWVkGAIgASgLMiYuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuRHJhZnRWZXJpZmllZEgAEkAKDmRyYWZ0X3NlbGVjdGVkGAMgASgLMiYuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuRHJhZnRTZWxlY3RlZEgAEkIKD2RyYWZ0X2Rpc2NhcmRlZBgEIAEoCzInLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkRyYWZ0RGlzY2FyZGVkSAASPAoMcmVmaW5lX2NodW5rGAUgASgLMiQuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuUmVmaW5lQ2h1bmtIABI3CgVmaW5hbBgGIAEoCzImLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlNvbHZlUmVzcG9uc2VIABI+Cg1yb3VuZF9zdGFydGVkGAcgASgLMiUuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuUm91bmRTdGFydGVkSAASRAoQY29uc2Vuc3VzX3ByZWZpeBgIIAEoCzIoLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkNvbnNlbnN1c1ByZWZpeEgAQgcKBWV2ZW50IooBCg9Db25zZW5zdXNQcmVmaXgSDAoEdGV4dBgBIAEoCRIXCg9zb3VyY2VfZHJhZnRfaWQYAiABKAkSHAoUc3VwcG9ydGluZ19kcmFmdF9pZHMYAyADKAkSDQoFYmFzaXMYBCABKAkSDQoFbGluZXMYBSABKAUSFAoMY29tcHV0YXRpb25zGAYgASgFIlMKDFJvdW5kU3RhcnRlZBINCgVyb3VuZBgBIAEoBRISCgpudW1fZHJhZnRzGAIgASgFEg4KBnJlYXNvbhgDIAEoCRIQCghmZWVkYmFjaxgEIAEoCSI8Cg5EcmFmdEdlbmVyYXRlZBIqCgVkcmFmdBgBIAEoCzIbLmRlbGliZXJhdGUuY29tbW9uLnYxLkRyYWZ0IkQKDURyYWZ0VmVyaWZpZWQSMwoHdmVyZGljdBgBIAEoCzIiLmRlbGliZXJhdGUuY29tbW9uLnYxLkRyYWZ0VmVyZGljdCI+Cg1EcmFmdFNlbGVjdGVkEhAKCGRyYWZ0X2lkGAEgASgJEgwKBHJhbmsYAiABKAUSDQoFc2NvcmUYAyABKAEiMgoORHJhZnREaXNjYXJkZWQSEAoIZHJhZnRfaWQYASABKAkSDgoGcmVhc29uGAIgASgJIhsKC1JlZmluZUNodW5rEgwKBHRleHQYASABKAkqmAEKC1NvbHZlU3RhdHVzEhwKGFNPTFZFX1NUQVRVU19VTlNQRUNJRklFRBAAEhkKFVNPTFZFX1NUQVRVU19WRVJJRklFRBABEhsKF1NPTFZFX1NUQVRVU19VTlZFUklGSUVEEAISFwoTU09MVkVfU1RBVFVTX0ZBSUxFRBADEhoKFlNPTFZFX1NUQVRVU19VTkNIRUNLRUQQBCpOCgdPdXRjb21lEhcKE09VVENPTUVfVU5TUEVDSUZJRUQQABIUChBPVVRDT01FX0FDQ0VQVEVEEAESFAoQT1VUQ09NRV9SRUpFQ1RFRBACMqoDChBTY2hlZHVsZXJTZXJ2aWNlElYKBVNvbHZlEiUuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuU29sdmVSZXF1ZXN0GiYuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuU29sdmVSZXNwb25zZRJqCgtTb2x2ZVN0cmVhbRIrLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlNvbHZlU3RyZWFtUmVxdWVzdBosLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlNvbHZlU3RyZWFtUmVzcG9uc2UwARJxCg5TdWJtaXRGZWVkYmFjaxIuLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlN1Ym1pdEZlZWRiYWNrUmVxdWVzdBovLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlN1Ym1pdEZlZWRiYWNrUmVzcG9uc2USXwoIR2V0U3RhdGUSKC5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5HZXRTdGF0ZVJlcXVlc3QaKS5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5HZXRTdGF0ZVJlc3BvbnNlYgZwcm90bzM", [file_deliberate_common_v1_common, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message deliberate.scheduler.v1.SolveRequest
@@ -303,6 +303,14 @@ export type DraftReport = Message<"deliberate.scheduler.v1.DraftReport"> & {
    * @generated from field: deliberate.scheduler.v1.DraftAbort aborted = 7;
    */
   aborted?: DraftAbort | undefined;
+
+  /**
+   * Which Drafter replica generated the draft, and whether it moved there from a lost one. Unset where the
+   * Scheduler does not know (one Drafter address: the channel picked the replica).
+   *
+   * @generated from field: deliberate.scheduler.v1.DraftPlacement placement = 8;
+   */
+  placement?: DraftPlacement | undefined;
 };
 
 /**
@@ -311,6 +319,42 @@ export type DraftReport = Message<"deliberate.scheduler.v1.DraftReport"> & {
  */
 export const DraftReportSchema: GenMessage<DraftReport> = /*@__PURE__*/
   messageDesc(file_deliberate_scheduler_v1_scheduler_service, 2);
+
+/**
+ * Where a draft was generated (docs/scheduler.md, "Several Drafter replicas").
+ *
+ * @generated from message deliberate.scheduler.v1.DraftPlacement
+ */
+export type DraftPlacement = Message<"deliberate.scheduler.v1.DraftPlacement"> & {
+  /**
+   * The replica (host:port as the Scheduler dialled it) that generated the draft, after any move.
+   *
+   * @generated from field: string replica = 1;
+   */
+  replica: string;
+
+  /**
+   * Set when the draft was re-requested on `replica` after the call on the first one failed (at most one move
+   * per draft): the replica it was lost on ("the Drafter" where the balanced channel had picked it), and why,
+   * e.g. "replica 10.0.0.7:50052 lost: drafter unavailable: Socket closed". A draft that had started there is
+   * generated again from its first token.
+   *
+   * @generated from field: string moved_from = 2;
+   */
+  movedFrom: string;
+
+  /**
+   * @generated from field: string moved_reason = 3;
+   */
+  movedReason: string;
+};
+
+/**
+ * Describes the message deliberate.scheduler.v1.DraftPlacement.
+ * Use `create(DraftPlacementSchema)` to create a new message.
+ */
+export const DraftPlacementSchema: GenMessage<DraftPlacement> = /*@__PURE__*/
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 3);
 
 /**
  * Why and where the Scheduler stopped a draft before its end.
@@ -356,7 +400,7 @@ export type DraftAbort = Message<"deliberate.scheduler.v1.DraftAbort"> & {
  * Use `create(DraftAbortSchema)` to create a new message.
  */
 export const DraftAbortSchema: GenMessage<DraftAbort> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 3);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 4);
 
 /**
  * What early stopping did for a request.
@@ -407,7 +451,7 @@ export type EarlyStop = Message<"deliberate.scheduler.v1.EarlyStop"> & {
  * Use `create(EarlyStopSchema)` to create a new message.
  */
 export const EarlyStopSchema: GenMessage<EarlyStop> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 4);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 5);
 
 /**
  * Wall time spent in each stage.
@@ -446,7 +490,7 @@ export type StageTimings = Message<"deliberate.scheduler.v1.StageTimings"> & {
  * Use `create(StageTimingsSchema)` to create a new message.
  */
 export const StageTimingsSchema: GenMessage<StageTimings> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 5);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 6);
 
 /**
  * @generated from message deliberate.scheduler.v1.SolveResponse
@@ -572,7 +616,7 @@ export type SolveResponse = Message<"deliberate.scheduler.v1.SolveResponse"> & {
  * Use `create(SolveResponseSchema)` to create a new message.
  */
 export const SolveResponseSchema: GenMessage<SolveResponse> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 6);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 7);
 
 /**
  * @generated from message deliberate.scheduler.v1.SubmitFeedbackRequest
@@ -594,7 +638,7 @@ export type SubmitFeedbackRequest = Message<"deliberate.scheduler.v1.SubmitFeedb
  * Use `create(SubmitFeedbackRequestSchema)` to create a new message.
  */
 export const SubmitFeedbackRequestSchema: GenMessage<SubmitFeedbackRequest> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 7);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 8);
 
 /**
  * @generated from message deliberate.scheduler.v1.SubmitFeedbackResponse
@@ -613,7 +657,7 @@ export type SubmitFeedbackResponse = Message<"deliberate.scheduler.v1.SubmitFeed
  * Use `create(SubmitFeedbackResponseSchema)` to create a new message.
  */
 export const SubmitFeedbackResponseSchema: GenMessage<SubmitFeedbackResponse> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 8);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 9);
 
 /**
  * @generated from message deliberate.scheduler.v1.GetStateRequest
@@ -626,7 +670,7 @@ export type GetStateRequest = Message<"deliberate.scheduler.v1.GetStateRequest">
  * Use `create(GetStateRequestSchema)` to create a new message.
  */
 export const GetStateRequestSchema: GenMessage<GetStateRequest> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 9);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 10);
 
 /**
  * @generated from message deliberate.scheduler.v1.SelectionWeights
@@ -668,7 +712,7 @@ export type SelectionWeights = Message<"deliberate.scheduler.v1.SelectionWeights
  * Use `create(SelectionWeightsSchema)` to create a new message.
  */
 export const SelectionWeightsSchema: GenMessage<SelectionWeights> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 10);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 11);
 
 /**
  * @generated from message deliberate.scheduler.v1.VerifierHealth
@@ -715,7 +759,7 @@ export type VerifierHealth = Message<"deliberate.scheduler.v1.VerifierHealth"> &
  * Use `create(VerifierHealthSchema)` to create a new message.
  */
 export const VerifierHealthSchema: GenMessage<VerifierHealth> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 11);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 12);
 
 /**
  * @generated from message deliberate.scheduler.v1.FeedbackCounts
@@ -757,7 +801,7 @@ export type FeedbackCounts = Message<"deliberate.scheduler.v1.FeedbackCounts"> &
  * Use `create(FeedbackCountsSchema)` to create a new message.
  */
 export const FeedbackCountsSchema: GenMessage<FeedbackCounts> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 12);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 13);
 
 /**
  * @generated from message deliberate.scheduler.v1.GetStateResponse
@@ -822,7 +866,7 @@ export type GetStateResponse = Message<"deliberate.scheduler.v1.GetStateResponse
  * Use `create(GetStateResponseSchema)` to create a new message.
  */
 export const GetStateResponseSchema: GenMessage<GetStateResponse> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 13);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 14);
 
 /**
  * @generated from message deliberate.scheduler.v1.SolveStreamRequest
@@ -839,7 +883,7 @@ export type SolveStreamRequest = Message<"deliberate.scheduler.v1.SolveStreamReq
  * Use `create(SolveStreamRequestSchema)` to create a new message.
  */
 export const SolveStreamRequestSchema: GenMessage<SolveStreamRequest> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 14);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 15);
 
 /**
  * One stage event. The stream ends with exactly one `final` event.
@@ -906,7 +950,7 @@ export type SolveStreamResponse = Message<"deliberate.scheduler.v1.SolveStreamRe
  * Use `create(SolveStreamResponseSchema)` to create a new message.
  */
 export const SolveStreamResponseSchema: GenMessage<SolveStreamResponse> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 15);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 16);
 
 /**
  * The opening that enough drafts agree on, sent as soon as the drafts are ranked, before refinement
@@ -963,7 +1007,7 @@ export type ConsensusPrefix = Message<"deliberate.scheduler.v1.ConsensusPrefix">
  * Use `create(ConsensusPrefixSchema)` to create a new message.
  */
 export const ConsensusPrefixSchema: GenMessage<ConsensusPrefix> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 16);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 17);
 
 /**
  * A drafting round begins: the first one, or a re-draft after no draft passed the hard rules.
@@ -1001,7 +1045,7 @@ export type RoundStarted = Message<"deliberate.scheduler.v1.RoundStarted"> & {
  * Use `create(RoundStartedSchema)` to create a new message.
  */
 export const RoundStartedSchema: GenMessage<RoundStarted> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 17);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 18);
 
 /**
  * @generated from message deliberate.scheduler.v1.DraftGenerated
@@ -1018,7 +1062,7 @@ export type DraftGenerated = Message<"deliberate.scheduler.v1.DraftGenerated"> &
  * Use `create(DraftGeneratedSchema)` to create a new message.
  */
 export const DraftGeneratedSchema: GenMessage<DraftGenerated> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 18);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 19);
 
 /**
  * @generated from message deliberate.scheduler.v1.DraftVerified
@@ -1035,7 +1079,7 @@ export type DraftVerified = Message<"deliberate.scheduler.v1.DraftVerified"> & {
  * Use `create(DraftVerifiedSchema)` to create a new message.
  */
 export const DraftVerifiedSchema: GenMessage<DraftVerified> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 19);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 20);
 
 /**
  * @generated from message deliberate.scheduler.v1.DraftSelected
@@ -1064,7 +1108,7 @@ export type DraftSelected = Message<"deliberate.scheduler.v1.DraftSelected"> & {
  * Use `create(DraftSelectedSchema)` to create a new message.
  */
 export const DraftSelectedSchema: GenMessage<DraftSelected> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 20);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 21);
 
 /**
  * @generated from message deliberate.scheduler.v1.DraftDiscarded
@@ -1086,7 +1130,7 @@ export type DraftDiscarded = Message<"deliberate.scheduler.v1.DraftDiscarded"> &
  * Use `create(DraftDiscardedSchema)` to create a new message.
  */
 export const DraftDiscardedSchema: GenMessage<DraftDiscarded> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 21);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 22);
 
 /**
  * @generated from message deliberate.scheduler.v1.RefineChunk
@@ -1103,7 +1147,7 @@ export type RefineChunk = Message<"deliberate.scheduler.v1.RefineChunk"> & {
  * Use `create(RefineChunkSchema)` to create a new message.
  */
 export const RefineChunkSchema: GenMessage<RefineChunk> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 22);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 23);
 
 /**
  * @generated from enum deliberate.scheduler.v1.SolveStatus
