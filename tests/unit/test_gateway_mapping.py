@@ -10,13 +10,9 @@ import pytest
 from google.protobuf import duration_pb2
 
 from deliberate.gateway.errors import ApiError, from_grpc
-from deliberate.gateway.mapping import (
-    StopFilter,
-    StreamTranslator,
-    completion,
-    parse_chat_request,
-    render_prompt,
-)
+from deliberate.gateway.requests import parse_chat_request, render_prompt
+from deliberate.gateway.responses import StopFilter, completion
+from deliberate.gateway.stream import StreamTranslator
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 

@@ -1,5 +1,5 @@
 """HTTP edge of the gateway (Starlette): OpenAI's routes, authentication, errors in OpenAI's format, and a
-client disconnect cancelling the Scheduler call. The request/response mapping is in mapping.py."""
+client disconnect cancelling the Scheduler call. The mapping is in requests.py, responses.py and stream.py."""
 
 from __future__ import annotations
 
@@ -26,8 +26,10 @@ from ..core.admission import retry_after_ms
 from ..core.server import MAX_MESSAGE_BYTES
 from ..core.tls import aio_channel, channel_credentials
 from .errors import ApiError, from_grpc, invalid
-from .mapping import ChatRequest, StreamTranslator, completion, parse_chat_request
+from .requests import ChatRequest, parse_chat_request
+from .responses import completion
 from .settings import GatewaySettings
+from .stream import StreamTranslator
 
 log = logging.getLogger("deliberate.gateway")
 
