@@ -137,7 +137,8 @@ compose-down:
 k8s-render: install
 	$(PY) deploy/k8s/render.py
 
-## Build the images, run the four containers on host networking, solve, SIGKILL the Verifier, watch it come back.
+## Build the images, run the four services' containers on host networking (two Drafters, both serving drafts),
+## solve, SIGKILL the Verifier, watch it come back.
 container-test: install
 	$(if $(filter podman,$(CONTAINER_ENGINE)),deploy/podman-setup.sh)
 	$(MAKE) images CONTAINER_ENGINE=$(CONTAINER_ENGINE)

@@ -5,8 +5,9 @@ SIGKILLs the Verifier's container and asserts that a Scheduler's watchdog brings
 `container` restarter (the engine's Docker-compatible API on a unix socket). Two Scheduler replicas (two
 containers of one image) share their state in one Redis — Debian's redis-server on the host, as no registry
 is reachable here for an upstream image: feedback for a request one solved is accepted by the other, and
-only the watchdog lease holder restarts the Verifier. Needs the images from `deploy/images.sh` and root
-podman (or docker with CONTAINER_ENGINE=docker).
+only the watchdog lease holder restarts the Verifier. Two Drafter replicas (two containers of the Drafter image,
+both in the Schedulers' --drafter-address list) both serve drafts of one request. Needs the images from
+`deploy/images.sh` and root podman (or docker with CONTAINER_ENGINE=docker).
 
 The engine containers run the small SmolLM2-135M (DELIBERATE_MODEL=smollm2-135m) for speed; the images' default,
 Qwen2.5-Coder-0.5B assembled at build time, is loaded and asked once on its own.
@@ -35,27 +36,32 @@ from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb
 from deliberate_client.cli import example_ad_selection
 from deliberate_client.client import DeliberateClient, build_request
 from deliberate_client.examples import ads
+from tests.metrics import scrape, value
 from tests.otlp import OtlpReceiver, serving_receiver
 from tests.redis_server import running_redis
 
 ENGINE = os.environ.get("CONTAINER_ENGINE", "podman")
 VERSION = os.environ.get("VERSION", "0.1.0")
 SERVICES = ("verifier", "drafter", "refiner", "scheduler")
-# Containers: one per service, and a second Scheduler replica of the same image sharing the first's Redis.
+# Containers: one per service, a second Drafter replica (the name `Stack(drafters=2)` gives it), and a second
+# Scheduler replica of the same image sharing the first's Redis.
+DRAFTERS = ("drafter", "drafter-2")
 REPLICA = "scheduler-b"
-CONTAINERS = (*SERVICES, REPLICA)
+CONTAINERS = (*SERVICES, DRAFTERS[1], REPLICA)
 PREFIX = "deliberate-ct"
 SOCKET_IN_CONTAINER = "/run/podman/podman.sock"
 HEARTBEAT_S = 1.0
 ENGINE_SERVICES = ("drafter", "refiner")
+ENGINE_CONTAINERS = (*DRAFTERS, "refiner")
 # The tests' model (as tests/conftest.py); the images default to DELIBERATE_MODEL=embedded (Qwen2.5-Coder-0.5B).
 TEST_MODEL = "smollm2-135m"
 DEFAULT_MODEL_PATH = "/opt/models/qwen2.5-coder-0.5b-instruct.gguf"
 # One CPU per engine container, so llama.cpp runs one thread (it takes as many as its affinity allows). With two
 # threads on two cores that other jobs share, its threads wait on each other at every step: 3 drafts of 96
-# tokens took 149 s here that way, 21 s pinned to one CPU.
+# tokens took 149 s here that way, 21 s pinned to one CPU. The second Drafter shares the Refiner's CPU: the Refiner
+# works after the drafts are done.
 HOST_CPUS = sorted(os.sched_getaffinity(0))
-ENGINE_CPUS = {"drafter": str(HOST_CPUS[0]), "refiner": str(HOST_CPUS[-1])}
+ENGINE_CPUS = {"drafter": str(HOST_CPUS[0]), "drafter-2": str(HOST_CPUS[-1]), "refiner": str(HOST_CPUS[-1])}
 
 pytestmark = pytest.mark.skipif(shutil.which(ENGINE) is None, reason=f"{ENGINE} is not installed")
 
@@ -127,9 +133,9 @@ def redis_on_host(tmp_path_factory):
 @pytest.fixture(scope="module")
 def containers(engine_socket, otlp_receiver, redis_on_host):
     # The process stack's wiring (host 127.0.0.1: host networking stays on loopback), as DELIBERATE_* variables.
-    stack = Stack(ports=Ports.free())
+    stack = Stack(ports=Ports.free(), drafters=2)
     common = otlp_receiver.exporter_env()
-    own = {service: {env_name(name): value for name, value in stack.wiring(service).items()} for service in SERVICES}
+    own = {name: {env_name(key): value for key, value in stack.wiring(name).items()} for name in stack.services()}
     own["scheduler"] |= {
         "DELIBERATE_RESTARTER": "container",
         "DELIBERATE_VERIFIER_CONTAINER": container_name("verifier"),
@@ -139,10 +145,14 @@ def containers(engine_socket, otlp_receiver, redis_on_host):
         "DELIBERATE_MAX_REDRAFTS": 0,
         "DELIBERATE_STATE_URL": redis_on_host.url,
         "DELIBERATE_WATCHDOG_LEASE_S": 5 * HEARTBEAT_S,
+        # Both Drafter replicas sampled every second: ready for a round soon after their models have loaded.
+        "DELIBERATE_LOAD_INTERVAL_S": 1,
     }
     own[REPLICA] = own["scheduler"] | {"DELIBERATE_PORT": free_port(), "DELIBERATE_METRICS_PORT": free_port()}
-    for service in ENGINE_SERVICES:
+    for service in ENGINE_CONTAINERS:
         own[service]["DELIBERATE_MODEL"] = TEST_MODEL
+    for drafter in DRAFTERS:  # one engine thread each, as `deliberate up --drafters 2` runs them
+        own[drafter]["DELIBERATE_ENGINE_THREADS"] = 1
     socket_access = [
         "--volume",
         f"{engine_socket}:{SOCKET_IN_CONTAINER}",
@@ -178,7 +188,7 @@ def containers(engine_socket, otlp_receiver, redis_on_host):
 
 
 def image_of(container: str) -> str:
-    return "scheduler" if container == REPLICA else container
+    return {REPLICA: "scheduler", DRAFTERS[1]: "drafter"}.get(container, container)
 
 
 def remove_containers() -> None:
@@ -261,6 +271,56 @@ def test_solves_the_ad_selection_example_through_four_containers(containers, otl
     print("rules:", sorted({rule.rule_id for report in response.drafts for rule in report.verdict.rule_results}))
     services = wait_for_services(otlp_receiver, response.trace_id)
     assert services == {f"deliberate-{service}" for service in SERVICES}
+
+
+def wait_until_the_scheduler_finds_both_drafters_ready(timeout_s: float = 30.0) -> None:
+    """A round is split only over replicas a load sample found ready (the Scheduler logs each once)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        ready = {e["replica"] for e in log_events("scheduler") if e.get("msg") == "drafter replica ready"}
+        if len(ready) == len(DRAFTERS) or time.monotonic() > deadline:
+            return
+        time.sleep(0.5)
+
+
+def drafts_generated_on(stack: Stack, drafter: str) -> float:
+    """The Scheduler's count of drafts generated on one Drafter replica (scheduler/replicas.py)."""
+    samples = scrape(stack.metrics_url("scheduler"))
+    return value(samples, "deliberate_replica_drafts_total", replica=stack.address_of(drafter), outcome="generated")
+
+
+def drafting_calls(stack: Stack, drafter: str) -> float:
+    """The drafting calls a Drafter container admitted, by its own /metrics."""
+    samples = scrape(stack.metrics_url(drafter))
+    return sum(value(samples, "deliberate_rpc_admitted_total", method=m) for m in ("StreamDrafts", "GenerateDrafts"))
+
+
+def test_two_drafter_containers_both_serve_drafts_of_one_request(containers):
+    """The Scheduler's --drafter-address lists both Drafter containers: one request's drafts are split over them,
+    as the response's placement, the Scheduler's per-replica counter and each Drafter's own calls say."""
+    addresses = [containers.address_of(drafter) for drafter in DRAFTERS]
+    assert containers.wiring("scheduler")["drafter_address"] == ",".join(addresses)
+    wait_until_the_scheduler_finds_both_drafters_ready()
+    generated_before = {drafter: drafts_generated_on(containers, drafter) for drafter in DRAFTERS}
+    calls_before = {drafter: drafting_calls(containers, drafter) for drafter in DRAFTERS}
+    request = build_request(
+        "Tom has 3 apples and buys 4 more. How many apples does he have?",
+        num_drafts=2,
+        max_new_tokens=32,
+        refine_max_new_tokens=16,
+        seed=7,
+        request_id="two-drafters",
+    )
+    with DeliberateClient(containers.address) as client:
+        response = client.solve(request, timeout=300)
+    assert response.status != pb.SOLVE_STATUS_FAILED, response.status_reason
+    placements = sorted(report.placement.replica for report in response.drafts if report.draft.index < 2)
+    assert placements == sorted(addresses), placements  # both idle: one draft each
+    generated = {drafter: drafts_generated_on(containers, drafter) - generated_before[drafter] for drafter in DRAFTERS}
+    calls = {drafter: drafting_calls(containers, drafter) - calls_before[drafter] for drafter in DRAFTERS}
+    print("drafts generated per Drafter container:", generated, "drafting calls:", calls)
+    assert all(count >= 1 for count in generated.values()), generated
+    assert all(count >= 1 for count in calls.values()), calls
 
 
 def test_the_verifier_container_audits_a_plan_against_the_catalog_it_ships(containers):
@@ -356,7 +416,7 @@ def test_feedback_for_a_request_solved_by_one_replica_is_accepted_by_the_other(c
 
 def test_only_the_schedulers_get_the_engine_socket(containers, engine_socket):
     """Whoever can call the engine's API controls the host; no other service is handed the socket."""
-    for service in ("verifier", "drafter", "refiner"):
+    for service in ("verifier", *DRAFTERS, "refiner"):
         mounts = [mount["Destination"] for mount in inspect(service)["Mounts"]]
         assert SOCKET_IN_CONTAINER not in mounts, service
     for replica in ("scheduler", REPLICA):
