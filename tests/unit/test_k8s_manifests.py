@@ -12,11 +12,12 @@ from pathlib import Path
 import cel
 import pytest
 
+from deliberate.core.ports import GATEWAY_PORT, SERVICE_PORTS
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RENDER_PY = REPO_ROOT / "deploy" / "k8s" / "render.py"
 
-SERVICES = {"scheduler": 50051, "drafter": 50052, "verifier": 50053, "refiner": 50054, "risk": 50055}
-GATEWAY_PORT = 8080  # the OpenAI-compatible gateway: HTTP, not gRPC
+SERVICES = {name: ports.grpc for name, ports in SERVICE_PORTS.items()}  # the gateway (GATEWAY_PORT) is HTTP, not gRPC
 ENGINE_SERVICES = ("drafter", "refiner")
 SAFE_RETRY_CONDITIONS = {"connect-failure", "refused-stream", "unavailable"}
 HEALTHCHECK = ["python", "-m", "deliberate.core.healthcheck"]

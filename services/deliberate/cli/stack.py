@@ -24,6 +24,14 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from deliberate.core.config import flag_name
+from deliberate.core.ports import (
+    DRAFTER_PORTS,
+    GATEWAY_PORT,
+    REFINER_PORTS,
+    RISK_PORTS,
+    SCHEDULER_PORTS,
+    VERIFIER_PORTS,
+)
 
 from .local_redis import LocalRedis
 
@@ -43,21 +51,21 @@ REPLICA_PORT_STEP = 10
 
 @dataclass
 class Ports:
-    scheduler: int = 50051
-    drafter: int = 50052
-    verifier: int = 50053
-    refiner: int = 50054
-    verifier_http: int = 8081
+    scheduler: int = SCHEDULER_PORTS.grpc
+    drafter: int = DRAFTER_PORTS.grpc
+    verifier: int = VERIFIER_PORTS.grpc
+    refiner: int = REFINER_PORTS.grpc
+    verifier_http: int = VERIFIER_PORTS.http
     # Prometheus GET /metrics of each service.
-    scheduler_metrics: int = 9464
-    drafter_metrics: int = 9465
-    verifier_metrics: int = 9466
-    refiner_metrics: int = 9467
+    scheduler_metrics: int = SCHEDULER_PORTS.metrics
+    drafter_metrics: int = DRAFTER_PORTS.metrics
+    verifier_metrics: int = VERIFIER_PORTS.metrics
+    refiner_metrics: int = REFINER_PORTS.metrics
     # The OpenAI-compatible gateway (HTTP).
-    gateway: int = 8080
+    gateway: int = GATEWAY_PORT
     # The risk-model service and its /metrics.
-    risk: int = 50055
-    risk_metrics: int = 9468
+    risk: int = RISK_PORTS.grpc
+    risk_metrics: int = RISK_PORTS.metrics
 
     @classmethod
     def free(cls) -> Ports:

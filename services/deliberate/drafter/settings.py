@@ -4,6 +4,7 @@ from dataclasses import replace
 
 from pydantic import Field
 
+from ..core.ports import DRAFTER_PORTS
 from ..engines.base import SamplingParams
 from ..engines.settings import EngineSettings
 
@@ -11,8 +12,10 @@ from ..engines.settings import EngineSettings
 class DrafterSettings(EngineSettings):
     """Drafter: generates N candidate drafts in one batched engine call."""
 
-    port: int = Field(50052, description="gRPC port.")
-    metrics_port: int = Field(9465, ge=0, description="Port of the Prometheus GET /metrics endpoint; 0 = none.")
+    port: int = Field(DRAFTER_PORTS.grpc, description="gRPC port.")
+    metrics_port: int = Field(
+        DRAFTER_PORTS.metrics, ge=0, description="Port of the Prometheus GET /metrics endpoint; 0 = none."
+    )
     max_in_flight: int = Field(
         16,
         ge=1,

@@ -3,13 +3,14 @@ from __future__ import annotations
 from pydantic import Field
 
 from ..core.config import CommonSettings, DownstreamTlsSettings
+from ..core.ports import GATEWAY_PORT, SCHEDULER_PORTS
 
 
 class GatewaySettings(DownstreamTlsSettings, CommonSettings):
     """Gateway: OpenAI-compatible HTTP (chat completions, models, health) in front of the Scheduler's gRPC API."""
 
-    port: int = Field(8080, description="HTTP port of the OpenAI-compatible API.")
-    scheduler_address: str = Field("127.0.0.1:50051", description="host:port of the Scheduler (gRPC).")
+    port: int = Field(GATEWAY_PORT, description="HTTP port of the OpenAI-compatible API.")
+    scheduler_address: str = Field(SCHEDULER_PORTS.local_address, description="host:port of the Scheduler (gRPC).")
     request_timeout_s: float = Field(
         300.0, description="Deadline of one chat completion, passed to the Scheduler as the gRPC deadline."
     )

@@ -2,14 +2,17 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from ..core.ports import REFINER_PORTS
 from ..engines.settings import EngineSettings
 
 
 class RefinerSettings(EngineSettings):
     """Refiner: turns the best verified drafts into the streamed final answer."""
 
-    port: int = Field(50054, description="gRPC port.")
-    metrics_port: int = Field(9467, ge=0, description="Port of the Prometheus GET /metrics endpoint; 0 = none.")
+    port: int = Field(REFINER_PORTS.grpc, description="gRPC port.")
+    metrics_port: int = Field(
+        REFINER_PORTS.metrics, ge=0, description="Port of the Prometheus GET /metrics endpoint; 0 = none."
+    )
     max_in_flight: int = Field(
         16,
         ge=1,

@@ -4,14 +4,17 @@ from pydantic import Field, field_validator
 
 from ..core.balancing import grpc_target
 from ..core.config import CommonSettings, DownstreamTlsSettings
+from ..core.ports import DRAFTER_PORTS, LOCALHOST, REFINER_PORTS, SCHEDULER_PORTS, VERIFIER_PORTS
 from ..selection import get_policy
 
 
 class SchedulerSettings(DownstreamTlsSettings, CommonSettings):
     """Scheduler: the client-facing service; draft → verify → select → refine."""
 
-    port: int = Field(50051, description="gRPC port (the one clients call).")
-    metrics_port: int = Field(9464, ge=0, description="Port of the Prometheus GET /metrics endpoint; 0 = none.")
+    port: int = Field(SCHEDULER_PORTS.grpc, description="gRPC port (the one clients call).")
+    metrics_port: int = Field(
+        SCHEDULER_PORTS.metrics, ge=0, description="Port of the Prometheus GET /metrics endpoint; 0 = none."
+    )
     max_in_flight: int = Field(
         8,
         ge=1,
@@ -20,16 +23,16 @@ class SchedulerSettings(DownstreamTlsSettings, CommonSettings):
         "only queue more drafts and every solve slows.",
     )
     drafter_address: str = Field(
-        "127.0.0.1:50052",
+        DRAFTER_PORTS.local_address,
         description="The Drafter: host:port (one connection), or its replicas, balanced round_robin with health "
-        "checking: a comma list of IP:port, or a gRPC target such as dns:///drafter-headless:50052 "
+        f"checking: a comma list of IP:port, or a gRPC target such as dns:///drafter-headless:{DRAFTER_PORTS.grpc} "
         "(docs/deploy.md#load-balancing).",
     )
     verifier_address: str = Field(
-        "127.0.0.1:50053", description="The Verifier: host:port, or its replicas as for --drafter-address."
+        VERIFIER_PORTS.local_address, description="The Verifier: host:port, or its replicas as for --drafter-address."
     )
     refiner_address: str = Field(
-        "127.0.0.1:50054", description="The Refiner: host:port, or its replicas as for --drafter-address."
+        REFINER_PORTS.local_address, description="The Refiner: host:port, or its replicas as for --drafter-address."
     )
     auth_tokens_file: str = Field(
         "",
@@ -82,7 +85,9 @@ class SchedulerSettings(DownstreamTlsSettings, CommonSettings):
     pending_ttl_s: float = Field(
         86400.0, description="With --state-url: how long a decision awaits its feedback before it expires."
     )
-    verifier_health_url: str = Field("http://127.0.0.1:8081/health", description="The Verifier's HTTP health.")
+    verifier_health_url: str = Field(
+        f"http://{LOCALHOST}:{VERIFIER_PORTS.http}/health", description="The Verifier's HTTP health."
+    )
     watchdog_interval_s: float = Field(30.0, description="Seconds between Verifier heartbeats.")
     watchdog_failures: int = Field(3, description="Consecutive failed heartbeats before a restart.")
     watchdog_lease_s: float = Field(

@@ -5,14 +5,17 @@ import os
 from pydantic import Field
 
 from ..core.config import CommonSettings, DownstreamTlsSettings
+from ..core.ports import RISK_PORTS, VERIFIER_PORTS
 from ..engines import ENGINES
 
 
 class VerifierSettings(DownstreamTlsSettings, CommonSettings):
     """Verifier: checks drafts with deterministic rules (and optionally an LLM judge); never generates answers."""
 
-    port: int = Field(50053, description="gRPC port.")
-    metrics_port: int = Field(9466, ge=0, description="Port of the Prometheus GET /metrics endpoint; 0 = none.")
+    port: int = Field(VERIFIER_PORTS.grpc, description="gRPC port.")
+    metrics_port: int = Field(
+        VERIFIER_PORTS.metrics, ge=0, description="Port of the Prometheus GET /metrics endpoint; 0 = none."
+    )
     max_in_flight: int = Field(
         160,
         ge=1,
@@ -20,7 +23,7 @@ class VerifierSettings(DownstreamTlsSettings, CommonSettings):
         "with RESOURCE_EXHAUSTED and a retry hint (docs/reliability.md). A solve verifies each draft in a call of "
         "its own: two Schedulers' worth of 8 solves of up to 8 drafts, with their checks.",
     )
-    http_port: int = Field(8081, description="Port of the HTTP GET /health endpoint.")
+    http_port: int = Field(VERIFIER_PORTS.http, description="Port of the HTTP GET /health endpoint.")
     workers: int = Field(
         1,
         ge=0,
@@ -50,7 +53,7 @@ class VerifierSettings(DownstreamTlsSettings, CommonSettings):
         "Keep two lookups under the Scheduler's --verify-timeout-s.",
     )
     risk_address: str = Field(
-        "127.0.0.1:50055",
+        RISK_PORTS.local_address,
         description="host:port of the risk-model service the `credit` rule pack scores offers with "
         "(docs/business-cases.md); while it cannot be reached every offer fails (closed).",
     )
