@@ -10,7 +10,7 @@ on paper, step by step: one token per draft still generating, each step taking t
 for that many sequences side by side (so a stopped draft speeds up the others, as in the engine). Policies:
 
 * `rules`, the Scheduler's default: a draft stops where the Verifier's arithmetic prefix check
-  (`verifier.streaming`) first fails on its text; the round ends once the quorum rule (`early_stop.quorum_reason`)
+  (`verifier.streaming`) first fails on its text; the round ends once the quorum rule (`early_stop_rules.quorum_reason`)
   holds on the drafts that finished and passed, cutting the drafts still generating;
 * `clairvoyant`, a bound no policy can beat: every draft that fails any hard rule, wherever it fails, is stopped
   before its first token; the quorum rule as above.
@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import RESULTS, write_result  # noqa: E402
 
-from deliberate.scheduler.early_stop import default_quorum, quorum_reason  # noqa: E402
+from deliberate.scheduler.early_stop_rules import default_quorum, quorum_reason  # noqa: E402
 from deliberate.selection import answer_key, majority, same_answer  # noqa: E402
 from deliberate.verifier.streaming import ArithmeticPrefix, GrowingDraft  # noqa: E402
 from deliberate_bench.train_judge import read_records  # noqa: E402

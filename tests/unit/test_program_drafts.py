@@ -25,7 +25,8 @@ from deliberate.drafter.prompts import (
 from deliberate.drafter.server import DrafterServicer
 from deliberate.drafter.settings import DrafterSettings
 from deliberate.engines.base import Completion, Engine, TextDelta
-from deliberate.scheduler.early_stop import EarlyStopRound, Options
+from deliberate.scheduler.early_stop import EarlyStopRound
+from deliberate.scheduler.early_stop_rules import Options
 from deliberate.scheduler.limits import SOLVE
 from deliberate.scheduler.pipeline import Pipeline
 from deliberate.scheduler.replicas import DrafterReplicas
@@ -226,18 +227,19 @@ def test_a_replacement_of_a_program_is_a_program_and_of_prose_prose():
     request = drafter_service_pb2.GenerateDraftsRequest(prompt="q", num_drafts=3, program_drafts=1)
     solve = SimpleNamespace(deadline=SimpleNamespace(left=lambda: 100.0), early_stop=pb.EarlyStop())
     stubs = SimpleNamespace(drafter_replicas=DrafterReplicas("d:1"))  # one Drafter: no replicas to spread over
-    one_drafter = SimpleNamespace(downstream=SimpleNamespace(stubs=stubs))
-    round_ = EarlyStopRound(one_drafter, solve, Options(streaming=True, quorum=2, replace=True), request)
+    one_drafter = SimpleNamespace(stubs=stubs)
+    stages = SimpleNamespace(verify_timeout_s=1.0)
+    round_ = EarlyStopRound(one_drafter, stages, solve, Options(streaming=True, quorum=2, replace=True), request)
     started: list[drafter_service_pb2.GenerateDraftsRequest] = []
 
     def start_drafter(replacement, replica=None):
         started.append(replacement)
-        round_.drafters.append(object())
+        round_.calls.streams.append(object())
 
     round_.start_drafter = start_drafter
-    round_.drafters.append(object())  # the round's own call
-    assert [round_.kind_of(i) for i in range(3)] == ["prose", "prose", "program"]
+    round_.calls.streams.append(object())  # the round's own call
+    assert [round_.calls.kind_of(i) for i in range(3)] == ["prose", "prose", "program"]
     round_.replace(SimpleNamespace(draft=common_pb2.Draft(index=2)), "program failed")
     round_.replace(SimpleNamespace(draft=common_pb2.Draft(index=0)), "arithmetic failed")
     assert [(r.first_index, r.num_drafts, r.program_drafts) for r in started] == [(3, 1, 1), (4, 1, 0)]
-    assert round_.kind_of(3) == "program" and round_.kind_of(4) == "prose"
+    assert round_.calls.kind_of(3) == "program" and round_.calls.kind_of(4) == "prose"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from deliberate.scheduler.early_stop import options_of, quorum_cancel_came_too_late, quorum_reason
+from deliberate.scheduler.early_stop_rules import options_of, quorum_cancel_came_too_late, quorum_reason
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 

@@ -1,4 +1,4 @@
-"""A round's drafts over the Drafter's replicas (scheduler/replicas.py, early_stop.EarlyStopRound.part): the split by
+"""A round's drafts over the Drafter's replicas (scheduler/replicas.py, drafter_calls.DrafterCalls.part): the split by
 free capacity, the replicas an address names, and the parts numbered and seeded as one call would be. Through real
 processes (spreading, failover): tests/integration/test_drafter_replicas.py."""
 
@@ -8,11 +8,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from deliberate.scheduler.early_stop import EarlyStopRound, Options
+from deliberate.scheduler.drafter_calls import DrafterCalls
 from deliberate.scheduler.replicas import DrafterReplicas, dns_name, split_drafts, static_replicas
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.drafter.v1 import drafter_service_pb2
-from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 
 
 @pytest.mark.parametrize(
@@ -61,11 +60,10 @@ def test_planned_drafts_count_against_a_replicas_room_until_its_next_sample():
     assert replicas.plan(1, exclude="127.0.0.1:1") == []  # nowhere else to go
 
 
-def round_of(request: drafter_service_pb2.GenerateDraftsRequest) -> EarlyStopRound:
+def calls_of(request: drafter_service_pb2.GenerateDraftsRequest) -> DrafterCalls:
     stubs = SimpleNamespace(drafter_replicas=DrafterReplicas("127.0.0.1:1,127.0.0.1:2"))
-    solve = SimpleNamespace(deadline=SimpleNamespace(left=lambda: 100.0), early_stop=pb.EarlyStop())
-    pipeline = SimpleNamespace(downstream=SimpleNamespace(stubs=stubs))
-    return EarlyStopRound(pipeline, solve, Options(streaming=True, quorum=0, replace=False), request)
+    deadline = SimpleNamespace(left=lambda: 100.0)
+    return DrafterCalls(SimpleNamespace(stubs=stubs), deadline, request)
 
 
 def test_a_part_of_the_round_keeps_each_drafts_index_seed_and_kind():
@@ -73,17 +71,17 @@ def test_a_part_of_the_round_keeps_each_drafts_index_seed_and_kind():
         prompt="q", num_drafts=5, program_drafts=2, strategies=["a", "b"], round=1, feedback="f",
         sampling=common_pb2.SamplingParams(seed=100),
     )  # fmt: skip
-    round_ = round_of(request)
-    first, second = round_.part(request, 0, 2), round_.part(request, 2, 3)
+    calls = calls_of(request)
+    first, second = calls.part(request, 0, 2), calls.part(request, 2, 3)
     assert (first.first_index, first.num_drafts, first.program_drafts, first.sampling.seed) == (0, 2, 0, 100)
     # Drafts 2, 3, 4 of the round: seeds 102.. as in one call (the engine seeds the i-th draft of a call seed + i),
     # the round's last two programs among them, the same hints, round and feedback.
     assert (second.first_index, second.num_drafts, second.program_drafts, second.sampling.seed) == (2, 3, 2, 102)
     assert list(second.strategies) == ["a", "b"] and second.round == 1 and second.feedback == "f"
-    moved = round_.part(second, 1, 1)  # draft 3, moved alone to another replica
+    moved = calls.part(second, 1, 1)  # draft 3, moved alone to another replica
     assert (moved.first_index, moved.num_drafts, moved.program_drafts, moved.sampling.seed) == (3, 1, 1, 103)
 
 
 def test_an_unseeded_part_stays_unseeded():
     request = drafter_service_pb2.GenerateDraftsRequest(prompt="q", num_drafts=4)
-    assert not round_of(request).part(request, 2, 2).sampling.HasField("seed")
+    assert not calls_of(request).part(request, 2, 2).sampling.HasField("seed")

@@ -17,16 +17,17 @@ With several Drafter replicas (`replicas`), the round's drafts are split over th
 call per replica, numbered as one call would number them; when a replica's call fails (UNAVAILABLE: the replica
 died or was cut off), its unfinished drafts are re-requested on another ready replica, each at most once and not in
 the deadline's last seconds; a draft that had started is generated again from its first token and verified whole.
+
+The round talks to the rest of the Scheduler through two narrow parts, not the pipeline: `DrafterCalls` (which call,
+on which replica, generates which draft) and `DraftStages` (what happens to every draft: its span, its verification,
+its verdict). The rules it applies, pure functions, are in `early_stop_rules`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
-from collections import Counter
-from dataclasses import dataclass
 
 import grpc
 
@@ -36,10 +37,12 @@ from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_api.verifier.v1 import verifier_service_pb2
 
 from ..core import metrics, telemetry
-from ..selection import answer_key
 from ..selection.duplicates import structural_signature
 from . import events
-from .downstream import StageError, Stream
+from .downstream import Downstream, StageError, Stream
+from .draft_stages import DraftStages
+from .drafter_calls import DrafterCalls
+from .early_stop_rules import Options, quorum_cancel_came_too_late, quorum_reason, stopped_verdict
 from .replicas import Replica
 from .solve import DraftState, Solve, wants_consensus
 from .verdicts import late_verdict, shared_verdict
@@ -54,61 +57,26 @@ WIND_DOWN_S = 2.0
 FAILOVER_MIN_LEFT_S = 1.0
 
 
-@dataclass(frozen=True)
-class Options:
-    streaming: bool  # verify while drafting; abort a draft at its first failed hard rule
-    quorum: int  # agreeing valid drafts that end the round; 0: wait for every draft
-    replace: bool  # start a replacement for an aborted draft
-
-    @property
-    def active(self) -> bool:
-        return self.streaming or self.quorum > 0
-
-
-def default_quorum(num_drafts: int) -> int:
-    """Half the round's drafts, rounded up, and at least two: one draft alone agrees with nobody."""
-    return min(num_drafts, max(2, math.ceil(num_drafts / 2)))
-
-
-def options_of(request: pb.SolveRequest, num_drafts: int) -> Options:
-    quorum = 0 if request.disable_quorum else (request.quorum or default_quorum(num_drafts))
-    streaming = not request.disable_streaming_verification
-    return Options(streaming=streaming, quorum=quorum, replace=streaming and request.replace_aborted_drafts)
-
-
-def quorum_reason(valid_answers: list[str], generating: int, quorum: int) -> str:
-    """Why the round may end now ("" when it may not): `quorum` valid drafts agree, or the leading answer's
-    votes exceed the runner-up's and the `generating` drafts' together, so no outcome of theirs changes it."""
-    counts = Counter(answer_key(answer) for answer in valid_answers if answer)
-    if not counts:
-        return ""
-    ranked = counts.most_common(2)
-    (answer, votes), second = ranked[0], (ranked[1][1] if len(ranked) > 1 else 0)
-    if votes >= quorum:
-        return f"quorum: {votes} drafts passed every hard rule and agree on {answer!r} (quorum {quorum})"
-    if generating and votes > second + generating:
-        return f"quorum: {votes} drafts agree on {answer!r}; the {generating} still generating cannot overturn it"
-    return ""
-
-
 class EarlyStopRound:
     """One drafting round with streamed drafts. `run` returns when every draft has finished (a stopped draft
     finishes within a decoding step of its cancel, with the text it had) and has its verdict."""
 
-    def __init__(self, pipeline, solve: Solve, options: Options, request: drafter_service_pb2.GenerateDraftsRequest):
-        self.pipeline = pipeline
+    def __init__(
+        self,
+        downstream: Downstream,
+        stages: DraftStages,
+        solve: Solve,
+        options: Options,
+        request: drafter_service_pb2.GenerateDraftsRequest,
+    ):
+        self.downstream = downstream  # the Verifier's stream; the Drafter's calls go through `calls`
+        self.stages = stages
         self.solve = solve
         self.options = options
         self.request = request  # the round's drafter request; replacements copy it
-        # Indexes of the program drafts: the round's last `program_drafts`, and each replacement of one of them.
-        self.programs = set(range(request.num_drafts - request.program_drafts, request.num_drafts))
+        self.calls = DrafterCalls(downstream, solve.deadline, request)
         self.events: asyncio.Queue = asyncio.Queue()
-        self.drafters: list[Stream] = []
         self.stream_of: dict[str, Stream] = {}  # draft id → the call it is generated on
-        self.call_of: dict[int, Stream] = {}  # draft index → the call it is (last) asked on
-        self.asked = request.num_drafts  # indexes asked for so far: the round's, then each replacement's
-        self.request_of: dict[Stream, drafter_service_pb2.GenerateDraftsRequest] = {}
-        self.replica_of: dict[Stream, str] = {}  # "" where the balanced channel picked
         self.moved: set[int] = set()  # indexes re-requested after their replica was lost (at most once each)
         self.moves: dict[int, dict[str, str]] = {}  # index → the move's "from", "to", "reason" (its span says it)
         self.replacing: dict[int, DraftState] = {}  # a replacement's first_index → the draft it replaces
@@ -120,7 +88,6 @@ class EarlyStopRound:
         self.timers: dict[str, asyncio.TimerHandle] = {}  # draft id → its verification timeout
         self.pumps: list[asyncio.Task] = []
         self.ended_streams = 0
-        self.unfinished: dict[Stream, int] = {}  # per Drafter stream: its drafts that have not ended
         self.stopping = False  # the quorum was reached: the drafts still generating are being cancelled
         self.last_draft_at = time.perf_counter()
 
@@ -131,7 +98,7 @@ class EarlyStopRound:
         solve.early_stop.quorum = self.options.quorum
         self.start_round()
         if self.options.streaming:
-            self.verifier = self.pipeline.downstream.verify_stream(
+            self.verifier = self.downstream.verify_stream(
                 solve.request_id, solve.checks, solve.deadline, computations=wants_consensus(solve.request)
             )
             self.pump(self.verifier, "verifier")
@@ -151,7 +118,7 @@ class EarlyStopRound:
 
     def done(self) -> bool:
         """Every draft finished (a stopped one within a decoding step of its cancel) and judged."""
-        return self.ended_streams == len(self.drafters) and all(s.verdict is not None for s in self.states)
+        return self.ended_streams == len(self.calls.streams) and all(s.verdict is not None for s in self.states)
 
     def pump(self, stream: Stream, kind: str) -> None:
         """Reads a call's answers into the round's events."""
@@ -171,7 +138,7 @@ class EarlyStopRound:
         failed Verifier stream falls back to verifying each finished draft on its own (VerifyDrafts, which waits
         for a restarting Verifier)."""
         deadline_passed = error.code == grpc.StatusCode.DEADLINE_EXCEEDED and self.solve.deadline.left() <= 0
-        if kind == "drafter" and error.code == grpc.StatusCode.UNAVAILABLE and stream in self.request_of:
+        if kind == "drafter" and error.code == grpc.StatusCode.UNAVAILABLE and stream in self.calls.request_of:
             self.fail_over(stream, error)
             return
         if kind != "verifier" or deadline_passed:
@@ -186,7 +153,7 @@ class EarlyStopRound:
     async def close(self) -> None:
         """Ends the round's calls: the Drafter's at once (they have ended, or the request failed and generating
         must stop now), the Verifier's once it has answered (it ends by itself when its side is closed)."""
-        for stream in self.drafters:
+        for stream in self.calls.streams:
             stream.cancel()
         if self.verifier is not None:
             self.verifier.close()
@@ -200,45 +167,14 @@ class EarlyStopRound:
     # ------------------------------------------------------------------------------------------ the drafts
 
     def start_round(self) -> None:
-        """The round's drafts: split over the ready Drafter replicas by free capacity, else one call."""
-        plan = self.replicas.plan(self.request.num_drafts) if self.replicas.active else []
-        if len(plan) <= 1:
-            self.start_drafter(self.request, plan[0][0] if plan else None)
-            return
-        first = 0
-        for replica, count in plan:
-            self.start_drafter(self.part(self.request, first, count), replica)
-            first += count
-
-    @property
-    def replicas(self):
-        return self.pipeline.downstream.stubs.drafter_replicas
-
-    def part(
-        self, request: drafter_service_pb2.GenerateDraftsRequest, first: int, count: int
-    ) -> drafter_service_pb2.GenerateDraftsRequest:
-        """`count` drafts of `request` from its draft `first` on, as that one call would have made them: the same
-        indexes (ids, default strategies), seeds (the engine seeds a call's i-th draft with seed + i) and kinds."""
-        part = drafter_service_pb2.GenerateDraftsRequest()
-        part.CopyFrom(request)
-        part.first_index = request.first_index + first
-        part.num_drafts = count
-        indexes = range(part.first_index, part.first_index + count)
-        part.program_drafts = sum(index in self.programs for index in indexes)  # the part's last ones
-        if request.sampling.HasField("seed"):
-            part.sampling.seed = request.sampling.seed + first
-        return part
+        """The round's drafts: one call, or one per ready Drafter replica (`DrafterCalls.round_parts`)."""
+        for request, replica in self.calls.round_parts():
+            self.start_drafter(request, replica)
 
     def start_drafter(
         self, request: drafter_service_pb2.GenerateDraftsRequest, replica: Replica | None = None
     ) -> Stream:
-        stream = self.pipeline.downstream.stream_drafts(self.solve.deadline, request, replica.stub if replica else None)
-        self.drafters.append(stream)
-        self.unfinished[stream] = request.num_drafts
-        self.request_of[stream] = request
-        self.replica_of[stream] = replica.address if replica else ""
-        for index in range(request.first_index, request.first_index + request.num_drafts):
-            self.call_of[index] = stream
+        stream = self.calls.start(request, replica)
         self.pump(stream, "drafter")
         return stream
 
@@ -247,17 +183,17 @@ class EarlyStopRound:
         finished moves to another ready replica — or, stopped already, ends with the text it had. Fails the
         request (the error, as without replicas) when a draft would move a second time, in the deadline's last
         second, or with no other replica ready."""
-        if not self.replicas.active:  # one Drafter: nowhere to move to, the request fails as it always did
+        if not self.calls.replicas.active:  # one Drafter: nowhere to move to, the request fails as it always did
             raise error
         self.ended_streams += 1
-        lost = self.replica_of[stream]
+        lost = self.calls.replica_of[stream]
         if lost:
-            self.replicas.mark_down(lost, error.message)
-        request = self.request_of[stream]
+            self.calls.replicas.mark_down(lost, error.message)
+        request = self.calls.request_of[stream]
         by_index = {state.draft.index: state for state in self.states}
         for index in range(request.first_index, request.first_index + request.num_drafts):
             state = by_index.get(index)
-            if self.call_of.get(index) is not stream or (state is not None and state.finished):
+            if self.calls.call_of.get(index) is not stream or (state is not None and state.finished):
                 continue
             if state is not None and state.abort is not None:  # stopped before the loss: ends as it stood
                 self.on_finished(self.ended_as_it_stood(state))
@@ -278,7 +214,7 @@ class EarlyStopRound:
         return draft
 
     def move(self, index: int, request, stream: Stream, error: StageError) -> None:
-        lost = self.replica_of[stream] or "the Drafter"
+        lost = self.calls.replica_of[stream] or "the Drafter"
         why = ""
         target = None
         if index in self.moved:
@@ -286,13 +222,12 @@ class EarlyStopRound:
         elif self.solve.deadline.left() < FAILOVER_MIN_LEFT_S:
             why = "the deadline is too near"
         else:
-            ready = self.replicas.plan(1, exclude=self.replica_of[stream]) if self.replicas.active else []
-            target = ready[0][0] if ready else None
+            target = self.calls.ready_replica(exclude=self.calls.replica_of[stream])
             why = "" if target else "no other Drafter replica is ready"
         if target is None:
             raise StageError(error.code, f"{error.message} (draft {index} not moved: {why})")
         self.moved.add(index)
-        part = self.part(request, index - request.first_index, 1)
+        part = self.calls.part(request, index - request.first_index, 1)
         state = next((s for s in self.states if s.draft.index == index), None)
         reason = f"replica {lost} lost: {error.message}"
         self.moves[index] = {"from": lost, "to": target.address, "reason": reason}
@@ -310,13 +245,6 @@ class EarlyStopRound:
         new = self.start_drafter(part, target)
         if state is not None:
             self.stream_of[state.draft.id] = new
-
-    def finished_on(self, stream: Stream) -> None:
-        """One more draft of `stream` has ended; after its last, nothing more is sent on it (no cancel can be for
-        a draft still generating), so its sending side is closed and the Drafter ends the call."""
-        self.unfinished[stream] -= 1
-        if self.unfinished[stream] == 0:
-            stream.close()
 
     def on_drafter(self, message: drafter_service_pb2.StreamDraftsResponse) -> None:
         if message.HasField("delta"):
@@ -337,13 +265,13 @@ class EarlyStopRound:
 
     def open_draft(self, draft_id: str, index: int) -> DraftState:
         """A draft's state from its first token on; its span starts now."""
-        draft = common_pb2.Draft(id=draft_id, index=index, kind=self.kind_of(index))
-        state = self.pipeline.open_draft(self.solve, draft, self.request.round)
+        draft = common_pb2.Draft(id=draft_id, index=index, kind=self.calls.kind_of(index))
+        state = self.stages.open_draft(self.solve, draft, self.request.round)
         state.finished = False
         state.verification = asyncio.get_running_loop().create_future()  # resolved by its verdict
         self.states.append(state)
-        self.stream_of[draft_id] = self.stream_for(index)
-        if replica := self.replica_of[self.stream_of[draft_id]]:
+        self.stream_of[draft_id] = self.calls.stream_for(index)
+        if replica := self.calls.replica_of[self.stream_of[draft_id]]:
             state.place(replica)
         if index in self.moves:  # moved before its first token
             self.record_move(state)
@@ -351,22 +279,13 @@ class EarlyStopRound:
             replaced.abort.replaced_by = draft_id
         return state
 
-    def kind_of(self, index: int) -> str:
-        """What draft `index` is, known before the Drafter's finished draft says it."""
-        return "program" if index in self.programs else "prose"
-
-    def stream_for(self, index: int) -> Stream:
-        """The call draft `index` is generated on (its replica's part of the round, a replacement's own call, or
-        the call it moved to)."""
-        return self.call_of[index]
-
     def on_finished(self, draft: common_pb2.Draft) -> None:
         solve = self.solve
         state = solve.drafts.get(draft.id) or self.open_draft(draft.id, draft.index)
         state.draft = draft
         state.finished = True
-        self.finished_on(self.stream_of[draft.id])
-        if replica := self.replica_of[self.stream_of[draft.id]]:
+        self.calls.finished_on(self.stream_of[draft.id])
+        if replica := self.calls.replica_of[self.stream_of[draft.id]]:
             metrics.REPLICA_DRAFTS.add(1, {"replica": metrics.replica_label(replica), "outcome": "generated"})
         self.last_draft_at = time.perf_counter()
         state.span.set_attribute(telemetry.DRAFT_TOKENS, draft.usage.completion_tokens)
@@ -396,7 +315,7 @@ class EarlyStopRound:
             asyncio.ensure_future(self.share(state, solve.drafts[original]))
         elif self.verifier is not None and draft.index not in self.moved:  # a moved draft's stream had a prefix
             self.verifier.send(verifier_service_pb2.VerifyStreamRequest(end=draft))
-            timeout_s = self.pipeline.settings.verify_timeout_s
+            timeout_s = self.stages.verify_timeout_s
             self.timers[draft.id] = asyncio.get_running_loop().call_later(timeout_s, self.too_late, state)
         else:
             self.verify_alone(state)
@@ -405,7 +324,7 @@ class EarlyStopRound:
         """Verifies a finished draft in its own VerifyDrafts call (no streaming verification)."""
 
         async def verify() -> None:
-            await self.pipeline.verify(self.solve, state)
+            await self.stages.verify(self.solve, state)
             self.settled(state)
 
         def fail_on_error(task: asyncio.Task) -> None:
@@ -423,7 +342,7 @@ class EarlyStopRound:
         """The verification timeout passed without a verdict: the draft is not waited for any longer."""
         if state.verdict is None:
             metrics.DRAFTS.add(1, {"outcome": "timed_out"})
-            verdict = late_verdict(state.draft.id, self.pipeline.settings.verify_timeout_s)
+            verdict = late_verdict(state.draft.id, self.stages.verify_timeout_s)
             metrics.count_rule_results(verdict.rule_results)
             self.record(state, verdict)
 
@@ -443,7 +362,7 @@ class EarlyStopRound:
         self.record(state, response.verdict)
 
     def record(self, state: DraftState, verdict: common_pb2.DraftVerdict) -> None:
-        self.pipeline.record_verdict(self.solve, state, verdict)
+        self.stages.record_verdict(self.solve, state, verdict)
         self.settled(state)
 
     def settled(self, state: DraftState) -> None:
@@ -472,33 +391,20 @@ class EarlyStopRound:
     def stop(self, state: DraftState, abort: pb.DraftAbort) -> None:
         state.abort = abort
         if not state.finished:
-            self.stream_of[state.draft.id].send(
-                drafter_service_pb2.StreamDraftsRequest(cancel=drafter_service_pb2.CancelDraft(index=state.draft.index))
-            )
+            self.calls.cancel(self.stream_of[state.draft.id], state.draft.index)
         state.span.add_event("cancel sent", {telemetry.DRAFT_ABORT_REASON: abort.reason})
 
     def replace(self, state: DraftState, failure: str) -> None:
         """A new draft with the next strategy and the failure in its prompt, within N and the deadline."""
-        replacements = self.asked - self.request.num_drafts
+        replacements = self.calls.asked - self.request.num_drafts
         if self.stopping or replacements >= self.request.num_drafts:
             return
         if self.solve.deadline.left() < REPLACEMENT_MIN_LEFT_S:
             return
-        request = drafter_service_pb2.GenerateDraftsRequest()
-        request.CopyFrom(self.request)
-        request.num_drafts = 1
-        request.first_index = self.asked
-        self.asked += 1
-        del request.strategies[:]
-        # A program is replaced by a program, prose by prose.
-        request.program_drafts = 1 if state.draft.index in self.programs else 0
-        if request.program_drafts:
-            self.programs.add(request.first_index)
-        request.feedback = "; ".join(part for part in (self.request.feedback, failure) if part)
+        request = self.calls.replacement(state.draft.index, failure)
         self.replacing[request.first_index] = state
         self.solve.early_stop.replacements += 1
-        plan = self.replicas.plan(1) if self.replicas.active else []
-        self.start_drafter(request, plan[0][0] if plan else None)
+        self.start_drafter(request, self.calls.ready_replica())
 
     # ------------------------------------------------------------------------------------------- the quorum
 
@@ -515,7 +421,7 @@ class EarlyStopRound:
     def unstarted(self) -> list[int]:
         """Indexes of the drafts asked for that have not sent a token yet."""
         seen = {s.draft.index for s in self.states}
-        return [index for index in range(self.asked) if index not in seen]
+        return [index for index in range(self.calls.asked) if index not in seen]
 
     def stop_stragglers(self, reason: str) -> None:
         """Ends the round on a quorum: the drafts still generating are cancelled."""
@@ -527,22 +433,4 @@ class EarlyStopRound:
                 self.stop(state, pb.DraftAbort(reason="quorum", message=reason))
                 early_stop.cancelled += 1
         for index in self.unstarted():  # not even one token yet: they are not waited for either
-            self.stream_for(index).send(
-                drafter_service_pb2.StreamDraftsRequest(cancel=drafter_service_pb2.CancelDraft(index=index))
-            )
-
-
-def quorum_cancel_came_too_late(state: DraftState, draft: common_pb2.Draft) -> bool:
-    """A straggler's cancel raced with its end and lost: the Drafter finished it whole."""
-    stopped_on_quorum = state.abort is not None and state.abort.reason == "quorum"
-    return stopped_on_quorum and draft.finish_reason != common_pb2.FINISH_REASON_ABORTED
-
-
-def stopped_verdict(draft_id: str, abort: pb.DraftAbort) -> common_pb2.DraftVerdict:
-    """The verdict of a draft stopped on a quorum before it was verified: not valid, never selected."""
-    message = f"quorum stopped the draft before its end: {abort.message}"
-    return common_pb2.DraftVerdict(
-        draft_id=draft_id,
-        valid=False,
-        rule_results=[common_pb2.RuleResult(rule_id="quorum", passed=False, message=message, hard=True)],
-    )
+            self.calls.cancel(self.calls.stream_for(index), index)

@@ -11,7 +11,8 @@ A request without an output schema gets the arithmetic rule pack (hard) unless i
 substantive check (`selection`); a draft that passed every hard rule on format alone makes it UNCHECKED.
 
 This module holds the order of the stages only: the calls are in `downstream`, the request's state in
-`solve`, the stream's events in `events`, the reading of verdicts in `verdicts`, the ranking in `selection`.
+`solve`, what happens to each draft in `draft_stages`, a round of streamed drafts in `early_stop`, the stream's
+events in `events`, the reading of verdicts in `verdicts`, the ranking in `selection`.
 """
 
 from __future__ import annotations
@@ -30,26 +31,18 @@ from deliberate_api.refiner.v1 import refiner_service_pb2
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 
 from ..core import metrics, telemetry
-from ..selection import Candidate, Selection, select
-from ..selection.confidence import ConfidenceSummary
+from ..selection import Selection, select
 from ..selection.consensus import Consensus, Step, consensus
-from ..selection.duplicates import structural_signature
-from . import early_stop, events
+from . import early_stop, early_stop_rules, events
 from .downstream import Checks, Deadline, Downstream, StageError
+from .draft_stages import DraftStages, announce, candidate
 from .events import Emit
 from .settings import SchedulerSettings
 from .solve import DraftState, Solve, wants_consensus
 from .state import FileStateStore, StateStore
-from .verdicts import (
-    effective_constraints,
-    late_verdict,
-    refinement_problem,
-    shared_verdict,
-    unchecked_detail,
-    verifier_feedback,
-)
+from .verdicts import effective_constraints, refinement_problem, unchecked_detail, verifier_feedback
 from .watchdog import Watchdog
-from .weights import DecisionFeatures, WeightLearner, latency_fraction
+from .weights import DecisionFeatures, WeightLearner
 from .workload import Decision, LoadMonitor
 
 tracer = trace.get_tracer("deliberate.scheduler")
@@ -97,6 +90,7 @@ class Pipeline:
     ):
         self.settings = settings
         self.downstream = downstream
+        self.stages = DraftStages(downstream, settings.verify_timeout_s)  # what happens to every draft
         self.state_store = state_store or FileStateStore(WeightLearner())  # the weights and pending decisions
         self.workload = workload  # the Drafters' load; None: N is the request's or the configured default
         metrics.REDRAFT_ROUNDS.add(0)  # the series exists (at 0) before the first re-draft
@@ -209,13 +203,13 @@ class Pipeline:
             feedback=feedback,
             program_drafts=self.program_drafts(request, decision.num_drafts),
         )
-        options = early_stop.options_of(request, decision.num_drafts)
+        options = early_stop_rules.options_of(request, decision.num_drafts)
         if options.active:
             return await self.early_stop_round(solve, options, drafter_request, started)
         drafts = self.downstream.generate_drafts(solve.deadline, drafter_request)
         async with contextlib.aclosing(drafts):
             async for draft in drafts:
-                self.accept_draft(solve, draft, round_)
+                self.stages.accept_draft(solve, draft, round_)
         drafted = time.perf_counter()
         solve.timings.add("draft", drafted - started)
         new = [solve.drafts[i] for i in solve.drafts if i not in before]
@@ -236,83 +230,18 @@ class Pipeline:
     async def early_stop_round(
         self,
         solve: Solve,
-        options: early_stop.Options,
+        options: early_stop_rules.Options,
         drafter_request: drafter_service_pb2.GenerateDraftsRequest,
         started: float,
     ) -> list[common_pb2.DraftVerdict]:
         """A round of streamed drafts that stops the lost ones and ends on a quorum (`early_stop`)."""
-        round_ = early_stop.EarlyStopRound(self, solve, options, drafter_request)
+        round_ = early_stop.EarlyStopRound(self.downstream, self.stages, solve, options, drafter_request)
         solve.open_streams.append(round_)
         verdicts = await round_.run()
         ended = time.perf_counter()
         solve.timings.add("draft", round_.last_draft_at - started)
         solve.timings.add("verify", max(0.0, ended - round_.last_draft_at))
         return verdicts
-
-    def open_draft(self, solve: Solve, draft: common_pb2.Draft, round_: int) -> DraftState:
-        """The draft's state and its `deliberate.draft` span."""
-        span = tracer.start_span(
-            "deliberate.draft",
-            attributes={
-                telemetry.REQUEST_ID: solve.request_id,
-                telemetry.DRAFT_ID: draft.id,
-                telemetry.DRAFT_INDEX: draft.index,
-                telemetry.DRAFT_STRATEGY: draft.strategy,
-                telemetry.DRAFT_TOKENS: draft.usage.completion_tokens,
-                telemetry.DRAFT_ROUND: round_,
-            },
-        )
-        state = DraftState(draft, round_, span)
-        solve.drafts[draft.id] = state
-        return state
-
-    def accept_draft(self, solve: Solve, draft: common_pb2.Draft, round_: int) -> None:
-        state = self.open_draft(solve, draft, round_)
-        span = state.span
-        span.add_event("generated")
-        metrics.DRAFTS.add(1, {"outcome": "generated"})
-        solve.emit(events.draft_generated(draft))
-        original = solve.signatures.setdefault(structural_signature(draft.text), draft.id)
-        with trace.use_span(span, end_on_exit=False):  # the Verifier's span becomes the draft's child
-            if original == draft.id:
-                state.verification = asyncio.ensure_future(self.verify(solve, state))
-            else:
-                state.duplicate_of = original
-                metrics.DRAFTS.add(1, {"outcome": "duplicate"})
-                state.verification = asyncio.ensure_future(self.share_verdict(solve, state, solve.drafts[original]))
-
-    async def verify(self, solve: Solve, state: DraftState) -> None:
-        try:
-            verdict = await self.downstream.verify(
-                solve.request_id,
-                state.draft,
-                solve.checks,
-                solve.deadline,
-                "verification",
-                computations=wants_consensus(solve.request),
-            )
-        except StageError as error:
-            if error.code != grpc.StatusCode.DEADLINE_EXCEEDED or solve.deadline.left() <= 0:
-                raise
-            verdict = late_verdict(state.draft.id, self.settings.verify_timeout_s)  # never waited for past it
-            metrics.DRAFTS.add(1, {"outcome": "timed_out"})
-        metrics.count_rule_results(verdict.rule_results)  # a duplicate's shared verdict is not counted again
-        self.record_verdict(solve, state, verdict)
-
-    async def share_verdict(self, solve: Solve, state: DraftState, original: DraftState) -> None:
-        """A structural duplicate is not verified again: it shares the earlier draft's verdict."""
-        await original.verification
-        state.span.set_attribute("deliberate.draft.duplicate_of", original.draft.id)
-        self.record_verdict(solve, state, shared_verdict(original.verdict, state.draft.id))
-
-    def record_verdict(self, solve: Solve, state: DraftState, verdict: common_pb2.DraftVerdict) -> None:
-        state.verdict = verdict
-        state.span.add_event("verified")
-        state.span.set_attributes({telemetry.DRAFT_VALID: verdict.valid, telemetry.DRAFT_SCORE: verdict.score})
-        if failed := [r.rule_id for r in verdict.rule_results if r.hard and not r.passed]:
-            state.span.set_attribute(telemetry.DRAFT_FAILED_RULES, failed)
-        metrics.DRAFTS.add(1, {"outcome": "valid" if verdict.valid else "invalid"})
-        solve.emit(events.draft_verified(verdict))
 
     async def select_and_refine(self, solve: Solve) -> pb.SolveResponse:
         started = time.perf_counter()
@@ -324,7 +253,7 @@ class Pipeline:
             )
         selection = await self.select(solve)
         trace.get_current_span().set_attribute(telemetry.SELECTION_POLICY, selection.policy)
-        self.announce(solve, selection)
+        announce(solve, selection)
         prefix = self.consensus(solve, selection) if wants_consensus(solve.request) else None
         solve.timings.select = time.perf_counter() - started
 
@@ -384,23 +313,7 @@ class Pipeline:
         weights = self.state_store.weights_for_load(load)
         timeout_s = self.settings.verify_timeout_s
         selection = select(
-            [
-                Candidate(
-                    draft_id=s.draft.id,
-                    index=s.order,
-                    valid=s.verdict.valid,
-                    score=s.verdict.score,
-                    latency=latency_fraction(s.verdict.latency.ToTimedelta().total_seconds(), timeout_s),
-                    answer=s.verdict.extracted_answer,
-                    evidence=tuple(s.verdict.evidence),
-                    text=s.draft.text,
-                    completion_tokens=s.draft.usage.completion_tokens,
-                    finish_reason=common_pb2.FinishReason.Name(s.draft.finish_reason).removeprefix("FINISH_REASON_"),
-                    kind=s.draft.kind or "prose",
-                    confidence=confidence_summary(s.draft),
-                )
-                for s in solve.drafts.values()
-            ],
+            [candidate(s, timeout_s) for s in solve.drafts.values()],
             policy=solve.request.selection_policy or self.settings.selection_policy,
             weights=weights.vector(),
             max_selected=self.settings.max_selected,
@@ -434,30 +347,6 @@ class Pipeline:
             return f"could not be re-verified: {error.message}"
         trace.get_current_span().add_event("refined.verified", {telemetry.DRAFT_VALID: verdict.valid})
         return refinement_problem(verdict, best)
-
-    def announce(self, solve: Solve, selection: Selection) -> None:
-        ranks = {d.draft_id: rank for rank, d in enumerate(selection.selected)}
-        for draft_id, state in solve.drafts.items():
-            if draft_id in ranks:
-                state.selected = True
-                event = events.draft_selected(draft_id, ranks[draft_id], state.verdict.score)
-                outcome = "selected"
-            elif state.abort is not None:
-                event = events.draft_discarded(draft_id, f"aborted ({state.abort.reason}): {state.abort.message}")
-                outcome = "aborted"  # its span already has an "aborted" event; this one says it is settled
-            else:
-                reason = "failed a hard rule" if not state.verdict.valid else "outscored by the selected drafts"
-                event = events.draft_discarded(draft_id, reason)
-                outcome = "discarded"
-            state.span.set_attribute(telemetry.DRAFT_OUTCOME, outcome)
-            state.span.set_attribute(telemetry.DRAFT_FINAL, state.final)
-            state.span.set_attributes(
-                {telemetry.DRAFT_SIGNAL_PREFIX + name: value for name, value in (state.signals or {}).items()}
-            )
-            state.span.add_event(outcome)
-            state.span.end()
-            metrics.DRAFTS.add(1, {"outcome": outcome})
-            solve.emit(event)
 
     def consensus(self, solve: Solve, selection: Selection) -> Consensus:
         """The opening enough drafts agree on, by lines or by the computations the Verifier reported, in the
@@ -512,12 +401,3 @@ class Pipeline:
                 else:
                     final = item
         return final
-
-
-def confidence_summary(draft: common_pb2.Draft) -> ConfidenceSummary | None:
-    """The draft's confidence numbers as selection reads them; None where the engine reported none."""
-    if not draft.HasField("confidence"):
-        return None
-    c = draft.confidence
-    answer = c.answer if c.HasField("answer") else None
-    return ConfidenceSummary(c.tokens, c.mean_logprob, c.min_window, c.last_window, answer, c.window_tokens)
