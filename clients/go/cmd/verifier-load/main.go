@@ -2,7 +2,7 @@
 // its serialized bytes, as fast as the server answers, with a fixed number of calls in flight spread over several
 // connections, and prints one JSON line with the calls per second and its own CPU time.
 //
-//	verifier-load -addr 127.0.0.1:50052 -request request.bin -seconds 5 -channels 8 -in-flight 8
+//	verifier-load -addr 127.0.0.1:50053 -request request.bin -seconds 5 -channels 8 -in-flight 8
 //
 // bench/verifier.py builds and runs it: a load generator in Go costs a fraction of the CPU a Python one does, so on
 // a small machine the figure is the server's, not the client's.
@@ -35,7 +35,7 @@ type result struct {
 }
 
 func main() {
-	addr := flag.String("addr", "127.0.0.1:50052", "the Verifier's host:port")
+	addr := flag.String("addr", "127.0.0.1:50053", "the Verifier's host:port")
 	requestFile := flag.String("request", "", "a serialized deliberate.verifier.v1.VerifyDraftsRequest")
 	seconds := flag.Float64("seconds", 5, "how long to measure, after the warm-up")
 	channels := flag.Int("channels", 8, "connections, as separate clients would open")
