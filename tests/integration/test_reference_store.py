@@ -19,12 +19,12 @@ import pytest
 
 from deliberate.cli.stack import Ports, Stack
 from deliberate.rule_packs.ad_selection import catalog_store
+from deliberate.rule_packs.ad_selection.catalog import Ad
 from deliberate.verifier.constraints import ConstraintSpec, compile_rules
 from deliberate.verifier.reference import ReferenceStore
 from deliberate.verifier.rules import verify
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
-from deliberate_client.examples.ads import Ad
 
 LOOKUP_TIMEOUT_S = 0.3
 PLAN = '{"selected_ids": [1, 2, 3, 4, 5]}'
@@ -123,7 +123,7 @@ def test_a_verification_never_mixes_two_catalog_versions_loaded_while_it_runs(re
     store = ReferenceStore(redis_server.url, timeout_s=2.0)
     loader = ReferenceStore(redis_server.url, timeout_s=2.0)
     catalog_store.load(loader, [Ad(**row) for row in cheap])
-    rule_set = compile_rules("", [ConstraintSpec(0, "rule_pack", "ad_selection")], {}, reference=store)
+    rule_set = compile_rules("", [ConstraintSpec(0, "rule_pack", "ad_selection")], {}, {"reference": store})
     assert rule_set.waits_on_network
     stop = threading.Event()
 

@@ -15,11 +15,14 @@ from pathlib import Path
 
 import pytest
 
+from deliberate.rule_packs.ad_selection import catalog
 from deliberate.rule_packs.ad_selection.__main__ import main as ad_selection_command
 from deliberate.verifier.packs import ENTRY_POINT_GROUP
 from deliberate.verifier.reference import ReferenceStore
+from deliberate_client.examples import ads
 
 VERIFIER = Path(__file__).resolve().parents[2] / "services/deliberate/verifier"
+SERVERS = VERIFIER.parent
 
 
 def run_python(code: str, extra_path: Path | None = None) -> dict:
@@ -60,6 +63,26 @@ def test_no_verifier_module_imports_the_examples_or_a_pack_plugin():
         for path in sources
     }
     assert {path: names for path, names in offending.items() if names} == {}
+
+
+def test_no_server_module_imports_the_client_package():
+    """A server image needs no client wheel: the packs carry their own data. Only the commands that plug into the
+    client's `deliberate` command (cli/) may import it."""
+    sources = [p for p in SERVERS.rglob("*.py") if p.relative_to(SERVERS).parts[0] != "cli"]
+    assert len(sources) > 50
+    offending = {
+        str(path.relative_to(SERVERS)): sorted(n for n in imported_modules(path) if n.startswith("deliberate_client"))
+        for path in sources
+    }
+    assert {path: names for path, names in offending.items() if names} == {}
+
+
+def test_the_ad_selection_pack_ships_the_client_examples_catalog_and_budget():
+    """Two copies of one catalog: the client's prompt lists the ads the pack checks against."""
+    shipped = Path(catalog.__file__).with_name(catalog.CATALOG_FILE)
+    assert shipped.read_bytes() == ads.CATALOG_PATH.read_bytes(), f"copy {ads.CATALOG_PATH} to {shipped}"
+    assert [ad.model_dump() for ad in catalog.shipped_catalog()] == [ad.to_dict() for ad in ads.load_catalog()]
+    assert catalog.BUDGET == ads.BUDGET
 
 
 @pytest.mark.parametrize(

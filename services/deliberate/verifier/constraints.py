@@ -10,15 +10,15 @@ gRPC edge answers with INVALID_ARGUMENT.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..core.requests import InvalidArgument
 from ..core.schemas import compiled_validator
-from ..risk.client import RiskClient
 from .cel_rules import CelEnvironment, cel_check, compile_cel, compiled_cel
 from .constraint_spec import ConstraintSpec
 from .pack_rules import pack_rules
-from .packs import ReferenceStore, registry
+from .packs import registry
 from .program import is_program_rule
 from .rules import ANSWER_RULES, JSON_RULES, Rule, schema_check
 from .streaming import ArithmeticPrefix, JsonFencePrefix, PrefixCheck
@@ -50,11 +50,11 @@ def compile_rules(
     output_schema_text: str,
     constraints: list[ConstraintSpec],
     context: dict,
-    reference: ReferenceStore | None = None,
-    risk: RiskClient | None = None,
+    services: Mapping[str, object] | None = None,
 ) -> RuleSet:
-    """`reference`: the store packs read reference data from; None for their package data. `risk`: the client of
-    the risk-model service, for the credit pack."""
+    """`services`: what the Verifier offers rule packs, by name (`service.pack_services`); each pack gets those it
+    declared. None: nothing, and packs read their package data."""
+    services = services or {}
     output_schema = validator = None
     if output_schema_text.strip():
         try:
@@ -66,7 +66,7 @@ def compile_rules(
     ordered = sorted(constraints, key=lambda c: (KIND_ORDER[c.kind], c.index))
     # One for all CEL rules: the context is converted once, and each draft's own variables once per draft.
     cel_environment = CelEnvironment(context) if any(c.kind == "cel_expression" for c in ordered) else None
-    rules_by_spec = [(spec, constraint_rule(spec, context, reference, risk, cel_environment)) for spec in ordered]
+    rules_by_spec = [(spec, constraint_rule(spec, context, services, cel_environment)) for spec in ordered]
     constraint_rules = tuple(rule for _, rules in rules_by_spec for rule in rules)
     structured = output_schema is not None or any(reads_answer(c) for c in constraints)
     answer_rules = tuple(
@@ -136,8 +136,7 @@ def reads_answer(spec: ConstraintSpec) -> bool:
 def constraint_rule(
     spec: ConstraintSpec,
     context: dict,
-    reference: ReferenceStore | None,
-    risk: RiskClient | None,
+    services: Mapping[str, object],
     cel_environment: CelEnvironment | None = None,
 ) -> tuple[Rule, ...]:
     hard = not spec.soft
@@ -151,4 +150,4 @@ def constraint_rule(
         program = compile_cel(spec)
         environment = cel_environment or CelEnvironment(context)
         return (Rule(spec.rule_id, hard, lambda d: cel_check(spec, program, environment, d), substantive=True),)
-    return pack_rules(spec, context, reference, risk)
+    return pack_rules(spec, context, services)

@@ -3,20 +3,20 @@ context, and each of its checks wrapped as one rule (its answer model first, as 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pydantic import ValidationError
 
 from ..core.requests import InvalidArgument
 from ..core.schemas import shorten
-from ..risk.client import RiskClient
 from .constraint_spec import ConstraintSpec
-from .packs import Abstained, ReferenceStore, ReferenceUnavailable, RulePack, registry
+from .packs import Abstained, PackContext, ReferenceUnavailable, RulePack, registry
 from .program import PROGRAM, program_rule
 from .rules import MAX_DETAIL_CHARS, Abstain, Draft, Rule
 
 
-def pack_rules(
-    spec: ConstraintSpec, context: dict, reference: ReferenceStore | None, risk: RiskClient | None = None
-) -> tuple[Rule, ...]:
+def pack_rules(spec: ConstraintSpec, context: dict, services: Mapping[str, object]) -> tuple[Rule, ...]:
+    """`services`: the Verifier's, by name (`service.pack_services`); the pack gets those it declared."""
     if spec.source == PROGRAM:  # built into the Verifier, not a plugin: it reads and writes the draft
         if spec.params:
             raise InvalidArgument(f"{spec.field}.params", "the program check takes no parameters")
@@ -25,11 +25,12 @@ def pack_rules(
     pack_class = packs.get(spec.source)
     if pack_class is None:
         raise InvalidArgument(f"{spec.field}.rule_pack", f"unknown rule pack {spec.source!r}; known: {sorted(packs)}")
+    pack_context = resolve_services(spec, pack_class, services)
     try:
         params = pack_class.params_model.model_validate({**context, **spec.params})
     except ValidationError as error:
         raise InvalidArgument(f"{spec.field}.params", pydantic_summary(error)) from None
-    pack = pack_class(params, reference, risk)
+    pack = pack_class(params, pack_context)
     hard = not spec.soft
     rules = []
     if pack_class.answer_model is not None:
@@ -47,6 +48,20 @@ def pack_rules(
             )
         )
     return tuple(rules)
+
+
+def resolve_services(spec: ConstraintSpec, pack_class: type[RulePack], services: Mapping[str, object]) -> PackContext:
+    """The services `pack_class` declared, from the Verifier's; a required one the Verifier lacks refuses the
+    request, naming the pack and the service."""
+    missing = [name for name in pack_class.requires if services.get(name) is None]
+    if missing:
+        offered = sorted(name for name, service in services.items() if service is not None)
+        raise InvalidArgument(
+            f"{spec.field}.rule_pack",
+            f"rule pack {spec.source!r} requires the service {', '.join(map(repr, missing))}, which this Verifier "
+            f"does not have (it has: {', '.join(map(repr, offered)) or 'none'})",
+        )
+    return PackContext({name: services.get(name) for name in (*pack_class.requires, *pack_class.uses)})
 
 
 def pack_shape_check(spec: ConstraintSpec, pack: RulePack, rule_id: str, draft: Draft) -> tuple[bool, str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Mapping
 from functools import lru_cache
 
 import grpc
@@ -19,12 +20,10 @@ from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb
 from ..core import metrics, telemetry
 from ..core.convert import FINISH_REASON_NAMES, set_duration, struct_to_dict
 from ..core.requests import InvalidArgument
-from ..risk.client import RiskClient
 from .arithmetic import computations
 from .constraints import ConstraintSpec, RuleSet, compile_rules
 from .judge import Judge
 from .limits import CHECK_CONSTRAINTS, VERIFY_DRAFTS_OWN_FIELDS, VERIFY_STREAM_START
-from .reference import ReferenceStore
 from .rules import Verdict, verify
 from .settings import VerifierSettings
 from .streaming import GrowingDraft, PrefixFailure
@@ -58,14 +57,13 @@ class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
         self,
         settings: VerifierSettings,
         judge: Judge | None = None,
-        reference: ReferenceStore | None = None,
-        risk: RiskClient | None = None,
+        services: Mapping[str, object] | None = None,
     ):
+        """`services`: what rule packs may declare they need, by name (`service.pack_services`)."""
         self.settings = settings
         self.judge = judge
-        self.reference = reference
+        self.services = dict(services or {})
         self.compiled = lru_cache(maxsize=128)(self.check_and_compile)
-        self.risk = risk
 
     def validate(self, request: verifier_service_pb2.VerifyDraftsRequest) -> None:
         """VERIFY_DRAFTS's limits: those of the drafts here, on every call; those of the constraints and context
@@ -90,7 +88,7 @@ class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
         CHECK_CONSTRAINTS.check(request, self.settings)
         context_dict = struct_to_dict(request.context)
         specs = constraint_specs(request.constraints)
-        return compile_rules(request.output_schema, specs, context_dict, self.reference, self.risk), context_dict
+        return compile_rules(request.output_schema, specs, context_dict, self.services), context_dict
 
     async def VerifyDrafts(self, request, context: grpc.aio.ServicerContext):  # noqa: N802 (gRPC naming)
         try:

@@ -36,6 +36,13 @@ def rule_pack_names() -> list[str]:
     return sorted({*registry(), PROGRAM})
 
 
+def pack_services(reference: ReferenceStore | None, risk: RiskClient) -> dict[str, object]:
+    """What this Verifier offers rule packs, by the names they declare in `requires` and `uses`: `reference`, the
+    reference store (--reference-url; absent without one), and `risk`, the risk-model service's client
+    (--risk-address)."""
+    return {"risk": risk} | ({"reference": reference} if reference is not None else {})
+
+
 def serve(settings: VerifierSettings, state: dict, on_serving: Callable[[bool], None] | None = None) -> None:
     """Serves until SIGTERM or SIGINT, keeping `state` up to date. `on_serving`: a worker's report to its parent
     (workers.py), whose workers share the port."""
@@ -55,13 +62,14 @@ def serve(settings: VerifierSettings, state: dict, on_serving: Callable[[bool], 
                 settings.downstream_tls_ca_file, settings.downstream_tls_cert_file, settings.downstream_tls_key_file
             ),
         )
+        services = pack_services(reference, risk)
         try:
             if settings.judge == "off":
-                yield VerifierServicer(settings, reference=reference, risk=risk)
+                yield VerifierServicer(settings, services=services)
                 return
             async with open_engine(*settings.judge_engine_and_model()) as engine:
                 judge = Judge(engine, settings.judge_timeout_s, hard=settings.judge_hard)
-                yield VerifierServicer(settings, judge, reference=reference, risk=risk)
+                yield VerifierServicer(settings, judge, services=services)
         finally:
             risk.close()
 

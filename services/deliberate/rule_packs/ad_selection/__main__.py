@@ -11,12 +11,11 @@ from collections import Counter
 from pathlib import Path
 
 import redis
-from pydantic import TypeAdapter
 
 from deliberate.verifier.packs import ReferenceStore
-from deliberate_client.examples.ads import Ad, load_catalog
 
 from . import catalog_store
+from .catalog import ADS, Ad, shipped_catalog
 
 URL_ENV = "DELIBERATE_REFERENCE_URL"
 LOAD_TIMEOUT_S = 10.0
@@ -34,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.url:
         parser.error(f"--url or {URL_ENV} is required")
     try:
-        ads = read_catalog(args.catalog) if args.catalog else list(load_catalog())
+        ads = read_catalog(args.catalog) if args.catalog else list(shipped_catalog())
     except (OSError, ValueError) as error:  # ValidationError and JSONDecodeError are ValueErrors
         parser.error(f"--catalog: {error}")
     store = ReferenceStore(args.url, LOAD_TIMEOUT_S)
@@ -50,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def read_catalog(path: Path) -> list[Ad]:
-    ads = TypeAdapter(list[Ad]).validate_python(json.loads(path.read_text()))
+    ads = ADS.validate_python(json.loads(path.read_text()))
     duplicated = sorted(ad_id for ad_id, count in Counter(ad.id for ad in ads).items() if count > 1)
     if duplicated:
         raise ValueError(f"ids listed more than once: {duplicated}")

@@ -15,12 +15,11 @@ import secrets
 from collections.abc import Sequence
 from functools import lru_cache
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from deliberate.verifier.packs import ReferenceStore, ReferenceUnavailable
-from deliberate_client.examples.ads import Ad
 
-AD = TypeAdapter(Ad)  # Ad is a plain dataclass (the client carries no pydantic); pydantic reads and writes it
+from .catalog import Ad
 
 PREFIX = "deliberate:ad_selection:catalog"
 CURRENT = f"{PREFIX}:current"  # the version verifications read
@@ -48,7 +47,7 @@ def catalog_version(store: ReferenceStore, version: str) -> dict[int, Ad]:
     if not rows:
         raise store.missing(key, f"the current version is gone; {LOAD_HINT}")
     try:
-        return {int(ad_id): AD.validate_json(row) for ad_id, row in rows.items()}
+        return {int(ad_id): Ad.model_validate_json(row) for ad_id, row in rows.items()}
     except (ValueError, ValidationError) as error:
         raise ReferenceUnavailable(f"{store.name}: {key} is not an ad catalog: {error}") from None
 
@@ -62,7 +61,7 @@ def load(store: ReferenceStore, ads: Sequence[Ad]) -> str:
     key = version_key(version)
     with client.pipeline(transaction=True) as write:
         write.delete(key)
-        write.hset(key, mapping={str(ad.id): AD.dump_json(ad) for ad in ads})
+        write.hset(key, mapping={str(ad.id): ad.model_dump_json() for ad in ads})
         write.execute()
     replaced = client.set(CURRENT, version, get=True)
     if replaced is not None:

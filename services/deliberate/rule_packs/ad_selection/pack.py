@@ -2,7 +2,8 @@
 
 Which ids may be picked at all (the pool) is the request's own CEL constraint, not the pack's business.
 The catalog is, first found: the request's own (`catalog` in params or context), the reference store's
-current version (when the Verifier has `--reference-url`), the catalog shipped as package data.
+current version (when the Verifier has `--reference-url`: the service `reference` the pack uses), the catalog
+shipped as package data (`catalog.py`).
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from functools import cached_property
 
 from pydantic import BaseModel, ConfigDict, StrictInt, field_validator
 
-from deliberate.verifier.packs import CheckResult, RulePack, check
-from deliberate_client.examples.ads import BUDGET, Ad, load_catalog
+from deliberate.verifier.packs import CheckResult, ReferenceStore, RulePack, check
 
+from .catalog import BUDGET, Ad, shipped_catalog
 from .catalog_store import current_catalog
 
 
@@ -41,6 +42,11 @@ class AdSelectionPack(RulePack):
     name = "ad_selection"
     answer_model = AdPlan
     params_model = AdSelectionParams
+    uses = ("reference",)
+
+    @property
+    def reference(self) -> ReferenceStore | None:
+        return self.context["reference"]
 
     @property
     def waits_on_network(self) -> bool:
@@ -55,7 +61,7 @@ class AdSelectionPack(RulePack):
 
     @cached_property
     def ads(self) -> dict[int, Ad]:
-        return {ad.id: ad for ad in (self.params.catalog or load_catalog())}
+        return {ad.id: ad for ad in (self.params.catalog or shipped_catalog())}
 
     @check("catalog_check")
     def ids_exist(self, plan: AdPlan) -> CheckResult:

@@ -12,7 +12,7 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-from deliberate.risk.client import RiskRejected, RiskUnavailable
+from deliberate.risk.client import RiskClient, RiskRejected, RiskUnavailable
 from deliberate.risk.model import Applicant, Offer, Score
 from deliberate.verifier.packs import CheckResult, RulePack, check
 
@@ -56,6 +56,11 @@ class CreditPack(RulePack):
     name = "credit"
     answer_model = CreditOffers
     params_model = CreditParams
+    requires = ("risk",)  # the risk-model service's client: no offer is approved unchecked
+
+    @property
+    def risk(self) -> RiskClient:
+        return self.context["risk"]
 
     @property
     def waits_on_network(self) -> bool:
@@ -63,8 +68,6 @@ class CreditPack(RulePack):
 
     @check("risk_check")
     def offers_within_risk_limits(self, answer: CreditOffers) -> CheckResult:
-        if self.risk is None:
-            return False, "no risk-model service configured (--risk-address); no offer is approved unchecked"
         applicant = Applicant(**self.params.applicant.model_dump())
         offers = [Offer(o.amount, o.annual_rate, o.term_months) for o in answer.offers]
         results = self.risk.score_all(applicant, offers)

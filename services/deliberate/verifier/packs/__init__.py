@@ -9,28 +9,37 @@ ad-selection pack shipped with deliberate (`deliberate.rule_packs.ad_selection`)
 installed under the `deliberate.rule_packs` entry-point group (`my_pack = my_module:MyPack`). The Verifier
 imports no pack by name.
 
-A pack that reads reference data from the store (`reference.py`) does so in `snapshot()`, once per
-verification, so all its checks see one version of the data. A pack that calls a service (the credit pack, the
-risk model) gets its client from the Verifier and says so with `waits_on_network`.
+A pack gets a context, not the Verifier's services: it declares by name the services it cannot check without
+(`requires`) and those it reads where the Verifier has them (`uses`); the Verifier resolves them into the pack's
+`PackContext` and refuses a request for a pack whose required service it lacks. The names the Verifier offers are
+its `service.pack_services`. A pack that reads reference data from the store (`reference.py`) does so in
+`snapshot()`, once per verification, so all its checks see one version of the data; a pack that reads the store or
+calls a service says so with `waits_on_network`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from functools import cache
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from pydantic import BaseModel
 
 from ..reference import ReferenceStore, ReferenceUnavailable
 
-if TYPE_CHECKING:
-    from deliberate.risk.client import RiskClient
-
-__all__ = ["Abstained", "CheckResult", "ReferenceStore", "ReferenceUnavailable", "RulePack", "check", "register"]
+__all__ = [
+    "Abstained",
+    "CheckResult",
+    "PackContext",
+    "ReferenceStore",
+    "ReferenceUnavailable",
+    "RulePack",
+    "check",
+    "register",
+]
 
 log = logging.getLogger("deliberate.verifier.packs")
 
@@ -61,18 +70,34 @@ def check(rule_id: str, substantive: bool = True) -> Callable:
     return mark
 
 
+@dataclass(frozen=True)
+class PackContext:
+    """The Verifier's services a pack declared (`RulePack.requires` and `uses`), by name: `context["name"]`. A
+    required one is always there; a used one the Verifier lacks is None."""
+
+    services: Mapping[str, object] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> object:
+        if name not in self.services:
+            raise KeyError(f"service {name!r} is not declared in the pack's `requires` or `uses`")
+        return self.services[name]
+
+
 class RulePack:
     name: ClassVar[str]
     # Validates the parsed answer; None for packs that read the draft's text instead (arithmetic).
     answer_model: ClassVar[type[BaseModel] | None] = None
     params_model: ClassVar[type[BaseModel]]
+    # Services of the Verifier the pack cannot check without: a request for it is refused where one is missing.
+    requires: ClassVar[tuple[str, ...]] = ()
+    # Services it reads where the Verifier has them (None in its context where not).
+    uses: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, params: BaseModel, reference: ReferenceStore | None = None, risk: RiskClient | None = None):
+    def __init__(self, params: BaseModel, context: PackContext | None = None):
+        """`context`: what the Verifier resolved (`pack_rules`); None, as a test may make a pack, gives every
+        declared service as None."""
         self.params = params
-        # The Verifier's reference store (--reference-url), None without one: packs then use their package data.
-        self.reference = reference
-        # The Verifier's client of the risk-model service (--risk-address), which the credit pack calls.
-        self.risk = risk
+        self.context = context or PackContext(dict.fromkeys((*self.requires, *self.uses)))
 
     @property
     def waits_on_network(self) -> bool:
