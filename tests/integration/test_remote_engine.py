@@ -19,7 +19,7 @@ from deliberate.cli.local_redis import free_port
 from deliberate.cli.stack import Ports, Stack
 from deliberate.engines import SamplingParams, TextDelta
 from deliberate.engines.base import Cancellation, EngineError
-from deliberate.engines.remote_engine import RemoteConfig, RemoteEngine
+from deliberate.engines.remote_engine import RemoteEngine, RemoteSettings
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
 from deliberate_api.refiner.v1 import refiner_service_pb2, refiner_service_pb2_grpc
@@ -42,7 +42,7 @@ def server_url():
 
 @pytest.fixture(scope="module")
 def engine(server_url):
-    return RemoteEngine.load(RemoteConfig(url=server_url))
+    return RemoteEngine.load(RemoteSettings(remote_url=server_url))
 
 
 def _prompts(engine: RemoteEngine, count: int) -> list[str]:
@@ -128,7 +128,7 @@ def test_a_prompt_longer_than_the_servers_context_is_invalid_argument(engine):
 
 def test_an_unreachable_server_is_unavailable_naming_its_url_after_bounded_retries():
     url = f"http://127.0.0.1:{free_port()}/v1"
-    engine = RemoteEngine(RemoteConfig(url=url, retries=2, backoff_s=0.05), "any")
+    engine = RemoteEngine(RemoteSettings(remote_url=url, remote_retries=2, remote_backoff_s=0.05), "any")
     started = time.monotonic()
     with pytest.raises(EngineError, match=f"unreachable at {url}/chat/completions after 3 tries") as caught:
         engine.generate(["hi"], SamplingParams(max_new_tokens=4), lambda e: None, Cancellation())
@@ -136,19 +136,21 @@ def test_an_unreachable_server_is_unavailable_naming_its_url_after_bounded_retri
     assert time.monotonic() - started < 2.0  # 0.05 + 0.1 s of backoff and three refused connects
 
     with pytest.raises(EngineError, match=f"unreachable at {url}/models"):
-        RemoteEngine.load(RemoteConfig(url=url, retries=0))
+        RemoteEngine.load(RemoteSettings(remote_url=url, remote_retries=0))
 
 
 def test_a_server_still_starting_is_retried_and_a_wrong_api_key_is_refused():
     port = free_port()
     with running_llama_server(TEST_MODEL, port=port, api_key="right-key", wait=False) as url:
         # Connection refused while the model loads: retried with backoff until the server listens.
-        engine = RemoteEngine.load(RemoteConfig(url=url, api_key="right-key", retries=8, backoff_s=0.25))
+        engine = RemoteEngine.load(
+            RemoteSettings(remote_url=url, remote_api_key="right-key", remote_retries=8, remote_backoff_s=0.25)
+        )
         [completion] = engine.generate(["Say hi."], SamplingParams(max_new_tokens=4), lambda e: None, Cancellation())
         assert completion.completion_tokens > 0
 
         with pytest.raises(EngineError, match=r"refused the API key \(401\)") as caught:
-            RemoteEngine.load(RemoteConfig(url=url, api_key="wrong-key"))
+            RemoteEngine.load(RemoteSettings(remote_url=url, remote_api_key="wrong-key"))
         assert caught.value.status == "FAILED_PRECONDITION"
         assert "wrong-key" not in str(caught.value)
 

@@ -13,7 +13,7 @@ import pytest
 
 from deliberate.engines import SamplingParams
 from deliberate.engines.base import Cancellation, EngineError
-from deliberate.engines.remote_engine import RemoteConfig, RemoteEngine, chat_messages
+from deliberate.engines.remote_engine import RemoteEngine, RemoteSettings, chat_messages
 
 CHUNK = {"choices": [{"index": 0, "delta": {"content": "Hi"}, "finish_reason": None}]}
 LAST = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 9}}
@@ -84,7 +84,9 @@ def scripted() -> Iterator:
 
 
 def _generate(server: ScriptedServer, retries: int = 3, top_logprobs: int = 0, engine: RemoteEngine | None = None):
-    engine = engine or RemoteEngine(RemoteConfig(url=server.url, retries=retries, backoff_s=0.01), "scripted")
+    engine = engine or RemoteEngine(
+        RemoteSettings(remote_url=server.url, remote_retries=retries, remote_backoff_s=0.01), "scripted"
+    )
     params = SamplingParams(max_new_tokens=4, top_logprobs=top_logprobs)
     return engine.generate(["hi"], params, lambda e: None, Cancellation())
 
@@ -117,7 +119,7 @@ def test_a_stream_cut_after_its_first_token_is_not_retried(scripted):
 
 
 def test_chat_messages_round_trip_format_chat_and_keep_appended_text():
-    engine = RemoteEngine(RemoteConfig(url="http://127.0.0.1:1/v1"), "any")
+    engine = RemoteEngine(RemoteSettings(remote_url="http://127.0.0.1:1/v1"), "any")
     prompt = engine.format_chat('say "}"', "user\ntext") + "1, 2,"
     messages, prefill = chat_messages(prompt)
     assert messages == [{"role": "system", "content": 'say "}"'}, {"role": "user", "content": "user\ntext"}]
@@ -175,7 +177,7 @@ def test_no_log_probabilities_asked_or_sent_give_no_trace(scripted):
 
 def test_a_server_that_refuses_log_probabilities_is_asked_without_them_from_then_on(scripted):
     server = scripted((400, "logprobs are not supported with this model"), "stream")
-    engine = RemoteEngine(RemoteConfig(url=server.url, backoff_s=0.01), "scripted")
+    engine = RemoteEngine(RemoteSettings(remote_url=server.url, remote_backoff_s=0.01), "scripted")
     [completion] = _generate(server, top_logprobs=5, engine=engine)
     assert (completion.text, completion.trace) == ("Hi", None)
     assert "logprobs" in server.bodies[0] and "logprobs" not in server.bodies[1]

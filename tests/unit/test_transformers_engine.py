@@ -14,15 +14,13 @@ import torch
 import torch.nn.functional as F
 
 from deliberate.engines import Completion, GenerationEvent, SamplingParams, TextDelta
-from deliberate.engines.transformers_engine import (
-    MIN_SHARED_PREFIX,
+from deliberate.engines.transformers_decoding import (
     NucleusSampler,
     PresenceFrequencyPenalty,
     TokenLogprobs,
-    _locate,
-    _RowStreamer,
-    _skinny_linear,
+    skinny_linear,
 )
+from deliberate.engines.transformers_engine import MIN_SHARED_PREFIX, _locate, _RowStreamer
 
 PAD = 0
 
@@ -88,7 +86,7 @@ def test_nucleus_sampler_keeps_the_best_token_at_top_p_zero():
 def test_skinny_linear_matches_linear(rows):
     layer = torch.nn.Linear(24, 40)
     x = torch.randn(rows, 1, 24)
-    assert torch.allclose(_skinny_linear(layer, x), F.linear(x, layer.weight, layer.bias), atol=1e-5)
+    assert torch.allclose(skinny_linear(layer, x), F.linear(x, layer.weight, layer.bias), atol=1e-5)
 
 
 def test_locate_accepts_a_gguf_file_or_a_directory_holding_one(tmp_path):

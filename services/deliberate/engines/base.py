@@ -1,12 +1,10 @@
-"""The one interface every LLM engine implements (llamacpp, transformers, vllm, remote).
+"""The machinery every engine shares, behind the contract of `interface.py`.
 
-What each engine can do beyond plain generation (`EngineCapabilities`):
-- llamacpp: a seed per sequence, cancelling one sequence alone, decoding constrained to a JSON Schema;
-- vllm: a seed per sequence and cancelling one sequence alone; no schema constraint yet;
-- remote (an OpenAI-compatible server): a seed per sequence, cancelling one alone, the schema as `response_format`;
-- transformers: one seed per batch (the first), cancel stops the whole batch, no schema constraint.
-An engine that cannot honour a request's schema generates unconstrained and says so in `capabilities`;
-the Verifier still checks every draft against the schema.
+An engine subclasses `Engine` and writes `format_chat`, `decode` (one batch, blocking) and `from_settings` (how
+the plugin loader builds it); `Engine` does the rest: the opening and closing of every `generate` (the template
+method), the thread→async bridge (`stream`), the load meter and the decoding-speed average. The helpers below
+(`sequence_cancelled`, `TraceBuilder`, `error_message`, `cpu_count`, `chat_prompt`) are what several engines
+share. The contract's types are re-exported here, where the services have always found them.
 """
 
 from __future__ import annotations
@@ -16,83 +14,53 @@ import logging
 import os
 import threading
 import time
-from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
-from typing import Literal
+from abc import abstractmethod
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from pydantic import BaseModel
 
 from ..selection.confidence import TokenTrace, token_confidence
-from .load import EngineLoad, LoadMeter
+from .interface import (
+    Cancellation,
+    Completion,
+    EngineCapabilities,
+    EngineError,
+    EngineInterface,
+    EngineLoad,
+    EventSink,
+    FinishReason,
+    GenerationEvent,
+    SamplingParams,
+    TextDelta,
+)
+from .load import LoadMeter
 
-FinishReason = Literal["stop", "length", "aborted"]
+__all__ = [
+    "Batch",
+    "Cancellation",
+    "Completion",
+    "Engine",
+    "EngineCapabilities",
+    "EngineError",
+    "EventSink",
+    "FinishReason",
+    "GenerationEvent",
+    "SamplingParams",
+    "TextDelta",
+    "TraceBuilder",
+    "chat_prompt",
+    "cpu_count",
+    "error_message",
+    "sequence_cancelled",
+    "sequence_seeds",
+]
 
 log = logging.getLogger("deliberate.engine")
 
 # Weight of the newest measurement in the decoding-speed average.
 SPEED_EWMA_ALPHA = 0.3
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    temperature: float = 0.3
-    top_p: float = 0.95
-    max_new_tokens: int = 384
-    presence_penalty: float = 0.2
-    frequency_penalty: float = 0.1
-    seed: int | None = None
-    # Benchmarks force equal lengths; services leave it at 0.
-    min_new_tokens: int = 0
-    # Candidates per token whose log-probabilities the engine reports (token confidence); 0 reports none.
-    top_logprobs: int = 0
-
-
-@dataclass(frozen=True)
-class TextDelta:
-    """Newly decoded text of sequence `index`, in generation order."""
-
-    index: int
-    text: str
-
-
-@dataclass(frozen=True)
-class Completion:
-    """A finished sequence; emitted as soon as that sequence stops, not when the batch does."""
-
-    index: int
-    text: str
-    prompt_tokens: int
-    completion_tokens: int
-    finish_reason: FinishReason
-    latency_s: float
-    # Per-token log-probabilities, where the request asked for them (`top_logprobs`) and the engine reports them.
-    trace: TokenTrace | None = None
-
-
-GenerationEvent = TextDelta | Completion
-EventSink = Callable[[GenerationEvent], None]
-
-
-class Cancellation(threading.Event):
-    """Cancels a whole generation (`set()`) or single sequences of it (`cancel_sequence(i)`).
-
-    An Event, so an engine that can only stop its whole batch treats it as before.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._sequences: set[int] = set()
-        self.set_at: float | None = None  # time.monotonic() of the first set()
-
-    def set(self) -> None:
-        if self.set_at is None:
-            self.set_at = time.monotonic()
-        super().set()
-
-    def cancel_sequence(self, index: int) -> None:
-        self._sequences.add(index)
-
-    def is_cancelled(self, index: int) -> bool:
-        return self.is_set() or index in self._sequences
 
 
 def sequence_cancelled(cancel: threading.Event, index: int) -> bool:
@@ -120,15 +88,6 @@ class TraceBuilder:
         return TokenTrace(tuple(self.logprobs), tuple(self.confidences), tuple(self.ends))
 
 
-class EngineError(RuntimeError):
-    """An engine refused or failed a generation. `status` names the gRPC status code (grpc.StatusCode's name)
-    the services answer with; INTERNAL unless the engine knows better (the remote engine maps HTTP errors)."""
-
-    def __init__(self, message: str, status: str = "INTERNAL") -> None:
-        super().__init__(message)
-        self.status = status
-
-
 def serialized(on_event: EventSink) -> EventSink:
     """`on_event` behind a lock: an engine that emits from several threads still hands the sink one event at a
     time, as the single-threaded engines do."""
@@ -145,13 +104,6 @@ def error_message(error: object) -> str:
     """The message of an OpenAI-style error object (`{"message": …}`, as llama.cpp and OpenAI servers send), or
     the error as text."""
     return error.get("message", str(error)) if isinstance(error, dict) else str(error)
-
-
-@dataclass(frozen=True)
-class EngineCapabilities:
-    seed_per_sequence: bool = False
-    cancel_one_sequence: bool = False
-    output_schema: bool = False
 
 
 def sequence_seeds(params: SamplingParams, count: int) -> list[int | None]:
@@ -176,20 +128,46 @@ def chat_prompt(tokenizer, system: str, user: str) -> str:
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
 
-class Engine(ABC):
-    """Generates continuations for a batch of prompts in one call.
+@dataclass
+class Batch:
+    """One `generate` call, as an engine's `decode` receives it."""
+
+    prompts: Sequence[str]  # never empty
+    params: SamplingParams
+    emit: EventSink  # the caller's sink behind a lock: safe to call from any thread
+    cancel: threading.Event
+    output_schema: dict | None
+    started: float  # time.perf_counter() when the call began: the completions' latencies count from it
+    seeds: list[int | None]  # sequence_seeds(params, len(prompts))
+    # Times of one sequence's decoding steps (its tokens), which `decode` fills: they feed the speed average.
+    step_times: list[float] = field(default_factory=list)
+
+
+class Engine(EngineInterface):
+    """An engine plugin's base: implement `format_chat`, `decode` and `from_settings` (and `capacity` where the
+    engine decodes more than one sequence at once).
 
     Implementations serialize their own calls if the backend is not re-entrant.
     """
 
     name: str = "engine"
     capabilities = EngineCapabilities()
+    # The engine's own settings (flags and environment variables, docs/configuration.md): a pydantic model that
+    # EngineSettings composes; None where the model and the thread count are all the engine needs.
+    settings_class: ClassVar[type[BaseModel] | None] = None
+
+    @classmethod
+    @abstractmethod
+    def from_settings(cls, model: str, threads: int, settings: BaseModel | None) -> Engine:
+        """The engine loaded on `model` (an embedded model's name or a local path; engines that load none ignore
+        it), with `threads` CPU threads (0: every CPU the process may use) and its `settings_class` instance
+        (None where it declares none)."""
 
     @abstractmethod
-    def format_chat(self, system: str, user: str) -> str:
-        """Renders a system + user message with the model's chat template, ready for generation."""
+    def decode(self, batch: Batch) -> list[Completion]:
+        """Blocking: generates `batch`, emitting its events, as `generate` promises; appends one sequence's
+        decoding-step times to `batch.step_times`."""
 
-    @abstractmethod
     def generate(
         self,
         prompts: Sequence[str],
@@ -199,16 +177,15 @@ class Engine(ABC):
         *,
         output_schema: dict | None = None,
     ) -> list[Completion]:
-        """Blocking. One batched generation for all prompts.
-
-        Calls `on_event` with TextDelta while decoding and with each Completion as its sequence
-        stops. Setting `cancel` aborts the whole batch within one decoding step; unfinished
-        sequences then complete with finish_reason "aborted". A `Cancellation` can also stop one
-        sequence (where `capabilities.cancel_one_sequence`). Sequence i is seeded with
-        `sequence_seeds(params, n)[i]` where the engine can (`capabilities.seed_per_sequence`).
-        With `output_schema`, decoding is constrained to it where `capabilities.output_schema`.
-        Returns completions in prompt order.
-        """
+        if not prompts:
+            return []
+        # Latencies count from here, including any wait for the engine, as a caller sees them.
+        started = time.perf_counter()
+        seeds = sequence_seeds(params, len(prompts))
+        batch = Batch(prompts, params, serialized(on_event), cancel, output_schema, started, seeds)
+        completions = self.decode(batch)
+        self._record_speed(batch.step_times)
+        return completions
 
     # Updated by _record_speed after each generation; None until the first one.
     _tokens_per_second: float | None = None
@@ -217,7 +194,6 @@ class Engine(ABC):
 
     @property
     def capacity(self) -> int:
-        """Sequences the engine decodes at once; more wait for a free slot."""
         return 1
 
     def load_report(self) -> EngineLoad:
@@ -231,7 +207,6 @@ class Engine(ABC):
 
     @property
     def tokens_per_second(self) -> float | None:
-        """Measured single-sequence decoding speed, or None before the first generation."""
         return self._tokens_per_second
 
     def _record_speed(self, step_times: list[float]) -> None:

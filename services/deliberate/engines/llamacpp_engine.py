@@ -12,28 +12,23 @@ xllamacpp is imported only when an engine is loaded: the package imports without
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .base import (
+    Batch,
     Completion,
     Engine,
     EngineCapabilities,
     EngineError,
-    EventSink,
     FinishReason,
-    SamplingParams,
     TextDelta,
     TraceBuilder,
     cpu_count,
     error_message,
     sequence_cancelled,
-    sequence_seeds,
-    serialized,
 )
 from .models import gguf_file
 
@@ -101,6 +96,10 @@ class LlamaCppEngine(Engine):
         log.info("llama.cpp engine ready", extra={"model": str(path), "parallel": parallel})
         return engine
 
+    @classmethod
+    def from_settings(cls, model: str, threads: int, settings: object) -> LlamaCppEngine:
+        return cls.load(model, threads=threads or None)
+
     @property
     def capacity(self) -> int:
         return self.parallel  # llama.cpp's slots; further sequences wait in its queue
@@ -109,37 +108,17 @@ class LlamaCppEngine(Engine):
         before, between, after = self._template
         return f"{before}{system}{between}{user}{after}"
 
-    def generate(
-        self,
-        prompts: Sequence[str],
-        params: SamplingParams,
-        on_event: EventSink,
-        cancel: threading.Event,
-        *,
-        output_schema: dict | None = None,
-    ) -> list[Completion]:
-        if not prompts:
-            return []
-        started = time.perf_counter()
-        seeds = sequence_seeds(params, len(prompts))
-        on_event = serialized(on_event)  # the sink sees one event at a time, as with the other engines
-        sequences = [_Sequence(index, prompt, seeds[index], started) for index, prompt in enumerate(prompts)]
-        with ThreadPoolExecutor(len(prompts), thread_name_prefix="llamacpp") as pool:
-            completions = list(
-                pool.map(lambda s: self._complete(s, params, output_schema, on_event, cancel), sequences)
-            )
-        longest = max(sequences, key=lambda s: len(s.token_times))
-        self._record_speed(longest.token_times)
+    def decode(self, batch: Batch) -> list[Completion]:
+        sequences = [
+            _Sequence(index, prompt, batch.seeds[index], batch.started) for index, prompt in enumerate(batch.prompts)
+        ]
+        with ThreadPoolExecutor(len(sequences), thread_name_prefix="llamacpp") as pool:
+            completions = list(pool.map(lambda sequence: self._complete(sequence, batch), sequences))
+        batch.step_times += max(sequences, key=lambda s: len(s.token_times)).token_times
         return completions
 
-    def _complete(
-        self,
-        sequence: _Sequence,
-        params: SamplingParams,
-        output_schema: dict | None,
-        on_event: EventSink,
-        cancel: threading.Event,
-    ) -> Completion:
+    def _complete(self, sequence: _Sequence, batch: Batch) -> Completion:
+        params, output_schema, on_event, cancel = batch.params, batch.output_schema, batch.emit, batch.cancel
         request = {
             "prompt": sequence.prompt,
             "n_predict": params.max_new_tokens,

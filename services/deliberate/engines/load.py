@@ -10,19 +10,13 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+
+from .interface import EngineLoad
+
+__all__ = ["LOAD_WINDOW_S", "EngineLoad", "LoadMeter"]
 
 # Completed sequences count towards the recent speed for this long.
 LOAD_WINDOW_S = 30.0
-
-
-@dataclass(frozen=True)
-class EngineLoad:
-    busy_sequences: int
-    queued_sequences: int
-    capacity: int
-    recent_tokens_per_second: float
-    window_s: float
 
 
 class LoadMeter:

@@ -22,19 +22,16 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
 from ..selection.confidence import TokenTrace
 from .base import (
+    Batch,
     Completion,
     Engine,
     EngineCapabilities,
     EngineError,
-    EventSink,
-    SamplingParams,
     TextDelta,
     sequence_cancelled,
 )
@@ -66,6 +63,10 @@ class RecordedEngine(Engine):
             ) from None
         return cls(records)
 
+    @classmethod
+    def from_settings(cls, model: str, threads: int, settings: object) -> RecordedEngine:
+        return cls.load(model)
+
     @property
     def capacity(self) -> int:
         return 16
@@ -83,16 +84,8 @@ class RecordedEngine(Engine):
         matched = self.record_for(prompt)
         return matched["text"] if matched else FALLBACK_TEXT
 
-    def generate(
-        self,
-        prompts: Sequence[str],
-        params: SamplingParams,
-        on_event: EventSink,
-        cancel: threading.Event,
-        *,
-        output_schema: dict | None = None,
-    ) -> list[Completion]:
-        started = time.perf_counter()
+    def decode(self, batch: Batch) -> list[Completion]:
+        prompts, params, on_event, cancel = batch.prompts, batch.params, batch.emit, batch.cancel
         matched = [self.record_for(p) for p in prompts]
         pieces = [WORD_BOUNDARY.split(r["text"] if r else FALLBACK_TEXT) for r in matched]
         traces = [r["trace"] if r and params.top_logprobs > 0 else None for r in matched]
@@ -102,7 +95,7 @@ class RecordedEngine(Engine):
                 pieces[i], reasons[i] = words[: params.max_new_tokens], "length"
         sent = [0] * len(prompts)  # pieces streamed per sequence
         done: dict[int, Completion] = {}
-        step_times = [time.perf_counter()]
+        batch.step_times.append(time.perf_counter())
         while len(done) < len(prompts):  # one "decoding step" streams the next chunk of every running sequence
             for i, words in enumerate(pieces):
                 if i in done:
@@ -120,12 +113,11 @@ class RecordedEngine(Engine):
                         prompt_tokens=len(prompts[i].split()),
                         completion_tokens=len(text.split()),
                         finish_reason="aborted" if stopped else reasons[i],
-                        latency_s=time.perf_counter() - started,
+                        latency_s=time.perf_counter() - batch.started,
                         trace=replayed_trace(traces[i], text),
                     )
                     on_event(done[i])
-            step_times.append(time.perf_counter())
-        self._record_speed(step_times)
+            batch.step_times.append(time.perf_counter())
         return [done[i] for i in range(len(prompts))]
 
 

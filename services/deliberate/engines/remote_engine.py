@@ -32,11 +32,13 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from pydantic import BaseModel, Field, SecretStr
+
 from .base import (
+    Batch,
     Completion,
     Engine,
     EngineCapabilities,
@@ -48,8 +50,6 @@ from .base import (
     TraceBuilder,
     error_message,
     sequence_cancelled,
-    sequence_seeds,
-    serialized,
 )
 
 log = logging.getLogger("deliberate.engine")
@@ -74,46 +74,69 @@ STATUS_OF_HTTP = {
 }
 
 
-@dataclass(frozen=True)
-class RemoteConfig:
-    """Where the server is and how patiently to talk to it (EngineSettings' remote_* fields)."""
+class RemoteSettings(BaseModel):
+    """Where the server is and how patiently to talk to it: the remote engine's settings, composed into every
+    engine-backed service's (`--remote-url`, `DELIBERATE_REMOTE_URL`, …; docs/configuration.md)."""
 
-    url: str  # the OpenAI base URL, with its /v1: http://host:8000/v1
-    model: str = ""  # "" = the first model the server lists
-    api_key: str = field(default="", repr=False)
-    connect_timeout_s: float = 5.0
-    read_timeout_s: float = 120.0  # longest silence: the first token (queue + prompt) or between two tokens
-    retries: int = 3
-    backoff_s: float = 0.5  # first retry's wait; doubles each time
-    max_parallel: int = 8  # requests in flight at once; the engine's capacity
+    remote_url: str = Field(
+        "",
+        description="engine=remote: the server's OpenAI base URL, with its /v1 (vLLM, SGLang, llama.cpp's "
+        "llama-server, Ollama: http://host:port/v1).",
+    )
+    remote_model: str = Field(
+        "", description="engine=remote: the model name sent to the server; empty = the first one it lists."
+    )
+    remote_api_key: SecretStr = Field(
+        SecretStr(""), description="engine=remote: API key sent as a bearer token (never logged); empty = none."
+    )
+    remote_max_parallel: int = Field(
+        8, ge=1, description="engine=remote: requests in flight at once (the capacity the Drafter reports)."
+    )
+    remote_connect_timeout_s: float = Field(5.0, gt=0, description="engine=remote: connect timeout per try.")
+    remote_read_timeout_s: float = Field(
+        120.0,
+        gt=0,
+        description="engine=remote: longest silence of the server, before the first token (queue, prompt) or "
+        "between two; then DEADLINE_EXCEEDED.",
+    )
+    remote_retries: int = Field(
+        3,
+        ge=0,
+        description="engine=remote: retries of a connect error, 429 or 5xx before the first token (never after), "
+        "with exponential backoff.",
+    )
+    remote_backoff_s: float = Field(0.5, ge=0, description="engine=remote: wait before the first retry; doubles.")
 
 
 class RemoteEngine(Engine):
     name = "remote"
     capabilities = EngineCapabilities(seed_per_sequence=True, cancel_one_sequence=True, output_schema=True)
 
-    def __init__(self, config: RemoteConfig, model: str) -> None:
+    settings_class = RemoteSettings
+
+    def __init__(self, settings: RemoteSettings, model: str) -> None:
         import httpx2
 
         logging.getLogger("httpx2").setLevel(logging.WARNING)  # a line per request otherwise; the engine logs its own
-        self.config = config
+        self.settings = settings
         self.model = model
-        self.url = config.url.rstrip("/")
+        self.url = settings.remote_url.rstrip("/")
         self.logprobs_refused = False  # the server answered 400 to a request for log-probabilities
-        headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
+        api_key = settings.remote_api_key.get_secret_value()
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx2.Client(
             headers=headers,
-            timeout=httpx2.Timeout(config.read_timeout_s, connect=config.connect_timeout_s),
+            timeout=httpx2.Timeout(settings.remote_read_timeout_s, connect=settings.remote_connect_timeout_s),
             # A connection per request (no keep-alive): its socket is known from the connect on, so a cancelled
             # sequence's connection can be shut even while the server has not answered yet.
-            limits=httpx2.Limits(max_connections=config.max_parallel, max_keepalive_connections=0),
+            limits=httpx2.Limits(max_connections=settings.remote_max_parallel, max_keepalive_connections=0),
         )
 
     @classmethod
-    def load(cls, config: RemoteConfig) -> RemoteEngine:
+    def load(cls, settings: RemoteSettings) -> RemoteEngine:
         """Connects: asks the server for its models (so a wrong URL or key fails at startup) and picks the
         configured one, or the first listed."""
-        engine = cls(config, config.model)
+        engine = cls(settings, settings.remote_model)
         with contextlib.closing(engine._request("GET", "/models", lambda: False, threading.Event())) as response:
             try:
                 listed = [m["id"] for m in json.loads(response.read())["data"]]
@@ -130,34 +153,29 @@ class RemoteEngine(Engine):
         log.info("remote engine ready", extra={"url": engine.url, "model": engine.model})
         return engine
 
+    @classmethod
+    def from_settings(cls, model: str, threads: int, settings: RemoteSettings) -> RemoteEngine:
+        if not settings.remote_url:
+            raise ValueError("the remote engine needs the server's URL: --remote-url / DELIBERATE_REMOTE_URL")
+        return cls.load(settings)
+
     @property
     def capacity(self) -> int:
-        return self.config.max_parallel  # further sequences wait for a connection
+        return self.settings.remote_max_parallel  # further sequences wait for a connection
 
     def format_chat(self, system: str, user: str) -> str:
         return CHAT_MARKER + json.dumps([{"role": "system", "content": system}, {"role": "user", "content": user}])
 
-    def generate(
-        self,
-        prompts: Sequence[str],
-        params: SamplingParams,
-        on_event: EventSink,
-        cancel: threading.Event,
-        *,
-        output_schema: dict | None = None,
-    ) -> list[Completion]:
-        if not prompts:
-            return []
-        seeds = sequence_seeds(params, len(prompts))
-        started = time.perf_counter()
-        streams = [_Stream(index, started) for index in range(len(prompts))]
+    def decode(self, batch: Batch) -> list[Completion]:
+        cancel = batch.cancel
+        streams = [_Stream(index, batch.started) for index in range(len(batch.prompts))]
         failed = threading.Event()  # one sequence failed: the others stop and the call raises its error
-        emit = serialized(on_event)  # the sink sees one event at a time, as with the other engines
 
         def run(stream: _Stream) -> None:
-            body = self._body(prompts[stream.index], params, seeds[stream.index], output_schema)
+            index = stream.index
+            body = self._body(batch.prompts[index], batch.params, batch.seeds[index], batch.output_schema)
             try:
-                self._stream(stream, body, emit, cancel, failed)
+                self._stream(stream, body, batch.emit, cancel, failed)
             except BaseException:
                 failed.set()
                 raise
@@ -166,12 +184,13 @@ class RemoteEngine(Engine):
         watcher = threading.Thread(target=_shut_stopped, args=(streams, cancel, failed, done), daemon=True)
         watcher.start()
         try:
-            with ThreadPoolExecutor(min(len(prompts), self.config.max_parallel), thread_name_prefix="remote") as pool:
+            workers = min(len(streams), self.settings.remote_max_parallel)
+            with ThreadPoolExecutor(workers, thread_name_prefix="remote") as pool:
                 for future in [pool.submit(run, stream) for stream in streams]:
                     future.result()  # raises the first failed sequence's error
         finally:
             done.set()
-        self._record_speed(max(streams, key=lambda s: len(s.token_times)).token_times)
+        batch.step_times += max(streams, key=lambda s: len(s.token_times)).token_times
         return [s.completion for s in streams]
 
     def _body(self, prompt: str, params: SamplingParams, seed: int | None, output_schema: dict | None) -> dict:
@@ -256,7 +275,8 @@ class RemoteEngine(Engine):
                     emit(TextDelta(stream.index, piece))
         except httpx2.TimeoutException:
             raise EngineError(
-                f"remote engine at {self.url} sent nothing for {self.config.read_timeout_s:g} s", "DEADLINE_EXCEEDED"
+                f"remote engine at {self.url} sent nothing for {self.settings.remote_read_timeout_s:g} s",
+                "DEADLINE_EXCEEDED",
             ) from None
         except httpx2.TransportError as error:
             if not stopped():
@@ -278,8 +298,8 @@ class RemoteEngine(Engine):
                 on_socket(info["return_value"].get_extra_info("socket"))
 
         url = self.url + path
-        for attempt in range(self.config.retries + 1):
-            last_try = attempt == self.config.retries
+        for attempt in range(self.settings.remote_retries + 1):
+            last_try = attempt == self.settings.remote_retries
             request = self._http.build_request(method, url, json=body, extensions={"trace": trace})
             try:
                 response = self._http.send(request, stream=True)
@@ -292,7 +312,7 @@ class RemoteEngine(Engine):
                     ) from None
             except httpx2.TimeoutException:  # connected, but no answer in time (or no free connection)
                 raise EngineError(
-                    f"remote engine at {url} did not answer within {self.config.read_timeout_s:g} s",
+                    f"remote engine at {url} did not answer within {self.settings.remote_read_timeout_s:g} s",
                     "DEADLINE_EXCEEDED",
                 ) from None
             else:
@@ -302,7 +322,7 @@ class RemoteEngine(Engine):
                 response.close()
                 if last_try or response.status_code not in RETRYABLE_STATUSES:
                     raise http_error(url, self.model, response.status_code, response.text)
-            wake.wait(self.config.backoff_s * 2**attempt)
+            wake.wait(self.settings.remote_backoff_s * 2**attempt)
             if stopped():
                 return None
         raise AssertionError("unreachable")

