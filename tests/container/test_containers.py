@@ -207,6 +207,18 @@ def ad_selection_request(request_id: str) -> pb.SolveRequest:
     )
 
 
+def apples_request(request_id: str, **options) -> pb.SolveRequest:
+    """A short question with 2 short drafts."""
+    return build_request(
+        "Tom has 3 apples and buys 4 more. How many apples does he have?",
+        num_drafts=2,
+        max_new_tokens=32,
+        refine_max_new_tokens=16,
+        request_id=request_id,
+        **options,
+    )
+
+
 def wait_for_services(receiver: OtlpReceiver, trace_id: str, timeout_s: float = 15.0) -> set[str]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -303,16 +315,8 @@ def test_two_drafter_containers_both_serve_drafts_of_one_request(containers):
     wait_until_the_scheduler_finds_both_drafters_ready()
     generated_before = {drafter: drafts_generated_on(containers, drafter) for drafter in DRAFTERS}
     calls_before = {drafter: drafting_calls(containers, drafter) for drafter in DRAFTERS}
-    request = build_request(
-        "Tom has 3 apples and buys 4 more. How many apples does he have?",
-        num_drafts=2,
-        max_new_tokens=32,
-        refine_max_new_tokens=16,
-        seed=7,
-        request_id="two-drafters",
-    )
     with DeliberateClient(containers.address) as client:
-        response = client.solve(request, timeout=300)
+        response = client.solve(apples_request("two-drafters", seed=7), timeout=300)
     assert response.status != pb.SOLVE_STATUS_FAILED, response.status_reason
     placements = sorted(report.placement.replica for report in response.drafts if report.draft.index < 2)
     assert placements == sorted(addresses), placements  # both idle: one draft each
@@ -394,15 +398,8 @@ def test_watchdog_restarts_a_sigkilled_verifier_container(containers):
 
 
 def test_feedback_for_a_request_solved_by_one_replica_is_accepted_by_the_other(containers):
-    request = build_request(
-        "Tom has 3 apples and buys 4 more. How many apples does he have?",
-        num_drafts=2,
-        max_new_tokens=32,
-        refine_max_new_tokens=16,
-        request_id="solved-by-replica-a",
-    )
     with DeliberateClient(containers.address) as client:
-        response = client.solve(request, timeout=300)
+        response = client.solve(apples_request("solved-by-replica-a"), timeout=300)
         before = client.stub.GetState(pb.GetStateRequest(), timeout=10).feedback
     assert response.status != pb.SOLVE_STATUS_FAILED, response.status_reason
     with DeliberateClient(containers.replica_address) as client:
