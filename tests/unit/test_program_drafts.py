@@ -4,7 +4,6 @@ every draft, the limits on `program_drafts`, and the Scheduler's count and repla
 from __future__ import annotations
 
 import asyncio
-import threading
 from types import SimpleNamespace
 
 import pytest
@@ -24,7 +23,7 @@ from deliberate.drafter.prompts import (
 )
 from deliberate.drafter.server import DrafterServicer
 from deliberate.drafter.settings import DrafterSettings
-from deliberate.engines.base import Completion, Engine, TextDelta
+from deliberate.engines.base import Batch, Completion, Engine, TextDelta
 from deliberate.scheduler.early_stop import EarlyStopRound
 from deliberate.scheduler.early_stop_rules import Options
 from deliberate.scheduler.limits import SOLVE
@@ -90,15 +89,19 @@ class ScriptedEngine(Engine):
     def format_chat(self, system: str, user: str) -> str:
         return f"<system>{system}<user>{user}<assistant>"
 
-    def generate(self, prompts, params, on_event, cancel: threading.Event, *, output_schema=None):
-        self.prompts = list(prompts)
+    @classmethod
+    def from_settings(cls, model, threads, settings) -> ScriptedEngine:
+        return cls()
+
+    def decode(self, batch: Batch) -> list[Completion]:
+        self.prompts = list(batch.prompts)
         completions = []
-        for index, _ in enumerate(prompts):
+        for index, _ in enumerate(batch.prompts):
             half = len(PROGRAM_TAIL) // 2
-            on_event(TextDelta(index, PROGRAM_TAIL[:half]))
-            on_event(TextDelta(index, PROGRAM_TAIL[half:]))
+            batch.emit(TextDelta(index, PROGRAM_TAIL[:half]))
+            batch.emit(TextDelta(index, PROGRAM_TAIL[half:]))
             completion = Completion(index, PROGRAM_TAIL, 10, 12, "stop", 0.01)
-            on_event(completion)
+            batch.emit(completion)
             completions.append(completion)
         return completions
 
