@@ -160,6 +160,18 @@ def test_one_requests_drafts_are_split_over_both_replicas(stack):
     assert not any(p.moved_from or p.moved_reason for p in placements)
 
 
+def test_a_round_without_early_stopping_is_split_too(stack):
+    request = build_request("What is 2 + 3?", num_drafts=4, max_new_tokens=8, refine_max_new_tokens=4, seed=41)
+    request.disable_streaming_verification = True
+    request.disable_quorum = True
+    with grpc.insecure_channel(stack.address) as channel:
+        response = scheduler_service_pb2_grpc.SchedulerServiceStub(channel).Solve(request, timeout=120)
+    assert response.status != pb.SOLVE_STATUS_FAILED
+    assert response.early_stop.quorum == 0 and not response.early_stop.aborted  # every draft ran to its end
+    replicas = Counter(report.placement.replica for report in response.drafts)
+    assert replicas == {stack.address_of(r): 2 for r in stack.drafter_replicas}
+
+
 def test_a_replica_lost_mid_round_loses_no_draft(stack, otlp_receiver):
     """drafter-2 is SIGKILLed while it decodes its part of a round: its drafts move to drafter, the solve answers."""
     lost = stack.address_of("drafter-2")

@@ -173,6 +173,11 @@ class Downstream:
         self.settings = settings
         self.watchdog = watchdog
 
+    @property
+    def spreads_drafts(self) -> bool:
+        """Whether a round's drafts are split over several Drafter replicas (a streamed round does that)."""
+        return self.stubs.drafter_replicas.active
+
     async def check_constraints(self, checks: Checks, deadline: Deadline) -> None:
         request = verifier_service_pb2.CheckConstraintsRequest(
             output_schema=checks.output_schema, constraints=checks.constraints, context=checks.context

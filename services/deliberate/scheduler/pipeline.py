@@ -204,7 +204,7 @@ class Pipeline:
             program_drafts=self.program_drafts(request, decision.num_drafts),
         )
         options = early_stop_rules.options_of(request, decision.num_drafts)
-        if options.active:
+        if options.active or self.downstream.spreads_drafts:  # several replicas: streamed parts, failover
             return await self.early_stop_round(solve, options, drafter_request, started)
         drafts = self.downstream.generate_drafts(solve.deadline, drafter_request)
         async with contextlib.aclosing(drafts):
