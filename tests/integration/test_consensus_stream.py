@@ -30,6 +30,7 @@ def solve_streamed(stack, disable: bool) -> tuple[list, object]:
         QUESTION, num_drafts=3, max_new_tokens=32, refine_max_new_tokens=8, temperature=0.0, strategy_hints=HINTS
     )
     request.disable_consensus_prefix = disable
+    request.program_drafts = 0  # three prose drafts: a program shares no lines with them
     with DeliberateClient(stack.address) as client:
         events = list(client.solve_stream(request, timeout=300))
     return events, events[-1].final

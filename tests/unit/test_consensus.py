@@ -184,3 +184,19 @@ def test_without_shared_computations_the_line_prefix_stands():
     drafts = ["Same start.\n1 + 1 = 2", "same start\n2 + 2 = 4", "Same start!\n3 + 3 = 6"]
     found = consensus(drafts, 3, steps=[steps_of(d) for d in drafts])
     assert (found.basis, found.text) == ("lines", "Same start.\n")
+
+
+def test_the_consensus_prefix_is_for_streamed_solves_by_default():
+    from deliberate.scheduler.settings import SchedulerSettings
+    from deliberate.scheduler.solve import wants_consensus
+    from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
+
+    where = SchedulerSettings().consensus_prefix
+    plain = pb.SolveRequest(prompt="q")
+    assert where == "stream"
+    assert wants_consensus(plain, streamed=True, where=where)
+    assert not wants_consensus(plain, streamed=False, where=where)  # unary: 3.5x the refine tokens, no gain
+    assert wants_consensus(plain, streamed=False, where="on")
+    assert not wants_consensus(plain, streamed=True, where="off")
+    assert not wants_consensus(pb.SolveRequest(prompt="q", disable_consensus_prefix=True), streamed=True, where="on")
+    assert not wants_consensus(pb.SolveRequest(prompt="q", output_schema="{}"), streamed=True, where="on")

@@ -21,7 +21,7 @@ from ..selection.confidence import ConfidenceSummary
 from ..selection.duplicates import structural_signature
 from . import events
 from .downstream import Downstream, StageError
-from .solve import DraftState, Solve, wants_consensus
+from .solve import DraftState, Solve
 from .verdicts import late_verdict, shared_verdict
 from .weights import latency_fraction
 
@@ -74,7 +74,7 @@ class DraftStages:
                 solve.checks,
                 solve.deadline,
                 "verification",
-                computations=wants_consensus(solve.request),
+                computations=solve.consensus,
             )
         except StageError as error:
             if error.code != grpc.StatusCode.DEADLINE_EXCEEDED or solve.deadline.left() <= 0:

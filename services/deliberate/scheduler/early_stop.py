@@ -44,7 +44,7 @@ from .draft_stages import DraftStages
 from .drafter_calls import DrafterCalls
 from .early_stop_rules import Options, quorum_cancel_came_too_late, quorum_reason, stopped_verdict
 from .replicas import Replica
-from .solve import DraftState, Solve, wants_consensus
+from .solve import DraftState, Solve
 from .verdicts import late_verdict, shared_verdict
 
 log = logging.getLogger("deliberate.early_stop")
@@ -99,7 +99,7 @@ class EarlyStopRound:
         self.start_round()
         if self.options.streaming:
             self.verifier = self.downstream.verify_stream(
-                solve.request_id, solve.checks, solve.deadline, computations=wants_consensus(solve.request)
+                solve.request_id, solve.checks, solve.deadline, computations=solve.consensus
             )
             self.pump(self.verifier, "verifier")
         while not self.done():

@@ -73,6 +73,10 @@ def steps_of(solve: Solve, state: DraftState) -> list[Step]:
     return [Step(c.key, c.line) for c in state.verdict.computations]
 
 
+def drop_event(event: pb.SolveStreamResponse) -> None:
+    """A unary Solve's event sink: nobody reads its events."""
+
+
 def failure_status(error: BaseException) -> str:
     """The `status` label of a request that ended with an error: its gRPC code, lower case."""
     if isinstance(error, StageError):
@@ -106,7 +110,8 @@ class Pipeline:
         reason = "requested by the client" if requested else "the configured default"
         return Decision(num_drafts=n, reason=reason, utilization=0.0)
 
-    async def solve(self, request: pb.SolveRequest, deadline_s: float, emit: Emit) -> pb.SolveResponse:
+    async def solve(self, request: pb.SolveRequest, deadline_s: float, emit: Emit | None) -> pb.SolveResponse:
+        """One request through the stages. `emit`: the stream's event sink (SolveStream); None for a unary Solve."""
         solve = Solve(
             request=request,
             request_id=request.request_id or uuid.uuid4().hex[:REQUEST_ID_HEX_CHARS],
@@ -117,7 +122,8 @@ class Pipeline:
                 effective_constraints(request, programs=self.program_drafts(request, self.settings.max_drafts) > 0),
                 request.context,
             ),
-            emit=emit,
+            emit=emit or drop_event,
+            consensus=wants_consensus(request, streamed=emit is not None, where=self.settings.consensus_prefix),
         )
         span = trace.get_current_span()
         span.set_attribute(telemetry.REQUEST_ID, solve.request_id)
@@ -254,7 +260,7 @@ class Pipeline:
         selection = await self.select(solve)
         trace.get_current_span().set_attribute(telemetry.SELECTION_POLICY, selection.policy)
         announce(solve, selection)
-        prefix = self.consensus(solve, selection) if wants_consensus(solve.request) else None
+        prefix = self.consensus(solve, selection) if solve.consensus else None
         solve.timings.select = time.perf_counter() - started
 
         started = time.perf_counter()

@@ -40,7 +40,7 @@ class SchedulerServicer(scheduler_service_pb2_grpc.SchedulerServiceServicer):
     async def Solve(self, request, context):  # noqa: N802 (gRPC naming)
         await self.check(request, context)
         try:
-            return await self.pipeline.solve(request, self.deadline_s(context), emit=lambda event: None)
+            return await self.pipeline.solve(request, self.deadline_s(context), emit=None)
         except Exception as error:
             await self.fail(context, error)
 

@@ -117,6 +117,7 @@ class Solve:
     timings: StageTimes = field(default_factory=StageTimes)
     rounds: int = 0
     early_stop: pb.EarlyStop = field(default_factory=pb.EarlyStop)
+    consensus: bool = False  # refinement starts from the drafts' consensus prefix (`wants_consensus`)
     # Early-stop rounds whose calls are ended when the request ends (`EarlyStopRound.close`).
     open_streams: list = field(default_factory=list)
 
@@ -127,7 +128,9 @@ class Solve:
         return [state.to_report() for state in self.drafts.values()]
 
 
-def wants_consensus(request: pb.SolveRequest) -> bool:
-    """Whether the Scheduler looks for a consensus prefix: not when the request turns it off, nor for a
-    structured answer (a JSON object does not start with the drafts' reasoning lines)."""
-    return not request.disable_consensus_prefix and not request.output_schema
+def wants_consensus(request: pb.SolveRequest, streamed: bool, where: str) -> bool:
+    """Whether the Scheduler looks for a consensus prefix: where the deployment wants it (`where`: "on", "stream"
+    for a streamed solve only, "off"), not when the request turns it off, nor for a structured answer (a JSON
+    object does not start with the drafts' reasoning lines)."""
+    wanted = where == "on" or (where == "stream" and streamed)
+    return wanted and not request.disable_consensus_prefix and not request.output_schema
