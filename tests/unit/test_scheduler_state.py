@@ -14,7 +14,8 @@ from deliberate.scheduler import state as state_module
 from deliberate.scheduler import weights as weights_module
 from deliberate.scheduler.redis_client import redis_client
 from deliberate.scheduler.state import RedisStateStore, StateUnavailable
-from deliberate.scheduler.weights import DecisionFeatures, WeightLearner, Weights
+from deliberate.scheduler.weight_learner import WeightLearner
+from deliberate.scheduler.weights import DecisionFeatures, Weights
 
 DEFAULT_LEARNED = {"score": 1.0, "agreement": 0.3, "answer_share": 0.3}
 

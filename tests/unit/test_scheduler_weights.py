@@ -1,4 +1,5 @@
-"""Scheduler weights: the final-score formula, γ from load, learning α/β/δ from feedback, and crash-safe persistence."""
+"""Scheduler weights: the final-score formula, γ from load (weights.py), learning α/β/δ from feedback, and crash-safe
+persistence (weight_learner.py)."""
 
 import json
 import logging
@@ -8,12 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deliberate.scheduler import weights
+from deliberate.scheduler import weight_learner, weights
+from deliberate.scheduler.weight_learner import WeightLearner
 from deliberate.scheduler.weights import (
     WEIGHT_SUM,
     DecisionFeatures,
     Outcome,
-    WeightLearner,
     Weights,
     final_score,
     fit_weights,
@@ -294,7 +295,7 @@ def test_explicit_save_and_load_round_trip(tmp_path):
     learner.record("r1", DecisionFeatures(0.4, 0.7, 0.3))
     learner.save(tmp_path / "state.json")
     data = json.loads((tmp_path / "state.json").read_text())
-    assert data["schema_version"] == weights.SCHEMA_VERSION
+    assert data["schema_version"] == weight_learner.SCHEMA_VERSION
     assert WeightLearner.load(tmp_path / "state.json").snapshot() == learner.snapshot()
 
 
@@ -334,7 +335,7 @@ def test_a_version_1_file_without_delta_still_loads(tmp_path):
     assert not list(tmp_path.glob("weights.json.corrupt-*"))
     learner.record("new", DecisionFeatures(0.5, 0.9, 0.0, answer_share=1.0))  # rewritten as the new version
     rewritten = json.loads(path.read_text())
-    assert rewritten["schema_version"] == weights.SCHEMA_VERSION == 3
+    assert rewritten["schema_version"] == weight_learner.SCHEMA_VERSION == 3
     assert rewritten["weights"] == {"score": 0.9, "agreement": 0.4, "answer_share": Weights().delta}
 
 
@@ -467,7 +468,7 @@ def test_failed_rename_leaves_old_file_intact(tmp_path, monkeypatch):
     def crash(*args):
         raise OSError("simulated crash before rename")
 
-    monkeypatch.setattr(weights.os, "replace", crash)
+    monkeypatch.setattr(weight_learner.os, "replace", crash)
     with pytest.raises(OSError):
         learner.save(path)
     assert path.read_bytes() == before
@@ -480,7 +481,7 @@ def test_failed_encoding_leaves_old_file_intact(tmp_path, monkeypatch):
     def crash(*args, **kwargs):
         raise ValueError("simulated encoder failure")
 
-    monkeypatch.setattr(weights.json, "dumps", crash)
+    monkeypatch.setattr(weight_learner.json, "dumps", crash)
     with pytest.raises(ValueError):
         learner.save(path)
     assert path.read_bytes() == before
@@ -493,7 +494,7 @@ def test_failed_fsync_leaves_old_file_intact(tmp_path, monkeypatch):
     def crash(fd):
         raise OSError("simulated disk failure")
 
-    monkeypatch.setattr(weights.os, "fsync", crash)
+    monkeypatch.setattr(weight_learner.os, "fsync", crash)
     with pytest.raises(OSError):
         learner.save(path)
     assert path.read_bytes() == before
@@ -502,19 +503,19 @@ def test_failed_fsync_leaves_old_file_intact(tmp_path, monkeypatch):
 
 def test_autosave_failure_is_logged_not_raised_and_retried(tmp_path, monkeypatch, caplog):
     path, learner, before = saved_learner(tmp_path)
-    real_replace = weights.os.replace
+    real_replace = weight_learner.os.replace
 
     def crash(*args):
         raise OSError("disk full")
 
-    monkeypatch.setattr(weights.os, "replace", crash)
+    monkeypatch.setattr(weight_learner.os, "replace", crash)
     with caplog.at_level(logging.ERROR, logger="deliberate.scheduler.weights"):
         assert learner.submit("r1", True) is True  # the request is not failed by the disk
     assert learner.snapshot()["counters"]["save_failures"] == 1
     assert path.read_bytes() == before
     assert "could not save" in caplog.text
 
-    monkeypatch.setattr(weights.os, "replace", real_replace)
+    monkeypatch.setattr(weight_learner.os, "replace", real_replace)
     learner.flush()  # still dirty: the next write catches up
     assert WeightLearner.load(path).snapshot()["counters"]["accepted"] == 1
 

@@ -42,7 +42,8 @@ from .solve import DraftState, Solve, wants_consensus
 from .state import FileStateStore, StateStore
 from .verdicts import effective_constraints, refinement_problem, unchecked_detail, verifier_feedback
 from .watchdog import Watchdog
-from .weights import DecisionFeatures, WeightLearner
+from .weight_learner import WeightLearner
+from .weights import DecisionFeatures
 from .workload import Decision, LoadMonitor
 
 tracer = trace.get_tracer("deliberate.scheduler")

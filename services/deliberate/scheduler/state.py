@@ -55,21 +55,15 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from .redis_client import describe, redis_client
-from .weights import (
-    LEARNED,
-    SEED_NAMES,
-    DecisionFeatures,
+from .weight_learner import (
     FeedbackCounters,
-    Outcome,
     WeightLearner,
-    Weights,
     feature_row,
     features_from_row,
-    gamma_for_load,
     learned_weights,
-    refit_weights,
     restored_weights,
 )
+from .weights import LEARNED, SEED_NAMES, DecisionFeatures, Outcome, Weights, gamma_for_load, refit_weights
 
 log = logging.getLogger("deliberate.scheduler.state")
 
