@@ -186,6 +186,7 @@ def test_structural_duplicates_are_verified_once(stack, otlp_receiver):
         "What is 12 + 30?", num_drafts=3, max_new_tokens=16, refine_max_new_tokens=8, temperature=0.0,
         strategy_hints=["Add the numbers."] * 3,
     )  # fmt: skip
+    request.program_drafts = 0  # three prose drafts of one strategy (a program would differ from them)
     tried = []
     with DeliberateClient(stack.address) as client:
         for _ in range(3):
