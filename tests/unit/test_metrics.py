@@ -11,7 +11,7 @@ import pytest
 from deliberate.core import metrics
 from deliberate.core.metrics import BoundedLabel, count_rule_results, rule_outcome
 from deliberate.engines.base import SamplingParams, TextDelta
-from deliberate.engines.load import LOAD_WINDOW_S
+from deliberate.engines.workload import LOAD_WINDOW_S
 from deliberate.scheduler.downstream import StageError
 from deliberate.scheduler.pipeline import STATUS_LABEL, failure_status
 from deliberate_api.common.v1 import common_pb2

@@ -20,8 +20,8 @@ from ..core.convert import FINISH_REASONS, duration
 from ..core.gpu import GpuMonitor, GpuReading
 from ..core.requests import parse_output_schema
 from ..engines.base import Cancellation, Completion, Engine, SamplingParams, TextDelta
-from ..engines.load import EngineLoad
 from ..engines.service import EngineServicer, open_engine_of
+from ..engines.workload import EngineLoad
 from ..selection.confidence import TokenTrace, summarize
 from .limits import GENERATE_DRAFTS
 from .prompts import (

@@ -35,7 +35,7 @@ from .interface import (
     SamplingParams,
     TextDelta,
 )
-from .load import LoadMeter
+from .workload import LoadMeter
 
 __all__ = [
     "Batch",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from deliberate.engines.load import LoadMeter
+from deliberate.engines.workload import LoadMeter
 
 
 class Clock:

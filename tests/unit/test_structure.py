@@ -1,0 +1,104 @@
+"""The servers' package keeps its shape: rooms on floors (a room imports only rooms on lower floors or its own), no
+import cycles between modules, and no file a reader cannot hold in mind (docs/development.md)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "services" / "deliberate"
+MAX_LINES = 450
+
+# Floor of each room, lowest first. `core` is plumbing, `selection` pure domain code; the services sit above the
+# engines and the risk model; the rule packs plug into the Verifier; the commands and generated tables on top.
+FLOORS = {
+    "core": 0,
+    "selection": 1,
+    "engines": 2,
+    "risk": 2,
+    "drafter": 3,
+    "refiner": 3,
+    "verifier": 3,
+    "scheduler": 3,
+    "gateway": 3,
+    "rule_packs": 4,
+    "cli": 5,
+    "limits_table": 5,
+    "settings_table": 5,
+}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+
+
+def imported_at_load(name: str, path: Path) -> Iterator[str]:
+    """The package's modules that `name` imports when it is loaded (not those imported inside functions or only
+    for type checking)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        for statement in node.body if isinstance(node, ast.Try) else [node]:
+            if isinstance(statement, ast.Import):
+                targets = [alias.name for alias in statement.names]
+            elif isinstance(statement, ast.ImportFrom):
+                base = package.split(".")[: len(package.split(".")) - statement.level + 1] if statement.level else []
+                module = ".".join([*base, *([statement.module] if statement.module else [])])
+                targets = [module, *(f"{module}.{alias.name}" for alias in statement.names)]
+            else:
+                continue
+            yield from (target for target in targets if target in MODULES and target != name)
+
+
+IMPORTS = {name: set(imported_at_load(name, path)) for name, path in MODULES.items()}
+
+
+def room(module: str) -> str:
+    return module.split(".")[1] if "." in module else ""
+
+
+def test_every_room_has_a_floor():
+    rooms = {room(module) for module in MODULES} - {""}
+    assert rooms <= set(FLOORS), f"rooms without a floor in FLOORS: {sorted(rooms - set(FLOORS))}"
+
+
+def test_no_room_imports_a_room_on_a_higher_floor():
+    back = sorted(
+        f"{module} → {target}"
+        for module, targets in IMPORTS.items()
+        for target in targets
+        if room(module) and room(target) and FLOORS[room(target)] > FLOORS[room(module)]
+    )
+    assert not back, f"imports against the floors: {back}"
+
+
+def test_no_import_cycles():
+    done: set[str] = set()
+
+    def visit(module: str, path: tuple[str, ...]) -> None:
+        if module in path:
+            raise AssertionError(f"import cycle: {' → '.join(path[path.index(module) :] + (module,))}")
+        if module in done:
+            return
+        for target in sorted(IMPORTS[module]):
+            visit(target, (*path, module))
+        done.add(module)
+
+    for module in sorted(MODULES):
+        visit(module, ())
+
+
+def test_no_file_over_the_line_limit():
+    long = {str(path.relative_to(PACKAGE)): n for path in PACKAGE.rglob("*.py")
+            if (n := len(path.read_text().splitlines())) > MAX_LINES}  # fmt: skip
+    assert not long, f"files over {MAX_LINES} lines: {long}"
+
+
+def test_the_checks_see_an_import():
+    assert "deliberate.selection.numbers" in IMPORTS["deliberate.selection.consensus"]
