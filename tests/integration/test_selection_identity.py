@@ -105,6 +105,7 @@ def solved(stack) -> dict[tuple[str, str], tuple[dict, object]]:
                 )
                 request.disable_quorum = True  # every draft is generated to its end
                 request.disable_consensus_prefix = True
+                request.program_drafts = 0  # the recorded drafts are prose
                 record, response = evaluation.solve(services, settings, request)
                 assert response is not None, record.get("error")
                 results[problem_id, policy] = record, response
