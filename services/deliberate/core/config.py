@@ -65,6 +65,25 @@ class DownstreamTlsSettings(BaseModel):
     downstream_tls_key_file: str = Field("", description="PEM private key of --downstream-tls-cert-file.")
 
 
+class PromptLimits(BaseModel):
+    """The prompt limit of every service that reads the user's prompt (docs/limits.md)."""
+
+    max_prompt_chars: int = Field(8000, description="Longest prompt accepted, in characters.")
+
+
+class GenerationLimits(BaseModel):
+    """The token limit of every service that generates or asks for generated text."""
+
+    max_new_tokens_limit: int = Field(1024, description="Largest max_new_tokens a request may ask for.")
+
+
+class DraftLimits(BaseModel):
+    """The limits on a round of drafts, the Scheduler's (per request) and the Drafter's (per call) alike."""
+
+    max_drafts: int = Field(8, description="Largest num_drafts a request (or a Drafter call) may ask for.")
+    max_hint_chars: int = Field(500, description="Longest strategy hint accepted, in characters.")
+
+
 def env_name(field: str) -> str:
     return ENV_PREFIX + field.upper()
 

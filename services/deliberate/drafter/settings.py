@@ -4,12 +4,13 @@ from dataclasses import replace
 
 from pydantic import Field
 
+from ..core.config import DraftLimits
 from ..core.ports import DRAFTER_PORTS
 from ..engines.base import SamplingParams
 from ..engines.settings import EngineSettings
 
 
-class DrafterSettings(EngineSettings):
+class DrafterSettings(DraftLimits, EngineSettings):
     """Drafter: generates N candidate drafts in one batched engine call."""
 
     port: int = Field(DRAFTER_PORTS.grpc, description="gRPC port.")
@@ -23,8 +24,6 @@ class DrafterSettings(EngineSettings):
         "and a retry hint (docs/reliability.md). Two Schedulers' worth of solves; drafts beyond the engine's slots "
         "wait in its queue.",
     )
-    max_drafts: int = Field(8, description="Largest num_drafts accepted per call.")
-    max_hint_chars: int = Field(500, description="Longest strategy hint accepted, in characters.")
     confidence_top_k: int = Field(
         20,
         ge=0,

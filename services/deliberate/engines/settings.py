@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from ..core.config import CommonSettings
+from ..core.config import CommonSettings, GenerationLimits, PromptLimits
 from .base import SamplingParams
 from .remote_engine import RemoteSettings
+
+DEFAULT = SamplingParams()  # the sampling defaults, declared once (engines/interface.py)
 
 
 class EngineChoice(CommonSettings):
@@ -32,19 +34,20 @@ class EngineChoice(CommonSettings):
     )
 
 
-class EngineSettings(RemoteSettings, EngineChoice):
+class EngineSettings(RemoteSettings, GenerationLimits, PromptLimits, EngineChoice):
     """What every engine-backed service (Drafter, Refiner) is configured with: its engine, each engine's own
     settings (`Engine.settings_class`: RemoteSettings for the remote engine), the request limits and the sampling
     defaults. An engine plugin with settings of its own adds its class to these bases."""
 
-    max_prompt_chars: int = Field(8000, description="Longest prompt accepted, in characters.")
-    max_new_tokens_limit: int = Field(1024, description="Largest max_new_tokens a request may ask for.")
-    temperature: float = Field(0.3, description="Default sampling temperature.")
-    top_p: float = Field(0.95, description="Default nucleus sampling top_p.")
-    # 256 cut off 33-67 % of the default model's drafts before their final line (bench/results/eval-budget256.md).
-    max_new_tokens: int = Field(384, description="Default new tokens per generated text.")
-    presence_penalty: float = Field(0.2, description="Default presence penalty (OpenAI semantics).")
-    frequency_penalty: float = Field(0.1, description="Default frequency penalty (OpenAI semantics).")
+    temperature: float = Field(DEFAULT.temperature, description="Default sampling temperature.")
+    top_p: float = Field(DEFAULT.top_p, description="Default nucleus sampling top_p.")
+    max_new_tokens: int = Field(DEFAULT.max_new_tokens, description="Default new tokens per generated text.")
+    presence_penalty: float = Field(
+        DEFAULT.presence_penalty, description="Default presence penalty (OpenAI semantics)."
+    )
+    frequency_penalty: float = Field(
+        DEFAULT.frequency_penalty, description="Default frequency penalty (OpenAI semantics)."
+    )
 
     def default_sampling(self) -> SamplingParams:
         return SamplingParams(

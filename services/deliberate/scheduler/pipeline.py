@@ -31,6 +31,7 @@ from deliberate_api.refiner.v1 import refiner_service_pb2
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 
 from ..core import metrics, telemetry
+from ..engines.interface import SamplingParams
 from ..selection import Selection, select
 from ..selection.consensus import Consensus, Step, consensus
 from . import early_stop, early_stop_rules, events
@@ -50,9 +51,8 @@ tracer = trace.get_tracer("deliberate.scheduler")
 
 # Hex characters of a request id the Scheduler makes up when the client gave none.
 REQUEST_ID_HEX_CHARS = 16
-# The Drafter's default temperature (its DELIBERATE_TEMPERATURE), from which a re-draft of a request that
-# set none starts raising it; and the contract's highest temperature, where raising stops.
-DRAFTER_DEFAULT_TEMPERATURE = 0.3
+# The contract's highest temperature, where raising a re-draft's stops (one of a request that set none starts
+# from the Drafter's default, SamplingParams.temperature).
 MAX_TEMPERATURE = 2.0
 
 STATUS = {
@@ -184,9 +184,7 @@ class Pipeline:
         sampling.CopyFrom(request.sampling)
         if round_:
             base = (
-                request.sampling.temperature
-                if request.sampling.HasField("temperature")
-                else DRAFTER_DEFAULT_TEMPERATURE
+                request.sampling.temperature if request.sampling.HasField("temperature") else SamplingParams.temperature
             )
             sampling.temperature = min(MAX_TEMPERATURE, base + self.settings.redraft_temperature_step * round_)
         return sampling

@@ -5,12 +5,12 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from ..core.balancing import grpc_target
-from ..core.config import CommonSettings, DownstreamTlsSettings
+from ..core.config import CommonSettings, DownstreamTlsSettings, DraftLimits, GenerationLimits, PromptLimits
 from ..core.ports import DRAFTER_PORTS, LOCALHOST, REFINER_PORTS, SCHEDULER_PORTS, VERIFIER_PORTS
 from ..selection import get_policy
 
 
-class SchedulerSettings(DownstreamTlsSettings, CommonSettings):
+class SchedulerSettings(DraftLimits, GenerationLimits, PromptLimits, DownstreamTlsSettings, CommonSettings):
     """Scheduler: the client-facing service; draft → verify → select → refine."""
 
     port: int = Field(SCHEDULER_PORTS.grpc, description="gRPC port (the one clients call).")
@@ -42,10 +42,6 @@ class SchedulerSettings(DownstreamTlsSettings, CommonSettings):
         "`TOKEN solve,feedback,state`; calls without a listed token get UNAUTHENTICATED. Empty: no authentication.",
     )
     default_num_drafts: int = Field(5, description="Drafts per request when no load monitor decides (tests).")
-    max_drafts: int = Field(8, description="Largest num_drafts a request may ask for.")
-    max_prompt_chars: int = Field(8000, description="Longest prompt accepted, in characters.")
-    max_hint_chars: int = Field(500, description="Longest strategy hint accepted, in characters.")
-    max_new_tokens_limit: int = Field(1024, description="Largest max_new_tokens a request may ask for.")
     max_selected: int = Field(2, description="How many of the best drafts go to the Refiner.")
     selection_policy: str = Field(
         "weighted",

@@ -4,12 +4,12 @@ import os
 
 from pydantic import Field
 
-from ..core.config import CommonSettings, DownstreamTlsSettings
+from ..core.config import CommonSettings, DownstreamTlsSettings, PromptLimits
 from ..core.ports import RISK_PORTS, VERIFIER_PORTS
 from ..engines import ENGINES
 
 
-class VerifierSettings(DownstreamTlsSettings, CommonSettings):
+class VerifierSettings(PromptLimits, DownstreamTlsSettings, CommonSettings):
     """Verifier: checks drafts with deterministic rules (and optionally an LLM judge); never generates answers."""
 
     port: int = Field(VERIFIER_PORTS.grpc, description="gRPC port.")
@@ -33,7 +33,6 @@ class VerifierSettings(DownstreamTlsSettings, CommonSettings):
     )
     max_drafts: int = Field(16, description="Most drafts accepted per VerifyDrafts call.")
     max_draft_chars: int = Field(1_000_000, description="Longest draft text accepted, in characters.")
-    max_prompt_chars: int = Field(8000, description="Longest prompt accepted, in characters.")
     judge: str = Field(
         "off",
         description="LLM judge for drafts passing every hard rule: off, llamacpp or transformers (an engine, "
