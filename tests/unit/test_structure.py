@@ -102,3 +102,17 @@ def test_no_file_over_the_line_limit():
 
 def test_the_checks_see_an_import():
     assert "deliberate.selection.numbers" in IMPORTS["deliberate.selection.consensus"]
+
+
+def test_every_service_starts_without_the_client_package():
+    """The images install the server and the contract only (deploy/Containerfile): no service module may need
+    deliberate-client, which only the `deliberate` command (cli/) plugs into."""
+    import subprocess
+    import sys
+
+    services = ("scheduler", "drafter", "verifier", "refiner", "gateway", "risk")
+    code = "import sys; sys.modules['deliberate_client'] = None\n" + "".join(
+        f"import deliberate.{service}.__main__\n" for service in services
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
