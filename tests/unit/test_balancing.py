@@ -115,3 +115,51 @@ def test_replicas_over_mutual_tls_are_each_called_with_the_hostname_checked(tmp_
         return set(reached)
 
     assert asyncio.run(run()) == {"first", "second"}
+
+
+def test_a_call_to_a_peer_that_restarts_is_retried_until_it_serves_again():
+    """The Drafter's and Refiner's channels retry UNAVAILABLE (RETRY_POLICY): a call made while the channel still
+    backs off from a peer that was down succeeds once the peer serves again; one to a peer that stays down still
+    answers UNAVAILABLE, after the retries."""
+    import socket
+    import time
+
+    health_service = "grpc.health.v1.Health"
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    address = f"127.0.0.1:{port}"
+
+    async def run() -> tuple[grpc.StatusCode, float, int]:
+        async with aio_channel(address, None, channel_options(address, health_service, retry=True)) as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            started = time.monotonic()
+            try:
+                await stub.Check(health_pb2.HealthCheckRequest(), timeout=10)
+                down = grpc.StatusCode.OK
+            except grpc.aio.AioRpcError as error:
+                down = error.code()
+            waited = time.monotonic() - started
+            server = grpc.aio.server()
+            health_pb2_grpc.add_HealthServicer_to_server(health.aio.HealthServicer(), server)
+            server.add_insecure_port(address)
+            await server.start()  # the channel is still backing off from the failed attempts
+            try:
+                reply = await stub.Check(health_pb2.HealthCheckRequest(), timeout=10)
+            finally:
+                await server.stop(None)
+        return down, waited, reply.status
+
+    down, waited, status = asyncio.run(run())
+    assert down == grpc.StatusCode.UNAVAILABLE and waited >= 1.0  # tried again before giving up
+    assert status == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_retry_is_asked_for_per_service_and_keeps_the_balancing():
+    assert channel_options("127.0.0.1:50052", DRAFTER) == ()
+    single = json.loads(dict(channel_options("127.0.0.1:50052", DRAFTER, retry=True))["grpc.service_config"])
+    assert single["methodConfig"][0]["name"] == [{"service": DRAFTER}]
+    assert "loadBalancingConfig" not in single
+    balanced = dict(channel_options("dns:///drafter-headless:50052", DRAFTER, retry=True))
+    both = json.loads(balanced["grpc.service_config"])
+    assert both["loadBalancingConfig"] == [{"round_robin": {}}] and both["methodConfig"][0]["retryPolicy"]

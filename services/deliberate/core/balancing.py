@@ -72,26 +72,44 @@ def is_balanced(address: str) -> bool:
     return grpc_target(address) != address.strip() or address.strip().startswith(SCHEMES)
 
 
-def service_config(health_service: str) -> str:
+# A call that finds the channel still reconnecting to a restarted peer (UNAVAILABLE before any reply: a restarted
+# Drafter or Refiner serves again within seconds, the channel's backoff lags up to 2 s, core/tls.py) is tried again,
+# 0.5 s, 1 s and 2 s later, inside the call's deadline; a peer that stays down still answers UNAVAILABLE, ~3.5 s on.
+RETRY_POLICY = {
+    "maxAttempts": 4,
+    "initialBackoff": "0.5s",
+    "maxBackoff": "2s",
+    "backoffMultiplier": 2,
+    "retryableStatusCodes": ["UNAVAILABLE"],
+}
+
+
+def service_config(health_service: str, balanced: bool = True, retry: bool = False) -> str:
     """gRPC's service config: round_robin over the resolved addresses, each health-checked on `health_service`
-    (the full name of the gRPC service; its status is the one the server reports, see core/server.py)."""
-    return json.dumps(
-        {
-            "loadBalancingConfig": [{"round_robin": {}}],
-            "healthCheckConfig": {"serviceName": health_service},
-        }
-    )
+    (the full name of the gRPC service; its status is the one the server reports, see core/server.py); with
+    `retry`, RETRY_POLICY for every method of that service."""
+    config: dict[str, object] = {}
+    if balanced:
+        config["loadBalancingConfig"] = [{"round_robin": {}}]
+        config["healthCheckConfig"] = {"serviceName": health_service}
+    if retry:
+        config["methodConfig"] = [{"name": [{"service": health_service}], "retryPolicy": RETRY_POLICY}]
+    return json.dumps(config)
 
 
-def channel_options(address: str, health_service: str) -> tuple[tuple[str, object], ...]:
-    """The channel options that balance `address` (none for one host:port: it connects as before).
+def channel_options(address: str, health_service: str, retry: bool = False) -> tuple[tuple[str, object], ...]:
+    """The channel options that balance `address` (one host:port connects as before), and with `retry` retry a
+    call that finds the peer unreachable (RETRY_POLICY).
 
     An `ipv4:`/`ipv6:` list has no host name, and gRPC's default authority for it is no name a certificate holds:
     under TLS the first replica's address is the name checked (a certificate with every replica's IP in its SANs,
     as deploy/dev-certs.sh writes for 127.0.0.1 and ::1, passes). A `dns:///name:port` target checks `name`."""
-    if not is_balanced(address):
+    balanced = is_balanced(address)
+    if not balanced and not retry:
         return ()
-    options: list[tuple[str, object]] = [("grpc.service_config", service_config(health_service))]
+    options: list[tuple[str, object]] = [("grpc.service_config", service_config(health_service, balanced, retry))]
+    if not balanced:
+        return tuple(options)
     target = grpc_target(address)
     if target.startswith(("ipv4:", "ipv6:")):
         options.append(("grpc.default_authority", target.split(":", 1)[1].split(",")[0]))

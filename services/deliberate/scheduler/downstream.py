@@ -95,17 +95,19 @@ class Stubs:
             settings.downstream_tls_ca_file, settings.downstream_tls_cert_file, settings.downstream_tls_key_file
         )
         # Several replicas (a list, or a target such as dns:///drafter-headless:50052): round_robin with health
-        # checking on the service's own name (core/balancing.py); one host:port connects as before.
+        # checking on the service's own name (core/balancing.py); one host:port connects as before. Calls to the
+        # Drafter and Refiner, which a restart leaves unreachable for seconds, retry UNAVAILABLE (RETRY_POLICY);
+        # the Verifier's have the watchdog and their own short timeouts.
         channels = [
             aio_channel(
                 grpc_target(address),
                 credentials,
-                channel_options(address, module.DESCRIPTOR.services_by_name[name].full_name),
+                channel_options(address, module.DESCRIPTOR.services_by_name[name].full_name, retry=retry),
             )
-            for address, module, name in (
-                (settings.drafter_address, drafter_service_pb2, "DrafterService"),
-                (settings.verifier_address, verifier_service_pb2, "VerifierService"),
-                (settings.refiner_address, refiner_service_pb2, "RefinerService"),
+            for address, module, name, retry in (
+                (settings.drafter_address, drafter_service_pb2, "DrafterService", True),
+                (settings.verifier_address, verifier_service_pb2, "VerifierService", False),
+                (settings.refiner_address, refiner_service_pb2, "RefinerService", True),
             )
         ]
         replicas = DrafterReplicas(settings.drafter_address, credentials)
