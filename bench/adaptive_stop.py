@@ -10,7 +10,9 @@ allowed there (`--losses`, in points) the policy with the fewest tokens is chose
 stop whose limits per kind are the 5th percentile of the right drafts' lowest window (`confidence_stop`) — and
 only then replayed on the scored runs, so nothing is fitted on what is scored. Writes
 bench/results/adaptive_stop.json: per choice, its calibration and scored `token_ratio` (tokens with ÷ without) and
-`accuracy_change_points` (the selected answer's accuracy with − without, same drafts, paired).
+`accuracy_change_points` (the selected answer's accuracy with − without, same drafts, paired); and
+`agreement_precision`: how often a valid prose draft and a valid program that agree are right, against two prose
+drafts that agree (whether cross-modal agreement may settle a round sooner).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS, write_result  # noqa: E402
 from confidence_stop import read_records, stop_point, thresholds  # noqa: E402
 
-from deliberate_bench.stopping import choose, compare  # noqa: E402
+from deliberate_bench.stopping import agreement_precision, choose, compare  # noqa: E402
 
 CONFIDENCE_PERCENTILE = 5
 
@@ -60,6 +62,8 @@ def main() -> int:
         "calibration_runs": args.calibrate.name,
         "scored_runs": args.runs.name if scored else None,
         "confidence_limits": {kind: round(value, 4) for kind, value in limits.items()},
+        "agreement_precision": {"calibration": agreement_precision(calibration),
+                                "scored": agreement_precision(scored) if scored else None},
         "choices": choices,
     })  # fmt: skip
     return 0

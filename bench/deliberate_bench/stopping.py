@@ -138,6 +138,20 @@ def compare(records: Sequence[Mapping], policy: AdaptivePolicy, **options) -> di
     }
 
 
+def agreement_precision(records: Sequence[Mapping]) -> dict[str, dict[str, int]]:
+    """How often two valid drafts that agree are right: the first prose draft with the first program (cross-modal)
+    against the first two prose drafts (same kind), each among the valid drafts with an answer."""
+    found = {"prose_and_program": {"agree": 0, "right": 0}, "two_prose": {"agree": 0, "right": 0}}
+    for record in records:
+        valid = {kind: [d for d in of_kind(record, kind) if d["valid"] and d.get("answer")] for kind in KINDS}
+        pairs = {"prose_and_program": (valid["prose"][:1] + valid["program"][:1]), "two_prose": valid["prose"][:2]}
+        for name, pair in pairs.items():
+            if len(pair) == 2 and answer_key(pair[0]["answer"]) == answer_key(pair[1]["answer"]):
+                found[name]["agree"] += 1
+                found[name]["right"] += same_answer(pair[0]["answer"], record["gold"])
+    return found
+
+
 def candidate_policies(max_drafts: int = 5) -> list[AdaptivePolicy]:
     """Every order of `max_drafts` kinds with at most 4 of each (what the recorded rounds hold), started with 1–3
     drafts, settled by a quorum of 2, 3 or none (cross-modal agreement only)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from deliberate_bench.stopping import AdaptivePolicy, choose, compare, with_policy, without
+from deliberate_bench.stopping import AdaptivePolicy, agreement_precision, choose, compare, with_policy, without
 
 
 def draft(index: int, kind: str, answer: str, tokens: int, valid: bool = True, confidence=None) -> dict:
@@ -50,3 +50,9 @@ def test_compare_and_choose_count_tokens_and_accuracy_on_the_same_drafts():
     assert result["token_ratio"] < 1.0
     policy, found = choose([AGREEING, SPLIT], max_loss_points=0.0)
     assert found["accuracy_change_points"] >= 0.0 and found["token_ratio"] <= result["token_ratio"]
+
+
+def test_agreement_precision_counts_agreeing_pairs_and_the_right_ones():
+    found = agreement_precision([AGREEING, SPLIT])
+    assert found["prose_and_program"] == {"agree": 1, "right": 1}  # SPLIT's first prose says 7, its program 3
+    assert found["two_prose"] == {"agree": 1, "right": 1}  # SPLIT's first two prose drafts disagree
