@@ -107,3 +107,13 @@ def test_the_summary_prints_the_answer_when_it_is_not_the_one_that_streamed(caps
     r.answer = '{"items": []}'
     view.summary(r)
     assert "answer:" not in capsys.readouterr().out
+
+
+def test_a_draft_line_says_where_it_ran_and_why_it_moved():
+    from deliberate_client.cli import placement_note
+
+    assert placement_note(pb.DraftReport()) == ""
+    stayed = pb.DraftReport(placement=pb.DraftPlacement(replica="10.0.0.2:50052"))
+    assert placement_note(stayed) == "  on 10.0.0.2:50052"
+    moved = pb.DraftReport(placement=pb.DraftPlacement(replica="a:1", moved_from="b:2", moved_reason="lost"))
+    assert placement_note(moved) == "  on a:1 (moved from b:2: lost)"

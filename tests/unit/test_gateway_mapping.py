@@ -272,3 +272,20 @@ def test_a_stream_whose_refinement_was_rejected_says_so_and_carries_the_answer()
     *_, final = stream_of(parse_chat_request(body(stream=True), MODEL), response, [TRACE + "\n", "It is 5."])
     assert final["deliberate"]["answer_replaced"] is True
     assert final["deliberate"]["answer"] == "draft 1. The answer is 4."
+
+
+def test_a_drafts_placement_appears_in_its_summary_only_with_replicas():
+    from deliberate.gateway.responses import draft_summary
+
+    plain = pb.DraftReport(draft=common_pb2.Draft(id="d0"))
+    assert "replica" not in draft_summary(plain)
+    moved = pb.DraftReport(
+        draft=common_pb2.Draft(id="d1"),
+        placement=pb.DraftPlacement(replica="10.0.0.2:50052", moved_from="10.0.0.3:50052", moved_reason="lost"),
+    )
+    summary = draft_summary(moved)
+    assert (summary["replica"], summary["moved_from"], summary["moved_reason"]) == (
+        "10.0.0.2:50052",
+        "10.0.0.3:50052",
+        "lost",
+    )

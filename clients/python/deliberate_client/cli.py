@@ -408,6 +408,7 @@ class ProgressView:
                 f" {mark} r{report.round} #{report.draft.index} {'valid  ' if v.valid else 'invalid'} "
                 f"final {c.final:.3f}{formula}"
                 + (f"  duplicate of {report.duplicate_of}" if report.duplicate_of else "")
+                + placement_note(report)
             )
             self.say("      " + "; ".join(x.message for x in v.rule_results))
         self.say(f"refine  budget {r.refine_token_budget} tokens ({r.refine_budget_reason})")
@@ -416,6 +417,15 @@ class ProgressView:
         self.say(f"tokens  prompt {r.usage.prompt_tokens}, completion {r.usage.completion_tokens}")
         self.say(f"timings {timing}")
         self.say(f"trace   {r.trace_id}   request {r.request_id}")
+
+
+def placement_note(report: pb.DraftReport) -> str:
+    """``  on 10.0.0.2:50052 (moved from 10.0.0.3:50052: replica … lost: …)`` with several Drafter replicas."""
+    if not report.HasField("placement"):
+        return ""
+    placement = report.placement
+    moved = f" (moved from {placement.moved_from}: {placement.moved_reason})" if placement.moved_from else ""
+    return f"  on {placement.replica}{moved}"
 
 
 def verified_by_lines(r: pb.SolveResponse) -> list[str]:

@@ -93,6 +93,11 @@ def draft_summary(report: pb.DraftReport) -> dict:
     }
     if report.duplicate_of:
         summary["duplicate_of"] = report.duplicate_of
+    if report.HasField("placement"):  # several Drafter replicas: where it ran, and why it moved
+        placement = report.placement
+        summary["replica"] = placement.replica
+        if placement.moved_from:
+            summary["moved_from"], summary["moved_reason"] = placement.moved_from, placement.moved_reason
     return summary
 
 
