@@ -147,7 +147,8 @@ container-test: install
 ## Benchmarks print their figures and write bench/results/<name>.json.
 bench: bench-engines bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus
 
-## llama.cpp against transformers on the same SmolLM2 file, prompts, N=5 and token counts.
+## The Drafter over gRPC against xllamacpp called directly: same prompts, sampling, N=5, 128 tokens, threads,
+## default model; throughput_ratio (target >= 0.9). --with-transformers adds the retired transformers comparison.
 bench-engines: install
 	$(PY) bench/engines.py
 
