@@ -9,8 +9,10 @@ from deliberate.scheduler.verdicts import (
     DEFAULT_ARITHMETIC,
     effective_constraints,
     late_verdict,
+    refinement_problem,
     unchecked_detail,
     verifier_feedback,
+    with_computed_answer,
 )
 from deliberate.scheduler.weights import Weights
 from deliberate.selection import Candidate as Scored
@@ -125,6 +127,32 @@ def test_an_unchecked_reason_names_what_was_checked_and_what_abstained():
         "; passed: final_answer, numeric_answer; abstained: arithmetic abstained: no equation to recompute"
         "; the answer is not verified"
     )
+
+
+def verdict(answer: str, valid: bool = True, evidence: tuple = (), program: bool = False) -> common_pb2.DraftVerdict:
+    results = [common_pb2.RuleResult(rule_id="program", passed=True, substantive=True)] if program else []
+    return common_pb2.DraftVerdict(valid=valid, extracted_answer=answer, evidence=evidence, rule_results=results)
+
+
+def test_a_refinement_may_polish_a_checked_answer_but_never_change_it():
+    checked = verdict("72", evidence=("cross_check", "arithmetic"))
+    assert refinement_problem(verdict("72.0"), checked) == ""  # the same value, worded anew
+    changed = refinement_problem(verdict("70", evidence=("arithmetic",)), checked)  # even with checks of its own
+    assert changed == (
+        "its answer '70' differs from the checked draft's '72'; refinement may not change a checked answer"
+    )
+    assert refinement_problem(verdict("70"), verdict("72")) == ""  # an unchecked best draft promises nothing
+    broken = common_pb2.DraftVerdict(
+        valid=False, rule_results=[common_pb2.RuleResult(hard=True, passed=False, message="complete failed: cut off")]
+    )
+    assert refinement_problem(broken, checked) == "complete failed: cut off"
+
+
+def test_a_program_answer_states_the_value_its_program_printed():
+    program = "```python\nprint(48 + 24)\n```"
+    assert with_computed_answer(program, verdict("72", program=True)) == f"{program}\n\nFinal answer: 72"
+    assert with_computed_answer("So 72.\nFinal answer: 72", verdict("72")) == "So 72.\nFinal answer: 72"
+    assert with_computed_answer(program, verdict("", program=True)) == program  # it printed no number
 
 
 def test_a_slow_verification_loses_when_gamma_is_high():

@@ -74,7 +74,7 @@ class DraftStages:
                 solve.checks,
                 solve.deadline,
                 "verification",
-                computations=solve.consensus,
+                computations=solve.consensus_prefix,
             )
         except StageError as error:
             if error.code != grpc.StatusCode.DEADLINE_EXCEEDED or solve.deadline.left() <= 0:

@@ -41,7 +41,13 @@ from .events import Emit
 from .settings import SchedulerSettings
 from .solve import DraftState, Solve, wants_consensus
 from .state import FileStateStore, StateStore
-from .verdicts import effective_constraints, refinement_problem, unchecked_detail, verifier_feedback
+from .verdicts import (
+    effective_constraints,
+    refinement_problem,
+    unchecked_detail,
+    verifier_feedback,
+    with_computed_answer,
+)
 from .watchdog import Watchdog
 from .weight_learner import WeightLearner
 from .weights import DecisionFeatures
@@ -51,8 +57,9 @@ tracer = trace.get_tracer("deliberate.scheduler")
 
 # Hex characters of a request id the Scheduler makes up when the client gave none.
 REQUEST_ID_HEX_CHARS = 16
-# The contract's highest temperature, where raising a re-draft's stops (one of a request that set none starts
-# from the Drafter's default, SamplingParams.temperature).
+# The contract's highest temperature, where raising a re-draft's stops. A request that set none is raised from the
+# engines' built-in default (SamplingParams.temperature): the Scheduler cannot see a Drafter's own --temperature,
+# so a Drafter run hotter than that default drafts a request's re-draft rounds cooler than its first.
 MAX_TEMPERATURE = 2.0
 
 STATUS = {
@@ -72,6 +79,16 @@ def steps_of(solve: Solve, state: DraftState) -> list[Step]:
     if state.duplicate_of and state.draft.text != solve.drafts[state.duplicate_of].draft.text:
         return []
     return [Step(c.key, c.line) for c in state.verdict.computations]
+
+
+def refined_text(refined: refiner_service_pb2.RefineFinal) -> str:
+    """The refined answer without its thinking-trace line."""
+    return refined.text.removeprefix(refined.thinking_trace).lstrip("\n")
+
+
+def with_trace(refined: refiner_service_pb2.RefineFinal, text: str) -> str:
+    """`text` under the refinement's thinking-trace line, when it has one."""
+    return f"{refined.thinking_trace}\n{text}" if refined.thinking_trace else text
 
 
 def drop_event(event: pb.SolveStreamResponse) -> None:
@@ -113,6 +130,8 @@ class Pipeline:
 
     async def solve(self, request: pb.SolveRequest, deadline_s: float, emit: Emit | None) -> pb.SolveResponse:
         """One request through the stages. `emit`: the stream's event sink (SolveStream); None for a unary Solve."""
+        decision = self.draft_count(request.num_drafts)  # before the checks: a round without programs skips theirs
+        programs = self.program_drafts(request, decision.num_drafts) > 0
         solve = Solve(
             request=request,
             request_id=request.request_id or uuid.uuid4().hex[:REQUEST_ID_HEX_CHARS],
@@ -120,15 +139,14 @@ class Pipeline:
             checks=Checks(
                 request.prompt,
                 request.output_schema,
-                effective_constraints(request, programs=self.program_drafts(request, self.settings.max_drafts) > 0),
+                effective_constraints(request, programs=programs),
                 request.context,
             ),
             emit=emit or drop_event,
-            consensus=wants_consensus(request, streamed=emit is not None, where=self.settings.consensus_prefix),
+            consensus_prefix=wants_consensus(request, streamed=emit is not None, where=self.settings.consensus_prefix),
         )
         span = trace.get_current_span()
         span.set_attribute(telemetry.REQUEST_ID, solve.request_id)
-        decision = self.draft_count(request.num_drafts)
         span.set_attribute(telemetry.NUM_DRAFTS, decision.num_drafts)
         started = time.perf_counter()
         try:
@@ -239,7 +257,8 @@ class Pipeline:
         drafter_request: drafter_service_pb2.GenerateDraftsRequest,
         started: float,
     ) -> list[common_pb2.DraftVerdict]:
-        """A round of streamed drafts that stops the lost ones and ends on a quorum (`early_stop`)."""
+        """A round of streamed drafts (`early_stop`): with early stopping on, it stops the lost ones and ends on a
+        quorum; with several Drafter replicas, it splits the round over them and moves a lost replica's drafts."""
         round_ = early_stop.EarlyStopRound(self.downstream, self.stages, solve, options, drafter_request)
         solve.open_streams.append(round_)
         verdicts = await round_.run()
@@ -259,7 +278,7 @@ class Pipeline:
         selection = await self.select(solve)
         trace.get_current_span().set_attribute(telemetry.SELECTION_POLICY, selection.policy)
         announce(solve, selection)
-        prefix = self.consensus(solve, selection) if solve.consensus else None
+        prefix = self.find_consensus(solve, selection) if solve.consensus_prefix else None
         solve.timings.select = time.perf_counter() - started
 
         started = time.perf_counter()
@@ -272,7 +291,7 @@ class Pipeline:
                 raise
             # The drafts are verified and paid for: a lost Refiner costs the polish, not the answer.
             refinement_lost = error.message
-            refined = refiner_service_pb2.RefineFinal(text=best.draft.text)
+            refined = refiner_service_pb2.RefineFinal(text=with_computed_answer(best.draft.text, best.verdict))
             trace.get_current_span().add_event("refinement.unavailable", {"reason": error.message})
         solve.timings.refine = time.perf_counter() - started
 
@@ -289,11 +308,12 @@ class Pipeline:
         if refinement_lost:
             reason += f"; refinement unavailable ({refinement_lost}); answering with the best draft #{best.draft.index}"
         elif selection.status != "unverified":
-            broken = await self.recheck_refined(solve, refined, best.verdict)
+            broken, checked = await self.recheck_refined(solve, refined, best.verdict)
             if broken:  # the refined answer may never be worse than the best verified draft
-                text = best.draft.text
-                answer = f"{refined.thinking_trace}\n{text}" if refined.thinking_trace else text
+                answer = with_trace(refined, with_computed_answer(best.draft.text, best.verdict))
                 reason += f"; refinement rejected ({broken}); answering with the best draft #{best.draft.index}"
+            else:
+                answer = with_trace(refined, with_computed_answer(refined_text(refined), checked))
         return pb.SolveResponse(
             request_id=solve.request_id,
             answer=answer,
@@ -336,11 +356,11 @@ class Pipeline:
 
     async def recheck_refined(
         self, solve: Solve, refined: refiner_service_pb2.RefineFinal, best: common_pb2.DraftVerdict
-    ) -> str:
+    ) -> tuple[str, common_pb2.DraftVerdict]:
         """Verifies the refined answer against the request's hard rules; returns why it may not replace the
-        best draft ("" when it may). An answer that cannot be checked counts as failing: the verified draft is
-        the safe answer."""
-        text = refined.text.removeprefix(refined.thinking_trace).lstrip("\n")
+        best draft ("" when it may) and its verdict. An answer that cannot be checked counts as failing: the
+        verified draft is the safe answer."""
+        text = refined_text(refined)
         draft = common_pb2.Draft(id=f"{solve.request_id}-refined", text=text, finish_reason=refined.finish_reason)
         try:
             verdict = await self.downstream.verify(
@@ -349,11 +369,11 @@ class Pipeline:
         except StageError as error:
             if error.code == grpc.StatusCode.DEADLINE_EXCEEDED and solve.deadline.left() <= 0:
                 raise
-            return f"could not be re-verified: {error.message}"
+            return f"could not be re-verified: {error.message}", common_pb2.DraftVerdict()
         trace.get_current_span().add_event("refined.verified", {telemetry.DRAFT_VALID: verdict.valid})
-        return refinement_problem(verdict, best)
+        return refinement_problem(verdict, best), verdict
 
-    def consensus(self, solve: Solve, selection: Selection) -> Consensus:
+    def find_consensus(self, solve: Solve, selection: Selection) -> Consensus:
         """The opening enough drafts agree on, by lines or by the computations the Verifier reported, in the
         wording of the best-ranked draft that shares it; streamed at once, before refinement starts."""
         ranked = [solve.drafts[draft_id] for draft_id in selection.ranking]
@@ -383,7 +403,8 @@ class Pipeline:
     async def refine(
         self, solve: Solve, selection: Selection, prefix: Consensus | None
     ) -> refiner_service_pb2.RefineFinal:
-        """`prefix`: the Scheduler's consensus, handed to the Refiner as is (None: the Refiner decides)."""
+        """`prefix`: the Scheduler's consensus, handed to the Refiner as is; None where the solve has no consensus
+        prefix (`--consensus-prefix`), which the Refiner is then told, lest it find one by lines itself."""
         request = solve.request
         selected = [solve.drafts[d.draft_id] for d in selection.selected]
         refine_request = refiner_service_pb2.RefineRequest(
@@ -394,7 +415,7 @@ class Pipeline:
             sampling=request.refine_sampling,
             output_schema=request.output_schema,
             disable_thinking_trace=request.disable_thinking_trace,
-            disable_consensus_prefix=request.disable_consensus_prefix,
+            disable_consensus_prefix=request.disable_consensus_prefix or not solve.consensus_prefix,
         )
         if prefix is not None:
             refine_request.consensus_prefix = prefix.text

@@ -1,6 +1,6 @@
 """What the Scheduler reads from verdicts and adds to them: the default constraints, re-draft feedback,
-the detail of an UNCHECKED answer, the verdict of a draft verified too late, and whether a refined answer
-may replace the best draft. Pure functions over contract messages, no calls.
+the detail of an UNCHECKED answer, the verdict of a draft verified too late, whether a refined answer
+may replace the best draft, and a program answer's computed value. Pure functions over contract messages, no calls.
 """
 
 from __future__ import annotations
@@ -78,17 +78,24 @@ def shared_verdict(original: common_pb2.DraftVerdict, draft_id: str) -> common_p
 
 def refinement_problem(refined: common_pb2.DraftVerdict, best: common_pb2.DraftVerdict) -> str:
     """Why the refined answer may not replace the best draft ("" when it may): it fails a hard rule, or it
-    states another final answer than the best draft without evidence of its own — the status rests on the
-    draft's checks, which say nothing about a different answer."""
+    states another final answer than a checked best draft. The Refiner polishes the selected answer; it may not
+    replace it, even with arithmetic of its own that checks out — selection chose that answer across drafts
+    and kinds, and the status rests on the draft's checks (on recorded GSM8K solves a changed answer was never
+    a correction: docs/eval.md#what-refinement-changed)."""
     if not refined.valid:
         return "; ".join(r.message for r in refined.rule_results if r.hard and not r.passed)
-    if (
-        best.evidence
-        and not refined.evidence
-        and answer_key(refined.extracted_answer) != answer_key(best.extracted_answer)
-    ):
+    if best.evidence and answer_key(refined.extracted_answer) != answer_key(best.extracted_answer):
         return (
-            f"its answer {refined.extracted_answer!r} differs from the checked draft's "
-            f"{best.extracted_answer!r} and no substantive check applied to it"
+            f"its answer {refined.extracted_answer!r} differs from the checked draft's {best.extracted_answer!r}; "
+            "refinement may not change a checked answer"
         )
     return ""
+
+
+def with_computed_answer(text: str, verdict: common_pb2.DraftVerdict) -> str:
+    """A program's text with the value it printed in the Verifier's sandbox stated after it: the reader of a
+    program answer gets the number, not only the code that computes it. Other texts are returned unchanged."""
+    ran = any(r.rule_id == "program" and r.passed and not r.abstained for r in verdict.rule_results)
+    if not ran or not verdict.extracted_answer:
+        return text
+    return f"{text.rstrip()}\n\nFinal answer: {verdict.extracted_answer}"
