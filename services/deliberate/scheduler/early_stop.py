@@ -11,7 +11,9 @@ A round drafts through `StreamDrafts`, so each draft arrives token by token and 
   stragglers) are cancelled and the round ends: refinement starts.
 
 Each is switched off per request (`SolveRequest.disable_streaming_verification`, `disable_quorum`,
-`replace_aborted_drafts`); with both of the first two off the round is the plain one in `pipeline`.
+`replace_aborted_drafts`); with both of the first two off the round is the plain one in `pipeline` — unless the
+Drafter has several replicas, whose parts and failover need this streamed round (then every draft is verified
+whole once it has finished).
 
 With several Drafter replicas (`replicas`), the round's drafts are split over the ready ones by free capacity, one
 call per replica, numbered as one call would number them; when a replica's call fails (UNAVAILABLE: the replica
@@ -76,9 +78,9 @@ class EarlyStopRound:
         self.request = request  # the round's drafter request; replacements copy it
         self.calls = DrafterCalls(downstream, solve.deadline, request)
         self.events: asyncio.Queue = asyncio.Queue()
-        self.stream_of: dict[str, Stream] = {}  # draft id → the call it is generated on
-        self.moved: set[int] = set()  # indexes re-requested after their replica was lost (at most once each)
-        self.moves: dict[int, dict[str, str]] = {}  # index → the move's "from", "to", "reason" (its span says it)
+        # Index → the move's "from", "to", "reason", for drafts re-requested after their replica was lost (at most
+        # once each; the draft's span says it).
+        self.moves: dict[int, dict[str, str]] = {}
         self.replacing: dict[int, DraftState] = {}  # a replacement's first_index → the draft it replaces
         self.states: list[DraftState] = []  # this round's drafts, in arrival order
         self.verifier: Stream | None = None
@@ -99,7 +101,7 @@ class EarlyStopRound:
         self.start_round()
         if self.options.streaming:
             self.verifier = self.downstream.verify_stream(
-                solve.request_id, solve.checks, solve.deadline, computations=solve.consensus
+                solve.request_id, solve.checks, solve.deadline, computations=solve.consensus_prefix
             )
             self.pump(self.verifier, "verifier")
         while not self.done():
@@ -133,10 +135,12 @@ class EarlyStopRound:
 
         self.pumps.append(asyncio.ensure_future(read()))
 
-    def failed(self, kind: str, error: StageError, stream: Stream | None = None) -> None:
+    def failed(self, kind: str, error: BaseException, stream: Stream | None = None) -> None:
         """A failed Drafter call fails the request unless its drafts can move to another replica (`fail_over`); a
         failed Verifier stream falls back to verifying each finished draft on its own (VerifyDrafts, which waits
-        for a restarting Verifier)."""
+        for a restarting Verifier). Any other error fails the request as it is."""
+        if not isinstance(error, StageError):
+            raise error
         deadline_passed = error.code == grpc.StatusCode.DEADLINE_EXCEEDED and self.solve.deadline.left() <= 0
         if kind == "drafter" and error.code == grpc.StatusCode.UNAVAILABLE and stream in self.calls.request_of:
             self.fail_over(stream, error)
@@ -195,7 +199,9 @@ class EarlyStopRound:
             state = by_index.get(index)
             if self.calls.call_of.get(index) is not stream or (state is not None and state.finished):
                 continue
-            if state is not None and state.abort is not None:  # stopped before the loss: ends as it stood
+            if state is not None and (state.abort is not None or self.stopping):
+                # Stopped before the loss, or started after a quorum's cancels went out: ends as it stood
+                # (`on_finished` stops the latter on the quorum), so the round never waits for it.
                 self.on_finished(self.ended_as_it_stood(state))
                 continue
             if self.stopping:  # a quorum ended the round: its unstarted drafts are not waited for
@@ -217,7 +223,7 @@ class EarlyStopRound:
         lost = self.calls.replica_of[stream] or "the Drafter"
         why = ""
         target = None
-        if index in self.moved:
+        if index in self.moves:
             why = "moved once already"
         elif self.solve.deadline.left() < FAILOVER_MIN_LEFT_S:
             why = "the deadline is too near"
@@ -226,7 +232,6 @@ class EarlyStopRound:
             why = "" if target else "no other Drafter replica is ready"
         if target is None:
             raise StageError(error.code, f"{error.message} (draft {index} not moved: {why})")
-        self.moved.add(index)
         part = self.calls.part(request, index - request.first_index, 1)
         state = next((s for s in self.states if s.draft.index == index), None)
         reason = f"replica {lost} lost: {error.message}"
@@ -242,9 +247,7 @@ class EarlyStopRound:
             extra={"request_id": self.solve.request_id, "index": index, "from": lost, "to": target.address,
                    "reason": reason, "tokens_discarded": discarded},
         )  # fmt: skip
-        new = self.start_drafter(part, target)
-        if state is not None:
-            self.stream_of[state.draft.id] = new
+        self.start_drafter(part, target)
 
     def on_drafter(self, message: drafter_service_pb2.StreamDraftsResponse) -> None:
         if message.HasField("delta"):
@@ -252,7 +255,7 @@ class EarlyStopRound:
             state = self.solve.drafts.get(delta.draft_id) or self.open_draft(delta.draft_id, delta.index)
             state.draft.text += delta.text  # what a draft stopped before its end is reported with
             state.draft.usage.completion_tokens += delta.tokens
-            if self.verifier is not None and state.abort is None and delta.index not in self.moved:
+            if self.verifier is not None and state.abort is None and delta.index not in self.moves:
                 self.verifier.send(
                     verifier_service_pb2.VerifyStreamRequest(
                         delta=verifier_service_pb2.DraftTextDelta(
@@ -270,8 +273,7 @@ class EarlyStopRound:
         state.finished = False
         state.verification = asyncio.get_running_loop().create_future()  # resolved by its verdict
         self.states.append(state)
-        self.stream_of[draft_id] = self.calls.stream_for(index)
-        if replica := self.calls.replica_of[self.stream_of[draft_id]]:
+        if replica := self.calls.replica_of[self.calls.stream_for(index)]:
             state.place(replica)
         if index in self.moves:  # moved before its first token
             self.record_move(state)
@@ -284,8 +286,9 @@ class EarlyStopRound:
         state = solve.drafts.get(draft.id) or self.open_draft(draft.id, draft.index)
         state.draft = draft
         state.finished = True
-        self.calls.finished_on(self.stream_of[draft.id])
-        if replica := self.calls.replica_of[self.stream_of[draft.id]]:
+        stream = self.calls.stream_for(draft.index)
+        self.calls.finished_on(stream)
+        if replica := self.calls.replica_of[stream]:
             metrics.REPLICA_DRAFTS.add(1, {"replica": metrics.replica_label(replica), "outcome": "generated"})
         self.last_draft_at = time.perf_counter()
         state.span.set_attribute(telemetry.DRAFT_TOKENS, draft.usage.completion_tokens)
@@ -313,7 +316,7 @@ class EarlyStopRound:
             state.duplicate_of = original
             metrics.DRAFTS.add(1, {"outcome": "duplicate"})
             asyncio.ensure_future(self.share(state, solve.drafts[original]))
-        elif self.verifier is not None and draft.index not in self.moved:  # a moved draft's stream had a prefix
+        elif self.verifier is not None and draft.index not in self.moves:  # moved drafts are verified whole
             self.verifier.send(verifier_service_pb2.VerifyStreamRequest(end=draft))
             timeout_s = self.stages.verify_timeout_s
             self.timers[draft.id] = asyncio.get_running_loop().call_later(timeout_s, self.too_late, state)
@@ -352,7 +355,7 @@ class EarlyStopRound:
         state = self.solve.drafts.get(response.verdict.draft_id)
         if state is None or state.verdict is not None:  # already judged late, or not this request's
             return
-        if state.draft.index in self.moved:  # about the text it had on the lost replica: it is verified alone
+        if state.draft.index in self.moves:  # about the text it had on the lost replica: it is verified alone
             return
         metrics.count_rule_results(response.verdict.rule_results)
         if response.early and not state.finished:  # a draft that ended meanwhile is simply invalid
@@ -391,7 +394,7 @@ class EarlyStopRound:
     def stop(self, state: DraftState, abort: pb.DraftAbort) -> None:
         state.abort = abort
         if not state.finished:
-            self.calls.cancel(self.stream_of[state.draft.id], state.draft.index)
+            self.calls.cancel(self.calls.stream_for(state.draft.index), state.draft.index)
         state.span.add_event("cancel sent", {telemetry.DRAFT_ABORT_REASON: abort.reason})
 
     def replace(self, state: DraftState, failure: str) -> None:
