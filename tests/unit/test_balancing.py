@@ -151,7 +151,7 @@ def test_a_call_to_a_peer_that_restarts_is_retried_until_it_serves_again():
         return down, waited, reply.status
 
     down, waited, status = asyncio.run(run())
-    assert down == grpc.StatusCode.UNAVAILABLE and waited >= 1.0  # tried again before giving up
+    assert down == grpc.StatusCode.UNAVAILABLE and waited >= 0.3  # tried again (random waits) before giving up
     assert status == health_pb2.HealthCheckResponse.SERVING
 
 

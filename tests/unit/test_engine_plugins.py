@@ -105,6 +105,18 @@ def test_a_users_engine_loads_by_name_with_its_own_part_of_the_service_settings(
     assert defaults == RemoteSettings()
 
 
+class EchoSettings(RemoteSettings):
+    echo_suffix: str = "!"  # a field no service declares
+
+
+def test_a_users_engine_reads_settings_the_service_lacks_from_the_environment(with_echo, monkeypatch):
+    monkeypatch.setattr(EchoEngine, "settings_class", EchoSettings)
+    monkeypatch.setenv("DELIBERATE_ECHO_SUFFIX", "?")
+    settings = parse_settings(DrafterSettings, ["--engine", "echo", "--remote-retries", "4"])
+    own = load_engine(settings.engine, "m", 1, settings).loaded_with[2]
+    assert type(own) is EchoSettings and (own.echo_suffix, own.remote_retries) == ("?", 4)
+
+
 def test_the_remote_engine_wants_its_url():
     with pytest.raises(ValueError, match="--remote-url / DELIBERATE_REMOTE_URL"):
         load_engine("remote")

@@ -82,6 +82,13 @@ def test_a_pack_gets_the_services_it_declared_and_no_other():
     assert resolve_services(spec, NeedsMail, {"mail": mail})["reference"] is None, "a used service may be absent"
 
 
-def test_a_pack_made_without_a_context_sees_each_declared_service_as_none():
-    pack = NeedsMail(NoParams())
-    assert pack.context["mail"] is None and pack.context["reference"] is None
+def test_a_pack_that_requires_a_service_cannot_be_made_without_a_context():
+    with pytest.raises(ValueError, match="the needs_mail pack requires mail: give it a PackContext"):
+        NeedsMail(NoParams())
+
+
+def test_a_pack_made_without_a_context_sees_each_used_service_as_none():
+    class UsesReference(NeedsMail):
+        requires = ()
+
+    assert UsesReference(NoParams()).context["reference"] is None

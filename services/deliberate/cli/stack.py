@@ -287,8 +287,8 @@ class Stack:
         return {}
 
     def service_env(self, service: str) -> dict[str, str]:
-        """What this service's process gets beyond the inherited environment: replica defaults, then `env`, then
-        `drafter_env` for a Drafter replica, then the trace export."""
+        """The service process's whole environment, each part overriding the ones before: replica defaults, the
+        inherited environment, `env`, `drafter_env` (a Drafter replica), the trace export."""
         own = self.drafter_env if service in self.drafter_replicas else {}
         return {**self.replica_env(service), **os.environ, **self.env, **own, **self.trace_env()}
 

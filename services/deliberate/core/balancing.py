@@ -73,11 +73,12 @@ def is_balanced(address: str) -> bool:
 
 
 # A call that finds the channel still reconnecting to a restarted peer (UNAVAILABLE before any reply: a restarted
-# Drafter or Refiner serves again within seconds, the channel's backoff lags up to 2 s, core/tls.py) is tried again,
-# 0.5 s, 1 s and 2 s later, inside the call's deadline; a peer that stays down still answers UNAVAILABLE, ~3.5 s on.
+# Drafter or Refiner serves again within seconds, the channel's backoff lags up to 2 s, core/tls.py) is tried again
+# up to 4 times inside the call's deadline. gRPC draws each wait at random below 1, 2, 2 and 2 s (gRFC A6): about
+# 3.5 s of cover on average, 7 s at most, after which a peer that stays down answers UNAVAILABLE.
 RETRY_POLICY = {
-    "maxAttempts": 4,
-    "initialBackoff": "0.5s",
+    "maxAttempts": 5,
+    "initialBackoff": "1s",
     "maxBackoff": "2s",
     "backoffMultiplier": 2,
     "retryableStatusCodes": ["UNAVAILABLE"],

@@ -2,16 +2,18 @@
 
 Engines are found under the `deliberate.engines` entry-point group (`name = module:EngineClass`, pyproject.toml),
 as rule packs are under `deliberate.rule_packs`; a user's package declares its own the same way. Listing them
-imports nothing: an engine's module (and with it torch, vLLM or llama.cpp) is imported only once that engine is
-chosen.
+imports no engine: an engine's module (and with it torch, vLLM or llama.cpp) is imported only once that engine is
+chosen — except `remote_engine`, light, whose settings every engine-backed service composes (`settings.py`).
 """
 
 from __future__ import annotations
 
+import os
 from functools import cache
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING
 
+from ..core.config import env_name
 from .base import Completion, Engine, GenerationEvent, SamplingParams, TextDelta
 
 if TYPE_CHECKING:
@@ -71,10 +73,17 @@ def load_engine(name: str, model: str = "embedded", threads: int = 0, settings: 
 
 
 def own_settings(chosen: type[Engine], settings: BaseModel | None) -> BaseModel | None:
-    """The part of `settings` the engine declared (its `settings_class`), or that class's defaults."""
+    """The engine's own settings (its `settings_class`; its defaults without `settings`): each field the service's
+    settings declare, and a plugin's fields the service does not know from their DELIBERATE_* variables (the
+    service's flags cannot name them)."""
     if chosen.settings_class is None:
         return None
     if settings is None:
         return chosen.settings_class()
-    fields = chosen.settings_class.model_fields
-    return chosen.settings_class.model_validate({name: getattr(settings, name) for name in fields})
+    values = {}
+    for name in chosen.settings_class.model_fields:
+        if hasattr(settings, name):
+            values[name] = getattr(settings, name)
+        elif (raw := os.environ.get(env_name(name))) is not None:
+            values[name] = raw
+    return chosen.settings_class.model_validate(values)

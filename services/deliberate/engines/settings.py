@@ -36,8 +36,9 @@ class EngineChoice(CommonSettings):
 
 class EngineSettings(RemoteSettings, GenerationLimits, PromptLimits, EngineChoice):
     """What every engine-backed service (Drafter, Refiner) is configured with: its engine, each engine's own
-    settings (`Engine.settings_class`: RemoteSettings for the remote engine), the request limits and the sampling
-    defaults. An engine plugin with settings of its own adds its class to these bases."""
+        settings (`Engine.settings_class`: RemoteSettings for the remote engine), the request limits and the sampling
+        defaults. An engine plugin's own settings class needs no place here: the fields these bases lack are read from
+    their DELIBERATE_* variables (`engines.own_settings`)."""
 
     temperature: float = Field(DEFAULT.temperature, description="Default sampling temperature.")
     top_p: float = Field(DEFAULT.top_p, description="Default nucleus sampling top_p.")

@@ -6,7 +6,7 @@ from pydantic import Field
 
 from ..core.config import CommonSettings, DownstreamTlsSettings, PromptLimits
 from ..core.ports import RISK_PORTS, VERIFIER_PORTS
-from ..engines import ENGINES
+from ..engines import installed_engines
 
 
 class VerifierSettings(PromptLimits, DownstreamTlsSettings, CommonSettings):
@@ -81,6 +81,6 @@ class VerifierSettings(PromptLimits, DownstreamTlsSettings, CommonSettings):
 
     def judge_engine_and_model(self) -> tuple[str, str]:
         """(engine, model) of the judge: a trained judge's directory runs on transformers, as it was trained."""
-        if self.judge in ENGINES:
+        if self.judge in installed_engines():
             return self.judge, self.judge_model
         return "transformers", self.judge

@@ -94,10 +94,12 @@ class RulePack:
     uses: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, params: BaseModel, context: PackContext | None = None):
-        """`context`: what the Verifier resolved (`pack_rules`); None, as a test may make a pack, gives every
-        declared service as None."""
+        """`context`: what the Verifier resolved (`pack_rules`); None, as a test may make a pack that requires
+        nothing, gives every used service as None."""
+        if context is None and self.requires:
+            raise ValueError(f"the {self.name} pack requires {', '.join(self.requires)}: give it a PackContext")
         self.params = params
-        self.context = context or PackContext(dict.fromkeys((*self.requires, *self.uses)))
+        self.context = context or PackContext(dict.fromkeys(self.uses))
 
     @property
     def waits_on_network(self) -> bool:
