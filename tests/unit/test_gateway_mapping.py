@@ -70,6 +70,13 @@ def test_unset_fields_leave_the_choice_to_the_scheduler():
     assert len(solve.request_id) == 32  # generated, so the chunk ids are known before the first event
 
 
+def test_a_completion_read_whole_does_without_the_consensus_prefix_unless_it_asks():
+    assert parse_chat_request(body(), MODEL).solve.disable_consensus_prefix
+    assert not parse_chat_request(body(stream=True), MODEL).solve.disable_consensus_prefix
+    assert not parse_chat_request(body(disable_consensus_prefix=False), MODEL).solve.disable_consensus_prefix
+    assert parse_chat_request(body(stream=True, disable_consensus_prefix=True), MODEL).solve.disable_consensus_prefix
+
+
 def test_n_above_one_without_num_drafts_asks_for_n_drafts_and_more_choices_than_drafts_is_refused():
     chat = parse_chat_request(body(n=3), MODEL)
     assert chat.solve.num_drafts == 3 and chat.rename("num_drafts") == "n"

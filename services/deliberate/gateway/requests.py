@@ -125,7 +125,10 @@ def parse_chat_request(body: object, model_name: str) -> ChatRequest:
         if not isinstance(hint, str):
             raise invalid(f"strategy_hints[{i}]", "must be a string")
         solve.strategy_hints.append(hint)
-    solve.disable_consensus_prefix = optional(body, "disable_consensus_prefix", bool) or False
+    # Unless the body says, a completion read whole does without the consensus prefix, as a unary Solve does: it
+    # only brings the first content forward, which nobody sees here, and lengthens refinement (docs/scheduler.md).
+    disable_prefix = optional(body, "disable_consensus_prefix", bool)
+    solve.disable_consensus_prefix = not optional(body, "stream", bool) if disable_prefix is None else disable_prefix
     solve.disable_default_arithmetic = optional(body, "disable_default_arithmetic", bool) or False
     for name in EARLY_STOP_SWITCHES:
         setattr(solve, name, optional(body, name, bool) or False)
