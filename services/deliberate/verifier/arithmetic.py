@@ -34,7 +34,7 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
-from .equation import Unreadable, WrongEquation, evaluate, format_value, judge, tokenize
+from .equation import Unreadable, WrongEquation, evaluate, format_result, format_value, judge, tokenize
 from .latex import to_plain
 
 # More than any draft writes on one line; bounds the regex's backtracking to linear time.
@@ -223,13 +223,7 @@ def _computation(left: str, line: int) -> Computation | None:
     )
     if len(operands) < 2:
         return None
-    return Computation(tuple(operands), _format_number(numerator, denominator, percent), line)
-
-
-def _format_number(numerator: int, denominator: int, percent: bool) -> str:
-    if percent:
-        return format_value(Fraction(numerator * 100, denominator)) + "%"
-    return format_value(Fraction(numerator, denominator))
+    return Computation(tuple(operands), format_result(numerator, denominator, percent), line)
 
 
 def _marked_approximate(text: str, position: int) -> bool:

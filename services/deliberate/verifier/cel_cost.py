@@ -53,7 +53,12 @@ def plus_signs(expression: str) -> int:
 
 def copy_steps(value: object) -> int:
     """What reading `value` in CEL may copy, in steps: its largest list and its longest string."""
-    return largest_list(value) // ITEMS_PER_STEP + longest_string(value) // CHARS_PER_STEP
+    return steps_to_copy(largest_list(value), longest_string(value))
+
+
+def steps_to_copy(largest_list: int, longest_string: int) -> int:
+    """The steps of copying a list of `largest_list` items and a string of `longest_string` characters."""
+    return largest_list // ITEMS_PER_STEP + longest_string // CHARS_PER_STEP
 
 
 @lru_cache(maxsize=1024)

@@ -13,12 +13,12 @@ from ..core.requests import InvalidArgument
 from ..core.schemas import shorten
 from .cel_cost import (
     CHARS_PER_STEP,
-    ITEMS_PER_STEP,
     MAX_CEL_COST,
     answer_sizes,
     copy_steps,
     draft_cel_cost,
     largest_list,
+    steps_to_copy,
 )
 from .cel_fast import compile_fast
 from .cel_fast import evaluate as evaluate_fast
@@ -94,8 +94,7 @@ class CelEnvironment:
         seen, shape = self.answer_shape_of
         if seen is not answer:
             largest, longest, is_plain = answer_sizes(answer)
-            copy = largest // ITEMS_PER_STEP + longest // CHARS_PER_STEP  # copy_steps(answer)
-            shape = (largest, copy, is_plain)
+            shape = (largest, steps_to_copy(largest, longest), is_plain)
             self.answer_shape_of = (answer, shape)
         return shape
 

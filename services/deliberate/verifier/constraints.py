@@ -105,18 +105,11 @@ def prefix_checks(
 def reads_answer_alone(spec: ConstraintSpec) -> bool:
     """Whether the constraint's verdict depends on the structured answer (and the request) only, not on the
     draft's text: then it is final once the answer's JSON block is."""
-    if spec.kind == "json_schema":
-        return True
-    if spec.kind == "cel_expression":
-        try:
-            variables = set(compiled_cel(spec.source).references()["variables"])
-        except ValueError:
-            return False
-        # The names a draft gives values to (CelEnvironment.resolve); the others are `ctx` and comprehension
-        # variables. A comprehension variable named `text` only makes this answer no, which is safe.
-        return bool({"answer", "plan"} & variables) and "text" not in variables
-    pack = registry().get(spec.source)
-    return pack is not None and pack.answer_model is not None
+    if spec.kind != "cel_expression":
+        return reads_answer(spec)
+    variables = cel_variables(spec)
+    # A comprehension variable named `text` only makes this answer no, which is safe.
+    return variables is not None and bool(ANSWER_VARIABLES & variables) and "text" not in variables
 
 
 def reads_answer(spec: ConstraintSpec) -> bool:
@@ -124,13 +117,22 @@ def reads_answer(spec: ConstraintSpec) -> bool:
     if spec.kind == "json_schema":
         return True
     if spec.kind == "cel_expression":
-        try:
-            variables = compiled_cel(spec.source).references()["variables"]
-        except ValueError:
-            return True  # compile_cel reports it with the field's name
-        return bool({"answer", "plan"} & set(variables))
+        variables = cel_variables(spec)
+        return variables is None or bool(ANSWER_VARIABLES & variables)  # None: compile_cel reports it, by field
     pack = registry().get(spec.source)
     return pack is not None and pack.answer_model is not None
+
+
+# The names a draft gives values to (CelEnvironment.resolve); the others are `ctx` and comprehension variables.
+ANSWER_VARIABLES = frozenset({"answer", "plan"})
+
+
+def cel_variables(spec: ConstraintSpec) -> set[str] | None:
+    """The variables a CEL constraint reads; None when it does not compile."""
+    try:
+        return set(compiled_cel(spec.source).references()["variables"])
+    except ValueError:
+        return None
 
 
 def constraint_rule(

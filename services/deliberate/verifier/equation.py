@@ -255,7 +255,7 @@ def judge(left: str, right: str, cents: bool = False, approximate: bool = False)
         if _right_side_holds(actual, hundredths, right_tokens, approximate):
             return True
         percent = actual[2]
-        shown = format_value(Fraction(actual[0] * (100 if percent else 1), actual[1])) + ("%" if percent else "")
+        shown = format_result(actual[0], actual[1], percent)
     else:
         shown = "undefined"
     return WrongEquation(_normalize(left_tokens), _normalize(right_tokens), shown)
@@ -306,6 +306,13 @@ def _rounds_to(numerator: int, denominator: int, written: int, places: int, appr
     if places == 0 and not approximate:
         return False
     return abs(numerator - written * denominator) * 2 <= denominator
+
+
+def format_result(numerator: int, denominator: int, percent: bool) -> str:
+    """A computed value as an equation would state it: `0.25` as `25%` where the left side is a percentage."""
+    if percent:
+        return format_value(Fraction(numerator * 100, denominator)) + "%"
+    return format_value(Fraction(numerator, denominator))
 
 
 def format_value(value: Fraction) -> str:
