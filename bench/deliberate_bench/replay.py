@@ -162,11 +162,16 @@ def first_drafts(solve: Mapping, n: int) -> list[Mapping]:
     return sorted((d for d in solve.get("drafts", []) if d["round"] == 0 and d["index"] < n), key=lambda d: d["index"])
 
 
+def drafts_of_kind(solve: Mapping, kind: str) -> list[Mapping]:
+    """Round 0's drafts of one kind ("prose" or "program"), in drafting order."""
+    drafts = (d for d in solve.get("drafts", ()) if d["round"] == 0 and (d.get("kind") or "prose") == kind)
+    return sorted(drafts, key=lambda d: d["index"])
+
+
 def first_of_kinds(solve: Mapping, prose: int, programs: int) -> list[Mapping]:
     """The first `prose` prose drafts and the first `programs` programs of round 0: a round of that mix."""
-    ordered = sorted((d for d in solve.get("drafts", []) if d["round"] == 0), key=lambda d: d["index"])
-    of_kind = {kind: [d for d in ordered if (d.get("kind") or "prose") == kind] for kind in ("prose", "program")}
-    return sorted(of_kind["prose"][:prose] + of_kind["program"][:programs], key=lambda d: d["index"])
+    chosen = drafts_of_kind(solve, "prose")[:prose] + drafts_of_kind(solve, "program")[:programs]
+    return sorted(chosen, key=lambda d: d["index"])
 
 
 def mixes(solve: Mapping, size: int = MIX_SIZE) -> list[tuple[int, int]]:
@@ -238,8 +243,7 @@ def cross_validated(
     random sample), and its drafts are ranked with weights fitted on the problems of every other fold only.
     Returns the best candidate per record (None without drafts) and the weights of each fold."""
     if isinstance(choose, int):
-        n = choose
-        choose = lambda record: first_drafts(record["solve"], n)  # noqa: E731
+        choose = drafts_chooser(choose)
     drafts_of = [list(choose(r)) for r in records]
     best: list = [None] * len(records)
     fitted = []

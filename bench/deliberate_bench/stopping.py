@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from deliberate.selection import DEFAULT_WEIGHTS, answer_key, same_answer
 
-from .replay import replay
+from .replay import drafts_of_kind, first_of_kinds, replay
 
 DEFAULT_MIX = (4, 1)  # the Scheduler's default round of 5: `--program-drafts 1`
 KINDS = ("prose", "program")
@@ -55,8 +55,7 @@ class Outcome:
 
 def of_kind(record: Mapping, kind: str) -> list[Mapping]:
     """The record's first-round drafts of one kind, in drafting order."""
-    drafts = (d for d in record["solve"].get("drafts", ()) if d["round"] == 0 and (d.get("kind") or "prose") == kind)
-    return sorted(drafts, key=lambda d: d["index"])
+    return drafts_of_kind(record["solve"], kind)
 
 
 def can_serve(record: Mapping, policy: AdaptivePolicy) -> bool:
@@ -74,7 +73,7 @@ def pick(drafts: list[Mapping], policy: str) -> str | None:
 
 def without(record: Mapping, policy: str = "weighted") -> Outcome:
     """The default round, every draft to its end."""
-    drafts = [d for kind, n in zip(KINDS, DEFAULT_MIX, strict=True) for d in of_kind(record, kind)[:n]]
+    drafts = first_of_kinds(record["solve"], *DEFAULT_MIX)
     return Outcome(sum(d["completion_tokens"] for d in drafts), len(drafts), pick(drafts, policy))
 
 

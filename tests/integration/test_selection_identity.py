@@ -2,7 +2,7 @@
 in the same order, with the same ranking values, under every registered selection policy.
 
 The Drafter and Refiner run the `recorded` engine on first-round drafts of two GSM8K problems recorded by
-`deliberate eval` (bench/results/eval-gsm8k.runs.jsonl): the real services draft, verify, rank and refine them,
+`deliberate eval` (bench/results/eval-gsm8k-100.runs.jsonl): the real services draft, verify, rank and refine them,
 without a model, in seconds. Each response becomes runs-file records by the evaluation's own `solve()`, and those
 records are replayed.
 """
@@ -24,7 +24,7 @@ from deliberate_bench.replay import replay
 from deliberate_client.client import DeliberateClient, build_request
 
 ROOT = Path(__file__).resolve().parents[2]
-RUNS = ROOT / "bench/results/eval-gsm8k.runs.jsonl"
+RUNS = ROOT / "bench/results/eval-gsm8k-100.runs.jsonl"
 NUM_DRAFTS = 5
 # Their five first-round drafts reach 3-4 different answers and one fails a hard rule. The arithmetic check verifies
 # two drafts that the vote does not put first, so `majority` selects otherwise than `best_of` (and `weighted`, which

@@ -417,22 +417,22 @@ def test_the_replay_reproduces_the_committed_evaluation(tmp_path):
     table comes out again, and the live policy selects what the live Scheduler selected on every problem."""
     from deliberate_bench.evaluation import RESULTS, replay_runs
 
-    committed = {c["name"]: c for c in json.loads((RESULTS / "eval-gsm8k.json").read_text())["configs"]}
-    assert replay_runs(RESULTS / "eval-gsm8k.runs.jsonl", tmp_path) == 0
-    replayed = json.loads((tmp_path / "eval-gsm8k.replay.json").read_text())
+    committed = {c["name"]: c for c in json.loads((RESULTS / "eval-gsm8k-100.json").read_text())["configs"]}
+    assert replay_runs(RESULTS / "eval-gsm8k-100.runs.jsonl", tmp_path) == 0
+    replayed = json.loads((tmp_path / "eval-gsm8k-100.replay.json").read_text())
     by_name = {c["name"]: c for c in replayed["configs"]}
     for name in ["majority@3", "majority@5", "best_of@3", "best_of@5", "pipeline@5", *ABLATIONS]:
         for field in ("correct", "diff_ci_low", "diff_ci_high", "tokens_per_problem"):
             assert by_name[name][field] == committed[name][field], (name, field)
     assert replayed["replay"]["live_check"] == {"problems": 100, "same_selection": 100, "differing": []}
-    assert "weighted@5" in by_name and (tmp_path / "eval-gsm8k.replay.md").read_text().startswith("GSM8K, 100")
+    assert "weighted@5" in by_name and (tmp_path / "eval-gsm8k-100.replay.md").read_text().startswith("GSM8K, 100")
 
 
 def test_a_learned_policy_never_sees_the_labels_of_the_problems_it_ranks():
     """Cross-validation by problem: relabelling one problem changes the weights of the other folds only."""
     from deliberate_bench.replay import FOLDS, cross_validated
 
-    records = [json.loads(line) for line in (RESULTS_DIR / "eval-gsm8k.runs.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in (RESULTS_DIR / "eval-gsm8k-100.runs.jsonl").read_text().splitlines()]
     records = [r for r in records if r["task"] == "gsm8k"][:40]
     best, weights = cross_validated(records, 5, same_answer)
     assert len(weights) == FOLDS and all("score" in fold for fold in weights)
@@ -480,3 +480,21 @@ def test_a_round_of_four_prose_drafts_and_four_programs_is_replayed_in_every_mix
     found = eval_summary.outcomes({"gold": "72", "single": {"answer": "70"}, "solve": solve}, [8])
     assert not found["majority@5:3+2"].correct and found["majority@5:2+3"].correct  # the vote follows the mix
     assert found["pass@5:4+1"].correct and not found["pass@4:prose"].correct
+
+
+def test_the_headline_reads_recorded_drafts_as_the_default_round_and_scores_the_targets():
+    from deliberate_bench.headline import PROGRAM_DRAFTS, headline, headline_rows
+    from deliberate_bench.replay import mix_suffix
+
+    records = eval_summary.read_runs(RESULTS_DIR / "eval-tuning.runs.jsonl")  # 4 prose drafts + 4 programs each
+    result = headline(records, "eval-tuning.runs.jsonl")
+    by_name = {c["name"]: c for c in result["configs"]}
+    assert result["problems"] == len(records) and result["default_round"]["programs"] == PROGRAM_DRAFTS
+    assert {"single", "single:program", "majority@5", "pipeline@5", "pass@5", "pipeline@8:live"} <= set(by_name)
+    assert headline_rows()["pipeline@5"] == "weighted" + mix_suffix(5 - PROGRAM_DRAFTS, PROGRAM_DRAFTS)
+    replayed = {c["name"]: c for c in eval_summary.summary(records)["configs"]}
+    assert by_name["pipeline@5"]["correct"] == replayed[headline_rows()["pipeline@5"]]["correct"]
+    assert by_name["pass@5"]["correct"] >= max(by_name[name]["correct"] for name in ("pipeline@5", "majority@5"))
+    pipeline = by_name["pipeline@5"]
+    assert pipeline["verified"] + sum(n for s, n in pipeline["statuses"].items() if s != "VERIFIED") == len(records)
+    assert [type(t["met"]) for t in result["targets"]] == [bool] * 4

@@ -1,0 +1,193 @@
+"""The evaluation's headline: a mixed-draft evaluation's recorded drafts (`make eval-200`) read as the default
+request runs them — N = 5 drafts, `--program-drafts` of them programs, ranked by the default selection policy —
+beside the single passes, the plain vote and the oracle, with the figures the project holds itself to.
+
+    python -m deliberate_bench.headline bench/results/eval-gsm8k-200.runs.jsonl   # → bench/results/eval-gsm8k.*
+
+Every `pipeline@5` row is the selection replayed on the recorded drafts (`replay.py`): the answer of the draft the
+Scheduler would select and the status it would earn. The live pipeline of the recording (its own N, refinement
+included) is the `pipeline@<N>:live` row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from deliberate.scheduler.settings import SchedulerSettings
+from deliberate.selection import DEFAULT_POLICY, POLICIES, same_answer
+from deliberate_bench.eval_stats import paired_bootstrap
+from deliberate_bench.eval_summary import (
+    BOOTSTRAP_RESAMPLES,
+    BOOTSTRAP_SEED,
+    Outcome,
+    config_summary,
+    learned_configurations,
+    markdown,
+    model_name,
+    peak_memory,
+    per_configuration,
+    plot,
+    read_runs,
+    rounded,
+)
+from deliberate_bench.replay import MIX_SIZE, mix_suffix
+
+PROGRAM_DRAFTS = SchedulerSettings.model_fields["program_drafts"].default  # the default round's programs
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+
+
+def headline_rows(size: int = MIX_SIZE, programs: int = PROGRAM_DRAFTS) -> dict[str, str]:
+    """Headline name → the replay's name for the default round of `size` drafts with `programs` programs."""
+    suffix = mix_suffix(size - programs, programs)
+    rows = {
+        "single": "single",
+        "single:program": "single:program",
+        f"majority@{size}": f"majority{suffix}",
+        f"pipeline@{size}": f"{DEFAULT_POLICY}{suffix}",
+    }
+    for policy in POLICIES:
+        if policy not in (DEFAULT_POLICY, "majority"):
+            rows[f"pipeline@{size}:{policy}"] = f"{policy}{suffix}"
+    rows[f"pipeline@{size}:learned_cv"] = f"learned_cv{suffix}"
+    rows[f"pass@{size}"] = f"pass{suffix}"
+    return rows
+
+
+def paired(better: list[Outcome], worse: list[Outcome]) -> dict:
+    diff, low, high = paired_bootstrap(
+        [o.correct for o in better], [o.correct for o in worse], seed=BOOTSTRAP_SEED, resamples=BOOTSTRAP_RESAMPLES
+    )
+    return {"points": rounded(100 * diff, 1), "ci_low": rounded(100 * low, 1), "ci_high": rounded(100 * high, 1)}
+
+
+def targets(by_name: dict[str, dict], per: dict[str, list[Outcome]], size: int) -> list[dict]:
+    """Issue [2/5]'s figures, each with the value reached and whether it is met."""
+    pipeline, oracle = by_name[f"pipeline@{size}"], by_name[f"pass@{size}"]
+    single_name = max(("single", "single:program"), key=lambda name: by_name[name]["accuracy"])
+    single = by_name[single_name]
+    vs_majority = paired(per[f"pipeline@{size}"], per[f"majority@{size}"])
+    vs_single = paired(per[f"pipeline@{size}"], per[single_name])
+    room = oracle["accuracy"] - single["accuracy"]
+    headroom = (pipeline["accuracy"] - single["accuracy"]) / room if room > 0 else None
+    precision, rest = pipeline["verified_precision"], pipeline["unverified_accuracy"]
+    return [
+        {
+            "target": f"pipeline@{size} ≥ majority@{size} + 8 points, paired interval above 0",
+            "value": vs_majority,
+            "met": vs_majority["points"] >= 8 and vs_majority["ci_low"] > 0,
+        },
+        {
+            "target": f"pipeline@{size} ≥ the better single pass ({single_name}) + 12 points, paired interval above 0",
+            "value": vs_single,
+            "met": vs_single["points"] >= 12 and vs_single["ci_low"] > 0,
+        },
+        {
+            "target": f"headroom taken: (pipeline@{size} − {single_name}) ÷ (pass@{size} − {single_name}) ≥ 0.5",
+            "value": rounded(headroom, 3),
+            "met": headroom is not None and headroom >= 0.5,
+        },
+        {
+            "target": "precision of VERIFIED ≥ 60 % and ≥ 2× the accuracy of the rest",
+            "value": {"verified_precision": precision, "rest_accuracy": rest},
+            "met": precision is not None and precision >= 0.6 and (not rest or precision >= 2 * rest),
+        },
+    ]
+
+
+def refinement_effect(records: list[dict]) -> dict:
+    """What the recording's live Refiner did to the answer of the best draft the Scheduler selected: kept it, or
+    changed it — and then whether a right answer turned wrong or a wrong one right. `program_best` counts the
+    changes where the best draft was a program (its answer, before with_computed_answer, was code)."""
+    effect = {"problems": 0, "kept": 0, "changed": 0, "right_to_wrong": 0, "wrong_to_right": 0, "program_best": 0}
+    for record in records:
+        selected = [d for d in record["solve"].get("drafts", ()) if d.get("selected")]
+        if not selected:
+            continue
+        best = max(selected, key=lambda d: (d.get("components") or {}).get("final", 0.0))
+        answer = record["solve"].get("answer")
+        effect["problems"] += 1
+        if same_answer(best["answer"], answer):
+            effect["kept"] += 1
+            continue
+        was_right, is_right = same_answer(best["answer"], record["gold"]), same_answer(answer, record["gold"])
+        effect["changed"] += 1
+        effect["right_to_wrong"] += was_right and not is_right
+        effect["wrong_to_right"] += is_right and not was_right
+        effect["program_best"] += best.get("kind") == "program"
+    return effect
+
+
+def headline(records: list[dict], source: str) -> dict:
+    gsm8k = [r for r in records if r.get("task") == "gsm8k"]
+    settings = gsm8k[0]["settings"]
+    sizes = settings["sizes"]
+    memory = peak_memory(gsm8k)
+    per = per_configuration(gsm8k, sizes, learned_configurations(gsm8k, sizes))
+    named = {name: per[source_name] for name, source_name in headline_rows().items() if source_name in per}
+    named[f"pipeline@{max(sizes)}:live"] = per[f"pipeline@{max(sizes)}"]
+    single = named["single"]
+    configs = [config_summary(name, outcomes, single, memory, MIX_SIZE) for name, outcomes in named.items()]
+    by_name = {c["name"]: c for c in configs}
+    return {
+        "problems": len(gsm8k),
+        "model": model_name(settings.get("model")),
+        "engine": settings.get("engine"),
+        "seed": settings.get("seed"),
+        "source": source,
+        "default_round": {"drafts": MIX_SIZE, "programs": PROGRAM_DRAFTS, "policy": DEFAULT_POLICY},
+        "configs": configs,
+        "targets": targets(by_name, named, MIX_SIZE),
+        "refinement": refinement_effect(gsm8k),
+        "bootstrap": {"seed": BOOTSTRAP_SEED, "resamples": BOOTSTRAP_RESAMPLES},
+        "summarized_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def headline_markdown(result: dict) -> str:
+    round_, refined = result["default_round"], result["refinement"]
+    lines = [
+        markdown(result).rstrip("\n"),
+        "",
+        f"The `pipeline@{round_['drafts']}` rows are the default round ({round_['drafts']} drafts, "
+        f"{round_['programs']} of them programs, policy `{round_['policy']}` unless the row names another) replayed "
+        f"on the drafts recorded in `{result['source']}`; `pass@{round_['drafts']}` is an oracle.",
+        "",
+        f"The recording's live Refiner kept the answer of the best selected draft on {refined['kept']} of "
+        f"{refined['problems']} problems and changed it on {refined['changed']} ({refined['program_best']} of them "
+        f"with a program as the best draft): a right answer turned wrong {refined['right_to_wrong']} times, a wrong "
+        f"one right {refined['wrong_to_right']} times.",
+        "",
+        "| target | reached | met |",
+        "|---|---|---|",
+    ]
+    for target in result["targets"]:
+        lines.append(f"| {target['target']} | `{json.dumps(target['value'], ensure_ascii=False)}` | "
+                     f"{'yes' if target['met'] else 'no'} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", type=Path, help="a runs file of a mixed-draft evaluation (make eval-200)")
+    parser.add_argument("--name", default="eval-gsm8k", help="writes <results-dir>/<name>.{json,md,png}")
+    parser.add_argument("--results-dir", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    records = read_runs(args.runs)
+    if not any(r.get("task") == "gsm8k" for r in records):
+        parser.error(f"{args.runs}: no GSM8K problems recorded")
+    result = headline(records, args.runs.name)
+    args.results_dir.mkdir(parents=True, exist_ok=True)
+    base = args.results_dir / args.name
+    base.with_suffix(".json").write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    base.with_suffix(".md").write_text(headline_markdown(result))
+    plot(result, base.with_suffix(".png"))
+    for target in result["targets"]:
+        print(f"{'met   ' if target['met'] else 'missed'}  {target['target']}: {target['value']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
