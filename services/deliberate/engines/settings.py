@@ -9,7 +9,7 @@ from ..core.config import CommonSettings, GenerationLimits, PromptLimits
 from .base import SamplingParams
 from .remote_engine import RemoteSettings
 
-DEFAULT = SamplingParams()  # the sampling defaults, declared once (engines/interface.py)
+SAMPLING_DEFAULTS = SamplingParams()  # the sampling defaults, declared once (engines/interface.py)
 
 
 class EngineChoice(CommonSettings):
@@ -40,14 +40,14 @@ class EngineSettings(RemoteSettings, GenerationLimits, PromptLimits, EngineChoic
         defaults. An engine plugin's own settings class needs no place here: the fields these bases lack are read from
     their DELIBERATE_* variables (`engines.own_settings`)."""
 
-    temperature: float = Field(DEFAULT.temperature, description="Default sampling temperature.")
-    top_p: float = Field(DEFAULT.top_p, description="Default nucleus sampling top_p.")
-    max_new_tokens: int = Field(DEFAULT.max_new_tokens, description="Default new tokens per generated text.")
+    temperature: float = Field(SAMPLING_DEFAULTS.temperature, description="Default sampling temperature.")
+    top_p: float = Field(SAMPLING_DEFAULTS.top_p, description="Default nucleus sampling top_p.")
+    max_new_tokens: int = Field(SAMPLING_DEFAULTS.max_new_tokens, description="Default new tokens per generated text.")
     presence_penalty: float = Field(
-        DEFAULT.presence_penalty, description="Default presence penalty (OpenAI semantics)."
+        SAMPLING_DEFAULTS.presence_penalty, description="Default presence penalty (OpenAI semantics)."
     )
     frequency_penalty: float = Field(
-        DEFAULT.frequency_penalty, description="Default frequency penalty (OpenAI semantics)."
+        SAMPLING_DEFAULTS.frequency_penalty, description="Default frequency penalty (OpenAI semantics)."
     )
 
     def default_sampling(self) -> SamplingParams:

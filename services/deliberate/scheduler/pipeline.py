@@ -283,16 +283,7 @@ class Pipeline:
 
         started = time.perf_counter()
         best = solve.drafts[selection.selected[0].draft_id]
-        refinement_lost = ""
-        try:
-            refined = await self.refine(solve, selection, prefix)
-        except StageError as error:
-            if error.code != grpc.StatusCode.UNAVAILABLE:
-                raise
-            # The drafts are verified and paid for: a lost Refiner costs the polish, not the answer.
-            refinement_lost = error.message
-            refined = refiner_service_pb2.RefineFinal(text=with_computed_answer(best.draft.text, best.verdict))
-            trace.get_current_span().add_event("refinement.unavailable", {"reason": error.message})
+        refined, refinement_lost = await self.refine_or_best(solve, selection, prefix, best)
         solve.timings.refine = time.perf_counter() - started
 
         drafts = [state.draft for state in solve.drafts.values()]
@@ -300,20 +291,7 @@ class Pipeline:
             prompt_tokens=sum(d.usage.prompt_tokens for d in drafts) + refined.usage.prompt_tokens,
             completion_tokens=sum(d.usage.completion_tokens for d in drafts) + refined.usage.completion_tokens,
         )
-        reason, answer = selection.reason, refined.text
-        if selection.status == "unverified":
-            reason += f" after {solve.rounds} round(s); errors: {verifier_feedback(solve.verdicts(), limit=None)}"
-        elif selection.status == "unchecked":
-            reason += unchecked_detail(best.verdict)
-        if refinement_lost:
-            reason += f"; refinement unavailable ({refinement_lost}); answering with the best draft #{best.draft.index}"
-        elif selection.status != "unverified":
-            broken, checked = await self.recheck_refined(solve, refined, best.verdict)
-            if broken:  # the refined answer may never be worse than the best verified draft
-                answer = with_trace(refined, with_computed_answer(best.draft.text, best.verdict))
-                reason += f"; refinement rejected ({broken}); answering with the best draft #{best.draft.index}"
-            else:
-                answer = with_trace(refined, with_computed_answer(refined_text(refined), checked))
+        answer, reason = await self.answer_and_reason(solve, selection, best, refined, refinement_lost)
         return pb.SolveResponse(
             request_id=solve.request_id,
             answer=answer,
@@ -330,6 +308,46 @@ class Pipeline:
             early_stop=solve.early_stop,
             selection_policy=selection.policy,
         )
+
+    async def refine_or_best(
+        self, solve: Solve, selection: Selection, prefix: Consensus | None, best: DraftState
+    ) -> tuple[refiner_service_pb2.RefineFinal, str]:
+        """The Refiner's answer, or — the Refiner unavailable — the best draft's, with why ("" when refined)."""
+        try:
+            return await self.refine(solve, selection, prefix), ""
+        except StageError as error:
+            if error.code != grpc.StatusCode.UNAVAILABLE:
+                raise
+            # The drafts are verified and paid for: a lost Refiner costs the polish, not the answer.
+            trace.get_current_span().add_event("refinement.unavailable", {"reason": error.message})
+            text = with_computed_answer(best.draft.text, best.verdict)
+            return refiner_service_pb2.RefineFinal(text=text), error.message
+
+    async def answer_and_reason(
+        self,
+        solve: Solve,
+        selection: Selection,
+        best: DraftState,
+        refined: refiner_service_pb2.RefineFinal,
+        refinement_lost: str,
+    ) -> tuple[str, str]:
+        """The answer the client gets — the refined one once it is re-verified, else the best draft — and the
+        status reason that says what was checked and what replaced what."""
+        reason, answer = selection.reason, refined.text
+        if selection.status == "unverified":
+            reason += f" after {solve.rounds} round(s); errors: {verifier_feedback(solve.verdicts(), limit=None)}"
+        elif selection.status == "unchecked":
+            reason += unchecked_detail(best.verdict)
+        if refinement_lost:
+            reason += f"; refinement unavailable ({refinement_lost}); answering with the best draft #{best.draft.index}"
+        elif selection.status != "unverified":
+            broken, checked = await self.recheck_refined(solve, refined, best.verdict)
+            if broken:  # the refined answer may never be worse than the best verified draft
+                answer = with_trace(refined, with_computed_answer(best.draft.text, best.verdict))
+                reason += f"; refinement rejected ({broken}); answering with the best draft #{best.draft.index}"
+            else:
+                answer = with_trace(refined, with_computed_answer(refined_text(refined), checked))
+        return answer, reason
 
     async def select(self, solve: Solve) -> Selection:
         """Ranks every draft under the request's policy (else the deployment's) with the weights for the current
