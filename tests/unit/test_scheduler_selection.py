@@ -134,18 +134,22 @@ def verdict(answer: str, valid: bool = True, evidence: tuple = (), program: bool
     return common_pb2.DraftVerdict(valid=valid, extracted_answer=answer, evidence=evidence, rule_results=results)
 
 
-def test_a_refinement_may_polish_a_checked_answer_but_never_change_it():
-    checked = verdict("72", evidence=("cross_check", "arithmetic"))
-    assert refinement_problem(verdict("72.0"), checked) == ""  # the same value, worded anew
-    changed = refinement_problem(verdict("70", evidence=("arithmetic",)), checked)  # even with checks of its own
-    assert changed == (
-        "its answer '70' differs from the checked draft's '72'; refinement may not change a checked answer"
+def test_a_refinement_may_change_a_checked_answer_only_with_a_check_of_its_own_and_never_a_checked_plan():
+    arithmetic_only = verdict("72", evidence=("arithmetic",))
+    assert refinement_problem(verdict("72.0"), arithmetic_only) == ""  # the same value, worded anew
+    assert refinement_problem(verdict("70"), arithmetic_only) == (
+        "its answer '70' differs from the checked draft's '72' and no substantive check applied to it"
+    )
+    assert refinement_problem(verdict("70", evidence=("arithmetic",)), arithmetic_only) == ""
+    plan_checked = verdict("72", evidence=("arithmetic", "cross_check"))
+    assert refinement_problem(verdict("70", evidence=("arithmetic",)), plan_checked) == (
+        "its answer '70' differs from the checked draft's '72', whose plan was checked (cross_check)"
     )
     assert refinement_problem(verdict("70"), verdict("72")) == ""  # an unchecked best draft promises nothing
     broken = common_pb2.DraftVerdict(
         valid=False, rule_results=[common_pb2.RuleResult(hard=True, passed=False, message="complete failed: cut off")]
     )
-    assert refinement_problem(broken, checked) == "complete failed: cut off"
+    assert refinement_problem(broken, plan_checked) == "complete failed: cut off"
 
 
 def test_a_program_answer_states_the_value_its_program_printed():

@@ -76,19 +76,25 @@ def shared_verdict(original: common_pb2.DraftVerdict, draft_id: str) -> common_p
     return verdict
 
 
+# Evidence about the plan, not only the arithmetic: the draft's program ran, or a program reached its answer.
+# A refined answer's own arithmetic never outweighs it.
+PLAN_EVIDENCE = frozenset({"program", "cross_check"})
+
+
 def refinement_problem(refined: common_pb2.DraftVerdict, best: common_pb2.DraftVerdict) -> str:
-    """Why the refined answer may not replace the best draft ("" when it may): it fails a hard rule, or it
-    states another final answer than a checked best draft. The Refiner polishes the selected answer; it may not
-    replace it, even with arithmetic of its own that checks out — selection chose that answer across drafts
-    and kinds, and the status rests on the draft's checks (on recorded GSM8K solves a changed answer was never
-    a correction: docs/eval.md#what-refinement-changed)."""
+    """Why the refined answer may not replace the best draft ("" when it may): it fails a hard rule, or it states
+    another final answer than a checked best draft — with no substantive check of its own, or against a best
+    draft whose plan was checked (`PLAN_EVIDENCE`). The status rests on the draft's checks, which say nothing
+    about a different answer (what refinement changed on recorded solves: docs/eval.md#what-refinement-changed)."""
     if not refined.valid:
         return "; ".join(r.message for r in refined.rule_results if r.hard and not r.passed)
-    if best.evidence and answer_key(refined.extracted_answer) != answer_key(best.extracted_answer):
-        return (
-            f"its answer {refined.extracted_answer!r} differs from the checked draft's {best.extracted_answer!r}; "
-            "refinement may not change a checked answer"
-        )
+    if not best.evidence or answer_key(refined.extracted_answer) == answer_key(best.extracted_answer):
+        return ""
+    differs = f"its answer {refined.extracted_answer!r} differs from the checked draft's {best.extracted_answer!r}"
+    if plan := sorted(PLAN_EVIDENCE & set(best.evidence)):
+        return f"{differs}, whose plan was checked ({', '.join(plan)})"
+    if not refined.evidence:
+        return f"{differs} and no substantive check applied to it"
     return ""
 
 
