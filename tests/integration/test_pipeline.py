@@ -7,6 +7,7 @@ import time
 import grpc
 import pytest
 
+from deliberate.scheduler.verdicts import with_computed_answer
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_client.client import DeliberateClient, build_request
 
@@ -129,7 +130,7 @@ def test_solve_stream_orders_stage_events(stack):
     final = events[-1].final
     if "refinement rejected" in final.status_reason:  # the safety net answered with the best verified draft
         best = next(r for r in final.drafts if r.draft.id == final.selected_draft_ids[0])
-        assert final.answer == f"{final.thinking_trace}\n{best.draft.text}"
+        assert final.answer == f"{final.thinking_trace}\n{with_computed_answer(best.draft.text, best.verdict)}"
     else:
         assert streamed == final.answer
 
@@ -229,4 +230,5 @@ def test_a_refinement_that_breaks_the_hard_rules_is_replaced_by_the_best_verifie
     assert rejected.startswith(("long_enough failed: too short", "final_answer failed", "numeric_answer failed"))
     best = next(r for r in response.drafts if r.draft.id == response.selected_draft_ids[0])
     assert best.verdict.valid
-    assert response.answer == f"{response.thinking_trace}\n{best.draft.text}"
+    # A program draft is answered with the value it printed after it.
+    assert response.answer == f"{response.thinking_trace}\n{with_computed_answer(best.draft.text, best.verdict)}"

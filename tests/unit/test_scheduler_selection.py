@@ -7,6 +7,7 @@ import pytest
 from deliberate.drafter.prompts import draft_user_message
 from deliberate.scheduler.verdicts import (
     DEFAULT_ARITHMETIC,
+    computed_answer_line,
     effective_constraints,
     late_verdict,
     refinement_problem,
@@ -157,6 +158,7 @@ def test_a_program_answer_states_the_value_its_program_printed():
     assert with_computed_answer(program, verdict("72", program=True)) == f"{program}\n\nFinal answer: 72"
     assert with_computed_answer("So 72.\nFinal answer: 72", verdict("72")) == "So 72.\nFinal answer: 72"
     assert with_computed_answer(program, verdict("", program=True)) == program  # it printed no number
+    assert computed_answer_line(verdict("72", program=True)) == "\n\nFinal answer: 72"
 
 
 def test_a_slow_verification_loses_when_gamma_is_high():

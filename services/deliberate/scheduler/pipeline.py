@@ -42,6 +42,7 @@ from .settings import SchedulerSettings
 from .solve import DraftState, Solve, wants_consensus
 from .state import FileStateStore, StateStore
 from .verdicts import (
+    computed_answer_line,
     effective_constraints,
     refinement_problem,
     unchecked_detail,
@@ -345,8 +346,9 @@ class Pipeline:
             if broken:  # the refined answer may never be worse than the best verified draft
                 answer = with_trace(refined, with_computed_answer(best.draft.text, best.verdict))
                 reason += f"; refinement rejected ({broken}); answering with the best draft #{best.draft.index}"
-            else:
-                answer = with_trace(refined, with_computed_answer(refined_text(refined), checked))
+            elif line := computed_answer_line(checked):  # a refined program: the value it printed, streamed last
+                answer += line
+                solve.emit(events.refine_chunk(line))
         return answer, reason
 
     async def select(self, solve: Solve) -> Selection:

@@ -101,7 +101,11 @@ def refinement_problem(refined: common_pb2.DraftVerdict, best: common_pb2.DraftV
 def with_computed_answer(text: str, verdict: common_pb2.DraftVerdict) -> str:
     """A program's text with the value it printed in the Verifier's sandbox stated after it: the reader of a
     program answer gets the number, not only the code that computes it. Other texts are returned unchanged."""
+    line = computed_answer_line(verdict)
+    return f"{text.rstrip()}{line}" if line else text
+
+
+def computed_answer_line(verdict: common_pb2.DraftVerdict) -> str:
+    """ "\n\nFinal answer: <value>" where the verdict's program ran and printed a number; "" otherwise."""
     ran = any(r.rule_id == "program" and r.passed and not r.abstained for r in verdict.rule_results)
-    if not ran or not verdict.extracted_answer:
-        return text
-    return f"{text.rstrip()}\n\nFinal answer: {verdict.extracted_answer}"
+    return f"\n\nFinal answer: {verdict.extracted_answer}" if ran and verdict.extracted_answer else ""
