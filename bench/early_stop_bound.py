@@ -41,6 +41,7 @@ from common import RESULTS, write_result  # noqa: E402
 from deliberate.scheduler.early_stop_rules import default_quorum, quorum_reason  # noqa: E402
 from deliberate.selection import answer_key, majority, same_answer  # noqa: E402
 from deliberate.verifier.streaming import ArithmeticPrefix, GrowingDraft  # noqa: E402
+from deliberate_bench.replay import DEFAULT_MIX, first_of_kinds, mixes  # noqa: E402
 from deliberate_bench.train_judge import read_records  # noqa: E402
 
 # The pieces a draft's text is fed to the prefix check in: about a token each, as the Drafter streams it.
@@ -82,10 +83,13 @@ def prefix_stop_share(text: str) -> float | None:
 
 
 def round_of(record: dict) -> Round:
-    """The first round's drafts of one problem (a re-draft round depends on the first one's outcome)."""
+    """The first round's drafts of one problem (a re-draft round depends on the first one's outcome); of a round
+    recorded with both kinds (`make eval-200`: 4 prose drafts, 4 programs), the default round's mix."""
+    solve = record["solve"]
+    recorded = first_of_kinds(solve, *DEFAULT_MIX) if mixes(solve) else solve["drafts"]
     drafts = [
         Draft(d["completion_tokens"], d["valid"], d["answer"], prefix_stop_share(d["text"]))
-        for d in record["solve"]["drafts"]
+        for d in recorded
         if d["round"] == 0 and not d["duplicate_of"]
     ]
     return Round(record["gold"], drafts)
@@ -228,8 +232,14 @@ def main() -> None:
     else:
         step_seconds = measure_step_seconds(max(len(r.drafts) for r in rounds), args.model)
     full = [replay(r.drafts, step_seconds, 0, clairvoyant=False) for r in rounds]
+    default = ratios(rounds, full, step_seconds, None, clairvoyant=False)
     result = {
-        "rules": ratios(rounds, full, step_seconds, None, clairvoyant=False),
+        "n": len(rounds),
+        # The Scheduler's default early stopping (streaming verification, quorum ⌈N/2⌉) against every draft to
+        # its end; accuracy is the plain vote's over the drafts that finished and passed.
+        "default_token_ratio": default["token_ratio"],
+        "default_accuracy_change_points": round(default["vote_accuracy_with"] - default["vote_accuracy_without"], 1),
+        "rules": default,
         "clairvoyant": ratios(rounds, full, step_seconds, None, clairvoyant=True),
         "by_quorum": {
             str(quorum): {
@@ -239,7 +249,6 @@ def main() -> None:
             for quorum in QUORUMS_COMPARED
         },
         "sequential_token_ratio": sequential_token_ratio(rounds, None),
-        "n": len(rounds),
         "drafts": len(drafts),
         "drafts_valid": sum(d.valid for d in drafts),
         "drafts_stopped_by_prefix_check": sum(d.stop_share is not None for d in drafts),

@@ -16,7 +16,6 @@ import json
 import time
 from pathlib import Path
 
-from deliberate.scheduler.settings import SchedulerSettings
 from deliberate.selection import DEFAULT_POLICY, POLICIES, same_answer
 from deliberate_bench.eval_stats import paired_bootstrap
 from deliberate_bench.eval_summary import (
@@ -33,9 +32,8 @@ from deliberate_bench.eval_summary import (
     read_runs,
     rounded,
 )
-from deliberate_bench.replay import MIX_SIZE, mix_suffix
+from deliberate_bench.replay import MIX_SIZE, PROGRAM_DRAFTS, mix_suffix
 
-PROGRAM_DRAFTS = SchedulerSettings.model_fields["program_drafts"].default  # the default round's programs
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 
 

@@ -152,6 +152,9 @@ LEARNED_SIGNALS = (
 FOLDS = 5
 # Drafts per request of the mixed rows: every split of 5 into prose drafts and programs that a round holds.
 MIX_SIZE = 5
+# The default round of that size: its programs (the Scheduler's --program-drafts default), the rest prose.
+PROGRAM_DRAFTS = SchedulerSettings.model_fields["program_drafts"].default
+DEFAULT_MIX = (MIX_SIZE - PROGRAM_DRAFTS, PROGRAM_DRAFTS)
 
 DraftChooser = Callable[[Mapping], list[Mapping]]  # a record → the drafts a configuration ranks
 

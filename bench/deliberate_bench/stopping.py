@@ -25,9 +25,8 @@ from dataclasses import dataclass
 
 from deliberate.selection import DEFAULT_WEIGHTS, answer_key, same_answer
 
-from .replay import drafts_of_kind, first_of_kinds, replay
+from .replay import DEFAULT_MIX, drafts_of_kind, first_of_kinds, replay
 
-DEFAULT_MIX = (4, 1)  # the Scheduler's default round of 5: `--program-drafts 1`
 KINDS = ("prose", "program")
 
 StopPoint = Callable[[Sequence[float], float], "int | None"]
