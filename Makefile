@@ -187,7 +187,7 @@ bench-consensus: install
 bench-early-stop: install
 	$(PY) bench/early_stop.py $(ARGS)
 
-## The same recorded drafts (bench/results/eval-gsm8k-100.runs.jsonl) replayed with and without early stopping, and
+## The recorded drafts of eval-200 (its default round of 5) replayed with and without early stopping, and
 ## the bound no policy that drops losing drafts can beat (about 2 minutes: it times decoding steps on the model).
 bench-early-stop-bound: install
 	$(PY) bench/early_stop_bound.py $(ARGS)

@@ -1,6 +1,6 @@
 """What early stopping can save on the default model's drafts: a replay of recorded rounds, the same drafts both ways.
 
-    python bench/early_stop_bound.py [--runs bench/results/eval-gsm8k-100.runs.jsonl] [--step-seconds S1,S2,…]
+    python bench/early_stop_bound.py [--runs bench/results/eval-gsm8k-200.runs.jsonl] [--step-seconds S1,S2,…]
 
 `make bench-early-stop` measures early stopping live, but two live solves never draw the same drafts (llama.cpp's
 sampling differs with the batch's layout), so its ratios carry the spread of two different samples (its control
@@ -210,7 +210,7 @@ def main() -> None:
     parser.add_argument(
         "--runs",
         type=Path,
-        default=RESULTS / "eval-gsm8k-100.runs.jsonl",
+        default=RESULTS / "eval-gsm8k-200.runs.jsonl",
         help="an evaluation's runs file, or a judge dataset's directory (its first --drafts drafts per problem)",
     )
     parser.add_argument("--drafts", type=int, default=5, help="drafts per round taken from a judge dataset")
