@@ -32,7 +32,7 @@ from deliberate_bench.eval_summary import (
     read_runs,
     rounded,
 )
-from deliberate_bench.replay import MIX_SIZE, PROGRAM_DRAFTS, mix_suffix
+from deliberate_bench.replay import DEFAULT_MIX, MIX_SIZE, PROGRAM_DRAFTS, first_of_kinds, mix_suffix, replay
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 
@@ -118,6 +118,25 @@ def refinement_effect(records: list[dict]) -> dict:
     return effect
 
 
+def verified_by_evidence(records: list[dict]) -> dict[str, dict]:
+    """The default round's pick, grouped by the strongest evidence behind it — `cross_check` (a program reached the
+    answer), `program` (its own program ran), any other substantive check, none — with how many of each are right:
+    which evidence a `VERIFIED` that promises a right answer could rest on."""
+    groups = {kind: {"problems": 0, "right": 0} for kind in ("cross_check", "program", "other", "none")}
+    for record in records:
+        drafts = first_of_kinds(record["solve"], *DEFAULT_MIX)
+        if not drafts:
+            continue
+        best = replay(drafts, DEFAULT_POLICY).selected[0]
+        evidence = set(best.evidence) if best.valid else set()
+        kind = next((k for k in ("cross_check", "program") if k in evidence), "other" if evidence else "none")
+        groups[kind]["problems"] += 1
+        groups[kind]["right"] += same_answer(best.answer, record["gold"])
+    for group in groups.values():
+        group["precision"] = rounded(group["right"] / group["problems"] if group["problems"] else None)
+    return groups
+
+
 def headline(records: list[dict], source: str) -> dict:
     gsm8k = [r for r in records if r.get("task") == "gsm8k"]
     settings = gsm8k[0]["settings"]
@@ -139,6 +158,7 @@ def headline(records: list[dict], source: str) -> dict:
         "configs": configs,
         "targets": targets(by_name, named, MIX_SIZE),
         "refinement": refinement_effect(gsm8k),
+        "verified_by_evidence": verified_by_evidence(gsm8k),
         "bootstrap": {"seed": BOOTSTRAP_SEED, "resamples": BOOTSTRAP_RESAMPLES},
         "summarized_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
@@ -146,6 +166,8 @@ def headline(records: list[dict], source: str) -> dict:
 
 def headline_markdown(result: dict) -> str:
     round_, refined = result["default_round"], result["refinement"]
+    groups = result["verified_by_evidence"].items()
+    by_evidence = "; ".join(f"`{kind}` {g['right']}/{g['problems']}" for kind, g in groups if g["problems"])
     lines = [
         markdown(result).rstrip("\n"),
         "",
@@ -157,6 +179,8 @@ def headline_markdown(result: dict) -> str:
         f"{refined['problems']} problems and changed it on {refined['changed']} ({refined['program_best']} of them "
         f"with a program as the best draft): a right answer turned wrong {refined['right_to_wrong']} times, a wrong "
         f"one right {refined['wrong_to_right']} times.",
+        "",
+        f"The default round's pick by the strongest evidence behind it (right ÷ problems): {by_evidence}.",
         "",
         "| target | reached | met |",
         "|---|---|---|",

@@ -498,3 +498,6 @@ def test_the_headline_reads_recorded_drafts_as_the_default_round_and_scores_the_
     pipeline = by_name["pipeline@5"]
     assert pipeline["verified"] + sum(n for s, n in pipeline["statuses"].items() if s != "VERIFIED") == len(records)
     assert [type(t["met"]) for t in result["targets"]] == [bool] * 4
+    by_evidence = result["verified_by_evidence"]
+    assert sum(g["problems"] for g in by_evidence.values()) == len(records)
+    assert sum(g["right"] for g in by_evidence.values()) == pipeline["correct"]
