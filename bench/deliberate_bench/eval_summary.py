@@ -101,7 +101,9 @@ def wrong_because(answer: str | None, cut: bool, status: str | None = None) -> s
         return "cut_off"
     if status is None:
         return "wrong"
-    return {"VERIFIED": "unflagged", "UNCHECKED": "unchecked"}.get(status, "flagged")
+    return {"VERIFIED": "unflagged", "COMPUTATION_CHECKED": "computation_checked", "UNCHECKED": "unchecked"}.get(
+        status, "flagged"
+    )
 
 
 def outcomes(record: dict, sizes: list[int]) -> dict[str, Outcome]:

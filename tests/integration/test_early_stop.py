@@ -99,7 +99,7 @@ def test_a_quorum_starts_refinement_and_cancels_the_stragglers(stack, otlp_recei
     agreeing = [r for r in response.drafts if r.verdict.valid]
     assert len(agreeing) >= 2 and len({r.verdict.extracted_answer for r in agreeing}) == 1, drafts
     assert set(response.selected_draft_ids) <= {r.draft.id for r in agreeing}
-    assert response.status in (pb.SOLVE_STATUS_VERIFIED, pb.SOLVE_STATUS_UNCHECKED)
+    assert response.status in (pb.SOLVE_STATUS_VERIFIED, pb.SOLVE_STATUS_COMPUTATION_CHECKED, pb.SOLVE_STATUS_UNCHECKED)
 
     lifecycle = spans_by_draft(otlp_receiver, response.trace_id, "deliberate.draft")
     generated = spans_by_draft(otlp_receiver, response.trace_id, "drafter.draft")

@@ -68,6 +68,9 @@ def assert_status_matches_the_evidence(response: pb.SolveResponse) -> None:
     if not best.verdict.valid:
         assert response.status == pb.SOLVE_STATUS_UNVERIFIED
         assert list(response.verified_by) == []
+    elif response.status == pb.SOLVE_STATUS_COMPUTATION_CHECKED:  # arithmetic recomputed or a program run, no more
+        assert best.verdict.evidence and set(best.verdict.evidence) <= {"arithmetic", "program"}
+        assert list(response.verified_by) == [] and "not the plan" in response.status_reason
     elif best.verdict.evidence:
         assert response.status == pb.SOLVE_STATUS_VERIFIED
         assert list(response.verified_by) == list(best.verdict.evidence)

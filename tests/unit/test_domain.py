@@ -37,13 +37,13 @@ def test_selection_prefers_valid_drafts_by_score_then_index():
     drafts = [
         Scored("a", 0, valid=False, score=0.9),
         Scored("b", 1, valid=True, score=0.7),
-        Scored("c", 2, valid=True, score=0.8, evidence=("arithmetic",)),
+        Scored("c", 2, valid=True, score=0.8, evidence=("budget_check",)),
         Scored("d", 3, valid=True, score=0.8),
     ]
     selection = select(drafts, max_selected=2)
     assert [d.draft_id for d in selection.selected] == ["c", "d"]
     assert selection.status == "verified"
-    assert selection.reason == "3 of 4 drafts passed every hard rule; checked by arithmetic"
+    assert selection.reason == "3 of 4 drafts passed every hard rule; checked by budget_check"
 
 
 def test_selection_without_a_valid_draft_is_unverified_and_alone():

@@ -64,10 +64,17 @@ def test_the_status_is_verified_only_with_evidence_and_names_it():
     unchecked = Scored("unchecked", 1, True, 1.0, answer="72")
     invalid = Scored("invalid", 2, False, 0.5, answer="20")
 
-    verified = select([checked, unchecked, invalid], max_selected=2)
-    assert verified.status == "verified"
-    assert verified.verified_by == ["arithmetic"]
-    assert verified.reason == "2 of 3 drafts passed every hard rule; checked by arithmetic"
+    computed = select([checked, unchecked, invalid], max_selected=2)
+    assert computed.status == "computation_checked" and computed.verified_by == []
+    assert computed.reason == (
+        "2 of 3 drafts passed every hard rule; computations checked by arithmetic, not the plan "
+        "(no program of the round reached the same answer as a prose draft)"
+    )
+
+    rule_checked = Scored("rule", 3, True, 1.0, answer="72", evidence=("budget_check",))
+    verified = select([rule_checked, unchecked, invalid], max_selected=2)
+    assert verified.status == "verified" and verified.verified_by == ["budget_check"]
+    assert verified.reason == "2 of 3 drafts passed every hard rule; checked by budget_check"
 
     format_only = select([unchecked, invalid], max_selected=2)
     assert format_only.status == "unchecked"
@@ -222,7 +229,24 @@ def test_a_checked_draft_outranks_an_unchecked_one_of_equal_score():
     checked = Scored("slow", 1, valid=True, score=1.0, latency=0.5, answer="20", evidence=("arithmetic",))
     selection = select([unchecked, checked], max_selected=2)
     assert [d.draft_id for d in selection.selected] == ["slow", "fast"]
-    assert selection.status == "verified" and selection.verified_by == ["arithmetic"]
+    assert selection.status == "computation_checked" and selection.verified_by == []
+
+
+def test_a_program_and_a_prose_draft_reaching_one_answer_verify_it_whichever_is_best():
+    def round_(prose_score: float, program_score: float) -> list[Scored]:
+        return [
+            Scored("prose", 0, True, prose_score, answer="72", evidence=("arithmetic",)),
+            Scored("program", 1, True, program_score, answer="72.0", evidence=("program",), kind="program"),
+            Scored("other", 2, True, 0.5, answer="70", evidence=("program",), kind="program"),
+        ]
+
+    by_prose = select(round_(1.0, 0.9), policy="best_of", max_selected=1)
+    assert (by_prose.selected[0].draft_id, by_prose.status) == ("prose", "verified")  # it gained cross_check
+    assert by_prose.verified_by == ["arithmetic", "cross_check"]
+    by_program = select(round_(0.9, 1.0), policy="best_of", max_selected=1)
+    assert (by_program.selected[0].draft_id, by_program.status) == ("program", "verified")
+    other = round_(1.0, 1.0)[2]
+    assert select([other], max_selected=1).status == "computation_checked"  # a program alone: it ran, that is all
 
 
 def test_the_ranking_lists_every_draft_valid_ones_as_ranked_then_the_others_by_score():

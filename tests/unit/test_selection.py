@@ -32,9 +32,10 @@ def test_every_policy_is_registered_with_a_description():
 def test_best_of_takes_the_highest_checked_score():
     selection = select(drafts(), policy="best_of", max_selected=2)
     assert [c.draft_id for c in selection.selected] == ["a", "c"]
-    assert selection.status == "verified" and selection.policy == "best_of"
+    assert selection.status == "computation_checked" and selection.policy == "best_of"  # arithmetic alone
     assert (
-        selection.reason == "3 of 5 drafts passed every hard rule; checked by arithmetic; ranked by the best_of policy"
+        selection.reason == "3 of 5 drafts passed every hard rule; computations checked by arithmetic, not the plan "
+        "(no program of the round reached the same answer as a prose draft); ranked by the best_of policy"
     )
 
 

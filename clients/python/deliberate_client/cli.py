@@ -52,7 +52,7 @@ EXIT_FAILED = 1  # SOLVE_STATUS_FAILED: no answer
 EXIT_RPC_ERROR = 2
 EXIT_NOT_NOTIFIED = 3  # the answer was printed, but the webhook did not take it
 # The statuses of an answered request, any of which --notify may deliver.
-ANSWERED = ("verified", "unchecked", "unverified")
+ANSWERED = ("verified", "computation_checked", "unchecked", "unverified")
 
 
 def main(argv: list[str] | None = None) -> None:

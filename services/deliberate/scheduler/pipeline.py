@@ -7,8 +7,8 @@ strategy hints, a higher temperature and the Verifier's messages in the prompt, 
 number of re-drafts; after that the best attempt is answered as UNVERIFIED with every error.
 
 A request without an output schema gets the arithmetic rule pack (hard) unless it turns that off
-(`SolveRequest.disable_default_arithmetic`). An answer is VERIFIED only when its best draft passed a
-substantive check (`selection`); a draft that passed every hard rule on format alone makes it UNCHECKED.
+(`SolveRequest.disable_default_arithmetic`). The status the answer earns (VERIFIED, COMPUTATION_CHECKED, …) is
+the selection's (`selection.verdict_of`).
 
 This module holds the order of the stages only: the calls are in `downstream`, the request's state in
 `solve`, what happens to each draft in `draft_stages`, a round of streamed drafts in `early_stop`, the stream's
@@ -65,6 +65,7 @@ MAX_TEMPERATURE = 2.0
 
 STATUS = {
     "verified": pb.SOLVE_STATUS_VERIFIED,
+    "computation_checked": pb.SOLVE_STATUS_COMPUTATION_CHECKED,
     "unchecked": pb.SOLVE_STATUS_UNCHECKED,
     "unverified": pb.SOLVE_STATUS_UNVERIFIED,
 }

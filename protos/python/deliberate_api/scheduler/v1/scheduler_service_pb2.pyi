@@ -20,6 +20,7 @@ class SolveStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SOLVE_STATUS_UNVERIFIED: _ClassVar[SolveStatus]
     SOLVE_STATUS_FAILED: _ClassVar[SolveStatus]
     SOLVE_STATUS_UNCHECKED: _ClassVar[SolveStatus]
+    SOLVE_STATUS_COMPUTATION_CHECKED: _ClassVar[SolveStatus]
 
 class Outcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -31,6 +32,7 @@ SOLVE_STATUS_VERIFIED: SolveStatus
 SOLVE_STATUS_UNVERIFIED: SolveStatus
 SOLVE_STATUS_FAILED: SolveStatus
 SOLVE_STATUS_UNCHECKED: SolveStatus
+SOLVE_STATUS_COMPUTATION_CHECKED: SolveStatus
 OUTCOME_UNSPECIFIED: Outcome
 OUTCOME_ACCEPTED: Outcome
 OUTCOME_REJECTED: Outcome
