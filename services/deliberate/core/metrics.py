@@ -45,8 +45,8 @@ REDRAFT_ROUNDS = meter.create_counter(
     "deliberate.redraft.rounds", unit="{round}", description="Re-drafting rounds run because no draft passed."
 )
 SOLVES = meter.create_counter(
-    "deliberate.solves", unit="{solve}", description="Finished requests by status: verified, computation_checked, unchecked, "
-    "unverified, failed, or the gRPC code of an error (deadline_exceeded, cancelled, invalid_argument, ...)."
+    "deliberate.solves", unit="{solve}", description="Finished requests by status: verified, computation_checked, "
+    "unchecked, unverified, failed, or the gRPC code of an error (deadline_exceeded, cancelled, invalid_argument, ...)."
 )  # fmt: skip
 # Scheduler: the Verifier watchdog.
 HEARTBEAT_FAILURES = meter.create_counter(
