@@ -18,7 +18,8 @@ equation to recompute``. An abstention never invalidates a draft, but it is not 
 nothing to the score and is no evidence. A rule is *substantive* when it checks the answer's content
 (arithmetic recomputed, a CEL constraint, a rule pack's checks) rather than its format (everything
 above, JSON Schema, a pack's answer shape). A draft's *evidence* is the hard substantive rules that
-passed without abstaining; SOLVE_STATUS_VERIFIED needs some (see `Verdict.evidence`).
+passed without abstaining; SOLVE_STATUS_VERIFIED needs some beyond the computation checks, `arithmetic` and
+`program` (see `Verdict.evidence` and `selection.COMPUTATION_EVIDENCE`).
 """
 
 from __future__ import annotations
