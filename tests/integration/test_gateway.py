@@ -26,7 +26,7 @@ pytestmark = pytest.mark.model
 
 QUESTION = "Tom has 3 boxes of 12 eggs. He uses 5 eggs. How many eggs are left?"
 SHORT = {"max_tokens": 48, "max_draft_tokens": 48}  # extension fields go in extra_body
-STATUSES = {"verified", "unchecked", "unverified"}
+STATUSES = {"verified", "computation_checked", "unchecked", "unverified"}
 
 
 @pytest.fixture(scope="module")

@@ -115,7 +115,7 @@ def test_a_redirect_is_not_followed():
     [
         (["--notify", "ftp://example.com/hook"], "is not an http:// or https:// URL with a host"),
         (["--notify", "http:///hook"], "is not an http:// or https:// URL with a host"),
-        (["--notify-status", "verified,failed"], "choose among verified, unchecked, unverified"),
+        (["--notify-status", "verified,failed"], "choose among verified, computation_checked, unchecked, unverified"),
         (["--notify-attempts", "0"], "must be > 0"),
     ],
 )
