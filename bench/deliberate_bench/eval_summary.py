@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from deliberate.selection import POLICIES, same_answer
+from deliberate.selection import COMPUTATION_EVIDENCE, POLICIES, same_answer
 from deliberate.selection.learned import shipped
 from deliberate_bench.eval_stats import paired_bootstrap, percentile, wilson
 from deliberate_bench.replay import (
@@ -312,12 +312,15 @@ def learned_outcomes(records: list[dict], choose, best: list) -> list[Outcome]:
 
 
 def status_of(best) -> str | None:
-    """The status a selected candidate earns (`selection.verdict_of`, by the same rule); None without one."""
+    """The status a selected candidate earns (`selection.verdict_of`'s rule, read from the candidate alone: a
+    program vouched for by an agreeing prose draft counts as computation-checked here); None without one."""
     if best is None:
         return None
     if not best.valid:
         return "UNVERIFIED"
-    return "VERIFIED" if best.evidence else "UNCHECKED"
+    if not best.evidence:
+        return "UNCHECKED"
+    return "COMPUTATION_CHECKED" if set(best.evidence) <= COMPUTATION_EVIDENCE else "VERIFIED"
 
 
 # The mix whose learned policy is ablated signal by signal (each ablation is 14 cross-validations, so one mix):
