@@ -19,30 +19,15 @@ selected answer against the gold one (refinement is not replayed). Pure: records
 from __future__ import annotations
 
 import itertools
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from deliberate.selection import DEFAULT_WEIGHTS, answer_key, same_answer
+from deliberate.selection.adaptive import KINDS, AdaptivePolicy, settled
 
 from .replay import DEFAULT_MIX, drafts_of_kind, first_of_kinds, replay
 
-KINDS = ("prose", "program")
-
 StopPoint = Callable[[Sequence[float], float], "int | None"]
-
-
-@dataclass(frozen=True)
-class AdaptivePolicy:
-    order: tuple[str, ...]  # the kind of each draft the round may add, in the order it adds them
-    start: int  # drafts started together before the first look
-    quorum: int  # valid drafts agreeing on an answer that settle the round
-    cross_modal: bool  # a valid prose draft and a valid program agreeing settle the round
-
-    @property
-    def name(self) -> str:
-        kinds = "".join("s" if kind == "prose" else "c" for kind in self.order)  # s: prose (sentences), c: code
-        return f"{kinds}/start{self.start}/q{self.quorum}{'+x' if self.cross_modal else ''}"
 
 
 @dataclass(frozen=True)
@@ -76,17 +61,9 @@ def without(record: Mapping, policy: str = "weighted") -> Outcome:
     return Outcome(sum(d["completion_tokens"] for d in drafts), len(drafts), pick(drafts, policy))
 
 
-def settled(finished: list[Mapping], policy: AdaptivePolicy) -> bool:
-    valid = [d for d in finished if d["valid"] and d.get("answer")]
-    votes = Counter(answer_key(d["answer"]) for d in valid)
-    if votes and votes.most_common(1)[0][1] >= policy.quorum:
-        return True
-    if policy.cross_modal:
-        kinds_by_answer: dict[str, set[str]] = {}
-        for d in valid:
-            kinds_by_answer.setdefault(answer_key(d["answer"]), set()).add(d.get("kind") or "prose")
-        return any(len(kinds) == len(KINDS) for kinds in kinds_by_answer.values())
-    return False
+def is_settled(finished: list[Mapping], policy: AdaptivePolicy) -> bool:
+    """The live round's rule (`deliberate.selection.adaptive.settled`) on recorded drafts."""
+    return bool(settled(((d["answer"], d.get("kind") or "prose") for d in finished if d["valid"]), policy))
 
 
 def with_policy(
@@ -101,7 +78,7 @@ def with_policy(
     finished: list[Mapping] = []
     tokens = started = 0
     for kind in policy.order:
-        if started >= policy.start and settled(finished, policy):
+        if started >= policy.start and is_settled(finished, policy):
             break
         draft = next(queues[kind])
         started += 1

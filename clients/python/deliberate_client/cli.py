@@ -146,6 +146,13 @@ def add_solve_options(parser: argparse.ArgumentParser) -> None:
         help="how many of the drafts are Python programs run in the Verifier's sandbox (SolveRequest.program_drafts;"
         " default: the Scheduler's --program-drafts)",
     )
+    parser.add_argument(
+        "--draft-count",
+        choices=["all_at_once", "adaptive"],
+        default="",
+        help="start the drafts all at once, or adaptively: one at a time until valid drafts agree "
+        "(SolveRequest.draft_count; default: the Scheduler's --draft-count)",
+    )
     parser.add_argument("--timeout", type=float, default=300.0, help="deadline in seconds")
     parser.add_argument("--json", action="store_true", help="print the final response in protobuf's JSON mapping")
     parser.add_argument(
@@ -263,6 +270,7 @@ def request_from_args(args: argparse.Namespace):
         disable_default_arithmetic=getattr(args, "no_default_arithmetic", False),
         selection_policy=getattr(args, "selection_policy", "") or "",
         program_drafts=getattr(args, "program_drafts", None),
+        draft_count=getattr(args, "draft_count", "") or "",
         request_id=getattr(args, "request_id", ""),
     )
 

@@ -30,7 +30,9 @@ def build_request(
     disable_default_arithmetic: bool = False,
     selection_policy: str = "",
     program_drafts: int | None = None,
+    draft_count: str = "",
 ) -> pb.SolveRequest:
+    """A SolveRequest from plain values. `draft_count`: "all_at_once", "adaptive", or "" for the Scheduler's."""
     sampling = common_pb2.SamplingParams()
     if max_new_tokens is not None:
         sampling.max_new_tokens = max_new_tokens
@@ -58,6 +60,7 @@ def build_request(
         disable_default_arithmetic=disable_default_arithmetic,
         selection_policy=selection_policy,
         program_drafts=program_drafts,  # None: unset, the Scheduler's --program-drafts
+        draft_count=pb.DraftCount.Value(f"DRAFT_COUNT_{draft_count.upper()}") if draft_count else 0,
     )
 
 

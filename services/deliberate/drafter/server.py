@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -66,7 +67,10 @@ class DrafterServicer(EngineServicer, drafter_service_pb2_grpc.DrafterServiceSer
 
     def validate(self, request: drafter_service_pb2.GenerateDraftsRequest) -> tuple[SamplingParams, dict | None]:
         GENERATE_DRAFTS.check(request, self.settings)
-        return self.sampling(request.sampling), parse_output_schema(request.output_schema)
+        sampling = self.sampling(request.sampling)
+        if sampling.seed is not None and request.first_index:  # seeded as if one call drafted from index 0
+            sampling = dataclasses.replace(sampling, seed=sampling.seed + request.first_index)
+        return sampling, parse_output_schema(request.output_schema)
 
     async def GenerateDrafts(self, request, context: grpc.aio.ServicerContext):  # noqa: N802 (gRPC naming)
         async for event, plans, started_ns in self.drafting(request, context):

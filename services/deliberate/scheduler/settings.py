@@ -8,6 +8,7 @@ from ..core.balancing import grpc_target
 from ..core.config import CommonSettings, DownstreamTlsSettings, DraftLimits, GenerationLimits, PromptLimits
 from ..core.ports import DRAFTER_PORTS, LOCALHOST, REFINER_PORTS, SCHEDULER_PORTS, VERIFIER_PORTS
 from ..selection import get_policy
+from ..selection.adaptive import AdaptivePolicy
 
 
 class SchedulerSettings(DraftLimits, GenerationLimits, PromptLimits, DownstreamTlsSettings, CommonSettings):
@@ -55,6 +56,18 @@ class SchedulerSettings(DraftLimits, GenerationLimits, PromptLimits, DownstreamT
         "when the request does not say (SolveRequest.program_drafts): the round's last ones, at most N - 1 (one "
         "draft stays prose). 0: prose only. Requests with an output schema draft prose only. The default 1 is the "
         "best mix of 5 on the tuning problems' replay (docs/eval.md).",
+    )
+    draft_count: Literal["all_at_once", "adaptive"] = Field(
+        "all_at_once",
+        description="How a round starts its N drafts when the request does not say (SolveRequest.draft_count): "
+        "`all_at_once`, or `adaptive`: a few first, then one at a time until valid drafts agree (--adaptive-policy; "
+        'docs/scheduler.md, "Adaptive draft counts, live"). Rounds on several Drafter replicas start all at once.',
+    )
+    adaptive_policy: str = Field(
+        "ssscs/start1/q2+x",
+        description="The order and stop of adaptive rounds: kinds in order (s prose, c program), drafts started at "
+        "once, the quorum of agreeing valid drafts, +x: a prose draft and a program agreeing settle too. The "
+        "default is the one chosen on the tuning problems' replay (make bench-adaptive-stop).",
     )
     consensus_prefix: Literal["off", "stream", "on"] = Field(
         "stream",
@@ -121,6 +134,11 @@ class SchedulerSettings(DraftLimits, GenerationLimits, PromptLimits, DownstreamT
     def _resolvable_target(cls, address: str) -> str:
         grpc_target(address)  # a list with a name in it, or an empty entry, fails at start-up
         return address.strip()
+
+    @field_validator("adaptive_policy")
+    @classmethod
+    def _adaptive_policy(cls, name: str) -> str:
+        return AdaptivePolicy.parse(name).name  # fails fast at start-up, saying the format
 
     @field_validator("selection_policy")
     @classmethod

@@ -117,6 +117,7 @@ class Solve:
     timings: StageTimes = field(default_factory=StageTimes)
     rounds: int = 0
     early_stop: pb.EarlyStop = field(default_factory=pb.EarlyStop)
+    adaptive_note: str = ""  # how the last adaptive round went (`Pipeline.adaptive_round`); "" for none
     consensus_prefix: bool = False  # refinement starts from the drafts' consensus prefix (`wants_consensus`)
     # Early-stop rounds whose calls are ended when the request ends (`EarlyStopRound.close`).
     open_streams: list = field(default_factory=list)

@@ -51,7 +51,8 @@ type GenerateDraftsRequest struct {
 	// Deprecated: Do not use.
 	FastMode bool `protobuf:"varint,9,opt,name=fast_mode,json=fastMode,proto3" json:"fast_mode,omitempty"`
 	// Index of the first draft (0 for a round's drafts). A replacement draft started while the others run
-	// continues the numbering, so its id and its default strategy differ from theirs.
+	// continues the numbering, so its id, its default strategy and its seed (sampling.seed + index) differ
+	// from theirs.
 	// Limits: in [0, 64].
 	FirstIndex int32 `protobuf:"varint,10,opt,name=first_index,json=firstIndex,proto3" json:"first_index,omitempty"`
 	// How many of this call's drafts are programs (Draft.kind "program"): the last ones, so the prose drafts

@@ -88,7 +88,8 @@ export type GenerateDraftsRequest = Message<"deliberate.drafter.v1.GenerateDraft
 
   /**
    * Index of the first draft (0 for a round's drafts). A replacement draft started while the others run
-   * continues the numbering, so its id and its default strategy differ from theirs.
+   * continues the numbering, so its id, its default strategy and its seed (sampling.seed + index) differ
+   * from theirs.
    * Limits: in [0, 64].
    *
    * @generated from field: int32 first_index = 10;

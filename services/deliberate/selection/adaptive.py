@@ -1,0 +1,75 @@
+"""Adaptive draft counts (adaptive consistency): start few drafts and add one at a time until the answers settle.
+
+A policy is named as `bench/adaptive_stop.py` reports it, e.g. `ssscs/start1/q2+x`: the kinds of the drafts the
+round may add, in order (`s` prose, `c` a program), how many start together before the first look, the number
+of valid drafts agreeing on an answer that settles the round (`q2`), and `+x` when a valid prose draft and a valid
+program agreeing settle it too (cross-modal agreement). The Scheduler applies it live (`--draft-count adaptive`,
+`SolveRequest.draft_count`); the replay of recorded drafts (`deliberate_bench.stopping`) applies the same `settled`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from .answers import answer_key
+
+PROSE, PROGRAM = "prose", "program"
+KINDS = (PROSE, PROGRAM)
+KIND_LETTERS = {"s": PROSE, "c": PROGRAM}  # s: prose (sentences), c: code
+POLICY_NAME = re.compile(r"^(?P<order>[sc]+)/start(?P<start>[1-9]\d*)/q(?P<quorum>[1-9]\d*)(?P<cross>\+x)?$")
+
+
+@dataclass(frozen=True)
+class AdaptivePolicy:
+    order: tuple[str, ...]  # the kind of each draft the round may add, in the order it adds them
+    start: int  # drafts started together before the first look
+    quorum: int  # valid drafts agreeing on an answer that settle the round
+    cross_modal: bool  # a valid prose draft and a valid program agreeing settle the round
+
+    @property
+    def name(self) -> str:
+        kinds = "".join("s" if kind == PROSE else "c" for kind in self.order)
+        return f"{kinds}/start{self.start}/q{self.quorum}{'+x' if self.cross_modal else ''}"
+
+    @classmethod
+    def parse(cls, name: str) -> AdaptivePolicy:
+        """The policy a name such as `ssscs/start1/q2+x` stands for; ValueError naming the format otherwise."""
+        found = POLICY_NAME.match(name.strip())
+        if not found:
+            raise ValueError(
+                f"{name!r} is not an adaptive policy: expected e.g. 'ssscs/start1/q2+x' (kinds in order, s prose and "
+                "c program; drafts started at once; the quorum; +x: cross-modal agreement)"
+            )
+        order = tuple(KIND_LETTERS[letter] for letter in found["order"])
+        return cls(order, int(found["start"]), int(found["quorum"]), bool(found["cross"]))
+
+    def kinds_for(self, num_drafts: int, programs: int) -> list[str]:
+        """The kinds of a round of `num_drafts` drafts, `programs` of them programs, in the order this policy adds
+        them: its order's kinds while the round has drafts of that kind left, then the rest (prose first)."""
+        left = {PROSE: num_drafts - programs, PROGRAM: programs}
+        kinds = []
+        for kind in self.order:
+            if left[kind] > 0:
+                kinds.append(kind)
+                left[kind] -= 1
+        return kinds + [PROSE] * left[PROSE] + [PROGRAM] * left[PROGRAM]
+
+
+def settled(valid: Iterable[tuple[str, str]], policy: AdaptivePolicy) -> str:
+    """Why the round is settled by its valid drafts, given as (answer, kind) pairs; "" while it is not."""
+    kinds_by_answer: dict[str, set[str]] = {}
+    votes: Counter[str] = Counter()
+    for answer, kind in valid:
+        if key := answer_key(answer):
+            votes[key] += 1
+            kinds_by_answer.setdefault(key, set()).add(kind or PROSE)
+    if votes and (top := votes.most_common(1)[0])[1] >= policy.quorum:
+        return f"{top[1]} valid drafts agree on {top[0]}"
+    if policy.cross_modal:
+        for key, kinds in kinds_by_answer.items():
+            if len(kinds) == len(KINDS):
+                return f"a valid prose draft and a valid program agree on {key}"
+    return ""
