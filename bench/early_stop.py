@@ -1,6 +1,8 @@
-"""Early stopping (streaming verification, abort of failed drafts, quorum) against none, side by side in one run.
+"""Early stopping (streaming verification, abort of failed drafts, quorum) against none, side by side in one run;
+or (`--compare adaptive`, `make bench-adaptive`) adaptive draft counts against the default round.
 
     python bench/early_stop.py [--limit 50] [--ads 10] [--drafts 5] [--model NAME] [--runs FILE]
+                               [--compare early_stop|adaptive]
 
 One local stack (the default engine, model and sampling; the Refiner's consensus min_support 3). Each problem
 (GSM8K questions from --data, then ad-selection instances) is solved twice with the same request, seed and
@@ -21,6 +23,10 @@ quick profile). Writes bench/results/early_stop.json:
 figures show what two runs of the same logic differ by — the benchmark's noise, which llama.cpp's sampling (not
 reproducible across batch layouts) and the Refiner's temperature make large. Its records and figures go to
 `early_stop_aa.runs.jsonl` and `early_stop_aa.json` unless --runs / --out say otherwise.
+
+`--compare adaptive` solves each problem once with `SolveRequest.draft_count = DRAFT_COUNT_ADAPTIVE` (the
+Scheduler's --adaptive-policy) and once with `DRAFT_COUNT_ALL_AT_ONCE` and every early-stop default (today's default
+round), into `adaptive.runs.jsonl` and `adaptive.json`, with `mean_drafts_with` / `mean_drafts_without`.
 """
 
 from __future__ import annotations
@@ -74,11 +80,14 @@ def request_of(problem: dict, args) -> tuple[pb.SolveRequest, object]:
 
 
 def solve_once(client: DeliberateClient, problem: dict, args, side: bool) -> dict:
-    """One solve of `problem`: the "with" side (`side` True) with early stopping, unless --same-both-sides."""
-    early_stop = side and not args.same_both_sides
+    """One solve of `problem`: the "with" side (`side` True) with early stopping — or, `--compare adaptive`, with
+    an adaptive round against the default one — unless --same-both-sides."""
+    changed = side and not args.same_both_sides
     request, catalog = request_of(problem, args)
-    request.request_id = f"early-stop-{problem['id']}-{'with' if early_stop else 'without'}-{time.time_ns()}"
-    if not early_stop:
+    request.request_id = f"{args.out}-{problem['id']}-{'with' if changed else 'without'}-{time.time_ns()}"
+    if args.compare == "adaptive":
+        request.draft_count = pb.DRAFT_COUNT_ADAPTIVE if changed else pb.DRAFT_COUNT_ALL_AT_ONCE
+    elif not changed:
         request.disable_streaming_verification = request.disable_quorum = True
     started = time.perf_counter()
     response = client.stub.Solve(request, timeout=args.timeout)
@@ -99,6 +108,7 @@ def solve_once(client: DeliberateClient, problem: dict, args, side: bool) -> dic
         "cancelled": response.early_stop.cancelled,
         "quorum_reached": response.early_stop.reached,
         "early_stop_reason": response.early_stop.reason,
+        "num_drafts_reason": response.num_drafts_reason,
         # Why the ratios are what they are: each draft's length, end, verdict and answer, and what stopped it.
         "drafts": [
             {
@@ -170,6 +180,8 @@ def side_by_side(records: list[dict]) -> dict:
         "problems_with_aborts": sum(bool(r["with"]["aborted"]) for r in records),
         "cancelled": int(total("with", "cancelled")),
         "quorum_reached": int(total("with", "quorum_reached")),
+        "mean_drafts_with": round(sum(len(r["with"]["drafts"]) for r in records) / len(records), 2),
+        "mean_drafts_without": round(sum(len(r["without"]["drafts"]) for r in records) / len(records), 2),
     }
 
 
@@ -184,7 +196,14 @@ def main() -> None:
     parser.add_argument("--runs", type=Path, default=None, help="per-problem records (default: by --out)")
     parser.add_argument("--out", default="", help="result name under bench/results (early_stop, early_stop_aa)")
     parser.add_argument(
-        "--same-both-sides", action="store_true", help="control: early stopping off on both sides (the noise)"
+        "--compare",
+        choices=["early_stop", "adaptive"],
+        default="early_stop",
+        help="what the with side changes: early stopping on against off (default), or adaptive draft counts "
+        "(SolveRequest.draft_count) against the default round, all drafts at once with early stopping",
+    )
+    parser.add_argument(
+        "--same-both-sides", action="store_true", help="control: the without side on both sides (the noise)"
     )
     parser.add_argument(
         "--summarize-only",
@@ -193,7 +212,9 @@ def main() -> None:
     )
     add_data_argument(parser)
     args = parser.parse_args()
-    args.out = args.out or ("early_stop_aa" if args.same_both_sides else "early_stop")
+    args.out = args.out or ("adaptive" if args.compare == "adaptive" else "early_stop") + (
+        "_aa" if args.same_both_sides else ""
+    )
     args.runs = args.runs or RESULTS / f"{args.out}.runs.jsonl"
 
     chosen = problems(args)
@@ -222,7 +243,12 @@ def main() -> None:
     planned = {"gsm8k": args.limit, "ads": sum(p["task"] == "ads" for p in problems(args))}
     complete = len(records) == sum(planned.values())
     result = {**figures(records), "complete": complete, "planned": planned}
-    settings = {"drafts": args.drafts, "model": args.model or "default", "same_both_sides": args.same_both_sides}
+    settings = {
+        "compare": args.compare,
+        "drafts": args.drafts,
+        "model": args.model or "default",
+        "same_both_sides": args.same_both_sides,
+    }
     path = write_result(args.out, {**result, **settings})
     print(path.read_text())
 
