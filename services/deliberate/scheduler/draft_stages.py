@@ -2,18 +2,22 @@
 (or shares the verdict of the draft it duplicates), its verdict is recorded on the span and in the stream; selection
 reads it as a `candidate`, and once selected or discarded it is announced and its span ends (`announce`).
 
-Both kinds of round use `DraftStages`: the plain one in `pipeline` (`accept_draft` for each whole draft), and the
-streamed one in `early_stop`, which opens a draft at its first token and verifies it as it streams.
+Every kind of round uses `DraftStages`: the plain one (`whole_drafts`, `accept_draft` for each whole draft), the
+adaptive one in `adaptive_round` (a `whole_drafts` call per step), and the streamed one in `early_stop`, which
+opens a draft at its first token and verifies it as it streams.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 
 import grpc
 from opentelemetry import trace
 
 from deliberate_api.common.v1 import common_pb2
+from deliberate_api.drafter.v1 import drafter_service_pb2
 
 from ..core import metrics, telemetry
 from ..selection import Candidate, Selection
@@ -49,6 +53,24 @@ class DraftStages:
         state = DraftState(draft, round_, span)
         solve.drafts[draft.id] = state
         return state
+
+    async def whole_drafts(
+        self, solve: Solve, drafter_request: drafter_service_pb2.GenerateDraftsRequest
+    ) -> list[common_pb2.DraftVerdict]:
+        """One GenerateDrafts call of whole drafts; each is verified as soon as it arrives, while the others are
+        generated. Returns the call's verdicts."""
+        started = time.perf_counter()
+        before = set(solve.drafts)
+        drafts = self.downstream.generate_drafts(solve.deadline, drafter_request)
+        async with contextlib.aclosing(drafts):
+            async for draft in drafts:
+                self.accept_draft(solve, draft, drafter_request.round)
+        drafted = time.perf_counter()
+        solve.timings.add("draft", drafted - started)
+        new = [solve.drafts[i] for i in solve.drafts if i not in before]
+        await asyncio.gather(*(state.verification for state in new))
+        solve.timings.add("verify", time.perf_counter() - drafted)
+        return [state.verdict for state in new]
 
     def accept_draft(self, solve: Solve, draft: common_pb2.Draft, round_: int) -> None:
         """A whole draft of a plain round: opened, and its verification (or its original's) started."""

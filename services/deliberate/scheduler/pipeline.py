@@ -12,8 +12,8 @@ the selection's (`selection.verdict_of`).
 
 This module holds the order of the stages only: the calls are in `downstream`, the request's state in
 `solve`, what happens to each draft in `draft_stages`, a round of streamed drafts in `early_stop`, the stream's
-events in `events`, the reading of verdicts in `verdicts`, the ranking in `selection`, the adaptive round's policy in
-`selection.adaptive`.
+events in `events`, the reading of verdicts in `verdicts`, the ranking in `selection`, an adaptive round in
+`adaptive_round`.
 """
 
 from __future__ import annotations
@@ -34,9 +34,8 @@ from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from ..core import metrics, telemetry
 from ..engines.interface import SamplingParams
 from ..selection import Selection, select
-from ..selection.adaptive import PROGRAM, AdaptivePolicy, settled
 from ..selection.consensus import Consensus, Step, consensus
-from . import early_stop, early_stop_rules, events
+from . import adaptive_round, early_stop, early_stop_rules, events
 from .downstream import Checks, Deadline, Downstream, StageError
 from .draft_stages import DraftStages, announce, candidate
 from .events import Emit
@@ -229,72 +228,13 @@ class Pipeline:
             feedback=feedback,
             program_drafts=self.program_drafts(request, decision.num_drafts),
         )
-        policy = self.adaptive_policy(request)
+        policy = adaptive_round.policy_of(request, self.settings)
         if policy is not None and not self.downstream.spreads_drafts:
-            return await self.adaptive_round(solve, policy, drafter_request)
+            return await adaptive_round.adaptive_round(self.stages, solve, policy, drafter_request)
         options = early_stop_rules.options_of(request, decision.num_drafts)
         if options.active or self.downstream.spreads_drafts:  # several replicas: streamed parts, failover
             return await self.early_stop_round(solve, options, drafter_request, started)
-        return await self.whole_drafts(solve, drafter_request)
-
-    async def whole_drafts(
-        self, solve: Solve, drafter_request: drafter_service_pb2.GenerateDraftsRequest
-    ) -> list[common_pb2.DraftVerdict]:
-        """One GenerateDrafts call; each draft is verified as soon as it arrives, while the others are generated.
-        Returns the call's verdicts."""
-        started = time.perf_counter()
-        before = set(solve.drafts)
-        drafts = self.downstream.generate_drafts(solve.deadline, drafter_request)
-        async with contextlib.aclosing(drafts):
-            async for draft in drafts:
-                self.stages.accept_draft(solve, draft, drafter_request.round)
-        drafted = time.perf_counter()
-        solve.timings.add("draft", drafted - started)
-        new = [solve.drafts[i] for i in solve.drafts if i not in before]
-        await asyncio.gather(*(state.verification for state in new))
-        solve.timings.add("verify", time.perf_counter() - drafted)
-        return [state.verdict for state in new]
-
-    def adaptive_policy(self, request: pb.SolveRequest) -> AdaptivePolicy | None:
-        """The adaptive policy of the request's rounds; None where they start all their drafts at once."""
-        if request.draft_count == pb.DRAFT_COUNT_ADAPTIVE or (
-            request.draft_count == pb.DRAFT_COUNT_UNSPECIFIED and self.settings.draft_count == "adaptive"
-        ):
-            return AdaptivePolicy.parse(self.settings.adaptive_policy)
-        return None
-
-    async def adaptive_round(
-        self, solve: Solve, policy: AdaptivePolicy, drafter_request: drafter_service_pb2.GenerateDraftsRequest
-    ) -> list[common_pb2.DraftVerdict]:
-        """Adaptive consistency: the policy's first drafts, then one at a time in its order of kinds, each call
-        verified before the next starts, until the valid drafts settle the answer or the round's N are spent."""
-        kinds = policy.kinds_for(drafter_request.num_drafts, drafter_request.program_drafts)
-        verdicts: list[common_pb2.DraftVerdict] = []
-        started, reason = 0, ""
-        while started < len(kinds) and not reason:
-            step = kinds[started : max(policy.start, started + 1)]
-            call = drafter_service_pb2.GenerateDraftsRequest()
-            call.CopyFrom(drafter_request)
-            call.num_drafts, call.first_index, call.program_drafts = len(step), started, step.count(PROGRAM)
-            verdicts += await self.whole_drafts(solve, call)
-            started += len(step)
-            valid = [
-                (state.verdict.extracted_answer, state.draft.kind)
-                for state in solve.drafts.values()
-                if state.round == drafter_request.round and state.verdict.valid
-            ]
-            reason = settled(valid, policy)
-        solve.adaptive_note = f"adaptive ({policy.name}): {started} of {len(kinds)} drafts started, " + (
-            f"settled as {reason}" if reason else "not settled"
-        )
-        trace.get_current_span().set_attributes(
-            {
-                telemetry.ADAPTIVE_POLICY: policy.name,
-                telemetry.ADAPTIVE_DRAFTS: started,
-                telemetry.ADAPTIVE_SETTLED: reason,
-            }
-        )
-        return verdicts
+        return await self.stages.whole_drafts(solve, drafter_request)
 
     def program_drafts(self, request: pb.SolveRequest, num_drafts: int) -> int:
         """How many of the round's drafts are programs: the request's count (at most N), else the deployment's (at
