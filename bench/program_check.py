@@ -1,6 +1,8 @@
 """Latency of the program check (verifier/program.py) per program: p50/p99 ms over the hostile set and over 50
 ordinary GSM8K-style programs, each run through the whole check (finding the block, the sandbox, reading the
-answer) in this process's warm pool, one at a time.
+answer) in this process's warm pool, one at a time. Then every program draft recorded in the 200-problem
+evaluation, run under the current limits and under the former 0.5 s time limit: how long they take and how many
+outcomes the shorter limit changes (evidence that it costs ordinary programs nothing).
 
     .venv/bin/python bench/program_check.py        # prints the table, writes bench/results/program_check.json
 """
@@ -15,9 +17,11 @@ import time
 from pathlib import Path
 
 from deliberate.verifier.hostile_programs import HOSTILE_PROGRAMS, as_draft
-from deliberate.verifier.program import LIMITS, check_program
+from deliberate.verifier.program import LIMITS, ProgramLimits, check_program
 
 RESULTS = Path(__file__).parent / "results" / "program_check.json"
+RECORDED = Path(__file__).parent / "results" / "eval-gsm8k-200.runs.jsonl"
+FORMER_LIMITS = ProgramLimits(time_s=0.5)  # the time limit before 40 ms
 ROUNDS = 3  # each program this many times
 
 
@@ -70,6 +74,25 @@ def summary(times: list[float]) -> dict:
     }
 
 
+def recorded_programs(path: Path = RECORDED) -> list[str]:
+    """The text of every program draft the evaluation recorded (its single program pass is one of them)."""
+    runs = [json.loads(line) for line in path.read_text().splitlines()]
+    return [draft["text"] for run in runs for draft in run["solve"]["drafts"] if draft["kind"] == "program"]
+
+
+def against_former_limit(drafts: list[str]) -> dict:
+    """The recorded programs under the current limits (timed) and under the former 0.5 s: outcomes that differ."""
+    times, changed, passed = [], 0, 0
+    for draft in drafts:
+        started = time.perf_counter()
+        now = check_program(draft)
+        times.append((time.perf_counter() - started) * 1000)
+        before = check_program(draft, FORMER_LIMITS)
+        passed += bool(now and now.passed)
+        changed += (now and (now.passed, now.answer)) != (before and (before.passed, before.answer))
+    return {"source": RECORDED.name, **summary(times), "passed": passed, "outcome_differs_from_0.5_s": changed}
+
+
 def main() -> None:
     ordinary = ordinary_programs()
     check_program(as_draft("print(1)\n"))  # the pool starts
@@ -93,6 +116,7 @@ def main() -> None:
         "hostile": summary(hostile_times),
         "hostile_without_infinite_loop": summary(without_loop),
         "hostile_median_ms_by_program": per_program,
+        "recorded": against_former_limit(recorded_programs()) if RECORDED.exists() else None,
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
@@ -102,6 +126,12 @@ def main() -> None:
         print(f"  {name:30} n={row['programs_timed']:4}  p50 {row['p50_ms']:8.2f}  p99 {row['p99_ms']:8.2f}")
     for name, ms in per_program.items():
         print(f"    {name:28} {ms:8.2f}")
+    if recorded := result["recorded"]:
+        print(
+            f"  recorded programs ({recorded['source']}): n={recorded['programs_timed']}  p50 {recorded['p50_ms']:.2f}"
+            f"  p99 {recorded['p99_ms']:.2f}  max {recorded['max_ms']:.2f}  passed {recorded['passed']}"
+            f"  outcome differs from the 0.5 s limit: {recorded['outcome_differs_from_0.5_s']}"
+        )
     print(f"wrote {RESULTS}")
 
 

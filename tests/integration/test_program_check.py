@@ -15,6 +15,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from deliberate.cli.stack import Ports, Stack
 from deliberate.verifier.hostile_programs import HOSTILE_PROGRAMS, as_draft
+from deliberate.verifier.program import LIMITS
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
 
@@ -55,7 +56,7 @@ def test_hostile_programs_are_refused_and_ordinary_ones_answer(verifier):
             texts = {name: as_draft(HOSTILE_PROGRAMS[name][0]) for name in chunk} | {"ordinary": ORDINARY}
             started = time.perf_counter()
             reply = stub.VerifyDrafts(request(texts), timeout=30)
-            assert time.perf_counter() - started < 5.0  # the slowest is the 0.5 s time limit
+            assert time.perf_counter() - started < 5.0  # the slowest is the time limit
             verdicts.update({v.draft_id: v for v in reply.verdicts})
         for name in names:
             verdict = verdicts[name]
@@ -76,23 +77,25 @@ def test_hostile_programs_are_refused_and_ordinary_ones_answer(verifier):
 
 
 def test_health_answers_within_a_second_while_hostile_programs_run(verifier):
-    loops = {f"loop{i}": as_draft(HOSTILE_PROGRAMS["infinite_loop"][0]) for i in range(8)}
+    loops = {f"loop{i}": as_draft(HOSTILE_PROGRAMS["infinite_loop"][0]) for i in range(12)}
     bombs = {f"bomb{i}": as_draft(HOSTILE_PROGRAMS["ten_mb_output"][0]) for i in range(4)}
     with verifier.channel("verifier") as channel:
         stub = verifier_service_pb2_grpc.VerifierServiceStub(channel)
         health = health_pb2_grpc.HealthStub(channel)
-        call = stub.VerifyDrafts.future(request(loops | bombs), timeout=30)
+        # Six calls of 16 programs, each running to its limit, keep the sandbox's workers busy for about a second.
+        calls = [stub.VerifyDrafts.future(request(loops | bombs), timeout=30) for _ in range(6)]
         waits = []
-        while not call.done():
+        while not all(call.done() for call in calls):
             started = time.perf_counter()
             reply = health.Check(health_pb2.HealthCheckRequest(), timeout=1.0)
             waits.append(time.perf_counter() - started)
             assert reply.status == health_pb2.HealthCheckResponse.SERVING
             time.sleep(0.05)
         assert len(waits) >= 5 and max(waits) < 1.0, waits
-        verdicts = call.result().verdicts
-        assert [program_message(v) for v in verdicts[:8]] == ["program failed: exceeded 0.5 s"] * 8
-        assert all(program_message(v) == "program failed: printed more than 64 KiB" for v in verdicts[8:])
+        for call in calls:
+            verdicts = call.result().verdicts
+            assert [program_message(v) for v in verdicts[:12]] == [f"program failed: exceeded {LIMITS.time_s:g} s"] * 12
+            assert all(program_message(v) == "program failed: printed more than 64 KiB" for v in verdicts[12:])
         # Still serving, and an ordinary program still runs (every worker that ran a hostile one was replaced or reset).
         results = []
         threads = [

@@ -14,6 +14,7 @@ import signal
 import ssl
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -383,6 +384,7 @@ class Stack:
         return codes
 
     def __enter__(self) -> Stack:
+        self._exit_on_sigterm()
         try:
             self.up()
         except BaseException:
@@ -392,6 +394,13 @@ class Stack:
 
     def __exit__(self, *exc: object) -> None:
         self.down()
+
+    @staticmethod
+    def _exit_on_sigterm() -> None:
+        """A SIGTERM's default kills the process where it stands and leaves the services running; as SystemExit it
+        unwinds through `__exit__`, which stops them. Only where nothing else handles SIGTERM (main thread only)."""
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
 
 def free_port_pairs(count: int) -> list[tuple[int, int]]:

@@ -4,6 +4,8 @@ time in its order of kinds, each call verified before the next starts, until the
 
 from __future__ import annotations
 
+from functools import cache
+
 from opentelemetry import trace
 
 from deliberate_api.common.v1 import common_pb2
@@ -22,7 +24,13 @@ def policy_of(request: pb.SolveRequest, settings: SchedulerSettings) -> Adaptive
     wanted = request.draft_count or (
         pb.DRAFT_COUNT_ADAPTIVE if settings.draft_count == "adaptive" else pb.DRAFT_COUNT_ALL_AT_ONCE
     )
-    return AdaptivePolicy.parse(settings.adaptive_policy) if wanted == pb.DRAFT_COUNT_ADAPTIVE else None
+    return parsed_policy(settings.adaptive_policy) if wanted == pb.DRAFT_COUNT_ADAPTIVE else None
+
+
+@cache
+def parsed_policy(name: str) -> AdaptivePolicy:
+    """Parsed once per name (the settings validated it at start-up), not once per request."""
+    return AdaptivePolicy.parse(name)
 
 
 async def adaptive_round(
