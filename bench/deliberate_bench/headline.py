@@ -35,6 +35,7 @@ from deliberate_bench.eval_summary import (
 from deliberate_bench.replay import DEFAULT_MIX, MIX_SIZE, PROGRAM_DRAFTS, first_of_kinds, mix_suffix, replay
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
+PLAN_EVIDENCE = {"program", "cross_check"}  # evidence from a program's run, not from arithmetic recomputed
 
 
 def headline_rows(size: int = MIX_SIZE, programs: int = PROGRAM_DRAFTS) -> dict[str, str]:
@@ -137,6 +138,35 @@ def verified_by_evidence(records: list[dict]) -> dict[str, dict]:
     return groups
 
 
+def missed_by_selection(records: list[dict]) -> dict:
+    """The problems where some draft of the default round is right and its pick is not, by what a selector would
+    have had to do to pick the right answer: follow a vote it led (`right_led`), break a tie it shared
+    (`right_tied`), back a minority answer held by 2+ drafts (`right_minority`) or a lone draft (`right_alone`);
+    and how many of those right drafts were valid, had a program behind them (`program` or `cross_check`
+    evidence), or were programs themselves."""
+    missed = {"problems": 0, "right_led": 0, "right_tied": 0, "right_minority": 0, "right_alone": 0}
+    right_drafts = {"valid": 0, "program_evidence": 0, "programs": 0}
+    for record in records:
+        drafts = first_of_kinds(record["solve"], *DEFAULT_MIX)
+        right = [d for d in drafts if same_answer(d.get("answer") or "", record["gold"])]
+        if not right or same_answer(replay(drafts, DEFAULT_POLICY).selected[0].answer, record["gold"]):
+            continue
+        wrong = [d["answer"] for d in drafts if d.get("answer") and not same_answer(d["answer"], record["gold"])]
+        strongest_wrong = max((sum(same_answer(a, b) for b in wrong) for a in wrong), default=0)
+        if len(right) == strongest_wrong:
+            shape = "right_tied"
+        elif len(right) > strongest_wrong:
+            shape = "right_led"
+        else:
+            shape = "right_minority" if len(right) > 1 else "right_alone"
+        missed["problems"] += 1
+        missed[shape] += 1
+        right_drafts["valid"] += any(d["valid"] for d in right)
+        right_drafts["program_evidence"] += any(PLAN_EVIDENCE & set(d.get("evidence") or ()) for d in right)
+        right_drafts["programs"] += any(d.get("kind") == "program" for d in right)
+    return {**missed, "with_a_right_draft_that_is": right_drafts}
+
+
 def headline(records: list[dict], source: str) -> dict:
     gsm8k = [r for r in records if r.get("task") == "gsm8k"]
     settings = gsm8k[0]["settings"]
@@ -159,6 +189,7 @@ def headline(records: list[dict], source: str) -> dict:
         "targets": targets(by_name, named, MIX_SIZE),
         "refinement": refinement_effect(gsm8k),
         "verified_by_evidence": verified_by_evidence(gsm8k),
+        "missed_by_selection": missed_by_selection(gsm8k),
         "bootstrap": {"seed": BOOTSTRAP_SEED, "resamples": BOOTSTRAP_RESAMPLES},
         "summarized_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
@@ -182,6 +213,8 @@ def headline_markdown(result: dict) -> str:
         "",
         f"The default round's pick by the strongest evidence behind it (right ÷ problems): {by_evidence}.",
         "",
+        missed_sentence(result["missed_by_selection"]),
+        "",
         "| target | reached | met |",
         "|---|---|---|",
     ]
@@ -189,6 +222,17 @@ def headline_markdown(result: dict) -> str:
         lines.append(f"| {target['target']} | `{json.dumps(target['value'], ensure_ascii=False)}` | "
                      f"{'yes' if target['met'] else 'no'} |")  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def missed_sentence(missed: dict) -> str:
+    drafts = missed["with_a_right_draft_that_is"]
+    return (
+        f"Where a draft was right and the pick was not ({missed['problems']} problems), the right answer led the vote "
+        f"on {missed['right_led']}, tied for the lead on {missed['right_tied']}, was held by a minority of 2+ drafts "
+        f"on {missed['right_minority']} and by a lone draft on {missed['right_alone']}; a right draft was valid on "
+        f"{drafts['valid']}, had a program behind it on {drafts['program_evidence']}, and was a program on "
+        f"{drafts['programs']}."
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

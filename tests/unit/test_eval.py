@@ -501,3 +501,8 @@ def test_the_headline_reads_recorded_drafts_as_the_default_round_and_scores_the_
     by_evidence = result["verified_by_evidence"]
     assert sum(g["problems"] for g in by_evidence.values()) == len(records)
     assert sum(g["right"] for g in by_evidence.values()) == pipeline["correct"]
+    missed = result["missed_by_selection"]  # every problem the oracle has and the pick lacks, in exactly one shape
+    assert missed["problems"] == by_name["pass@5"]["correct"] - pipeline["correct"]
+    shapes = ("right_led", "right_tied", "right_minority", "right_alone")
+    assert sum(missed[shape] for shape in shapes) == missed["problems"]
+    assert all(0 <= n <= missed["problems"] for n in missed["with_a_right_draft_that_is"].values())
