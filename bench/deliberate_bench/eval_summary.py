@@ -313,7 +313,7 @@ def learned_outcomes(records: list[dict], choose, best: list) -> list[Outcome]:
 
 def status_of(best) -> str | None:
     """The status a selected candidate earns (`selection.verdict_of`'s rule, read from the candidate alone: a
-    program vouched for by an agreeing prose draft counts as computation-checked here); None without one."""
+    program that an agreeing prose draft vouched for carries `cross_check` itself); None without one."""
     if best is None:
         return None
     if not best.valid:

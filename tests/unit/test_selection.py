@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from deliberate.selection import POLICIES, SIGNALS, Candidate, get_policy, select, signal
@@ -143,3 +145,14 @@ def test_a_prose_answer_a_program_computed_is_cross_checked_evidence_only_when_b
     assert select([prose, crashed], max_selected=1).status == "unchecked"
     other = Candidate("program", 1, True, 0.9, answer="71", evidence=("program",), kind="program")
     assert select([prose, other], max_selected=1).signals["prose"]["evidence"] == 0.0
+
+
+def test_a_picked_program_names_the_prose_draft_that_agreed_as_cross_check():
+    prose = Candidate("prose", 0, True, 0.5, answer="72 clips", kind="prose")
+    program = Candidate("program", 1, True, 0.9, answer="72", evidence=("program",), kind="program")
+    selection = select([prose, program], max_selected=1)
+    assert selection.selected[0].draft_id == "program" and selection.status == "verified"
+    assert selection.verified_by == ["program", "cross_check"]
+    alone = select([program, replace(prose, answer="71")], max_selected=1)
+    assert alone.selected[0].draft_id == "program" and alone.status == "computation_checked"  # its plan unchecked
+    assert alone.selected[0].evidence == ("program",) and alone.verified_by == []

@@ -100,21 +100,29 @@ def select(
     return Selection(selected, status, reason, table, finals, tuple(c.draft_id for c in ordered), chosen_policy.name)
 
 
-CROSS_CHECK = "cross_check"  # the evidence a prose draft gains from a program that reached its answer
+CROSS_CHECK = "cross_check"  # the evidence two kinds of solution earn by reaching one answer apart
 
 
 def cross_checked(candidates: Sequence[Candidate]) -> list[Candidate]:
-    """The candidates with cross-check evidence added to every valid prose draft whose answer a valid program of the
-    round computed (its `program` check passed: it ran in the sandbox and printed that answer) — two kinds of
-    solution agreeing checks the plan, not only the arithmetic. Both must have passed their own hard rules."""
-    computed = {answer_key(c.answer) for c in candidates if c.kind == "program" and c.valid and "program" in c.evidence}
-    computed.discard("")
+    """The candidates with cross-check evidence added where a valid program of the round (its `program` check
+    passed: it ran in the sandbox and printed the answer) and a valid prose draft reached the same answer — to both,
+    so `verified_by` names it whichever of the two is picked. Two kinds of solution agreeing checks the plan, not
+    only the arithmetic. Both must have passed their own hard rules."""
+    computed = {answer_key(c.answer) for c in candidates if computed_by_program(c)}
+    reasoned = {answer_key(c.answer) for c in candidates if c.kind == "prose" and c.valid}
+    agreed = (computed & reasoned) - {""}
     return [
         replace(c, evidence=(*c.evidence, CROSS_CHECK))
-        if c.kind == "prose" and c.valid and answer_key(c.answer) in computed and CROSS_CHECK not in c.evidence
+        if (computed_by_program(c) or (c.kind == "prose" and c.valid))
+        and answer_key(c.answer) in agreed
+        and CROSS_CHECK not in c.evidence
         else c
         for c in candidates
     ]
+
+
+def computed_by_program(candidate: Candidate) -> bool:
+    return candidate.kind == "program" and candidate.valid and "program" in candidate.evidence
 
 
 # Checks of an answer's computations, not of its plan: a wrong plan computed correctly passes both (on recorded
