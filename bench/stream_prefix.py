@@ -3,7 +3,7 @@
 
     python bench/stream_prefix.py [--limit 12] [--drafts 5] [--max-new-tokens 256] [--runs FILE]
 
-One local stack (the services' defaults: engine, model, `--consensus-prefix stream`). Each GSM8K problem (a fixed
+One local stack (the services' defaults, with `--consensus-prefix stream`). Each GSM8K problem (a fixed
 sample of --data) is streamed twice, the order alternating from problem to problem. For each side it records the
 time to first content — the first answer text a caller can show: the `consensus_prefix` event or the first
 `refine_chunk`, whichever comes first —, the time to the final answer, the refinement's tokens and whether the
@@ -33,6 +33,7 @@ from deliberate_client.client import DeliberateClient, build_request  # noqa: E4
 
 SEED = 1
 SIDES = ("with", "without")
+PREFIX_ON_FOR_STREAMS = {"DELIBERATE_CONSENSUS_PREFIX": "stream"}  # off by default
 
 
 def stream_once(client: DeliberateClient, problem, args, prefix: bool) -> dict:
@@ -111,7 +112,7 @@ def main() -> None:
     done = {r["id"]: r for r in map(json.loads, args.runs.read_text().splitlines())} if args.runs.exists() else {}
     todo = [p for p in chosen if p.id not in done]
     if todo:
-        with Stack(ports=Ports.free()) as stack, DeliberateClient(stack.address) as client:
+        with Stack(ports=Ports.free(), env=PREFIX_ON_FOR_STREAMS) as stack, DeliberateClient(stack.address) as client:
             for problem in todo:
                 order = (True, False) if len(done) % 2 == 0 else (False, True)
                 sides = {prefix: stream_once(client, problem, args, prefix) for prefix in order}

@@ -30,7 +30,9 @@ def otlp_receiver():
 @pytest.fixture(scope="session")
 def stack(otlp_receiver, tmp_path_factory):
     log_dir = tmp_path_factory.mktemp("service-logs")
-    with Stack(ports=Ports.free(), env=otlp_receiver.exporter_env(), log_dir=log_dir) as running:
+    # The consensus prefix is off by default; on for streams here, so the tests of its event and order can see it.
+    env = {**otlp_receiver.exporter_env(), "DELIBERATE_CONSENSUS_PREFIX": "stream"}
+    with Stack(ports=Ports.free(), env=env, log_dir=log_dir) as running:
         yield running
         for service, process in running.processes.items():
             assert process.poll() is None, f"{service} died during the tests; see {log_dir}"
