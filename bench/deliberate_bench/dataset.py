@@ -19,7 +19,6 @@ finished problem is appended at once (`<out>/train.jsonl`, `<out>/validation.jso
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import json
 import os
@@ -415,9 +414,9 @@ LABELLING_SERVICES = ("risk", "drafter", "verifier")
 def generate(args: argparse.Namespace, output: Output, todo: list[Task], done: int, total: int) -> int:
     g = Generation(args.drafts, args.max_new_tokens, args.temperature, args.timeout, tuple(args.strategies))
     try:
-        signal.signal(signal.SIGTERM, interrupted)  # `timeout`, `kill`: stop the services too
+        previous_handler = signal.signal(signal.SIGTERM, interrupted)  # `timeout`, `kill`: stop the services too
     except ValueError:  # not the main thread (embedded use): no handler
-        pass
+        previous_handler = None
     env = {"DELIBERATE_MODEL": args.model}
     if args.engine_threads:
         env["DELIBERATE_ENGINE_THREADS"] = str(args.engine_threads)
@@ -463,7 +462,9 @@ def generate(args: argparse.Namespace, output: Output, todo: list[Task], done: i
     finally:
         if calls is not None:
             calls.close()
-        with contextlib.suppress(ValueError):  # not the main thread: no handler was set
+        if previous_handler is not None:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second TERM must not leave the services behind
         stack.down()
+        if previous_handler is not None:
+            signal.signal(signal.SIGTERM, previous_handler)  # the caller's handling, as it was (a test process's)
     return 0

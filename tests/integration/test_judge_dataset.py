@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 
 import pytest
 
@@ -36,7 +37,9 @@ def test_dataset_writes_labelled_records_split_by_problem_and_resumes(tmp_path):
     argv += ["--problems", "2", "--drafts", "2", "--max-new-tokens", "8", "--example-runs", "1"]
     argv += ["--engine-threads", "1"]
     argv += ["--validation-share", "0.5", "--log-dir", str(tmp_path / "logs")]
+    handling = signal.getsignal(signal.SIGTERM)
     assert run_command(dataset, argv) == 0
+    assert signal.getsignal(signal.SIGTERM) == handling  # its SIGTERM handling was its own, not left ignored
 
     records: list[dict] = []
     for split in ("train", "validation"):

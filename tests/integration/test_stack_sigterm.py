@@ -16,18 +16,22 @@ import pytest
 
 pytestmark = pytest.mark.model
 
+# Its output goes to a file, not a pipe: a pipe nobody reads fills and blocks whoever writes to it.
 RUNS_THE_STACK = textwrap.dedent(
     """
     import json, sys, time
     from pathlib import Path
     from deliberate.cli.stack import Ports, Stack
-    with Stack(ports=Ports.free(), log_dir=Path(sys.argv[1])) as stack:
+    here = Path(sys.argv[1])
+    with Stack(ports=Ports.free(), log_dir=here / "logs") as stack:
         pids = {name: process.pid for name, process in stack.processes.items()}
         pids["verifier"] = stack.verifier_pid()  # the Scheduler starts and supervises it
-        print("pids", json.dumps(pids), flush=True)
+        (here / "pids.json").write_text(json.dumps(pids))
         time.sleep(600)
     """
 )
+# Stack.down gives each service 15 s to drain after SIGTERM, then kills it.
+STOP_TIMEOUT_S = 120
 
 
 def gone(pid: int) -> bool:
@@ -38,20 +42,35 @@ def gone(pid: int) -> bool:
         return True
 
 
+def started_pids(program: subprocess.Popen, path: Path, timeout_s: float = 300) -> dict[str, int]:
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        assert program.poll() is None and time.monotonic() < deadline, "the stack did not start"
+        time.sleep(0.5)
+    return json.loads(path.read_text())
+
+
 def test_sigterm_stops_the_services_of_a_program_that_runs_the_stack(tmp_path):
-    program = subprocess.Popen([sys.executable, "-c", RUNS_THE_STACK, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    log = tmp_path / "program.log"
+    with log.open("w") as output:
+        program = subprocess.Popen(
+            [sys.executable, "-c", RUNS_THE_STACK, str(tmp_path)], stdout=output, stderr=subprocess.STDOUT
+        )
     try:
-        line = next(line for line in program.stdout if line.startswith("pids "))
-        pids = json.loads(line.removeprefix("pids "))
+        pids = started_pids(program, tmp_path / "pids.json")
         assert {"drafter", "verifier", "refiner", "scheduler"} <= set(pids)
         assert not any(gone(pid) for pid in pids.values())
         program.send_signal(signal.SIGTERM)
-        assert program.wait(timeout=60) == 128 + signal.SIGTERM
+        try:
+            code = program.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"still running {STOP_TIMEOUT_S} s after SIGTERM; its output:\n{log.read_text()[-3000:]}")
+        assert code == 128 + signal.SIGTERM, log.read_text()[-3000:]
     finally:
         if program.poll() is None:  # a failed assertion above: still let the program stop its services
             program.terminate()
             try:
-                program.wait(timeout=60)
+                program.wait(timeout=STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 program.kill()
     deadline = time.monotonic() + 10
