@@ -56,6 +56,7 @@ def test_sigterm_stops_the_services_of_a_program_that_runs_the_stack(tmp_path):
         program = subprocess.Popen(
             [sys.executable, "-c", RUNS_THE_STACK, str(tmp_path)], stdout=output, stderr=subprocess.STDOUT
         )
+    pids: dict[str, int] = {}
     try:
         pids = started_pids(program, tmp_path / "pids.json")
         assert {"drafter", "verifier", "refiner", "scheduler"} <= set(pids)
@@ -73,10 +74,14 @@ def test_sigterm_stops_the_services_of_a_program_that_runs_the_stack(tmp_path):
                 program.wait(timeout=STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 program.kill()
-    deadline = time.monotonic() + 10
+        still_running = left_running(pids)
+        for pid in still_running.values():  # whatever failed, leave no service behind on the machine
+            os.kill(pid, signal.SIGKILL)
+    assert not still_running, f"left running after SIGTERM: {still_running}"
+
+
+def left_running(pids: dict[str, int], grace_s: float = 10) -> dict[str, int]:
+    deadline = time.monotonic() + grace_s
     while not all(gone(pid) for pid in pids.values()) and time.monotonic() < deadline:
         time.sleep(0.2)
-    still_running = {name: pid for name, pid in pids.items() if not gone(pid)}
-    for pid in still_running.values():
-        os.kill(pid, signal.SIGKILL)
-    assert not still_running, f"left running after SIGTERM: {still_running}"
+    return {name: pid for name, pid in pids.items() if not gone(pid)}
