@@ -78,6 +78,13 @@ def timed_generate(engine, prompts: list[str], params) -> float:
     return elapsed
 
 
+def read_runs_by_id(path: Path) -> dict[str, dict]:
+    """A resumable benchmark's per-problem records (one JSON object a line), by problem id; {} before the first."""
+    if not path.exists():
+        return {}
+    return {record["id"]: record for record in map(json.loads, path.read_text().splitlines()) if record}
+
+
 def write_result(name: str, figures: dict) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"

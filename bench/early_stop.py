@@ -32,14 +32,13 @@ round), into `adaptive.runs.jsonl` and `adaptive.json`, with `mean_drafts_with` 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import RESULTS, add_data_argument, write_result  # noqa: E402
+from common import RESULTS, add_data_argument, read_runs_by_id, write_result  # noqa: E402
 
 from deliberate.cli.stack import Ports, Stack  # noqa: E402
 from deliberate.selection import same_answer  # noqa: E402
@@ -127,12 +126,6 @@ def solve_once(client: DeliberateClient, problem: dict, args, side: bool) -> dic
     }
 
 
-def read_runs(path: Path) -> dict[str, dict]:
-    if not path.exists():
-        return {}
-    return {record["id"]: record for record in map(json.loads, path.read_text().splitlines()) if record}
-
-
 def figures(records: list[dict]) -> dict:
     def rate(task: str, side: str) -> float | None:
         chosen = [r[side]["good"] for r in records if r["task"] == task]
@@ -218,7 +211,7 @@ def main() -> None:
     args.runs = args.runs or RESULTS / f"{args.out}.runs.jsonl"
 
     chosen = problems(args)
-    done = read_runs(args.runs)
+    done = read_runs_by_id(args.runs)
     if args.summarize_only:
         chosen = [p for p in chosen if p["id"] in done]
     env = {"DELIBERATE_CONSENSUS_MIN_SUPPORT": "3"}

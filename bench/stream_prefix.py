@@ -15,7 +15,6 @@ over the problems where the prefix was found, and over all), `refine_token_ratio
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -23,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import RESULTS, add_data_argument, write_result  # noqa: E402
+from common import RESULTS, add_data_argument, read_runs_by_id, write_result  # noqa: E402
 
 from deliberate.cli.stack import Ports, Stack  # noqa: E402
 from deliberate.selection import same_answer  # noqa: E402
@@ -84,13 +83,8 @@ def figures(records: list[dict]) -> dict:
         "total_ratio": ratio_of_medians(records, "total_s"),
         "first_content_ratio_where_prefix": ratio_of_medians(with_prefix, "first_content_s"),
         "total_ratio_where_prefix": ratio_of_medians(with_prefix, "total_s"),
-        "median_first_content_s": {
-            side: round(statistics.median(r[side]["first_content_s"] for r in records), 2)
-            for side in ("with", "without")
-        },
-        "median_total_s": {
-            side: round(statistics.median(r[side]["total_s"] for r in records), 2) for side in ("with", "without")
-        },
+        "median_first_content_s": {side: median(records, side, "first_content_s") for side in SIDES},
+        "median_total_s": {side: median(records, side, "total_s") for side in SIDES},
         "refine_token_ratio": round(tokens["with"] / tokens["without"], 3) if tokens["without"] else None,
         "refine_tokens": tokens,
         "accuracy_with": round(100 * sum(r["with"]["good"] for r in records) / len(records), 1),
@@ -109,7 +103,7 @@ def main() -> None:
     args = parser.parse_args()
 
     chosen = load_problems(args.data, args.limit, SEED, set())
-    done = {r["id"]: r for r in map(json.loads, args.runs.read_text().splitlines())} if args.runs.exists() else {}
+    done = read_runs_by_id(args.runs)
     todo = [p for p in chosen if p.id not in done]
     if todo:
         with Stack(ports=Ports.free(), env=PREFIX_ON_FOR_STREAMS) as stack, DeliberateClient(stack.address) as client:
