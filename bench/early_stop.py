@@ -155,6 +155,10 @@ def side_by_side(records: list[dict]) -> dict:
     def total(side: str, key: str) -> float:
         return sum(r[side][key] for r in records)
 
+    def mean_drafts(side: str) -> float | None:
+        listed = [r[side]["drafts"] for r in records if "drafts" in r[side]]  # older runs did not list them
+        return round(sum(map(len, listed)) / len(listed), 2) if listed else None
+
     if not records:
         return {"n": 0}
     return {
@@ -173,8 +177,8 @@ def side_by_side(records: list[dict]) -> dict:
         "problems_with_aborts": sum(bool(r["with"]["aborted"]) for r in records),
         "cancelled": int(total("with", "cancelled")),
         "quorum_reached": int(total("with", "quorum_reached")),
-        "mean_drafts_with": round(sum(len(r["with"]["drafts"]) for r in records) / len(records), 2),
-        "mean_drafts_without": round(sum(len(r["without"]["drafts"]) for r in records) / len(records), 2),
+        "mean_drafts_with": mean_drafts("with"),
+        "mean_drafts_without": mean_drafts("without"),
     }
 
 
