@@ -16,7 +16,8 @@ import json
 import time
 from pathlib import Path
 
-from deliberate.selection import DEFAULT_POLICY, POLICIES, same_answer
+from deliberate.scheduler.verdicts import PLAN_EVIDENCE
+from deliberate.selection import DEFAULT_POLICY, POLICIES, Candidate, same_answer
 from deliberate_bench.eval_stats import paired_bootstrap
 from deliberate_bench.eval_summary import (
     BOOTSTRAP_RESAMPLES,
@@ -35,7 +36,6 @@ from deliberate_bench.eval_summary import (
 from deliberate_bench.replay import DEFAULT_MIX, MIX_SIZE, PROGRAM_DRAFTS, first_of_kinds, mix_suffix, replay
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
-PLAN_EVIDENCE = {"program", "cross_check"}  # evidence from a program's run, not from arithmetic recomputed
 
 
 def headline_rows(size: int = MIX_SIZE, programs: int = PROGRAM_DRAFTS) -> dict[str, str]:
@@ -119,16 +119,25 @@ def refinement_effect(records: list[dict]) -> dict:
     return effect
 
 
-def verified_by_evidence(records: list[dict]) -> dict[str, dict]:
-    """The default round's pick, grouped by the strongest evidence behind it — `cross_check` (a program reached the
-    answer), `program` (its own program ran), any other substantive check, none — with how many of each are right:
-    which evidence a `VERIFIED` that promises a right answer could rest on."""
-    groups = {kind: {"problems": 0, "right": 0} for kind in ("cross_check", "program", "other", "none")}
+DefaultPick = tuple[dict, list[dict], Candidate]  # a record, its default round's drafts, the pick among them
+
+
+def default_picks(records: list[dict]) -> list[DefaultPick]:
+    """Each record whose round can serve the default mix, with those drafts and the default policy's pick."""
+    picks = []
     for record in records:
         drafts = first_of_kinds(record["solve"], *DEFAULT_MIX)
-        if not drafts:
-            continue
-        best = replay(drafts, DEFAULT_POLICY).selected[0]
+        if drafts:
+            picks.append((record, drafts, replay(drafts, DEFAULT_POLICY).selected[0]))
+    return picks
+
+
+def verified_by_evidence(picks: list[DefaultPick]) -> dict[str, dict]:
+    """The default round's pick, grouped by the strongest evidence behind it — `cross_check` (a program and a prose
+    draft reached the answer apart), `program` (its own program ran), any other substantive check, none — with how
+    many of each are right: which evidence a `VERIFIED` that promises a right answer could rest on."""
+    groups = {kind: {"problems": 0, "right": 0} for kind in ("cross_check", "program", "other", "none")}
+    for record, _, best in picks:
         evidence = set(best.evidence) if best.valid else set()
         kind = next((k for k in ("cross_check", "program") if k in evidence), "other" if evidence else "none")
         groups[kind]["problems"] += 1
@@ -138,7 +147,7 @@ def verified_by_evidence(records: list[dict]) -> dict[str, dict]:
     return groups
 
 
-def missed_by_selection(records: list[dict]) -> dict:
+def missed_by_selection(picks: list[DefaultPick]) -> dict:
     """The problems where some draft of the default round is right and its pick is not, by what a selector would
     have had to do to pick the right answer: follow a vote it led (`right_led`), break a tie it shared
     (`right_tied`), back a minority answer held by 2+ drafts (`right_minority`) or a lone draft (`right_alone`);
@@ -146,10 +155,9 @@ def missed_by_selection(records: list[dict]) -> dict:
     evidence), or were programs themselves."""
     missed = {"problems": 0, "right_led": 0, "right_tied": 0, "right_minority": 0, "right_alone": 0}
     right_drafts = {"valid": 0, "program_evidence": 0, "programs": 0}
-    for record in records:
-        drafts = first_of_kinds(record["solve"], *DEFAULT_MIX)
+    for record, drafts, best in picks:
         right = [d for d in drafts if same_answer(d.get("answer") or "", record["gold"])]
-        if not right or same_answer(replay(drafts, DEFAULT_POLICY).selected[0].answer, record["gold"]):
+        if not right or same_answer(best.answer, record["gold"]):
             continue
         wrong = [d["answer"] for d in drafts if d.get("answer") and not same_answer(d["answer"], record["gold"])]
         strongest_wrong = max((sum(same_answer(a, b) for b in wrong) for a in wrong), default=0)
@@ -178,6 +186,7 @@ def headline(records: list[dict], source: str) -> dict:
     single = named["single"]
     configs = [config_summary(name, outcomes, single, memory, MIX_SIZE) for name, outcomes in named.items()]
     by_name = {c["name"]: c for c in configs}
+    picks = default_picks(gsm8k)
     return {
         "problems": len(gsm8k),
         "model": model_name(settings.get("model")),
@@ -188,8 +197,8 @@ def headline(records: list[dict], source: str) -> dict:
         "configs": configs,
         "targets": targets(by_name, named, MIX_SIZE),
         "refinement": refinement_effect(gsm8k),
-        "verified_by_evidence": verified_by_evidence(gsm8k),
-        "missed_by_selection": missed_by_selection(gsm8k),
+        "verified_by_evidence": verified_by_evidence(picks),
+        "missed_by_selection": missed_by_selection(picks),
         "bootstrap": {"seed": BOOTSTRAP_SEED, "resamples": BOOTSTRAP_RESAMPLES},
         "summarized_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
