@@ -85,3 +85,19 @@ def left_running(pids: dict[str, int], grace_s: float = 10) -> dict[str, int]:
     while not all(gone(pid) for pid in pids.values()) and time.monotonic() < deadline:
         time.sleep(0.2)
     return {name: pid for name, pid in pids.items() if not gone(pid)}
+
+
+def test_the_stack_hands_back_sigterm_as_it_found_it():
+    program = textwrap.dedent(
+        """
+        import signal, tempfile
+        from pathlib import Path
+        from deliberate.cli.stack import Ports, Stack
+        with Stack(ports=Ports.free(), log_dir=Path(tempfile.mkdtemp()), with_gateway=False):
+            inside = signal.getsignal(signal.SIGTERM)
+        after = signal.getsignal(signal.SIGTERM)
+        print("handled inside:", inside is not signal.SIG_DFL, "default after:", after is signal.SIG_DFL)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300)
+    assert "handled inside: True default after: True" in done.stdout, done.stdout + done.stderr[-3000:]

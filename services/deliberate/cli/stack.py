@@ -137,6 +137,7 @@ class Stack:
     state: str = "file"
     redis: LocalRedis | None = None
     owns_redis: bool = field(default=False, init=False)
+    exits_on_sigterm: bool = field(default=False, init=False)  # __enter__ set SIGTERM to raise SystemExit
     with_gateway: bool = True
     # Every process appends its spans here (the `file` exporter; `deliberate traces --file` reads them).
     trace_file: Path | None = None
@@ -384,23 +385,32 @@ class Stack:
         return codes
 
     def __enter__(self) -> Stack:
-        self._exit_on_sigterm()
+        self.exits_on_sigterm = self._exit_on_sigterm()
         try:
             self.up()
         except BaseException:
-            self.down()
+            self.__exit__()
             raise
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.down()
+        try:
+            self.down()
+        finally:
+            if self.exits_on_sigterm:  # the process's SIGTERM as it was before the stack: its default
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                self.exits_on_sigterm = False
 
     @staticmethod
-    def _exit_on_sigterm() -> None:
+    def _exit_on_sigterm() -> bool:
         """A SIGTERM's default kills the process where it stands and leaves the services running; as SystemExit it
-        unwinds through `__exit__`, which stops them. Only where nothing else handles SIGTERM (main thread only)."""
-        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL and threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+        unwinds through `__exit__`, which stops them. Only where nothing else handles SIGTERM (main thread only);
+        whether it was set."""
+        handled = signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+        if handled or threading.current_thread() is not threading.main_thread():
+            return False
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+        return True
 
 
 def free_port_pairs(count: int) -> list[tuple[int, int]]:
