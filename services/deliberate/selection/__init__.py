@@ -109,11 +109,11 @@ def cross_checked(candidates: Sequence[Candidate]) -> list[Candidate]:
     so `verified_by` names it whichever of the two is picked. Two kinds of solution agreeing checks the plan, not
     only the arithmetic. Both must have passed their own hard rules."""
     computed = {answer_key(c.answer) for c in candidates if computed_by_program(c)}
-    reasoned = {answer_key(c.answer) for c in candidates if c.kind == "prose" and c.valid}
+    reasoned = {answer_key(c.answer) for c in candidates if reasoned_in_prose(c)}
     agreed = (computed & reasoned) - {""}
     return [
         replace(c, evidence=(*c.evidence, CROSS_CHECK))
-        if (computed_by_program(c) or (c.kind == "prose" and c.valid))
+        if (computed_by_program(c) or reasoned_in_prose(c))
         and answer_key(c.answer) in agreed
         and CROSS_CHECK not in c.evidence
         else c
@@ -123,6 +123,10 @@ def cross_checked(candidates: Sequence[Candidate]) -> list[Candidate]:
 
 def computed_by_program(candidate: Candidate) -> bool:
     return candidate.kind == "program" and candidate.valid and "program" in candidate.evidence
+
+
+def reasoned_in_prose(candidate: Candidate) -> bool:
+    return candidate.kind == "prose" and candidate.valid
 
 
 # Checks of an answer's computations, not of its plan: a wrong plan computed correctly passes both (on recorded
