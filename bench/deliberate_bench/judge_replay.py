@@ -73,18 +73,34 @@ def soft_overrides(record: Mapping, drafts: Sequence[Mapping], scores: Mapping[s
 
 
 def discrimination(rounds: Sequence[tuple[Mapping, list[Mapping]]], scores: Mapping[str, float]) -> dict:
-    """Each signal's AUC over the rounds' valid drafts (signals computed within each round, as selection does)."""
-    values: dict[str, list[float]] = {name: [] for name in ("judge", *LEARNED_SIGNALS)}
+    """Each signal's AUC over the rounds' valid drafts (signals computed within each round, as selection does):
+    pooled over every problem (`auc`), and over pairs of a right and a wrong draft of the same round only
+    (`auc_within_round`) — what selection needs, since it only ever compares drafts of one round; a signal can
+    tell easy problems from hard ones and still not rank a round's drafts."""
+    names = ("judge", *LEARNED_SIGNALS)
+    values: dict[str, list[float]] = {name: [] for name in names}
     right: list[bool] = []
+    wins = dict.fromkeys(names, 0.0)
+    pairs = 0
     for record, drafts in rounds:
         table = signals.compute(candidates_of(drafts), judge_overrides(record, drafts, scores))
-        for d in drafts:
-            if d["valid"]:
-                right.append(same_answer(d.get("answer") or "", record["gold"]))
-                for name, column in values.items():
-                    column.append(table[draft_id(d)][name])
-    auc = {name: area_under_curve(column, right) for name, column in values.items()}
-    return {"drafts": len(right), "right": sum(right), "auc": auc}
+        valid = [d for d in drafts if d["valid"]]
+        labels = [same_answer(d.get("answer") or "", record["gold"]) for d in valid]
+        right += labels
+        for name, column in values.items():
+            round_values = [table[draft_id(d)][name] for d in valid]
+            column += round_values
+            good = [v for v, r in zip(round_values, labels, strict=True) if r]
+            bad = [v for v, r in zip(round_values, labels, strict=True) if not r]
+            wins[name] += sum((g > b) + 0.5 * (g == b) for g in good for b in bad)
+        pairs += labels.count(True) * labels.count(False)
+    return {
+        "drafts": len(right),
+        "right": sum(right),
+        "auc": {name: area_under_curve(column, right) for name, column in values.items()},
+        "pairs_within_round": pairs,
+        "auc_within_round": {name: round(wins[name] / pairs, 4) if pairs else None for name in names},
+    }
 
 
 def verdicts(rows: Sequence[Mapping]) -> dict:
@@ -124,8 +140,9 @@ def row(name: str, outcomes: list[bool], baseline: list[bool]) -> dict:
 
 def summarize(scored: list[dict], out: Path, folds: int) -> dict:
     scores = read_scores(out, folds)
-    rows = [json.loads(line) for f in range(folds) if (out / f"fold{f}.scores.jsonl").exists()
-            for line in (out / f"fold{f}.scores.jsonl").read_text().splitlines()]  # fmt: skip
+    by_fold = [[json.loads(line) for line in path.read_text().splitlines()]
+               for path in (out / f"fold{f}.scores.jsonl" for f in range(folds)) if path.exists()]  # fmt: skip
+    rows = [verdict for fold in by_fold for verdict in fold]
     judged = [r for r in scored if any(k.startswith(f"{r['id']}/") for k in scores)]
     rounds = [(r, first_of_kinds(r["solve"], *DEFAULT_MIX)) for r in judged]
     rounds = [(r, drafts) for r, drafts in rounds if drafts]
@@ -159,6 +176,7 @@ def summarize(scored: list[dict], out: Path, folds: int) -> dict:
         "fold_reports": reports,
         "judge_seconds_per_draft": round(sum(seconds_per_draft) / len(seconds_per_draft), 3) if reports else None,
         "verdicts": verdicts(rows),
+        "verdicts_by_fold": [verdicts(fold) for fold in by_fold],  # each fold's judge is calibrated apart
         "discrimination": discrimination(rounds, scores),
         "rows": [
             row("pipeline@5", default, default),

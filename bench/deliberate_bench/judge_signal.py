@@ -156,7 +156,7 @@ def run_fold(args: argparse.Namespace, training: list[dict], scored: list[dict],
         log(f"fold {fold}: done ({report_path})")
         return
     train_on, judge_on = fold_records(training, scored, args.folds, fold)
-    model_dir = MODELS / f"qwen-drafts-fold{fold}-of-{args.folds}"
+    model_dir = MODELS / f"qwen-drafts-{args.steps}-steps-fold{fold}-of-{args.folds}"
     rng = random.Random(args.seed + fold)
     torch.manual_seed(args.seed + fold)
     if (model_dir / "judge-training.json").exists():
@@ -225,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eval-batch-size", type=int, default=8)
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: every CPU)")
     parser.add_argument("--seed", type=int, default=15)
+    parser.add_argument("--fold", type=int, action="append", help="train and judge only this fold (repeatable)")
     parser.add_argument("--summarize-only", action="store_true")
     args = parser.parse_args(argv)
 
@@ -239,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
 
         torch.set_num_threads(args.threads or cpu_count())
         args.out.mkdir(parents=True, exist_ok=True)
-        for fold in range(args.folds):
+        for fold in args.fold or range(args.folds):
             run_fold(args, training, scored, fold, log)
     from deliberate_bench.judge_replay import summarize
 

@@ -101,5 +101,6 @@ def test_a_judge_that_knows_the_answer_lifts_the_replay_to_the_oracle_and_a_coin
         if name == "oracle":
             assert rows["pipeline@5:judge"] == 40 and rows["pipeline@5:learned_cv+judge"] >= 36
             assert result["discrimination"]["auc"]["judge"] == 1.0 and result["verdicts"]["accuracy"] == 1.0
+            assert result["discrimination"]["auc_within_round"]["judge"] == 1.0
         else:
             assert rows["pipeline@5:judge"] < 30
