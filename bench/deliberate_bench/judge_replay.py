@@ -34,42 +34,70 @@ from deliberate_bench.replay import (
 BOOTSTRAP_SEED = 2026
 
 
-def read_scores(out: Path, folds: int) -> dict[str, float]:
-    """Draft key → P(valid) from every fold judged so far."""
-    found: dict[str, float] = {}
-    for fold in range(folds):
-        path = out / f"fold{fold}.scores.jsonl"
-        if path.exists():
-            for line in path.read_text().splitlines():
-                row = json.loads(line)
-                found[row["key"]] = row["p_valid"]
-    return found
+def summarize(scored: list[dict], out: Path, folds: int) -> dict:
+    """The judge's verdicts, each signal's discrimination and the replayed rows, over the problems of `scored`
+    (eval-200's records) whose drafts some fold in `out` has judged."""
+    scores = read_scores(out, folds)
+    by_fold = [[json.loads(line) for line in path.read_text().splitlines()]
+               for path in (out / f"fold{f}.scores.jsonl" for f in range(folds)) if path.exists()]  # fmt: skip
+    rows = [verdict for fold in by_fold for verdict in fold]
+    judged = [r for r in scored if any(k.startswith(f"{r['id']}/") for k in scores)]
+    rounds = [(r, first_of_kinds(r["solve"], *DEFAULT_MIX)) for r in judged]
+    rounds = [(r, drafts) for r, drafts in rounds if drafts]
+    records = [r for r, _ in rounds]
+
+    def outcome(picks) -> list[bool]:
+        return [same_answer(best.answer, r["gold"]) if best else False for r, best in zip(records, picks, strict=True)]
+
+    default = outcome([replay(d, DEFAULT_POLICY).selected[0] for _, d in rounds])
+    soft = outcome([replay(d, DEFAULT_POLICY, overrides=soft_overrides(r, d, scores)).selected[0] for r, d in rounds])
+    alone = outcome(
+        [replay(d, "weighted", weights={"judge": 1.0}, overrides=judge_overrides(r, d, scores)).selected[0]
+         for r, d in rounds]
+    )  # fmt: skip
+
+    def choose(record: Mapping) -> list[Mapping]:
+        return first_of_kinds(record["solve"], *DEFAULT_MIX)
+
+    def overrides_of(record: Mapping) -> Overrides:
+        return judge_overrides(record, choose(record), scores)
+
+    learned, _ = cross_validated(records, choose, same_answer)
+    with_judge, fitted = cross_validated(records, choose, same_answer, names=("judge", *LEARNED_SIGNALS),
+                                         overrides_of=overrides_of)  # fmt: skip
+    oracle = [any(same_answer(d.get("answer") or "", r["gold"]) for d in drafts) for r, drafts in rounds]
+    reports = [json.loads(path.read_text()) for path in (out / f"fold{f}.json" for f in range(folds)) if path.exists()]
+    seconds_per_draft = [rep["judged"]["seconds_per_draft"] for rep in reports]
+    return {
+        "problems": len(records),
+        "folds": folds,
+        "fold_reports": reports,
+        "judge_seconds_per_draft": round(sum(seconds_per_draft) / len(seconds_per_draft), 3) if reports else None,
+        "verdicts": verdicts(rows),
+        "verdicts_by_fold": [verdicts(fold) for fold in by_fold],  # each fold's judge is calibrated apart
+        "discrimination": discrimination(rounds, scores),
+        "rows": [
+            row("pipeline@5", default, default),
+            row("pipeline@5:judge_soft", soft, default),
+            row("pipeline@5:judge", alone, default),
+            row("pipeline@5:learned_cv", outcome(learned), default),
+            row("pipeline@5:learned_cv+judge", outcome(with_judge), default),
+            row("pass@5", oracle, default),
+        ],
+        "learned_cv+judge_weights": fitted,
+    }
 
 
-def area_under_curve(values: Sequence[float], right: Sequence[bool]) -> float | None:
-    """P(a right draft's value > a wrong draft's), ties counted half (Mann–Whitney); None without both."""
-    positives = [v for v, r in zip(values, right, strict=True) if r]
-    negatives = [v for v, r in zip(values, right, strict=True) if not r]
-    if not positives or not negatives:
-        return None
-    wins = sum((p > n) + 0.5 * (p == n) for p in positives for n in negatives)
-    return round(wins / (len(positives) * len(negatives)), 4)
-
-
-def judge_overrides(record: Mapping, drafts: Sequence[Mapping], scores: Mapping[str, float]) -> Overrides:
-    """The judge's P(valid) as the signal `judge`, for the drafts it judged."""
-    return {draft_id(d): {"judge": scores[draft_key(record, d)]} for d in drafts if draft_key(record, d) in scores}
-
-
-def soft_overrides(record: Mapping, drafts: Sequence[Mapping], scores: Mapping[str, float]) -> Overrides:
-    """The Verifier's score as a soft judge leaves it (`JudgeResult.blend`): the trained judge's reply scores 1
-    when it says valid, else 0."""
-    blended = {}
-    for d in drafts:
-        p = scores.get(draft_key(record, d))
-        if p is not None:
-            blended[draft_id(d)] = {"score": (1 - JUDGE_WEIGHT) * d["score"] + JUDGE_WEIGHT * float(p > 0.5)}
-    return blended
+def row(name: str, outcomes: list[bool], baseline: list[bool]) -> dict:
+    low, high = wilson(sum(outcomes), len(outcomes))
+    diff, d_low, d_high = paired_bootstrap(outcomes, baseline, seed=BOOTSTRAP_SEED)
+    return {
+        "name": name,
+        "right": sum(outcomes),
+        "accuracy": round(sum(outcomes) / len(outcomes), 4),
+        "wilson_95": [round(low, 4), round(high, 4)],
+        "vs_pipeline_points": [round(100 * diff, 1), round(100 * d_low, 1), round(100 * d_high, 1)],
+    }
 
 
 def discrimination(rounds: Sequence[tuple[Mapping, list[Mapping]]], scores: Mapping[str, float]) -> dict:
@@ -126,65 +154,39 @@ def verdicts(rows: Sequence[Mapping]) -> dict:
     }
 
 
-def row(name: str, outcomes: list[bool], baseline: list[bool]) -> dict:
-    low, high = wilson(sum(outcomes), len(outcomes))
-    diff, d_low, d_high = paired_bootstrap(outcomes, baseline, seed=BOOTSTRAP_SEED)
-    return {
-        "name": name,
-        "right": sum(outcomes),
-        "accuracy": round(sum(outcomes) / len(outcomes), 4),
-        "wilson_95": [round(low, 4), round(high, 4)],
-        "vs_pipeline_points": [round(100 * diff, 1), round(100 * d_low, 1), round(100 * d_high, 1)],
-    }
+def judge_overrides(record: Mapping, drafts: Sequence[Mapping], scores: Mapping[str, float]) -> Overrides:
+    """The judge's P(valid) as the signal `judge`, for the drafts it judged."""
+    return {draft_id(d): {"judge": scores[draft_key(record, d)]} for d in drafts if draft_key(record, d) in scores}
 
 
-def summarize(scored: list[dict], out: Path, folds: int) -> dict:
-    scores = read_scores(out, folds)
-    by_fold = [[json.loads(line) for line in path.read_text().splitlines()]
-               for path in (out / f"fold{f}.scores.jsonl" for f in range(folds)) if path.exists()]  # fmt: skip
-    rows = [verdict for fold in by_fold for verdict in fold]
-    judged = [r for r in scored if any(k.startswith(f"{r['id']}/") for k in scores)]
-    rounds = [(r, first_of_kinds(r["solve"], *DEFAULT_MIX)) for r in judged]
-    rounds = [(r, drafts) for r, drafts in rounds if drafts]
-    records = [r for r, _ in rounds]
+def soft_overrides(record: Mapping, drafts: Sequence[Mapping], scores: Mapping[str, float]) -> Overrides:
+    """The Verifier's score as a soft judge leaves it (`JudgeResult.blend`): the trained judge's reply scores 1
+    when it says valid, else 0."""
+    blended = {}
+    for d in drafts:
+        p = scores.get(draft_key(record, d))
+        if p is not None:
+            blended[draft_id(d)] = {"score": (1 - JUDGE_WEIGHT) * d["score"] + JUDGE_WEIGHT * float(p > 0.5)}
+    return blended
 
-    def outcome(picks) -> list[bool]:
-        return [same_answer(best.answer, r["gold"]) if best else False for r, best in zip(records, picks, strict=True)]
 
-    default = outcome([replay(d, DEFAULT_POLICY).selected[0] for _, d in rounds])
-    soft = outcome([replay(d, DEFAULT_POLICY, overrides=soft_overrides(r, d, scores)).selected[0] for r, d in rounds])
-    alone = outcome(
-        [replay(d, "weighted", weights={"judge": 1.0}, overrides=judge_overrides(r, d, scores)).selected[0]
-         for r, d in rounds]
-    )  # fmt: skip
+def area_under_curve(values: Sequence[float], right: Sequence[bool]) -> float | None:
+    """P(a right draft's value > a wrong draft's), ties counted half (Mann–Whitney); None without both."""
+    positives = [v for v, r in zip(values, right, strict=True) if r]
+    negatives = [v for v, r in zip(values, right, strict=True) if not r]
+    if not positives or not negatives:
+        return None
+    wins = sum((p > n) + 0.5 * (p == n) for p in positives for n in negatives)
+    return round(wins / (len(positives) * len(negatives)), 4)
 
-    def choose(record: Mapping) -> list[Mapping]:
-        return first_of_kinds(record["solve"], *DEFAULT_MIX)
 
-    def overrides_of(record: Mapping) -> Overrides:
-        return judge_overrides(record, choose(record), scores)
-
-    learned, _ = cross_validated(records, choose, same_answer)
-    with_judge, fitted = cross_validated(records, choose, same_answer, names=("judge", *LEARNED_SIGNALS),
-                                         overrides_of=overrides_of)  # fmt: skip
-    oracle = [any(same_answer(d.get("answer") or "", r["gold"]) for d in drafts) for r, drafts in rounds]
-    reports = [json.loads(path.read_text()) for path in (out / f"fold{f}.json" for f in range(folds)) if path.exists()]
-    seconds_per_draft = [rep["judged"]["seconds_per_draft"] for rep in reports]
-    return {
-        "problems": len(records),
-        "folds": folds,
-        "fold_reports": reports,
-        "judge_seconds_per_draft": round(sum(seconds_per_draft) / len(seconds_per_draft), 3) if reports else None,
-        "verdicts": verdicts(rows),
-        "verdicts_by_fold": [verdicts(fold) for fold in by_fold],  # each fold's judge is calibrated apart
-        "discrimination": discrimination(rounds, scores),
-        "rows": [
-            row("pipeline@5", default, default),
-            row("pipeline@5:judge_soft", soft, default),
-            row("pipeline@5:judge", alone, default),
-            row("pipeline@5:learned_cv", outcome(learned), default),
-            row("pipeline@5:learned_cv+judge", outcome(with_judge), default),
-            row("pass@5", oracle, default),
-        ],
-        "learned_cv+judge_weights": fitted,
-    }
+def read_scores(out: Path, folds: int) -> dict[str, float]:
+    """Draft key → P(valid) from every fold judged so far."""
+    found: dict[str, float] = {}
+    for fold in range(folds):
+        path = out / f"fold{fold}.scores.jsonl"
+        if path.exists():
+            for line in path.read_text().splitlines():
+                row = json.loads(line)
+                found[row["key"]] = row["p_valid"]
+    return found
