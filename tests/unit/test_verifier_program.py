@@ -10,11 +10,12 @@ import pytest
 
 from deliberate.core.requests import InvalidArgument
 from deliberate.verifier.constraints import ConstraintSpec, compile_rules
-from deliberate.verifier.hostile_programs import HOSTILE_PROGRAMS, as_draft
+from deliberate.verifier.hostile_programs import HOSTILE_PROGRAMS, MEMORY_REFUSAL, as_draft, refused_as_expected
 from deliberate.verifier.program import LIMITS, ProgramLimits, check_program, find_program, run_program
 from deliberate.verifier.rules import verify
 
 ORDINARY = "eggs = 16 - 3 - 4\nprice = 2\nprint(eggs * price)\n"
+MEMORY_BOMBS = sorted(name for name, (_, expected) in HOSTILE_PROGRAMS.items() if expected == MEMORY_REFUSAL)
 
 
 def rules_with(*specs: ConstraintSpec):
@@ -31,16 +32,25 @@ def messages(text: str, *specs: ConstraintSpec) -> list[str]:
 
 @pytest.mark.parametrize("name", sorted(HOSTILE_PROGRAMS))
 def test_each_hostile_program_fails_with_a_readable_message(name):
-    code, expected = HOSTILE_PROGRAMS[name]
+    code, _ = HOSTILE_PROGRAMS[name]
     started = time.perf_counter()
     verdict = verify(as_draft(code), rules_with(ARITHMETIC, PROGRAM), "stop", None, {})
     elapsed = time.perf_counter() - started
     program = next(o for o in verdict.outcomes if o.rule_id == "program")
     assert not verdict.valid and not program.passed and program.hard and program.substantive
-    assert program.message.startswith("program failed: ") and expected in program.message, program.message
+    assert program.message.startswith("program failed: "), program.message
+    # A memory bomb may meet the time limit first on a loaded machine; the memory limit is tested on its own below.
+    assert refused_as_expected(name, program.message), program.message
     assert verdict.outcomes[-1].rule_id == "program"  # fast-fail: nothing after it ran
     assert verdict.extracted_answer == "" and verdict.evidence == []
     assert elapsed < LIMITS.time_s + 1.0  # bounded by the time limit, whatever the program does
+
+
+@pytest.mark.parametrize("name", MEMORY_BOMBS)
+def test_a_memory_bomb_given_time_to_spare_is_stopped_by_the_memory_limit(name):
+    code, _ = HOSTILE_PROGRAMS[name]
+    _, error = run_program(code, ProgramLimits(time_s=5.0))
+    assert error is not None and MEMORY_REFUSAL in error, error
 
 
 def test_the_sandbox_still_serves_after_every_hostile_program():

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from .program import LIMITS
 
+MEMORY_REFUSAL = "MiB of memory"
+TIME_REFUSAL = f"exceeded {LIMITS.time_s:g} s"
+
 HOSTILE_PROGRAMS: dict[str, tuple[str, str]] = {
-    "infinite_loop": ("while True:\n    pass\n", f"exceeded {LIMITS.time_s:g} s"),
-    "memory_bomb": ("x = [0] * (10**9)\nprint(len(x))\n", "MiB of memory"),
-    "doubling_string": ("s = 'a'\nwhile True:\n    s = s + s\n", "MiB of memory"),
+    "infinite_loop": ("while True:\n    pass\n", TIME_REFUSAL),
+    "memory_bomb": ("x = [0] * (10**9)\nprint(len(x))\n", MEMORY_REFUSAL),
+    "doubling_string": ("s = 'a'\nwhile True:\n    s = s + s\n", MEMORY_REFUSAL),
     "deep_recursion": ("def f(n):\n    return f(n + 1)\n\nprint(f(0))\n", "RecursionError at line 2"),
     "fork_bomb": ("import os\nwhile True:\n    os.fork()\n", "AttributeError at line 3"),
     "import_os_system": ("import os\nos.system('id')\nprint(1)\n", "AttributeError at line 2"),
@@ -28,6 +31,13 @@ HOSTILE_PROGRAMS: dict[str, tuple[str, str]] = {
     "one_mb_program": ("x = 1\n" * 160_000 + "print(x)\n", "the limit is 16,000"),
     "sleep": ("import time\ntime.sleep(30)\nprint(1 / 0)\n", "ZeroDivisionError at line 3"),
 }
+
+
+def refused_as_expected(name: str, message: str) -> bool:
+    """Whether `message` refuses hostile program `name` as its entry says. A memory bomb may instead meet the time
+    limit on a loaded machine, before it has allocated its way to the memory limit: that is a refusal too."""
+    expected = HOSTILE_PROGRAMS[name][1]
+    return expected in message or (expected == MEMORY_REFUSAL and TIME_REFUSAL in message)
 
 
 def as_draft(code: str) -> str:
