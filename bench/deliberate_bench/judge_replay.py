@@ -19,30 +19,30 @@ from pathlib import Path
 from deliberate.selection import DEFAULT_POLICY, same_answer, signals
 from deliberate.verifier.judge import JUDGE_WEIGHT
 from deliberate_bench.eval_stats import paired_bootstrap, wilson
+from deliberate_bench.eval_summary import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from deliberate_bench.judge_signal import draft_key
 from deliberate_bench.replay import (
     DEFAULT_MIX,
     LEARNED_SIGNALS,
+    MIX_SIZE,
     Overrides,
     candidates_of,
     cross_validated,
     draft_id,
-    first_of_kinds,
+    drafts_chooser,
     replay,
 )
-
-BOOTSTRAP_SEED = 2026
 
 
 def summarize(scored: list[dict], out: Path, folds: int) -> dict:
     """The judge's verdicts, each signal's discrimination and the replayed rows, over the problems of `scored`
     (eval-200's records) whose drafts some fold in `out` has judged."""
-    scores = read_scores(out, folds)
-    by_fold = [[json.loads(line) for line in path.read_text().splitlines()]
-               for path in (out / f"fold{f}.scores.jsonl" for f in range(folds)) if path.exists()]  # fmt: skip
+    by_fold = read_scores(out, folds)
     rows = [verdict for fold in by_fold for verdict in fold]
-    judged = [r for r in scored if any(k.startswith(f"{r['id']}/") for k in scores)]
-    rounds = [(r, first_of_kinds(r["solve"], *DEFAULT_MIX)) for r in judged]
+    scores = {row["key"]: row["p_valid"] for row in rows}
+    judged_problems = {key.rsplit("/", 1)[0] for key in scores}
+    choose = drafts_chooser(MIX_SIZE, DEFAULT_MIX)
+    rounds = [(r, choose(r)) for r in scored if r["id"] in judged_problems]
     rounds = [(r, drafts) for r, drafts in rounds if drafts]
     records = [r for r, _ in rounds]
 
@@ -55,9 +55,6 @@ def summarize(scored: list[dict], out: Path, folds: int) -> dict:
         [replay(d, "weighted", weights={"judge": 1.0}, overrides=judge_overrides(r, d, scores)).selected[0]
          for r, d in rounds]
     )  # fmt: skip
-
-    def choose(record: Mapping) -> list[Mapping]:
-        return first_of_kinds(record["solve"], *DEFAULT_MIX)
 
     def overrides_of(record: Mapping) -> Overrides:
         return judge_overrides(record, choose(record), scores)
@@ -90,7 +87,7 @@ def summarize(scored: list[dict], out: Path, folds: int) -> dict:
 
 def row(name: str, outcomes: list[bool], baseline: list[bool]) -> dict:
     low, high = wilson(sum(outcomes), len(outcomes))
-    diff, d_low, d_high = paired_bootstrap(outcomes, baseline, seed=BOOTSTRAP_SEED)
+    diff, d_low, d_high = paired_bootstrap(outcomes, baseline, seed=BOOTSTRAP_SEED, resamples=BOOTSTRAP_RESAMPLES)
     return {
         "name": name,
         "right": sum(outcomes),
@@ -180,13 +177,7 @@ def area_under_curve(values: Sequence[float], right: Sequence[bool]) -> float | 
     return round(wins / (len(positives) * len(negatives)), 4)
 
 
-def read_scores(out: Path, folds: int) -> dict[str, float]:
-    """Draft key → P(valid) from every fold judged so far."""
-    found: dict[str, float] = {}
-    for fold in range(folds):
-        path = out / f"fold{fold}.scores.jsonl"
-        if path.exists():
-            for line in path.read_text().splitlines():
-                row = json.loads(line)
-                found[row["key"]] = row["p_valid"]
-    return found
+def read_scores(out: Path, folds: int) -> list[list[dict]]:
+    """Every judged draft's row (key, kind, right, p_valid), fold by fold, of the folds judged so far."""
+    paths = (out / f"fold{fold}.scores.jsonl" for fold in range(folds))
+    return [[json.loads(line) for line in path.read_text().splitlines()] for path in paths if path.exists()]

@@ -24,9 +24,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from deliberate.selection import same_answer
-from deliberate_bench.train_judge import DEFAULT_BASE, Example, balanced, encode, save_judge, target_text, train
+from deliberate_bench.eval_summary import read_runs
+from deliberate_bench.evaluation import RESULTS
+from deliberate_bench.train_judge import (
+    DEFAULT_BASE,
+    Example,
+    balanced,
+    encode,
+    pad_id_of,
+    save_judge,
+    target_text,
+    train,
+)
 
-RESULTS = Path(__file__).resolve().parents[1] / "results"
 TRAINING_RUNS = RESULTS / "eval-tuning.runs.jsonl"
 SCORED_RUNS = RESULTS / "eval-gsm8k-200.runs.jsonl"
 OUT = RESULTS / "judge-signal"
@@ -38,9 +48,9 @@ MODELS = Path(".deliberate/judges")
 # --------------------------------------------------------------------------------------------------
 
 
-def read_runs(path: Path) -> list[dict]:
-    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return [r for r in records if r.get("task") == "gsm8k" and "error" not in r.get("solve", {"error": ""})]
+def gsm8k_records(path: Path) -> list[dict]:
+    """The runs file's GSM8K problems that were solved (`eval_summary.read_runs`)."""
+    return [r for r in read_runs(path) if r.get("task") == "gsm8k" and "error" not in r.get("solve", {"error": ""})]
 
 
 def judged_drafts(record: Mapping) -> list[dict]:
@@ -116,7 +126,7 @@ def valid_probabilities(network, tokenizer, records: Sequence[dict], batch_size:
     from deliberate.verifier.judge import SYSTEM_PROMPT, judge_user_message
 
     prefix, true_id, false_id = answer_fork(tokenizer)
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    pad_id = pad_id_of(tokenizer)
     inputs = []
     for r in records:
         prompt = chat_prompt(tokenizer, SYSTEM_PROMPT, judge_user_message(r["prompt"], r["draft"]))
@@ -169,7 +179,7 @@ def run_fold(args: argparse.Namespace, training: list[dict], scored: list[dict],
         examples = bucketed([e for e in encoded if e is not None], args.batch_size, rng)
         steps = args.steps or len(examples) // args.batch_size
         log(f"fold {fold}: training on {len(examples)} examples of {len(train_on)} drafts, {steps} steps …")
-        pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        pad_id = pad_id_of(tokenizer)
         started = time.perf_counter()
         first, last = train(network, examples, steps, args.batch_size, args.learning_rate, pad_id, log)
         training_report = {
@@ -232,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     def log(*parts, end="\n"):
         print(*parts, end=end, file=sys.stderr, flush=True)
 
-    training, scored = read_runs(args.training_runs), read_runs(args.scored_runs)
+    training, scored = gsm8k_records(args.training_runs), gsm8k_records(args.scored_runs)
     if not args.summarize_only:
         import torch
 

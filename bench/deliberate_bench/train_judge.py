@@ -74,6 +74,11 @@ class Example:
     answer_start: int  # the first token of the answer (the loss is on tokens from here on)
 
 
+def pad_id_of(tokenizer) -> int:
+    """The token a batch is padded with (masked out): the tokenizer's pad token, else its end of text."""
+    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+
 def encode(record: dict, tokenizer, max_length: int) -> Example | None:
     """The record as the judge sees it, followed by its answer and end of turn; None when longer than
     `max_length` tokens."""
@@ -342,7 +347,7 @@ def run(args: argparse.Namespace) -> int:
     log(f"training on {len(examples)} examples ({len(encoded) - len(examples)} longer than {args.max_length} "
         f"tokens skipped), {steps} steps of {args.batch_size} …")  # fmt: skip
     started = time.perf_counter()
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    pad_id = pad_id_of(tokenizer)
     first, last = train(network, examples, steps, args.batch_size, args.learning_rate, pad_id, log)
     run_ = TrainingRun(len(examples), len(encoded) - len(examples), steps, args.batch_size, args.learning_rate,
                        round(time.perf_counter() - started, 1), first, last)  # fmt: skip
