@@ -1,8 +1,9 @@
 """Early stopping (streaming verification, abort of failed drafts, quorum) against none, side by side in one run;
-or (`--compare adaptive`, `make bench-adaptive`) adaptive draft counts against the default round.
+or (`--compare adaptive`, `make bench-adaptive`) adaptive draft counts against the default round; or (`--compare
+previous`, `make bench-default-round`) the default round against the one before issue 25.
 
     python bench/early_stop.py [--limit 50] [--ads 10] [--drafts 5] [--model NAME] [--runs FILE]
-                               [--compare early_stop|adaptive]
+                               [--compare early_stop|adaptive|previous]
 
 One local stack (the default engine, model and sampling; the Refiner's consensus min_support 3). Each problem
 (GSM8K questions from --data, then ad-selection instances) is solved twice with the same request, seed and
@@ -27,6 +28,11 @@ reproducible across batch layouts) and the Refiner's temperature make large. Its
 `--compare adaptive` solves each problem once with `SolveRequest.draft_count = DRAFT_COUNT_ADAPTIVE` (the
 Scheduler's --adaptive-policy) and once with `DRAFT_COUNT_ALL_AT_ONCE` and every early-stop default (today's default
 round), into `adaptive.runs.jsonl` and `adaptive.json`, with `mean_drafts_with` / `mean_drafts_without`.
+
+`--compare previous` solves each problem once as it comes (today's defaults: the Scheduler's mix of prose drafts
+and programs, every early-stop behaviour on) and once as the default round was before issue 25: `PREVIOUS_PROGRAMS`
+program of N (schema requests draft prose either way) and early stopping off; into `default_round.runs.jsonl` and
+`default_round.json`.
 """
 
 from __future__ import annotations
@@ -45,10 +51,13 @@ from deliberate.selection import same_answer  # noqa: E402
 from deliberate.verifier.parsing import extract_final_answer  # noqa: E402
 from deliberate_api.common.v1 import common_pb2  # noqa: E402
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb  # noqa: E402
+from deliberate_bench.eval_stats import paired_bootstrap  # noqa: E402
 from deliberate_bench.evaluation import ad_instance, append_run, check_ad_plan, load_problems  # noqa: E402
 from deliberate_client.client import DeliberateClient, build_request  # noqa: E402
 
 SEED = 1
+# Programs in the default round before issue 25 (--program-drafts 1; docs/scheduler.md, "The default round").
+PREVIOUS_PROGRAMS = 1
 # A catalog per ad instance, of the size `deliberate eval` uses.
 AD_CATALOG_SIZE = 100
 AD_SEED_BASE = 1000
@@ -88,6 +97,8 @@ def solve_once(client: DeliberateClient, problem: dict, args, side: bool) -> dic
         request.draft_count = pb.DRAFT_COUNT_ADAPTIVE if changed else pb.DRAFT_COUNT_ALL_AT_ONCE
     elif not changed:
         request.disable_streaming_verification = request.disable_quorum = True
+        if args.compare == "previous" and not request.output_schema:
+            request.program_drafts = PREVIOUS_PROGRAMS
     started = time.perf_counter()
     response = client.stub.Solve(request, timeout=args.timeout)
     latency = time.perf_counter() - started
@@ -132,10 +143,14 @@ def figures(records: list[dict]) -> dict:
         return round(100 * sum(chosen) / len(chosen), 1) if chosen else None
 
     gsm8k = [r for r in records if r["task"] == "gsm8k"]
+    change, low, high = paired_bootstrap([r["with"]["good"] for r in gsm8k], [r["without"]["good"] for r in gsm8k])
     return {
         **side_by_side(records),
         "accuracy_with": rate("gsm8k", "with"),
         "accuracy_without": rate("gsm8k", "without"),
+        # GSM8K accuracy with − without in points, with its paired 95 % bootstrap interval over problems.
+        "accuracy_change_points": round(100 * change, 1),
+        "accuracy_change_interval": [round(100 * low, 1), round(100 * high, 1)],
         "valid_rate_with": rate("ads", "with"),
         "valid_rate_without": rate("ads", "without"),
         "n_gsm8k": len(gsm8k),
@@ -194,10 +209,11 @@ def main() -> None:
     parser.add_argument("--out", default="", help="result name under bench/results (early_stop, early_stop_aa)")
     parser.add_argument(
         "--compare",
-        choices=["early_stop", "adaptive"],
+        choices=["early_stop", "adaptive", "previous"],
         default="early_stop",
-        help="what the with side changes: early stopping on against off (default), or adaptive draft counts "
-        "(SolveRequest.draft_count) against the default round, all drafts at once with early stopping",
+        help="what the with side changes: early stopping on against off (default); adaptive draft counts "
+        "(SolveRequest.draft_count) against the default round, all drafts at once with early stopping; or today's "
+        "default round against the one before issue 25 (1 program, early stopping off)",
     )
     parser.add_argument(
         "--same-both-sides", action="store_true", help="control: the without side on both sides (the noise)"
@@ -209,9 +225,8 @@ def main() -> None:
     )
     add_data_argument(parser)
     args = parser.parse_args()
-    args.out = args.out or ("adaptive" if args.compare == "adaptive" else "early_stop") + (
-        "_aa" if args.same_both_sides else ""
-    )
+    names = {"early_stop": "early_stop", "adaptive": "adaptive", "previous": "default_round"}
+    args.out = args.out or names[args.compare] + ("_aa" if args.same_both_sides else "")
     args.runs = args.runs or RESULTS / f"{args.out}.runs.jsonl"
 
     chosen = problems(args)

@@ -31,7 +31,8 @@ import argparse
 import json
 import statistics
 import sys
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -39,9 +40,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS, write_result  # noqa: E402
 
 from deliberate.scheduler.early_stop_rules import default_quorum, quorum_reason  # noqa: E402
-from deliberate.selection import answer_key, majority, same_answer  # noqa: E402
+from deliberate.selection import DEFAULT_POLICY, answer_key, majority, same_answer  # noqa: E402
 from deliberate.verifier.streaming import ArithmeticPrefix, GrowingDraft  # noqa: E402
+from deliberate_bench.eval_stats import paired_bootstrap  # noqa: E402
 from deliberate_bench.replay import DEFAULT_MIX, first_of_kinds, mixes  # noqa: E402
+from deliberate_bench.replay import replay as rank  # noqa: E402
 from deliberate_bench.train_judge import read_records  # noqa: E402
 
 # The pieces a draft's text is fed to the prefix check in: about a token each, as the Drafter streams it.
@@ -49,6 +52,14 @@ PIECE_CHARS = 4
 # Generation lengths whose difference times one decoding step, and the tries of each (the fastest counts).
 SHORT_TOKENS, LONG_TOKENS, TRIES = 16, 112, 3
 QUORUMS_COMPARED = (1, 2)
+# The default round before issue 25: 4 prose drafts and 1 program, every draft to its end. The mixes of a round of
+# its size (one draft stays prose, as the Scheduler keeps it) are compared with it, and the default with them.
+PREVIOUS_MIX = (4, 1)
+ROUND_MIXES = tuple((prose, sum(PREVIOUS_MIX) - prose) for prose in range(sum(PREVIOUS_MIX) - 1, 0, -1))
+# The accuracy a cheaper round may lose against the previous one on the calibration problems, in points (the
+# allowance issue 25 sets for the default).
+MAX_LOSS_POINTS = 1.0
+CALIBRATION_RUNS = (RESULTS / "eval-tuning.runs.jsonl", RESULTS / "eval-tuning-2.runs.jsonl")
 
 
 @dataclass(frozen=True)
@@ -57,6 +68,7 @@ class Draft:
     valid: bool
     answer: str
     stop_share: float | None  # where the prefix check stops it, as a share of its text; None: it never fails early
+    record: Mapping | None = field(default=None, compare=False, repr=False)  # as recorded, for the selection policy
 
 
 @dataclass(frozen=True)
@@ -71,6 +83,7 @@ class Cost:
     seconds: float  # decoding time of the round
     answers: list[str]  # the answers of the drafts that finished and passed, in the order they finished
     quorum: bool
+    finished: tuple[int, ...] = ()  # the drafts that finished whole (passed or not), in the order they finished
 
 
 def prefix_stop_share(text: str) -> float | None:
@@ -82,15 +95,15 @@ def prefix_stop_share(text: str) -> float | None:
     return None
 
 
-def round_of(record: dict) -> Round:
+def round_of(record: dict, mix: tuple[int, int] = DEFAULT_MIX) -> Round:
     """The first round's drafts of one problem (a re-draft round depends on the first one's outcome); of a round
-    recorded with both kinds (`make eval-200`: 4 prose drafts, 4 programs), the default round's mix."""
+    recorded with both kinds (`make eval-200`: 4 prose drafts, 4 programs), those of `mix` (prose, programs)."""
     solve = record["solve"]
-    recorded = first_of_kinds(solve, *DEFAULT_MIX) if mixes(solve) else solve["drafts"]
+    recorded = first_of_kinds(solve, *mix) if mixes(solve) else solve["drafts"]
     drafts = [
-        Draft(d["completion_tokens"], d["valid"], d["answer"], prefix_stop_share(d["text"]))
+        Draft(d["completion_tokens"], d["valid"], d["answer"], prefix_stop_share(d["text"]), d)
         for d in recorded
-        if d["round"] == 0 and not d["duplicate_of"]
+        if d["round"] == 0
     ]
     return Round(record["gold"], drafts)
 
@@ -130,18 +143,20 @@ def replay(drafts: list[Draft], step_seconds: list[float], quorum: int, clairvoy
         else:
             stop_at.append(draft.tokens)
     generating = {i for i, stop in enumerate(stop_at) if stop > 0}
-    answers, tokens, seconds, step = [], 0, 0.0, 0
+    answers, finished, tokens, seconds, step = [], [], 0, 0.0, 0
     while generating:
         step += 1
         tokens += len(generating)
         seconds += step_seconds[min(len(generating), len(step_seconds)) - 1]
         for i in sorted(i for i in generating if step == stop_at[i]):
             generating.discard(i)
-            if stop_at[i] == drafts[i].tokens and drafts[i].valid:  # finished whole and passed every hard rule
-                answers.append(drafts[i].answer)
+            if stop_at[i] == drafts[i].tokens:  # finished whole
+                finished.append(i)
+                if drafts[i].valid:  # and passed every hard rule
+                    answers.append(drafts[i].answer)
         if quorum and generating and quorum_reason(answers, len(generating), quorum):
-            return Cost(tokens, seconds, answers, quorum=True)
-    return Cost(tokens, seconds, answers, quorum=False)
+            return Cost(tokens, seconds, answers, quorum=True, finished=tuple(finished))
+    return Cost(tokens, seconds, answers, quorum=False, finished=tuple(finished))
 
 
 def ratios(
@@ -185,6 +200,79 @@ def sequential_token_ratio(rounds: list[Round], quorum: int | None) -> float:
     return round(used / full, 3)
 
 
+def selected_right(round_: Round, cost: Cost) -> bool:
+    """Whether the default selection policy, ranking the drafts that finished whole, picks the gold answer (the
+    pipeline's selection as `make eval-headline` replays it; refinement is not replayed)."""
+    finished = [round_.drafts[i].record for i in cost.finished]
+    selection = rank(finished, DEFAULT_POLICY) if finished else None
+    return bool(selection and selection.selected) and same_answer(selection.selected[0].answer, round_.gold)
+
+
+def mix_name(mix: tuple[int, int]) -> str:
+    return f"{mix[0]}+{mix[1]}"
+
+
+def mix_rows(records: list[dict], step_seconds: list[float]) -> dict[str, dict]:
+    """Each mix of a round of 5 (prose + programs) with the default early stopping, against the previous default
+    round (4 + 1, every draft to its end) on the same recorded drafts: tokens, decoding time, and the accuracy of
+    the default selection over the drafts that finished, paired problem by problem."""
+    usable = [r for r in records if set(ROUND_MIXES) <= set(mixes(r["solve"]))]
+    if not usable:
+        return {}
+    before = [round_of(r, PREVIOUS_MIX) for r in usable]
+    before_costs = [replay(r.drafts, step_seconds, 0, clairvoyant=False) for r in before]
+    right_before = [selected_right(r, c) for r, c in zip(before, before_costs, strict=True)]
+    rows = {}
+    for mix in ROUND_MIXES:
+        rounds = [round_of(r, mix) for r in usable]
+        costs = [replay(r.drafts, step_seconds, default_quorum(len(r.drafts)), clairvoyant=False) for r in rounds]
+        right = [selected_right(r, c) for r, c in zip(rounds, costs, strict=True)]
+        _, low, high = paired_bootstrap(right, right_before)
+        rows[mix_name(mix)] = {
+            "n": len(usable),
+            "token_ratio": round(sum(c.tokens for c in costs) / sum(c.tokens for c in before_costs), 3),
+            "latency_ratio": round(sum(c.seconds for c in costs) / sum(c.seconds for c in before_costs), 3),
+            "tokens_per_problem": round(sum(c.tokens for c in costs) / len(usable), 1),
+            "quorum_reached": sum(c.quorum for c in costs),
+            "right_before": sum(right_before),
+            "right_with": sum(right),
+            "accuracy_change_points": round(100 * (sum(right) - sum(right_before)) / len(usable), 1),
+            "accuracy_change_interval": [round(100 * low, 1), round(100 * high, 1)],
+        }
+    return rows
+
+
+def cheapest_within_allowance(rows: dict[str, dict], max_loss_points: float = MAX_LOSS_POINTS) -> str | None:
+    """The mix with the fewest tokens whose accuracy change is at least `-max_loss_points` (ties: the more accurate)."""
+    allowed = [name for name, row in rows.items() if row["accuracy_change_points"] >= -max_loss_points]
+    return min(
+        allowed, key=lambda name: (rows[name]["token_ratio"], -rows[name]["accuracy_change_points"]), default=None
+    )
+
+
+def mix_comparison(scored: list[dict], calibration_runs: list[Path], step_seconds: list[float]) -> dict | None:
+    """Every mix on the calibration runs (the tuning blocks, never scored), the cheapest within the allowance chosen
+    there, and every mix on the scored runs; None where the scored runs hold one kind of draft only."""
+    scored_rows = mix_rows(scored, step_seconds)
+    if not scored_rows:
+        return None
+    calibration = [r for path in calibration_runs if path.exists() for r in gsm8k_records(path)]
+    on_calibration = mix_rows(calibration, step_seconds)
+    return {
+        "previous": mix_name(PREVIOUS_MIX),
+        "default": mix_name(DEFAULT_MIX),
+        "max_loss_points": MAX_LOSS_POINTS,
+        "calibration_runs": [path.name for path in calibration_runs if path.exists()],
+        "chosen_on_calibration": cheapest_within_allowance(on_calibration),
+        "calibration": on_calibration,
+        "scored": scored_rows,
+    }
+
+
+def gsm8k_records(path: Path) -> list[dict]:
+    return [r for r in read_records(path) if r.get("task") == "gsm8k" and r.get("solve", {}).get("drafts")]
+
+
 def measure_step_seconds(max_sequences: int, model: str) -> list[float]:
     """Seconds of one decoding step with 1…max_sequences sequences side by side, on the default engine and model:
     the difference between a long and a short generation, so prompt evaluation cancels out."""
@@ -218,13 +306,17 @@ def main() -> None:
     parser.add_argument(
         "--step-seconds", help="comma-separated seconds of a decoding step with 1, 2, … sequences (default: measured)"
     )
+    parser.add_argument(
+        "--calibrate",
+        type=Path,
+        nargs="*",
+        default=list(CALIBRATION_RUNS),
+        help="runs files the round's mix is chosen on (default: the tuning blocks, make eval-tuning, eval-tuning-2)",
+    )
     parser.add_argument("--out", default="early_stop_bound")
     args = parser.parse_args()
-    if args.runs.is_dir():
-        rounds = rounds_of_judge_dataset(args.runs, args.drafts)
-    else:
-        records = read_records(args.runs)
-        rounds = [round_of(r) for r in records if r.get("task") == "gsm8k" and r.get("solve", {}).get("drafts")]
+    records = [] if args.runs.is_dir() else gsm8k_records(args.runs)
+    rounds = rounds_of_judge_dataset(args.runs, args.drafts) if args.runs.is_dir() else [round_of(r) for r in records]
     rounds = [r for r in rounds if r.drafts]
     drafts = [d for r in rounds for d in r.drafts]
     if args.step_seconds:
@@ -233,12 +325,23 @@ def main() -> None:
         step_seconds = measure_step_seconds(max(len(r.drafts) for r in rounds), args.model)
     full = [replay(r.drafts, step_seconds, 0, clairvoyant=False) for r in rounds]
     default = ratios(rounds, full, step_seconds, None, clairvoyant=False)
+    mixed = mix_comparison(records, args.calibrate, step_seconds) if records else None
     result = {
         "n": len(rounds),
-        # The Scheduler's default early stopping (streaming verification, quorum ⌈N/2⌉) against every draft to
-        # its end; accuracy is the plain vote's over the drafts that finished and passed.
-        "default_token_ratio": default["token_ratio"],
-        "default_accuracy_change_points": round(default["vote_accuracy_with"] - default["vote_accuracy_without"], 1),
+        # The default round (the Scheduler's mix of prose drafts and programs, its early stopping) against the
+        # previous default round (4 + 1, every draft to its end), the default selection's accuracy; runs with one
+        # kind of draft: the early stopping alone against every draft to its end, the plain vote's accuracy.
+        "default_token_ratio": mixed["scored"][mixed["default"]]["token_ratio"] if mixed else default["token_ratio"],
+        "default_accuracy_change_points": (
+            mixed["scored"][mixed["default"]]["accuracy_change_points"]
+            if mixed
+            else round(default["vote_accuracy_with"] - default["vote_accuracy_without"], 1)
+        ),
+        "default_latency_ratio": mixed["scored"][mixed["default"]]["latency_ratio"]
+        if mixed
+        else default["latency_ratio"],
+        "mix": mixed,
+        # The early stopping alone, on the default mix: with ÷ every draft of that mix to its end.
         "rules": default,
         "clairvoyant": ratios(rounds, full, step_seconds, None, clairvoyant=True),
         "by_quorum": {

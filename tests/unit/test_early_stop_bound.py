@@ -63,3 +63,54 @@ def test_a_judge_dataset_gives_rounds_of_its_first_drafts_per_problem():
     rounds = rounds_of_judge_dataset(RESULTS / "judge-dataset", drafts_per_round=5)
     assert len(rounds) > 200 and all(1 <= len(r.drafts) <= 5 and r.gold for r in rounds)
     assert any(d.stop_share is not None for r in rounds for d in r.drafts)  # SmolLM2 writes wrong equations
+
+
+def test_the_drafts_that_finished_whole_are_listed_in_the_order_they_finished():
+    drafts = [Draft(30, True, "4", None), Draft(10, False, "5", None), Draft(40, False, "9", 0.25)]
+    cost = replay(drafts, FLAT, quorum=3, clairvoyant=False)
+    assert cost.finished == (1, 0)  # the third was stopped by its prefix check: not whole, never ranked
+    assert cost.answers == ["4"]  # only drafts that passed vote
+
+
+def mixed_record(gold: str, prose: list[tuple[str, int]], programs: list[tuple[str, int]]) -> dict:
+    """A recorded round of 4 prose drafts and 4 programs, as `make eval-200` writes them."""
+
+    def draft(index: int, kind: str, answer: str, tokens: int) -> dict:
+        recorded = {"round": 0, "index": index, "kind": kind, "answer": answer, "completion_tokens": tokens}
+        return {**recorded, "valid": True, "score": 1.0, "text": f"{answer}\n", "evidence": [], "finish_reason": "STOP"}
+
+    drafts = [draft(i, "prose", a, t) for i, (a, t) in enumerate(prose)]
+    drafts += [draft(len(prose) + i, "program", a, t) for i, (a, t) in enumerate(programs)]
+    return {"task": "gsm8k", "gold": gold, "solve": {"drafts": drafts}}
+
+
+def test_each_mix_is_costed_and_scored_against_the_previous_round_on_the_same_drafts():
+    from early_stop_bound import cheapest_within_allowance, mix_rows
+
+    # Programs are short and agree on the right answer; the prose drafts split and the first three are wrong.
+    programs = [("7", 20), ("7", 20), ("7", 40), ("7", 10)]
+    programs_right = mixed_record("7", [("3", 100), ("3", 100), ("5", 100), ("7", 100)], programs)
+    rows = mix_rows([programs_right], FLAT)
+    assert set(rows) == {"4+1", "3+2", "2+3", "1+4"}
+    previous = rows["4+1"]
+    assert previous["right_before"] == 0 and previous["tokens_per_problem"] <= 420  # the vote of two wrong ones
+    # 1 prose + 4 programs: three programs agree at token 20 and end the round, cutting the prose draft and the
+    # third program; 2 + 3 waits for its third program, at token 40.
+    assert rows["1+4"]["tokens_per_problem"] == 10 + 4 * 20 and rows["1+4"]["quorum_reached"] == 1
+    assert rows["2+3"]["tokens_per_problem"] == 20 + 20 + 3 * 40
+    assert rows["1+4"]["token_ratio"] == round(90 / (4 * 100 + 20), 3)
+    assert rows["1+4"]["right_with"] == 1 and rows["1+4"]["accuracy_change_points"] == 100.0
+    assert cheapest_within_allowance(rows) == "1+4"
+
+
+def test_the_cheapest_mix_must_keep_the_accuracy_within_the_allowance():
+    from early_stop_bound import cheapest_within_allowance
+
+    rows = {
+        "4+1": {"token_ratio": 0.95, "accuracy_change_points": 0.0},
+        "2+3": {"token_ratio": 0.6, "accuracy_change_points": -0.5},
+        "1+4": {"token_ratio": 0.5, "accuracy_change_points": -1.5},
+    }
+    assert cheapest_within_allowance(rows, max_loss_points=1.0) == "2+3"
+    assert cheapest_within_allowance(rows, max_loss_points=2.0) == "1+4"
+    assert cheapest_within_allowance({"4+1": {"token_ratio": 1.0, "accuracy_change_points": -3.0}}) is None
