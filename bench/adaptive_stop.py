@@ -1,11 +1,11 @@
 """Adaptive draft counts, cross-modal agreement and confidence stops: chosen on the tuning problems, scored on others.
 
-    python bench/adaptive_stop.py [--calibrate bench/results/eval-tuning.runs.jsonl]
+    python bench/adaptive_stop.py [--calibrate RUNS …]
                                   [--runs bench/results/eval-gsm8k-200.runs.jsonl]
 
 Every policy of `deliberate_bench.stopping` (the order in which a round adds prose drafts and programs, how many
-start together, the quorum that settles it, cross-modal agreement) is replayed on the calibration runs (the tuning
-block, never scored) against the default round of 5 (4 prose, 1 program, each to its end). For each accuracy loss
+start together, the quorum that settles it, cross-modal agreement) is replayed on the calibration runs (the two tuning
+blocks, never scored) against the default round of 5 (4 prose, 1 program, each to its end). For each accuracy loss
 allowed there (`--losses`, in points) the policy with the fewest tokens is chosen — with and without a confidence
 stop whose limits per kind are the 5th percentile of the right drafts' lowest window (`confidence_stop`) — and
 only then replayed on the scored runs, so nothing is fitted on what is scored. Writes
@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import RESULTS, write_result  # noqa: E402
+from common import RESULTS, TUNING_RUNS, write_result  # noqa: E402
 from confidence_stop import read_records, stop_point, thresholds  # noqa: E402
 
 from deliberate_bench.stopping import agreement_precision, choose, compare  # noqa: E402
@@ -34,11 +34,11 @@ CONFIDENCE_PERCENTILE = 5
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--calibrate", type=Path, default=RESULTS / "eval-tuning.runs.jsonl")
+    parser.add_argument("--calibrate", type=Path, nargs="+", default=list(TUNING_RUNS), help="the tuning blocks' runs")
     parser.add_argument("--runs", type=Path, default=RESULTS / "eval-gsm8k-200.runs.jsonl")
     parser.add_argument("--losses", default="0,2,4", help="accuracy losses allowed on the calibration runs, points")
     args = parser.parse_args()
-    calibration = read_records(args.calibrate)
+    calibration = [r for path in args.calibrate for r in read_records(path)]
     scored = read_records(args.runs) if args.runs.exists() else []
     limits = thresholds([r for r in calibration if any(d.get("confidence") for d in r["solve"]["drafts"])],
                         CONFIDENCE_PERCENTILE)  # fmt: skip
@@ -59,7 +59,7 @@ def main() -> int:
             })  # fmt: skip
             print(json.dumps(choices[-1]), flush=True)
     write_result("adaptive_stop", {
-        "calibration_runs": args.calibrate.name,
+        "calibration_runs": [path.name for path in args.calibrate],
         "scored_runs": args.runs.name if scored else None,
         "confidence_limits": {kind: round(value, 4) for kind, value in limits.items()},
         "agreement_precision": {"calibration": agreement_precision(calibration),

@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
+# The runs defaults are chosen on (the two tuning blocks, make eval-tuning and eval-tuning-2), never scored.
+TUNING_RUNS = (RESULTS / "eval-tuning.runs.jsonl", RESULTS / "eval-tuning-2.runs.jsonl")
 
 
 def machine() -> dict:

@@ -28,6 +28,7 @@ Writes bench/results/early_stop_bound.json.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import sys
@@ -37,9 +38,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import RESULTS, write_result  # noqa: E402
+from common import RESULTS, TUNING_RUNS, write_result  # noqa: E402
 
 from deliberate.scheduler.early_stop_rules import default_quorum, quorum_reason  # noqa: E402
+from deliberate.scheduler.settings import SchedulerSettings  # noqa: E402
 from deliberate.selection import DEFAULT_POLICY, answer_key, majority, same_answer  # noqa: E402
 from deliberate.verifier.streaming import ArithmeticPrefix, GrowingDraft  # noqa: E402
 from deliberate_bench.eval_stats import paired_bootstrap  # noqa: E402
@@ -59,7 +61,8 @@ ROUND_MIXES = tuple((prose, sum(PREVIOUS_MIX) - prose) for prose in range(sum(PR
 # The accuracy a cheaper round may lose against the previous one on the calibration problems, in points (the
 # allowance issue 25 sets for the default).
 MAX_LOSS_POINTS = 1.0
-CALIBRATION_RUNS = (RESULTS / "eval-tuning.runs.jsonl", RESULTS / "eval-tuning-2.runs.jsonl")
+# Whether the Scheduler's early stopping ends a round on a valid prose draft and a valid program agreeing.
+DEFAULT_CROSS_MODAL = SchedulerSettings.model_fields["cross_modal_quorum"].default
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,10 @@ class Draft:
     answer: str
     stop_share: float | None  # where the prefix check stops it, as a share of its text; None: it never fails early
     record: Mapping | None = field(default=None, compare=False, repr=False)  # as recorded, for the selection policy
+
+    @property
+    def kind(self) -> str:
+        return (self.record or {}).get("kind") or "prose"
 
 
 @dataclass(frozen=True)
@@ -131,9 +138,12 @@ def rounds_of_judge_dataset(directory: Path, drafts_per_round: int) -> list[Roun
     return rounds
 
 
-def replay(drafts: list[Draft], step_seconds: list[float], quorum: int, clairvoyant: bool) -> Cost:
+def replay(
+    drafts: list[Draft], step_seconds: list[float], quorum: int, clairvoyant: bool, cross_modal: bool = False
+) -> Cost:
     """Decodes the round step by step; a draft stops at its failure, and the quorum rule ends the round (quorum 0:
-    never, and no draft stops early: the round without early stopping)."""
+    never, and no draft stops early: the round without early stopping); with `cross_modal`, so does a valid prose
+    draft agreeing with a valid program."""
     stop_at = []  # the tokens each draft generates before it ends or is stopped on its own failure
     for draft in drafts:
         if quorum and clairvoyant and not draft.valid:
@@ -143,7 +153,7 @@ def replay(drafts: list[Draft], step_seconds: list[float], quorum: int, clairvoy
         else:
             stop_at.append(draft.tokens)
     generating = {i for i, stop in enumerate(stop_at) if stop > 0}
-    answers, finished, tokens, seconds, step = [], [], 0, 0.0, 0
+    answers, kinds, finished, tokens, seconds, step = [], [], [], 0, 0.0, 0
     while generating:
         step += 1
         tokens += len(generating)
@@ -154,7 +164,8 @@ def replay(drafts: list[Draft], step_seconds: list[float], quorum: int, clairvoy
                 finished.append(i)
                 if drafts[i].valid:  # and passed every hard rule
                     answers.append(drafts[i].answer)
-        if quorum and generating and quorum_reason(answers, len(generating), quorum):
+                    kinds.append(drafts[i].kind)
+        if quorum and generating and quorum_reason(answers, len(generating), quorum, kinds if cross_modal else ()):
             return Cost(tokens, seconds, answers, quorum=True, finished=tuple(finished))
     return Cost(tokens, seconds, answers, quorum=False, finished=tuple(finished))
 
@@ -163,8 +174,9 @@ def ratios(
     rounds: list[Round], full: list[Cost], step_seconds: list[float], quorum: int | None, clairvoyant: bool
 ) -> dict:
     """`rounds` replayed with early stopping against `full`, their replay without."""
+    cross_modal = quorum is None and DEFAULT_CROSS_MODAL  # as live: it joins the default quorum only
     stopped = [
-        replay(r.drafts, step_seconds, default_quorum(len(r.drafts)) if quorum is None else quorum, clairvoyant)
+        replay(r.drafts, step_seconds, quorum or default_quorum(len(r.drafts)), clairvoyant, cross_modal)
         for r in rounds
     ]
 
@@ -208,14 +220,16 @@ def selected_right(round_: Round, cost: Cost) -> bool:
     return bool(selection and selection.selected) and same_answer(selection.selected[0].answer, round_.gold)
 
 
-def mix_name(mix: tuple[int, int]) -> str:
-    return f"{mix[0]}+{mix[1]}"
+def mix_name(mix: tuple[int, int], cross_modal: bool = False) -> str:
+    """`4+1`: 4 prose drafts and 1 program; `4+1+x`: with the cross-modal quorum as well."""
+    return f"{mix[0]}+{mix[1]}{'+x' if cross_modal else ''}"
 
 
 def mix_rows(records: list[dict], step_seconds: list[float]) -> dict[str, dict]:
-    """Each mix of a round of 5 (prose + programs) with the default early stopping, against the previous default
-    round (4 + 1, every draft to its end) on the same recorded drafts: tokens, decoding time, and the accuracy of
-    the default selection over the drafts that finished, paired problem by problem."""
+    """Each mix of a round of 5 (prose + programs) with the default early stopping, and with a valid prose draft
+    agreeing with a valid program ending the round too (cross-modal quorum), against the previous default round
+    (4 + 1, every draft to its end) on the same recorded drafts: tokens, decoding time, and the accuracy of the
+    default selection over the drafts that finished, paired problem by problem."""
     usable = [r for r in records if set(ROUND_MIXES) <= set(mixes(r["solve"]))]
     if not usable:
         return {}
@@ -223,12 +237,13 @@ def mix_rows(records: list[dict], step_seconds: list[float]) -> dict[str, dict]:
     before_costs = [replay(r.drafts, step_seconds, 0, clairvoyant=False) for r in before]
     right_before = [selected_right(r, c) for r, c in zip(before, before_costs, strict=True)]
     rows = {}
-    for mix in ROUND_MIXES:
+    for mix, cross_modal in itertools.product(ROUND_MIXES, (False, True)):
         rounds = [round_of(r, mix) for r in usable]
-        costs = [replay(r.drafts, step_seconds, default_quorum(len(r.drafts)), clairvoyant=False) for r in rounds]
+        quorums = [default_quorum(len(r.drafts)) for r in rounds]
+        costs = [replay(r.drafts, step_seconds, q, False, cross_modal) for r, q in zip(rounds, quorums, strict=True)]
         right = [selected_right(r, c) for r, c in zip(rounds, costs, strict=True)]
         _, low, high = paired_bootstrap(right, right_before)
-        rows[mix_name(mix)] = {
+        rows[mix_name(mix, cross_modal)] = {
             "n": len(usable),
             "token_ratio": round(sum(c.tokens for c in costs) / sum(c.tokens for c in before_costs), 3),
             "latency_ratio": round(sum(c.seconds for c in costs) / sum(c.seconds for c in before_costs), 3),
@@ -260,7 +275,7 @@ def mix_comparison(scored: list[dict], calibration_runs: list[Path], step_second
     on_calibration = mix_rows(calibration, step_seconds)
     return {
         "previous": mix_name(PREVIOUS_MIX),
-        "default": mix_name(DEFAULT_MIX),
+        "default": mix_name(DEFAULT_MIX, DEFAULT_CROSS_MODAL),
         "max_loss_points": MAX_LOSS_POINTS,
         "calibration_runs": [path.name for path in calibration_runs if path.exists()],
         "chosen_on_calibration": cheapest_within_allowance(on_calibration),
@@ -310,7 +325,7 @@ def main() -> None:
         "--calibrate",
         type=Path,
         nargs="*",
-        default=list(CALIBRATION_RUNS),
+        default=list(TUNING_RUNS),
         help="runs files the round's mix is chosen on (default: the tuning blocks, make eval-tuning, eval-tuning-2)",
     )
     parser.add_argument("--out", default="early_stop_bound")

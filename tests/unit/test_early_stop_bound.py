@@ -91,7 +91,7 @@ def test_each_mix_is_costed_and_scored_against_the_previous_round_on_the_same_dr
     programs = [("7", 20), ("7", 20), ("7", 40), ("7", 10)]
     programs_right = mixed_record("7", [("3", 100), ("3", 100), ("5", 100), ("7", 100)], programs)
     rows = mix_rows([programs_right], FLAT)
-    assert set(rows) == {"4+1", "3+2", "2+3", "1+4"}
+    assert set(rows) == {"4+1", "3+2", "2+3", "1+4", "4+1+x", "3+2+x", "2+3+x", "1+4+x"}
     previous = rows["4+1"]
     assert previous["right_before"] == 0 and previous["tokens_per_problem"] <= 420  # the vote of two wrong ones
     # 1 prose + 4 programs: three programs agree at token 20 and end the round, cutting the prose draft and the
@@ -101,6 +101,17 @@ def test_each_mix_is_costed_and_scored_against_the_previous_round_on_the_same_dr
     assert rows["1+4"]["token_ratio"] == round(90 / (4 * 100 + 20), 3)
     assert rows["1+4"]["right_with"] == 1 and rows["1+4"]["accuracy_change_points"] == 100.0
     assert cheapest_within_allowance(rows) == "1+4"
+
+
+def test_a_valid_prose_draft_agreeing_with_a_valid_program_ends_the_round_only_with_the_cross_modal_quorum():
+    from early_stop_bound import mix_rows
+
+    # 4 + 1: the program (7, 20 tokens) and the first prose draft to finish (7, 50 tokens) agree at token 50.
+    record = mixed_record("7", [("7", 50), ("3", 100), ("5", 100), ("9", 100)], [("7", 20)] * 4)
+    rows = mix_rows([record], FLAT)
+    assert rows["4+1"]["quorum_reached"] == 0 and rows["4+1"]["tokens_per_problem"] == 20 + 50 + 3 * 100
+    assert rows["4+1+x"]["quorum_reached"] == 1 and rows["4+1+x"]["tokens_per_problem"] == 20 + 4 * 50
+    assert rows["4+1+x"]["right_with"] == 1
 
 
 def test_the_cheapest_mix_must_keep_the_accuracy_within_the_allowance():
@@ -114,3 +125,15 @@ def test_the_cheapest_mix_must_keep_the_accuracy_within_the_allowance():
     assert cheapest_within_allowance(rows, max_loss_points=1.0) == "2+3"
     assert cheapest_within_allowance(rows, max_loss_points=2.0) == "1+4"
     assert cheapest_within_allowance({"4+1": {"token_ratio": 1.0, "accuracy_change_points": -3.0}}) is None
+
+
+def test_the_schedulers_default_mix_is_the_one_chosen_on_the_tuning_problems():
+    """The committed replay (make bench-early-stop-bound) chose the default round's mix on the tuning blocks."""
+    import json
+
+    from early_stop_bound import DEFAULT_CROSS_MODAL, RESULTS, mix_name
+
+    from deliberate_bench.replay import DEFAULT_MIX
+
+    mix = json.loads((RESULTS / "early_stop_bound.json").read_text())["mix"]
+    assert mix["default"] == mix_name(DEFAULT_MIX, DEFAULT_CROSS_MODAL) == mix["chosen_on_calibration"]

@@ -51,3 +51,18 @@ def test_a_straggler_that_ended_before_its_cancel_is_whole():
     assert not quorum_cancel_came_too_late(stopped, cut)
     assert not quorum_cancel_came_too_late(failed, whole), "a hard-rule failure stands however the draft ended"
     assert not quorum_cancel_came_too_late(SimpleNamespace(abort=None), whole)
+
+
+def test_a_valid_prose_draft_and_a_valid_program_that_agree_reach_the_cross_modal_quorum():
+    assert quorum_reason(["72", "72.0"], generating=3, quorum=3) == "", "two of a quorum of three"
+    reason = quorum_reason(["72", "72.0"], generating=3, quorum=3, kinds=["prose", "program"])
+    assert "a valid prose draft and a valid program agree on 72" in reason
+    assert quorum_reason(["72", "72"], generating=3, quorum=3, kinds=["prose", "prose"]) == "", "one kind only"
+    assert quorum_reason(["72", "70"], generating=3, quorum=3, kinds=["prose", "program"]) == "", "they disagree"
+
+
+def test_the_cross_modal_quorum_joins_the_default_quorum_only():
+    assert options_of(pb.SolveRequest(), 5, cross_modal=True).cross_modal
+    assert not options_of(pb.SolveRequest(), 5).cross_modal, "the deployment turned it off"
+    assert not options_of(pb.SolveRequest(quorum=3), 5, cross_modal=True).cross_modal, "the request named its quorum"
+    assert not options_of(pb.SolveRequest(disable_quorum=True), 5, cross_modal=True).cross_modal

@@ -414,12 +414,14 @@ class EarlyStopRound:
     def quorum_reached(self) -> str:
         if not self.options.quorum or self.stopping:
             return ""
-        valid = [s.verdict.extracted_answer for s in self.states if s.verdict is not None and s.verdict.valid]
+        passed = [s for s in self.states if s.verdict is not None and s.verdict.valid]
+        valid = [s.verdict.extracted_answer for s in passed]
+        kinds = [s.draft.kind or "prose" for s in passed] if self.options.cross_modal else []
         started = sum(not s.finished and s.abort is None for s in self.states)
         generating = started + len(self.unstarted())
         if not generating:  # nothing left to stop: the round ends by itself
             return ""
-        return quorum_reason(valid, generating, self.options.quorum)
+        return quorum_reason(valid, generating, self.options.quorum, kinds)
 
     def unstarted(self) -> list[int]:
         """Indexes of the drafts asked for that have not sent a token yet."""

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 
 from ..selection import answer_key
+from ..selection.adaptive import cross_modal_agreement
 from .solve import DraftState
 
 
@@ -20,6 +22,7 @@ class Options:
     streaming: bool  # verify while drafting; abort a draft at its first failed hard rule
     quorum: int  # agreeing valid drafts that end the round; 0: wait for every draft
     replace: bool  # start a replacement for an aborted draft
+    cross_modal: bool = False  # a valid prose draft and a valid program agreeing end the round too
 
     @property
     def active(self) -> bool:
@@ -31,15 +34,25 @@ def default_quorum(num_drafts: int) -> int:
     return min(num_drafts, max(2, math.ceil(num_drafts / 2)))
 
 
-def options_of(request: pb.SolveRequest, num_drafts: int) -> Options:
+def options_of(request: pb.SolveRequest, num_drafts: int, cross_modal: bool = False) -> Options:
+    """`cross_modal` (the deployment's --cross-modal-quorum) joins the default quorum only: a request that names
+    its quorum gets exactly that many agreeing drafts."""
     quorum = 0 if request.disable_quorum else (request.quorum or default_quorum(num_drafts))
     streaming = not request.disable_streaming_verification
-    return Options(streaming=streaming, quorum=quorum, replace=streaming and request.replace_aborted_drafts)
+    return Options(
+        streaming=streaming,
+        quorum=quorum,
+        replace=streaming and request.replace_aborted_drafts,
+        cross_modal=cross_modal and quorum > 0 and not request.quorum,
+    )
 
 
-def quorum_reason(valid_answers: list[str], generating: int, quorum: int) -> str:
+def quorum_reason(valid_answers: list[str], generating: int, quorum: int, kinds: Sequence[str] = ()) -> str:
     """Why the round may end now ("" when it may not): `quorum` valid drafts agree, or the leading answer's
-    votes exceed the runner-up's and the `generating` drafts' together, so no outcome of theirs changes it."""
+    votes exceed the runner-up's and the `generating` drafts' together, so no outcome of theirs changes it; given
+    the valid drafts' `kinds` (the cross-modal quorum), also a valid prose draft and a valid program that agree."""
+    if kinds and (agreement := cross_modal_agreement(zip(valid_answers, kinds, strict=True))):
+        return f"quorum: {agreement}"
     counts = Counter(answer_key(answer) for answer in valid_answers if answer)
     if not counts:
         return ""

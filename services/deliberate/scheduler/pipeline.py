@@ -231,7 +231,7 @@ class Pipeline:
         policy = adaptive_round.policy_of(request, self.settings)
         if policy is not None and not self.downstream.spreads_drafts:
             return await adaptive_round.adaptive_round(self.stages, solve, policy, drafter_request)
-        options = early_stop_rules.options_of(request, decision.num_drafts)
+        options = early_stop_rules.options_of(request, decision.num_drafts, self.settings.cross_modal_quorum)
         if options.active or self.downstream.spreads_drafts:  # several replicas: streamed parts, failover
             return await self.early_stop_round(solve, options, drafter_request, started)
         return await self.stages.whole_drafts(solve, drafter_request)

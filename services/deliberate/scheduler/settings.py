@@ -57,6 +57,13 @@ class SchedulerSettings(DraftLimits, GenerationLimits, PromptLimits, DownstreamT
         "draft stays prose). 0: prose only. Requests with an output schema draft prose only. The default 1 is the "
         "best mix of 5 on the tuning problems' replay (docs/eval.md).",
     )
+    cross_modal_quorum: bool = Field(
+        True,
+        description="With early stopping, a valid prose draft and a valid program that agree end the round too, "
+        "besides the default quorum of ceil(N/2) agreeing drafts (a request that sets its quorum gets exactly "
+        "that). On by default: chosen on the tuning problems' replay (make bench-early-stop-bound: 2.8 % fewer "
+        "tokens than the default quorum alone, at no accuracy change).",
+    )
     draft_count: Literal["all_at_once", "adaptive"] = Field(
         "all_at_once",
         description="How a round starts its N drafts when the request does not say (SolveRequest.draft_count): "

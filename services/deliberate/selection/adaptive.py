@@ -60,16 +60,20 @@ class AdaptivePolicy:
 
 def settled(valid: Iterable[tuple[str, str]], policy: AdaptivePolicy) -> str:
     """Why the round is settled by its valid drafts, given as (answer, kind) pairs; "" while it is not."""
-    kinds_by_answer: dict[str, set[str]] = {}
-    votes: Counter[str] = Counter()
-    for answer, kind in valid:
-        if key := answer_key(answer):
-            votes[key] += 1
-            kinds_by_answer.setdefault(key, set()).add(kind or PROSE)
+    valid = list(valid)
+    votes = Counter(key for answer, _ in valid if (key := answer_key(answer)))
     if votes and (top := votes.most_common(1)[0])[1] >= policy.quorum:
         return f"{top[1]} valid drafts agree on {top[0]}"
-    if policy.cross_modal:
-        for key, kinds in kinds_by_answer.items():
-            if len(kinds) == len(KINDS):
-                return f"a valid prose draft and a valid program agree on {key}"
+    return cross_modal_agreement(valid) if policy.cross_modal else ""
+
+
+def cross_modal_agreement(valid: Iterable[tuple[str, str]]) -> str:
+    """Why a valid prose draft and a valid program agree, among (answer, kind) pairs; "" while none do."""
+    kinds_by_answer: dict[str, set[str]] = {}
+    for answer, kind in valid:
+        if key := answer_key(answer):
+            kinds_by_answer.setdefault(key, set()).add(kind or PROSE)
+    for key, kinds in kinds_by_answer.items():
+        if len(kinds) == len(KINDS):
+            return f"a valid prose draft and a valid program agree on {key}"
     return ""
