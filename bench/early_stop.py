@@ -1,6 +1,6 @@
 """Early stopping (streaming verification, abort of failed drafts, quorum) against none, side by side in one run;
 or (`--compare adaptive`, `make bench-adaptive`) adaptive draft counts against the default round; or (`--compare
-previous`, `make bench-default-round`) the default round against the one before issue 25.
+previous`) the default round against the one before issue 25.
 
     python bench/early_stop.py [--limit 50] [--ads 10] [--drafts 5] [--model NAME] [--runs FILE]
                                [--compare early_stop|adaptive|previous]
