@@ -3,7 +3,7 @@ or (`--compare adaptive`, `make bench-adaptive`) adaptive draft counts against t
 previous`) the default round against the one before issue 25.
 
     python bench/early_stop.py [--limit 50] [--ads 10] [--drafts 5] [--model NAME] [--runs FILE]
-                               [--compare early_stop|adaptive|previous]
+                               [--compare early_stop|adaptive|previous] [--program-drafts K]
 
 One local stack (the default engine, model and sampling; the Refiner's consensus min_support 3). Each problem
 (GSM8K questions from --data, then ad-selection instances) is solved twice with the same request, seed and
@@ -32,7 +32,8 @@ round), into `adaptive.runs.jsonl` and `adaptive.json`, with `mean_drafts_with` 
 `--compare previous` solves each problem once as it comes (today's defaults: the Scheduler's mix of prose drafts
 and programs, every early-stop behaviour on) and once as the default round was before issue 25: `PREVIOUS_PROGRAMS`
 program of N (schema requests draft prose either way) and early stopping off; into `default_round.runs.jsonl` and
-`default_round.json`.
+`default_round.json`. `--program-drafts K` asks for K programs of N on the with side (e.g. `--compare previous
+--program-drafts 4`: the round of 1 prose draft and 4 programs that the replay prices at about half the tokens).
 """
 
 from __future__ import annotations
@@ -99,6 +100,8 @@ def solve_once(client: DeliberateClient, problem: dict, args, side: bool) -> dic
         request.disable_streaming_verification = request.disable_quorum = True
         if args.compare == "previous" and not request.output_schema:
             request.program_drafts = PREVIOUS_PROGRAMS
+    if changed and args.program_drafts and not request.output_schema:
+        request.program_drafts = args.program_drafts
     started = time.perf_counter()
     response = client.stub.Solve(request, timeout=args.timeout)
     latency = time.perf_counter() - started
@@ -111,6 +114,7 @@ def solve_once(client: DeliberateClient, problem: dict, args, side: bool) -> dic
         "latency_s": round(latency, 3),
         "completion_tokens": response.usage.completion_tokens,
         "draft_tokens": sum(d.draft.usage.completion_tokens for d in response.drafts),
+        "answer": extract_final_answer(answer) if problem["task"] == "gsm8k" else "",
         "good": good,
         "status": pb.SolveStatus.Name(response.status),
         "rounds": response.rounds,
@@ -124,6 +128,7 @@ def solve_once(client: DeliberateClient, problem: dict, args, side: bool) -> dic
             {
                 "round": r.round,
                 "index": r.draft.index,
+                "kind": r.draft.kind,
                 "tokens": r.draft.usage.completion_tokens,
                 "seconds": round(r.draft.generation_latency.ToTimedelta().total_seconds(), 2),
                 "finish": common_pb2.FinishReason.Name(r.draft.finish_reason).removeprefix("FINISH_REASON_"),
@@ -204,6 +209,12 @@ def main() -> None:
     parser.add_argument("--drafts", type=int, default=5)
     parser.add_argument("--model", default="", help="the Drafter's and Refiner's model (default: the services')")
     parser.add_argument("--max-new-tokens", type=int, default=0, help="draft budget (default: the Drafter's)")
+    parser.add_argument(
+        "--program-drafts",
+        type=int,
+        default=0,
+        help="programs of N on the with side (SolveRequest.program_drafts; default 0: the Scheduler's mix)",
+    )
     parser.add_argument("--timeout", type=float, default=900.0, help="deadline of each solve, seconds")
     parser.add_argument("--runs", type=Path, default=None, help="per-problem records (default: by --out)")
     parser.add_argument("--out", default="", help="result name under bench/results (early_stop, early_stop_aa)")
