@@ -245,7 +245,9 @@ type SolveRequest struct {
 	// When true, the Scheduler waits for every draft instead of starting refinement on a quorum.
 	DisableQuorum bool `protobuf:"varint,14,opt,name=disable_quorum,json=disableQuorum,proto3" json:"disable_quorum,omitempty"`
 	// Drafts that must pass every hard rule and agree on the answer for refinement to start without the
-	// others (which are cancelled); 0: half the round's drafts, rounded up, and at least 2.
+	// others (which are cancelled); 0: half the round's drafts, rounded up, and at least 2 (with the
+	// Scheduler's --cross-modal-quorum, the default, a valid prose draft and a valid program that agree also
+	// suffice). Set: exactly that many agreeing drafts, of any kind.
 	// Limits: in [0, 8] (--max-drafts).
 	Quorum int32 `protobuf:"varint,15,opt,name=quorum,proto3" json:"quorum,omitempty"`
 	// When true, a draft aborted for a failed hard rule is replaced by a new draft with another strategy and
@@ -835,8 +837,9 @@ type EarlyStop struct {
 	// Agreeing valid drafts that start refinement without the others (0: the quorum was off).
 	Quorum int32 `protobuf:"varint,1,opt,name=quorum,proto3" json:"quorum,omitempty"`
 	// Refinement started on the quorum (or on a lead the remaining drafts could not overturn).
-	Reached bool   `protobuf:"varint,2,opt,name=reached,proto3" json:"reached,omitempty"`
-	Reason  string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reached bool `protobuf:"varint,2,opt,name=reached,proto3" json:"reached,omitempty"`
+	// Why, e.g. "quorum: a valid prose draft and a valid program agree on 72".
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Drafts stopped for a hard rule failed on their prefix; drafts cancelled when the quorum was reached;
 	// replacement drafts started.
 	Aborted      int32 `protobuf:"varint,4,opt,name=aborted,proto3" json:"aborted,omitempty"`

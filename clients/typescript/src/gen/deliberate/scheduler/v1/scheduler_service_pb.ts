@@ -132,7 +132,9 @@ export type SolveRequest = Message<"deliberate.scheduler.v1.SolveRequest"> & {
 
   /**
    * Drafts that must pass every hard rule and agree on the answer for refinement to start without the
-   * others (which are cancelled); 0: half the round's drafts, rounded up, and at least 2.
+   * others (which are cancelled); 0: half the round's drafts, rounded up, and at least 2 (with the
+   * Scheduler's --cross-modal-quorum, the default, a valid prose draft and a valid program that agree also
+   * suffice). Set: exactly that many agreeing drafts, of any kind.
    * Limits: in [0, 8] (--max-drafts).
    *
    * @generated from field: int32 quorum = 15;
@@ -431,6 +433,8 @@ export type EarlyStop = Message<"deliberate.scheduler.v1.EarlyStop"> & {
   reached: boolean;
 
   /**
+   * Why, e.g. "quorum: a valid prose draft and a valid program agree on 72".
+   *
    * @generated from field: string reason = 3;
    */
   reason: string;
