@@ -27,9 +27,10 @@ from common import RESULTS, write_result  # noqa: E402
 
 from deliberate.core.stats import percentile  # noqa: E402
 from deliberate.selection import majority, same_answer  # noqa: E402
+from deliberate.selection.confidence import STOP_MIN_TOKENS as MIN_TOKENS  # noqa: E402
 from deliberate.selection.confidence import WINDOW_TOKENS, window_means  # noqa: E402
+from deliberate.selection.confidence import confidence_stop_point as stop_point  # noqa: E402,F401 (adaptive_stop's)
 
-MIN_TOKENS = 32  # no draft is judged on its first tokens
 PERCENTILES = (1, 5, 10, 20)
 
 
@@ -41,19 +42,6 @@ def read_records(path: Path) -> list[dict]:
 def first_round(record: dict) -> list[dict]:
     drafts = [d for d in record["solve"].get("drafts", []) if d["round"] == 0 and d.get("confidence")]
     return sorted(drafts, key=lambda d: d["index"])
-
-
-def stop_point(series: list[float], threshold: float, window: int = WINDOW_TOKENS) -> int | None:
-    """The number of tokens after which the draft stops (its window fell below `threshold`), or None."""
-    running = 0.0
-    for index, value in enumerate(series):
-        running += value
-        if index >= window:
-            running -= series[index - window]
-        tokens = index + 1
-        if tokens >= max(MIN_TOKENS, window) and running / window < threshold:
-            return tokens
-    return None
 
 
 def thresholds(records: list[dict], q: float) -> dict[str, float]:

@@ -1,9 +1,10 @@
 """Early stopping (streaming verification, abort of failed drafts, quorum) against none, side by side in one run;
 or (`--compare adaptive`, `make bench-adaptive`) adaptive draft counts against the default round; or (`--compare
-previous`) the default round against the one before issue 25.
+previous`) the default round against the one before issue 25; or (`--compare confidence`) the confidence stop on
+top of the default round against the default round.
 
     python bench/early_stop.py [--limit 50] [--ads 10] [--drafts 5] [--model NAME] [--runs FILE]
-                               [--compare early_stop|adaptive|previous] [--program-drafts K]
+                               [--compare early_stop|adaptive|previous|confidence] [--program-drafts K]
 
 One local stack (the default engine, model and sampling; the Refiner's consensus min_support 3). Each problem
 (GSM8K questions from --data, then ad-selection instances) is solved twice with the same request, seed and
@@ -34,6 +35,10 @@ and programs, every early-stop behaviour on) and once as the default round was b
 program of N (schema requests draft prose either way) and early stopping off; into `default_round.runs.jsonl` and
 `default_round.json`. `--program-drafts K` asks for K programs of N on the with side (e.g. `--compare previous
 --program-drafts 4`: the round of 1 prose draft and 4 programs that the replay prices at about half the tokens).
+
+`--compare confidence` solves each problem once with `SolveRequest.confidence_stop` true and once false (both with
+every other early-stop default), into `confidence_stop_live.runs.jsonl` and `confidence_stop_live.json`, with
+`low_confidence` (drafts stopped on their confidence). Every other comparison's without side has it off.
 """
 
 from __future__ import annotations
@@ -96,8 +101,11 @@ def solve_once(client: DeliberateClient, problem: dict, args, side: bool) -> dic
     request.request_id = f"{args.out}-{problem['id']}-{'with' if changed else 'without'}-{time.time_ns()}"
     if args.compare == "adaptive":
         request.draft_count = pb.DRAFT_COUNT_ADAPTIVE if changed else pb.DRAFT_COUNT_ALL_AT_ONCE
+    elif args.compare == "confidence":
+        request.confidence_stop = changed
     elif not changed:
         request.disable_streaming_verification = request.disable_quorum = True
+        request.confidence_stop = False
         if args.compare == "previous" and not request.output_schema:
             request.program_drafts = PREVIOUS_PROGRAMS
     if changed and args.program_drafts and not request.output_schema:
@@ -120,6 +128,7 @@ def solve_once(client: DeliberateClient, problem: dict, args, side: bool) -> dic
         "rounds": response.rounds,
         "aborted": response.early_stop.aborted,
         "cancelled": response.early_stop.cancelled,
+        "low_confidence": response.early_stop.low_confidence,
         "quorum_reached": response.early_stop.reached,
         "early_stop_reason": response.early_stop.reason,
         "num_drafts_reason": response.num_drafts_reason,
@@ -196,6 +205,7 @@ def side_by_side(records: list[dict]) -> dict:
         "aborted": int(total("with", "aborted")),
         "problems_with_aborts": sum(bool(r["with"]["aborted"]) for r in records),
         "cancelled": int(total("with", "cancelled")),
+        "low_confidence": sum(r["with"].get("low_confidence", 0) for r in records),  # older runs did not count it
         "quorum_reached": int(total("with", "quorum_reached")),
         "mean_drafts_with": mean_drafts("with"),
         "mean_drafts_without": mean_drafts("without"),
@@ -220,11 +230,12 @@ def main() -> None:
     parser.add_argument("--out", default="", help="result name under bench/results (early_stop, early_stop_aa)")
     parser.add_argument(
         "--compare",
-        choices=["early_stop", "adaptive", "previous"],
+        choices=["early_stop", "adaptive", "previous", "confidence"],
         default="early_stop",
         help="what the with side changes: early stopping on against off (default); adaptive draft counts "
         "(SolveRequest.draft_count) against the default round, all drafts at once with early stopping; or today's "
-        "default round against the one before issue 25 (1 program, early stopping off)",
+        "default round against the one before issue 25 (1 program, early stopping off); or the confidence stop "
+        "(SolveRequest.confidence_stop) on top of the default round against the default round",
     )
     parser.add_argument(
         "--same-both-sides", action="store_true", help="control: the without side on both sides (the noise)"
@@ -236,7 +247,12 @@ def main() -> None:
     )
     add_data_argument(parser)
     args = parser.parse_args()
-    names = {"early_stop": "early_stop", "adaptive": "adaptive", "previous": "default_round"}
+    names = {
+        "early_stop": "early_stop",
+        "adaptive": "adaptive",
+        "previous": "default_round",
+        "confidence": "confidence_stop_live",
+    }
     args.out = args.out or names[args.compare] + ("_aa" if args.same_both_sides else "")
     args.runs = args.runs or RESULTS / f"{args.out}.runs.jsonl"
 

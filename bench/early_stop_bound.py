@@ -15,7 +15,10 @@ for that many sequences side by side (so a stopped draft speeds up the others, a
 * `clairvoyant`, a bound no policy can beat: every draft that fails any hard rule, wherever it fails, is stopped
   before its first token; the quorum rule as above.
 
-Each is replayed with the default quorum (from N) and with quorums 1 and 2 (`by_quorum`), for comparison.
+Each is replayed with the default quorum (from N) and with quorums 1 and 2 (`by_quorum`), for comparison. The mix
+comparison (`mix`) also replays the confidence stop (`+c`): a draft stops once its recorded token confidence over
+16 tokens falls below its kind's floor (the default model's profile, calibrated on the tuning blocks), and leaves
+the vote.
 `sequential_token_ratio` is a third way, in tokens only: the drafts run one after another and the round ends once
 the quorum rule holds with the drafts not yet started counted as still to come (adaptive self-consistency).
 `token_ratio` is drafting tokens with ÷ without, `latency_ratio` drafting time with ÷ without, summed over problems.
@@ -40,9 +43,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import RESULTS, TUNING_RUNS, write_result  # noqa: E402
 
+from deliberate.engines.models import confidence_floors  # noqa: E402
 from deliberate.scheduler.early_stop_rules import default_quorum, quorum_reason  # noqa: E402
 from deliberate.scheduler.settings import SchedulerSettings  # noqa: E402
 from deliberate.selection import DEFAULT_POLICY, answer_key, majority, same_answer  # noqa: E402
+from deliberate.selection.confidence import confidence_stop_point  # noqa: E402
 from deliberate.verifier.streaming import ArithmeticPrefix, GrowingDraft  # noqa: E402
 from deliberate_bench.eval_stats import paired_bootstrap  # noqa: E402
 from deliberate_bench.replay import DEFAULT_MIX, first_of_kinds, mixes  # noqa: E402
@@ -63,6 +68,9 @@ ROUND_MIXES = tuple((prose, sum(PREVIOUS_MIX) - prose) for prose in range(sum(PR
 MAX_LOSS_POINTS = 1.0
 # Whether the Scheduler's early stopping ends a round on a valid prose draft and a valid program agreeing.
 DEFAULT_CROSS_MODAL = SchedulerSettings.model_fields["cross_modal_quorum"].default
+# The confidence stop as the Scheduler runs it: on or off by default, with the floors of the default model's profile.
+DEFAULT_CONFIDENCE_STOP = SchedulerSettings.model_fields["confidence_stop"].default
+CONFIDENCE_FLOORS = confidence_floors("embedded")
 
 
 @dataclass(frozen=True)
@@ -76,6 +84,14 @@ class Draft:
     @property
     def kind(self) -> str:
         return (self.record or {}).get("kind") or "prose"
+
+    @property
+    def confidence_stop(self) -> int | None:
+        """The tokens after which the confidence stop cuts it (before its end), or None."""
+        series = ((self.record or {}).get("confidence") or {}).get("token_confidences")
+        floor = CONFIDENCE_FLOORS.get(self.kind)
+        at = confidence_stop_point(series, floor) if series and floor is not None else None
+        return at if at is not None and at < self.tokens else None
 
 
 @dataclass(frozen=True)
@@ -139,19 +155,27 @@ def rounds_of_judge_dataset(directory: Path, drafts_per_round: int) -> list[Roun
 
 
 def replay(
-    drafts: list[Draft], step_seconds: list[float], quorum: int, clairvoyant: bool, cross_modal: bool = False
+    drafts: list[Draft],
+    step_seconds: list[float],
+    quorum: int,
+    clairvoyant: bool,
+    cross_modal: bool = False,
+    confidence: bool = False,
 ) -> Cost:
     """Decodes the round step by step; a draft stops at its failure, and the quorum rule ends the round (quorum 0:
     never, and no draft stops early: the round without early stopping); with `cross_modal`, so does a valid prose
-    draft agreeing with a valid program."""
+    draft agreeing with a valid program; with `confidence`, a draft also stops where its confidence falls."""
     stop_at = []  # the tokens each draft generates before it ends or is stopped on its own failure
     for draft in drafts:
         if quorum and clairvoyant and not draft.valid:
             stop_at.append(0)
-        elif quorum and not clairvoyant and draft.stop_share is not None:
-            stop_at.append(max(1, round(draft.tokens * draft.stop_share)))
-        else:
-            stop_at.append(draft.tokens)
+            continue
+        stops = [draft.tokens]
+        if quorum and not clairvoyant and draft.stop_share is not None:
+            stops.append(max(1, round(draft.tokens * draft.stop_share)))
+        if confidence and draft.confidence_stop is not None:
+            stops.append(draft.confidence_stop)
+        stop_at.append(min(stops))
     generating = {i for i, stop in enumerate(stop_at) if stop > 0}
     answers, kinds, finished, tokens, seconds, step = [], [], [], 0, 0.0, 0
     while generating:
@@ -220,14 +244,16 @@ def selected_right(round_: Round, cost: Cost) -> bool:
     return bool(selection and selection.selected) and same_answer(selection.selected[0].answer, round_.gold)
 
 
-def mix_name(mix: tuple[int, int], cross_modal: bool = False) -> str:
-    """`4+1`: 4 prose drafts and 1 program; `4+1+x`: with the cross-modal quorum as well."""
-    return f"{mix[0]}+{mix[1]}{'+x' if cross_modal else ''}"
+def mix_name(mix: tuple[int, int], cross_modal: bool = False, confidence: bool = False) -> str:
+    """`4+1`: 4 prose drafts and 1 program; `4+1+x`: with the cross-modal quorum as well; `+c`: and the confidence
+    stop."""
+    return f"{mix[0]}+{mix[1]}{'+x' if cross_modal else ''}{'+c' if confidence else ''}"
 
 
 def mix_rows(records: list[dict], step_seconds: list[float]) -> dict[str, dict]:
     """Each mix of a round of 5 (prose + programs) with the default early stopping, and with a valid prose draft
-    agreeing with a valid program ending the round too (cross-modal quorum), against the previous default round
+    agreeing with a valid program ending the round too (cross-modal quorum), each with and without the confidence
+    stop, against the previous default round
     (4 + 1, every draft to its end) on the same recorded drafts: tokens, decoding time, and the accuracy of the
     default selection over the drafts that finished, paired problem by problem."""
     usable = [r for r in records if set(ROUND_MIXES) <= set(mixes(r["solve"]))]
@@ -237,13 +263,16 @@ def mix_rows(records: list[dict], step_seconds: list[float]) -> dict[str, dict]:
     before_costs = [replay(r.drafts, step_seconds, 0, clairvoyant=False) for r in before]
     right_before = [selected_right(r, c) for r, c in zip(before, before_costs, strict=True)]
     rows = {}
-    for mix, cross_modal in itertools.product(ROUND_MIXES, (False, True)):
+    for mix, cross_modal, confidence in itertools.product(ROUND_MIXES, (False, True), (False, True)):
         rounds = [round_of(r, mix) for r in usable]
         quorums = [default_quorum(len(r.drafts)) for r in rounds]
-        costs = [replay(r.drafts, step_seconds, q, False, cross_modal) for r, q in zip(rounds, quorums, strict=True)]
+        costs = [
+            replay(r.drafts, step_seconds, q, False, cross_modal, confidence)
+            for r, q in zip(rounds, quorums, strict=True)
+        ]
         right = [selected_right(r, c) for r, c in zip(rounds, costs, strict=True)]
         _, low, high = paired_bootstrap(right, right_before)
-        rows[mix_name(mix, cross_modal)] = {
+        rows[mix_name(mix, cross_modal, confidence)] = {
             "n": len(usable),
             "token_ratio": round(sum(c.tokens for c in costs) / sum(c.tokens for c in before_costs), 3),
             "latency_ratio": round(sum(c.seconds for c in costs) / sum(c.seconds for c in before_costs), 3),
@@ -275,7 +304,8 @@ def mix_comparison(scored: list[dict], calibration_runs: list[Path], step_second
     on_calibration = mix_rows(calibration, step_seconds)
     return {
         "previous": mix_name(PREVIOUS_MIX),
-        "default": mix_name(DEFAULT_MIX, DEFAULT_CROSS_MODAL),
+        "default": mix_name(DEFAULT_MIX, DEFAULT_CROSS_MODAL, DEFAULT_CONFIDENCE_STOP),
+        "confidence_floors": CONFIDENCE_FLOORS,
         "max_loss_points": MAX_LOSS_POINTS,
         "calibration_runs": [path.name for path in calibration_runs if path.exists()],
         "chosen_on_calibration": cheapest_within_allowance(on_calibration),
@@ -370,6 +400,10 @@ def main() -> None:
         "drafts": len(drafts),
         "drafts_valid": sum(d.valid for d in drafts),
         "drafts_stopped_by_prefix_check": sum(d.stop_share is not None for d in drafts),
+        "drafts_stopped_by_confidence": sum(d.confidence_stop is not None for d in drafts),
+        "right_drafts_stopped_by_confidence": sum(
+            d.confidence_stop is not None and same_answer(d.answer, r.gold) for r in rounds for d in r.drafts
+        ),
         "mean_share_generated_before_the_prefix_check_fails": round(
             statistics.fmean(d.stop_share for d in drafts if d.stop_share is not None), 3
         ),

@@ -59,6 +59,7 @@ def request_for(question: str, seed: int, args: argparse.Namespace) -> pb.SolveR
         seed=seed, disable_default_arithmetic=True,
     )  # fmt: skip
     request.disable_quorum = True  # every draft runs to its end (streaming verification stays: the round spreads)
+    request.confidence_stop = False
     return request
 
 

@@ -401,12 +401,13 @@ def gsm8k_request(problem: Problem, s: Settings) -> pb.SolveRequest:
 
 
 def without_early_stop(request: pb.SolveRequest) -> pb.SolveRequest:
-    """The same request with streaming verification (and with it the abort of failed drafts) and the quorum
-    switched off: every draft is generated to its end and verified whole."""
+    """The same request with streaming verification (and with it the abort of failed drafts), the quorum and the
+    confidence stop switched off: every draft is generated to its end and verified whole."""
     copy = pb.SolveRequest()
     copy.CopyFrom(request)
     copy.request_id = f"{request.request_id}-without-early-stop"
     copy.disable_streaming_verification = copy.disable_quorum = True
+    copy.confidence_stop = False
     return copy
 
 

@@ -1,5 +1,6 @@
 """Early stopping through the four real services: a draft aborted at the line where its arithmetic went wrong,
-and a quorum that starts refinement and cancels the drafts still generating, with the spans to prove both.
+a quorum that starts refinement and cancels the drafts still generating, with the spans to prove both, and the
+confidence stop fed by the token confidences the Drafter streams.
 
 With greedy decoding SmolLM2 answers GSM8K's first question (Natalia's clips) with `48/5 = 12` on its first
 line and goes on for three more lines, which makes a wrong line early in a draft near certain."""
@@ -10,6 +11,7 @@ import time
 
 import pytest
 
+from deliberate.selection.confidence import STOP_MIN_TOKENS
 from deliberate.verifier.arithmetic import check_arithmetic
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
@@ -122,3 +124,43 @@ def test_early_stopping_switched_off_waits_for_every_draft(stack):
     assert response.early_stop == pb.EarlyStop()
     assert all(not r.HasField("aborted") for r in response.drafts)
     assert all(r.draft.finish_reason != common_pb2.FINISH_REASON_ABORTED for r in response.drafts)
+
+
+def test_the_confidence_stop_cuts_the_drafts_of_a_kind_below_its_floor(stack, otlp_receiver):
+    """The test stack's prose floor is above any token confidence and it has no program floor (conftest): asked for,
+    the confidence stop cuts each prose draft at its first judged token, from the confidences its deltas carry,
+    and lets the program run to its end. Streaming verification and the quorum are off, so nothing else stops a
+    draft; asked for nothing, the same stack stops none."""
+    request = build_request(
+        gsm8k_questions(1)[0]["question"], num_drafts=2, max_new_tokens=BUDGET, refine_max_new_tokens=4,
+        temperature=0.0, seed=3, request_id=f"confidence-{time.time_ns()}",
+    )  # fmt: skip
+    request.disable_streaming_verification = request.disable_quorum = True
+    request.program_drafts = 1
+    asked = pb.SolveRequest()
+    asked.CopyFrom(request)
+    asked.confidence_stop = True
+    asked.request_id += "-asked"
+    with DeliberateClient(stack.address) as client:
+        response = client.solve(asked, timeout=600)
+        untouched = client.solve(request, timeout=600)
+
+    prose = [r for r in response.drafts if r.draft.kind != "program"]
+    programs = [r for r in response.drafts if r.draft.kind == "program"]
+    assert prose and programs, [r.draft.kind for r in response.drafts]
+    for report in prose:
+        assert report.aborted.reason == "confidence", report.aborted
+        assert "below the prose floor 1000.00" in report.aborted.message
+        assert 0 < report.aborted.at.tokens <= STOP_MIN_TOKENS <= len(report.draft.confidence.token_confidences)
+        assert report.draft.finish_reason == common_pb2.FINISH_REASON_ABORTED
+        assert report.draft.usage.completion_tokens < BUDGET, "stopped long before its budget"
+        assert not report.verdict.valid and report.verdict.rule_results[0].rule_id == "confidence"
+        assert report.draft.id not in response.selected_draft_ids or not any(p.verdict.valid for p in programs)
+    assert all(not r.HasField("aborted") for r in programs), "no program floor: programs are never cut"
+    assert response.early_stop.low_confidence == len(prose)
+
+    lifecycle = spans_by_draft(otlp_receiver, response.trace_id, "deliberate.draft")
+    for report in prose:
+        assert lifecycle[report.draft.id]["attributes"]["deliberate.draft.abort.reason"] == "confidence"
+    assert untouched.early_stop.low_confidence == 0
+    assert all(r.aborted.reason != "confidence" for r in untouched.drafts)

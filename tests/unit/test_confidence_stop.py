@@ -11,12 +11,12 @@ from confidence_stop import MIN_TOKENS, replay, stop_point, thresholds  # noqa: 
 
 def test_a_draft_stops_at_the_first_full_window_below_the_threshold_never_before_the_minimum():
     steady = [8.0] * 100
-    assert stop_point(steady, threshold=5.0) is None
+    assert stop_point(steady, floor=5.0) is None
     dip = [8.0] * 50 + [1.0] * 30 + [8.0] * 20
-    stopped = stop_point(dip, threshold=5.0)
+    stopped = stop_point(dip, floor=5.0)
     assert stopped is not None and 50 < stopped <= 80  # inside the dip, once the window's mean falls under 5
     early_dip = [1.0] * 20 + [8.0] * 80
-    assert stop_point(early_dip, threshold=5.0) in (None, MIN_TOKENS)  # nothing is judged before the minimum
+    assert stop_point(early_dip, floor=5.0) in (None, MIN_TOKENS)  # nothing is judged before the minimum
 
 
 def _draft(index: int, kind: str, answer: str, series: list[float]) -> dict:

@@ -91,7 +91,9 @@ def test_each_mix_is_costed_and_scored_against_the_previous_round_on_the_same_dr
     programs = [("7", 20), ("7", 20), ("7", 40), ("7", 10)]
     programs_right = mixed_record("7", [("3", 100), ("3", 100), ("5", 100), ("7", 100)], programs)
     rows = mix_rows([programs_right], FLAT)
-    assert set(rows) == {"4+1", "3+2", "2+3", "1+4", "4+1+x", "3+2+x", "2+3+x", "1+4+x"}
+    names = {"4+1", "3+2", "2+3", "1+4", "4+1+x", "3+2+x", "2+3+x", "1+4+x"}
+    assert set(rows) == names | {f"{name}+c" for name in names}
+    assert rows["1+4+c"] == rows["1+4"], "drafts recorded without confidence are never stopped on it"
     previous = rows["4+1"]
     assert previous["right_before"] == 0 and previous["tokens_per_problem"] <= 420  # the vote of two wrong ones
     # 1 prose + 4 programs: three programs agree at token 20 and end the round, cutting the prose draft and the
@@ -131,9 +133,28 @@ def test_the_schedulers_default_mix_is_the_one_chosen_on_the_tuning_problems():
     """The committed replay (make bench-early-stop-bound) chose the default round's mix on the tuning blocks."""
     import json
 
-    from early_stop_bound import DEFAULT_CROSS_MODAL, RESULTS, mix_name
+    from early_stop_bound import DEFAULT_CONFIDENCE_STOP, DEFAULT_CROSS_MODAL, RESULTS, mix_name
 
     from deliberate_bench.replay import DEFAULT_MIX
 
     mix = json.loads((RESULTS / "early_stop_bound.json").read_text())["mix"]
-    assert mix["default"] == mix_name(DEFAULT_MIX, DEFAULT_CROSS_MODAL) == mix["chosen_on_calibration"]
+    default = mix_name(DEFAULT_MIX, DEFAULT_CROSS_MODAL, DEFAULT_CONFIDENCE_STOP)
+    assert mix["default"] == default == mix["chosen_on_calibration"]
+
+
+def test_a_draft_whose_confidence_falls_stops_there_and_leaves_the_vote():
+    from early_stop_bound import CONFIDENCE_FLOORS
+
+    floor = CONFIDENCE_FLOORS["prose"]
+    hesitant = [floor + 2] * 40 + [floor - 2] * 60  # the window falls below the floor within 16 tokens of token 40
+    confident = [floor + 2] * 100
+    drafts = [
+        Draft(100, True, "5", None, {"kind": "prose", "confidence": {"token_confidences": hesitant}}),
+        Draft(100, True, "7", None, {"kind": "prose", "confidence": {"token_confidences": confident}}),
+    ]
+    stop = drafts[0].confidence_stop
+    assert stop is not None and 40 < stop <= 56 and drafts[1].confidence_stop is None
+    without = replay(drafts, FLAT, quorum=2, clairvoyant=False)
+    cut = replay(drafts, FLAT, quorum=2, clairvoyant=False, confidence=True)
+    assert (without.tokens, without.answers) == (200, ["5", "7"])
+    assert (cut.tokens, cut.answers) == (stop + 100, ["7"])

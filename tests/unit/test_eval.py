@@ -376,16 +376,19 @@ def test_the_pipeline_is_reported_both_ways_on_the_problems_solved_both_ways():
     assert eval_summary.summary(RECORDS)["early_stop"] is None
 
 
-def test_without_early_stop_switches_off_streaming_verification_and_the_quorum_only():
+def test_without_early_stop_switches_off_streaming_verification_the_quorum_and_the_confidence_stop_only():
     s = Settings(sizes=[5], max_new_tokens=64, refine_max_new_tokens=None, temperature=None, seed=3,
                  check_arithmetic=True, refine_subsets=False, ads_catalog_size=100, timeout_s=1.0,
                  engine="llamacpp", model="m")  # fmt: skip
     request = gsm8k_request(Problem("train:1", 1, "What is 2 + 2?", "4"), s)
     plain = without_early_stop(request)
     assert plain.disable_streaming_verification and plain.disable_quorum
+    assert plain.HasField("confidence_stop") and not plain.confidence_stop, "said, not left to the deployment"
     assert not request.disable_streaming_verification and not request.disable_quorum
+    assert not request.HasField("confidence_stop")
     assert plain.request_id == request.request_id + "-without-early-stop"
     plain.request_id, plain.disable_streaming_verification, plain.disable_quorum = request.request_id, False, False
+    plain.ClearField("confidence_stop")
     assert plain == request  # nothing else differs: same prompt, drafts, seed and budgets
     assert s.fingerprint().get("early_stop") is None  # "on" keeps runs files made before the option readable
     assert Settings(**{**s.__dict__, "early_stop": "both"}).fingerprint()["early_stop"] == "both"

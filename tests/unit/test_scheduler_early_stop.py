@@ -1,11 +1,24 @@
-"""Early stopping's decisions: when a round may end on a quorum, and the per-request options."""
+"""Early stopping's decisions: when a round may end on a quorum, when a draft's confidence stops it, and the
+per-request options."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from deliberate.scheduler.early_stop_rules import options_of, quorum_cancel_came_too_late, quorum_reason
+import pytest
+
+from deliberate.engines.models import confidence_floors
+from deliberate.scheduler.early_stop_rules import (
+    ConfidenceStops,
+    cancel_came_too_late,
+    options_of,
+    quorum_reason,
+    stopped_verdict,
+)
+from deliberate.scheduler.settings import SchedulerSettings
+from deliberate.selection.confidence import STOP_MIN_TOKENS, WINDOW_TOKENS, parse_floors
 from deliberate_api.common.v1 import common_pb2
+from deliberate_api.drafter.v1 import drafter_service_pb2
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 
 
@@ -47,10 +60,12 @@ def test_a_straggler_that_ended_before_its_cancel_is_whole():
     failed = SimpleNamespace(abort=pb.DraftAbort(reason="hard_rule"))
     whole = common_pb2.Draft(finish_reason=common_pb2.FINISH_REASON_STOP)
     cut = common_pb2.Draft(finish_reason=common_pb2.FINISH_REASON_ABORTED)
-    assert quorum_cancel_came_too_late(stopped, whole)
-    assert not quorum_cancel_came_too_late(stopped, cut)
-    assert not quorum_cancel_came_too_late(failed, whole), "a hard-rule failure stands however the draft ended"
-    assert not quorum_cancel_came_too_late(SimpleNamespace(abort=None), whole)
+    assert cancel_came_too_late(stopped, whole)
+    assert not cancel_came_too_late(stopped, cut)
+    assert not cancel_came_too_late(failed, whole), "a hard-rule failure stands however the draft ended"
+    assert not cancel_came_too_late(SimpleNamespace(abort=None), whole)
+    unsure = SimpleNamespace(abort=pb.DraftAbort(reason="confidence"))
+    assert cancel_came_too_late(unsure, whole), "a confidence stop is no verdict on a text that is whole"
 
 
 def test_a_valid_prose_draft_and_a_valid_program_that_agree_reach_the_cross_modal_quorum():
@@ -66,3 +81,68 @@ def test_the_cross_modal_quorum_joins_the_default_quorum_only():
     assert not options_of(pb.SolveRequest(), 5).cross_modal, "the deployment turned it off"
     assert not options_of(pb.SolveRequest(quorum=3), 5, cross_modal=True).cross_modal, "the request named its quorum"
     assert not options_of(pb.SolveRequest(disable_quorum=True), 5, cross_modal=True).cross_modal
+
+
+FLOORS = {"prose": 5.0, "program": 4.0}
+
+
+def delta(*confidences: float, floor: float = 0.0) -> drafter_service_pb2.DraftDelta:
+    return drafter_service_pb2.DraftDelta(token_confidences=confidences, confidence_floor=floor)
+
+
+def test_the_confidence_stop_is_the_deployments_unless_the_request_says():
+    assert not options_of(pb.SolveRequest(), 5).confidence_stop, "the deployment's default, given here as off"
+    assert options_of(pb.SolveRequest(), 5, confidence_stop=True).confidence_stop
+    assert options_of(pb.SolveRequest(confidence_stop=True), 5).confidence_stop
+    assert not options_of(pb.SolveRequest(confidence_stop=False), 5, confidence_stop=True).confidence_stop
+    alone = options_of(
+        pb.SolveRequest(disable_streaming_verification=True, disable_quorum=True), 5, confidence_stop=True
+    )
+    assert alone.active, "the confidence stop alone still streams the round"
+    assert SchedulerSettings().confidence_stop, "on by default (chosen by the replay on the tuning problems)"
+
+
+def test_a_draft_is_stopped_once_its_window_falls_below_its_kinds_floor_never_before_the_minimum():
+    stops = ConfidenceStops(options_of(pb.SolveRequest(), 5, confidence_stop=True))
+    draft = common_pb2.Draft(id="d0", kind="prose")
+    for token in range(STOP_MIN_TOKENS - 1):  # hesitant from the start, but not judged yet
+        draft.text += "x\n" if token % 10 == 9 else "x"
+        draft.usage.completion_tokens += 1
+        assert stops.check(draft, delta(1.0, floor=5.0 if token == 0 else 0.0)) is None
+    draft.text += "x"
+    draft.usage.completion_tokens += 1
+    abort = stops.check(draft, delta(1.0))
+    assert abort is not None and abort.reason == "confidence", "the floor its first delta offered holds"
+    assert f"last {WINDOW_TOKENS} tokens fell to 1.00, below the prose floor 5.00" in abort.message
+    assert (abort.at.tokens, abort.at.chars, abort.at.line) == (STOP_MIN_TOKENS, len(draft.text), 4)
+
+
+def test_the_deployments_floors_override_the_drafters_and_no_floor_never_stops():
+    deployment = ConfidenceStops(options_of(pb.SolveRequest(), 5, confidence_stop=True, confidence_floors=FLOORS))
+    confident = common_pb2.Draft(id="p", kind="program")
+    assert all(deployment.check(confident, delta(6.0, floor=9.0)) is None for _ in range(100)), "4.0 is the floor"
+    offered_none = ConfidenceStops(options_of(pb.SolveRequest(), 5, confidence_stop=True))
+    unsure = common_pb2.Draft(id="s", kind="prose")
+    assert all(offered_none.check(unsure, delta(0.0)) is None for _ in range(100)), "no model floor: never stopped"
+    off = ConfidenceStops(options_of(pb.SolveRequest(confidence_stop=False), 5, confidence_stop=True))
+    assert all(off.check(unsure, delta(0.0, floor=5.0)) is None for _ in range(100))
+    assert deployment.check(common_pb2.Draft(id="q", kind="program"), delta()) is None, "no confidences: no judging"
+
+
+def test_a_draft_stopped_on_its_confidence_leaves_the_vote_saying_why():
+    abort = pb.DraftAbort(reason="confidence", message="token confidence fell to 3.10")
+    verdict = stopped_verdict("d0", abort)
+    assert not verdict.valid
+    assert verdict.rule_results[0].rule_id == "confidence"
+    assert verdict.rule_results[0].message == "its token confidence stopped the draft before its end: " + abort.message
+    assert stopped_verdict("d1", pb.DraftAbort(reason="quorum")).rule_results[0].rule_id == "quorum"
+
+
+def test_the_default_models_profile_has_calibrated_floors_and_a_bad_floor_fails_at_start_up():
+    assert confidence_floors("embedded") == {"prose": 6.389, "program": 6.418}
+    assert confidence_floors("smollm2-135m") == {} and confidence_floors("/models/mine.gguf") == {}
+    assert SchedulerSettings(confidence_floors="prose=6.4").confidence_floors_of_kind == {"prose": 6.4}
+    with pytest.raises(ValueError, match="kind=number"):
+        SchedulerSettings(confidence_floors="prose=high")
+    with pytest.raises(ValueError, match="kind=number"):
+        parse_floors("=6.4")

@@ -21,6 +21,7 @@ from ..core.convert import FINISH_REASONS, duration
 from ..core.gpu import GpuMonitor, GpuReading
 from ..core.requests import parse_output_schema
 from ..engines.base import Cancellation, Completion, Engine, SamplingParams, TextDelta
+from ..engines.models import confidence_floors
 from ..engines.service import EngineServicer, open_engine_of
 from ..engines.workload import EngineLoad
 from ..selection.confidence import TokenTrace, summarize
@@ -56,6 +57,7 @@ class DrafterServicer(EngineServicer, drafter_service_pb2_grpc.DrafterServiceSer
     def __init__(self, settings: DrafterSettings, engine: Engine, gpu: GpuMonitor | None = None):
         super().__init__(settings, engine)
         self.gpu = gpu  # read for the load report; None where NVML sees no GPU
+        self.confidence_floors = confidence_floors(settings.model)  # sent with each streamed draft's first delta
 
     @classmethod
     @asynccontextmanager
@@ -90,14 +92,18 @@ class DrafterServicer(EngineServicer, drafter_service_pb2_grpc.DrafterServiceSer
                 if isinstance(event, TextDelta):
                     index = request.first_index + event.index
                     text = event.text
+                    floor = 0.0
                     if event.index not in opened:  # the deltas add up to the draft's text, prefill included
                         opened.add(event.index)
                         text = prefill_of(plans[event.index]) + text
+                        floor = self.confidence_floors.get(plans[event.index].kind, 0.0)
                     delta = drafter_service_pb2.DraftDelta(
                         draft_id=draft_id(request.request_id, request.round, index),
                         index=index,
                         text=text,
                         tokens=1,  # one engine piece: a decoding step's token (llama.cpp streams one at a time)
+                        token_confidences=event.confidences,
+                        confidence_floor=floor,
                     )
                     yield drafter_service_pb2.StreamDraftsResponse(delta=delta)
                 else:

@@ -75,12 +75,19 @@ class TraceBuilder:
         self.logprobs: list[float] = []
         self.confidences: list[float] = []
         self.ends: list[int] = []
+        self.handed_out = 0  # confidences already sent with a TextDelta
 
     def add(self, logprob: float, top_logprobs: Sequence[float], text_end: int) -> None:
         """One token: its log-probability, the top-k candidates' and where its text ends in the continuation."""
         self.logprobs.append(logprob)
         self.confidences.append(token_confidence(top_logprobs))
         self.ends.append(text_end)
+
+    def new_confidences(self) -> tuple[float, ...]:
+        """The token confidences added since the last call: what the sequence's next TextDelta carries."""
+        new = tuple(self.confidences[self.handed_out :])
+        self.handed_out = len(self.confidences)
+        return new
 
     def trace(self) -> TokenTrace | None:
         if not self.logprobs:

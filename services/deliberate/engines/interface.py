@@ -49,6 +49,9 @@ class TextDelta:
 
     index: int
     text: str
+    # Token confidence (selection.confidence.token_confidence) of each token decoded since the sequence's last
+    # delta; empty where the engine reports no log-probabilities. What the Scheduler's confidence stop reads.
+    confidences: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)

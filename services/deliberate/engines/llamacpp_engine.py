@@ -147,7 +147,7 @@ class LlamaCppEngine(Engine):
                 return True  # ends this request alone
             sequence.read(chunk)
             if sequence.pending:
-                on_event(TextDelta(sequence.index, sequence.pending))
+                on_event(TextDelta(sequence.index, sequence.pending, sequence.trace.new_confidences()))
                 sequence.pending = ""
             return False
 

@@ -34,6 +34,10 @@ class PackagedModel:
     file_name: str
     size: int | None = None
     sha256: str | None = None
+    # The confidence stop's floor per kind of draft (docs/scheduler.md, "The confidence stop"): the 5th percentile
+    # of the lowest 16-token window of confidence of the right drafts on the tuning problems (make
+    # bench-adaptive-stop, `confidence_limits`). Empty: not calibrated, the stop abstains.
+    confidence_floors: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,7 @@ EMBEDDED_MODELS: dict[str, PackagedModel] = {
         file_name="qwen2.5-coder-0.5b-instruct.gguf",
         size=491_400_064,
         sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        confidence_floors=(("prose", 6.389), ("program", 6.418)),
     ),
     "smollm2-135m": PackagedModel(
         name="smollm2-135m",
@@ -77,6 +82,12 @@ EMBEDDED_MODELS: dict[str, PackagedModel] = {
 
 class ModelError(FileNotFoundError):
     """A model that cannot be found or does not match its published hash."""
+
+
+def confidence_floors(model: str) -> dict[str, float]:
+    """The confidence stop's floors of `model`'s profile: an embedded model's, calibrated; none for any other."""
+    packaged = EMBEDDED_MODELS.get(DEFAULT_EMBEDDED if model == "embedded" else model)
+    return dict(packaged.confidence_floors) if packaged else {}
 
 
 def resolve_model(model: str) -> Path:

@@ -272,7 +272,7 @@ class RemoteEngine(Engine):
                 if event.data.strip() == "[DONE]":
                     return
                 if piece := stream.read(event.data, self.url):
-                    emit(TextDelta(stream.index, piece))
+                    emit(TextDelta(stream.index, piece, stream.trace.new_confidences()))
         except httpx2.TimeoutException:
             raise EngineError(
                 f"remote engine at {self.url} sent nothing for {self.settings.remote_read_timeout_s:g} s",

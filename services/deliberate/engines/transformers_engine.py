@@ -285,7 +285,7 @@ class _RowStreamer(BaseStreamer):
         row.prefix, row.read = row.read, len(row.ids)
         row.pieces.append(delta)
         row.sent += len(delta)
-        self._on_event(TextDelta(index, delta))
+        self._on_event(TextDelta(index, delta, row.trace.new_confidences()))
 
     def _decode(self, ids: list[int]) -> str:
         # No clean-up: it rewrites " ." as "." and would change text that was already sent.

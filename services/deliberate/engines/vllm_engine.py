@@ -188,9 +188,6 @@ class VllmEngine(Engine):
         sequence = output.outputs[0]
         call.generated[index] = len(sequence.token_ids)
         sent = call.sent[index]
-        if len(sequence.text) > len(sent):
-            call.sent[index] = sequence.text
-            call.batch.emit(TextDelta(index, sequence.text[len(sent) :]))
         if call.top_k is not None and sequence.logprobs is not None:
             # The step's new tokens end where the text now does (one token a step, without speculative decoding).
             call.traced[index] = add_token_logprobs(
@@ -199,8 +196,11 @@ class VllmEngine(Engine):
                 sequence.logprobs,
                 call.traced[index],
                 call.top_k,
-                len(call.sent[index]),
+                len(sequence.text),
             )
+        if len(sequence.text) > len(sent):
+            call.sent[index] = sequence.text
+            call.batch.emit(TextDelta(index, sequence.text[len(sent) :], call.traces[index].new_confidences()))
         if output.finished:
             reason: FinishReason = sequence.finish_reason if sequence.finish_reason in ("stop", "length") else "aborted"
             self._complete(request_id, call, index, reason)

@@ -8,7 +8,9 @@ A round drafts through `StreamDrafts`, so each draft arrives token by token and 
   starts while the others run;
 * quorum: once `quorum` drafts passed every hard rule and agree on the answer, or the leading answer has more
   votes than the runner-up and every draft still generating together, the drafts still generating (the
-  stragglers) are cancelled and the round ends: refinement starts.
+  stragglers) are cancelled and the round ends: refinement starts;
+* confidence stop: a draft whose token confidence over its last 16 tokens, sent with its deltas, falls below its
+  kind's floor (its model's, from the Drafter, or the deployment's) is aborted and leaves the vote.
 
 Each is switched off per request (`SolveRequest.disable_streaming_verification`, `disable_quorum`,
 `replace_aborted_drafts`); with both of the first two off the round is the plain one in `pipeline` — unless the
@@ -44,7 +46,7 @@ from . import events
 from .downstream import Downstream, StageError, Stream
 from .draft_stages import DraftStages
 from .drafter_calls import DrafterCalls
-from .early_stop_rules import Options, quorum_cancel_came_too_late, quorum_reason, stopped_verdict
+from .early_stop_rules import ConfidenceStops, Options, cancel_came_too_late, quorum_reason, stopped_verdict
 from .replicas import Replica
 from .solve import DraftState, Solve
 from .verdicts import late_verdict, shared_verdict
@@ -91,6 +93,7 @@ class EarlyStopRound:
         self.pumps: list[asyncio.Task] = []
         self.ended_streams = 0
         self.stopping = False  # the quorum was reached: the drafts still generating are being cancelled
+        self.confidence = ConfidenceStops(options)
         self.last_draft_at = time.perf_counter()
 
     # ---------------------------------------------------------------------------------------------- the loop
@@ -263,6 +266,9 @@ class EarlyStopRound:
                         )
                     )
                 )
+            if state.abort is None and (abort := self.confidence.check(state.draft, delta)):
+                self.stop(state, abort)
+                self.solve.early_stop.low_confidence += 1
         else:
             self.on_finished(message.draft)
 
@@ -299,9 +305,12 @@ class EarlyStopRound:
         if self.stopping and state.abort is None and state.verdict is None:  # cancelled before its first token
             self.stop(state, pb.DraftAbort(reason="quorum", message=solve.early_stop.reason))
             solve.early_stop.cancelled += 1
-        if quorum_cancel_came_too_late(state, draft):  # the draft is whole: verified like any other
+        if cancel_came_too_late(state, draft):  # the draft is whole: verified like any other
+            if state.abort.reason == "quorum":
+                solve.early_stop.cancelled -= 1
+            else:
+                solve.early_stop.low_confidence -= 1
             state.abort = None
-            solve.early_stop.cancelled -= 1
             state.span.add_event("cancel too late")
         if state.abort is not None:  # its verdict is the early one, or says it was stopped on a quorum
             state.span.set_attribute(telemetry.DRAFT_ABORT_REASON, state.abort.reason)

@@ -231,7 +231,10 @@ class Pipeline:
         policy = adaptive_round.policy_of(request, self.settings)
         if policy is not None and not self.downstream.spreads_drafts:
             return await adaptive_round.adaptive_round(self.stages, solve, policy, drafter_request)
-        options = early_stop_rules.options_of(request, decision.num_drafts, self.settings.cross_modal_quorum)
+        on = self.settings
+        options = early_stop_rules.options_of(
+            request, decision.num_drafts, on.cross_modal_quorum, on.confidence_stop, on.confidence_floors_of_kind
+        )
         if options.active or self.downstream.spreads_drafts:  # several replicas: streamed parts, failover
             return await self.early_stop_round(solve, options, drafter_request, started)
         return await self.stages.whole_drafts(solve, drafter_request)

@@ -10,15 +10,21 @@ model's (untempered) distribution. From them:
   here are 100–400 tokens, so the windows are short;
 - `answer`: the token confidence over the draft's last non-empty line (fences excluded): the final-answer line of
   a prose draft, the closing `print(…)` of a program.
+
+`ConfidenceWatch` is DeepConf's stop, token by token: the Scheduler's confidence stop (docs/scheduler.md) and the
+replays of it (`bench/confidence_stop.py`, `bench/early_stop_bound.py`) run the same one.
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 WINDOW_TOKENS = 16
+# No draft is stopped on its first tokens: the opening of a draft (restating the question) says little.
+STOP_MIN_TOKENS = 32
 FENCE = "```"
 
 
@@ -79,6 +85,52 @@ def summarize(trace: TokenTrace, text: str, window: int = WINDOW_TOKENS) -> Conf
         answer=answer_confidence(trace, text),
         window_tokens=window,
     )
+
+
+class ConfidenceWatch:
+    """Whether a draft's token confidence, averaged over its last `window` tokens, has fallen below `floor`;
+    judged from the `min_tokens`-th token on (and once a whole window is in)."""
+
+    def __init__(self, floor: float, window: int = WINDOW_TOKENS, min_tokens: int = STOP_MIN_TOKENS):
+        self.floor, self.window, self.min_tokens = floor, window, min_tokens
+        self.recent: deque[float] = deque(maxlen=window)
+        self.running = 0.0  # the sum of `recent`, kept as the replays always summed it (add, then drop the oldest)
+        self.tokens = 0
+
+    @property
+    def mean(self) -> float:
+        return self.running / self.window
+
+    def add(self, confidence: float) -> bool:
+        """One more token's confidence; True once the window is below the floor."""
+        self.running += confidence
+        if len(self.recent) == self.window:
+            self.running -= self.recent[0]
+        self.recent.append(confidence)
+        self.tokens += 1
+        return self.tokens >= max(self.min_tokens, self.window) and self.mean < self.floor
+
+
+def confidence_stop_point(
+    series: Sequence[float], floor: float, window: int = WINDOW_TOKENS, min_tokens: int = STOP_MIN_TOKENS
+) -> int | None:
+    """The number of tokens after which a draft with this confidence series stops, or None: it never does."""
+    watch = ConfidenceWatch(floor, window, min_tokens)
+    return next((index + 1 for index, value in enumerate(series) if watch.add(value)), None)
+
+
+def parse_floors(floors: str) -> dict[str, float]:
+    """`prose=6.4,program=6.4` → {"prose": 6.4, "program": 6.4}; ValueError saying the format otherwise."""
+    parsed = {}
+    for entry in filter(None, (part.strip() for part in floors.split(","))):
+        kind, _, value = entry.partition("=")
+        try:
+            parsed[kind.strip()] = float(value)
+        except ValueError:
+            raise ValueError(f"confidence floor {entry!r} is not kind=number (e.g. prose=6.4,program=6.4)") from None
+        if not kind.strip() or not math.isfinite(parsed[kind.strip()]):
+            raise ValueError(f"confidence floor {entry!r} is not kind=number (e.g. prose=6.4,program=6.4)")
+    return parsed
 
 
 def answer_confidence(trace: TokenTrace, text: str) -> float | None:

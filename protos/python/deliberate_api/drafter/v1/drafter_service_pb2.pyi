@@ -62,16 +62,20 @@ class StreamDraftsResponse(_message.Message):
     def __init__(self, delta: _Optional[_Union[DraftDelta, _Mapping]] = ..., draft: _Optional[_Union[_common_pb2.Draft, _Mapping]] = ...) -> None: ...
 
 class DraftDelta(_message.Message):
-    __slots__ = ("draft_id", "index", "text", "tokens")
+    __slots__ = ("draft_id", "index", "text", "tokens", "token_confidences", "confidence_floor")
     DRAFT_ID_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_CONFIDENCES_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FLOOR_FIELD_NUMBER: _ClassVar[int]
     draft_id: str
     index: int
     text: str
     tokens: int
-    def __init__(self, draft_id: _Optional[str] = ..., index: _Optional[int] = ..., text: _Optional[str] = ..., tokens: _Optional[int] = ...) -> None: ...
+    token_confidences: _containers.RepeatedScalarFieldContainer[float]
+    confidence_floor: float
+    def __init__(self, draft_id: _Optional[str] = ..., index: _Optional[int] = ..., text: _Optional[str] = ..., tokens: _Optional[int] = ..., token_confidences: _Optional[_Iterable[float]] = ..., confidence_floor: _Optional[float] = ...) -> None: ...
 
 class GetLoadRequest(_message.Message):
     __slots__ = ()

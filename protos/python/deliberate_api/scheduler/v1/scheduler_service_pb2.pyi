@@ -47,7 +47,7 @@ OUTCOME_ACCEPTED: Outcome
 OUTCOME_REJECTED: Outcome
 
 class SolveRequest(_message.Message):
-    __slots__ = ("prompt", "output_schema", "constraints", "context", "num_drafts", "sampling", "strategy_hints", "request_id", "refine_sampling", "disable_thinking_trace", "disable_consensus_prefix", "disable_default_arithmetic", "disable_streaming_verification", "disable_quorum", "quorum", "replace_aborted_drafts", "selection_policy", "program_drafts", "draft_count")
+    __slots__ = ("prompt", "output_schema", "constraints", "context", "num_drafts", "sampling", "strategy_hints", "request_id", "refine_sampling", "disable_thinking_trace", "disable_consensus_prefix", "disable_default_arithmetic", "disable_streaming_verification", "disable_quorum", "quorum", "replace_aborted_drafts", "selection_policy", "program_drafts", "draft_count", "confidence_stop")
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     CONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
@@ -67,6 +67,7 @@ class SolveRequest(_message.Message):
     SELECTION_POLICY_FIELD_NUMBER: _ClassVar[int]
     PROGRAM_DRAFTS_FIELD_NUMBER: _ClassVar[int]
     DRAFT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_STOP_FIELD_NUMBER: _ClassVar[int]
     prompt: str
     output_schema: str
     constraints: _containers.RepeatedCompositeFieldContainer[_common_pb2.Constraint]
@@ -86,7 +87,8 @@ class SolveRequest(_message.Message):
     selection_policy: str
     program_drafts: int
     draft_count: DraftCount
-    def __init__(self, prompt: _Optional[str] = ..., output_schema: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[_common_pb2.Constraint, _Mapping]]] = ..., context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., num_drafts: _Optional[int] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., strategy_hints: _Optional[_Iterable[str]] = ..., request_id: _Optional[str] = ..., refine_sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., disable_thinking_trace: _Optional[bool] = ..., disable_consensus_prefix: _Optional[bool] = ..., disable_default_arithmetic: _Optional[bool] = ..., disable_streaming_verification: _Optional[bool] = ..., disable_quorum: _Optional[bool] = ..., quorum: _Optional[int] = ..., replace_aborted_drafts: _Optional[bool] = ..., selection_policy: _Optional[str] = ..., program_drafts: _Optional[int] = ..., draft_count: _Optional[_Union[DraftCount, str]] = ...) -> None: ...
+    confidence_stop: bool
+    def __init__(self, prompt: _Optional[str] = ..., output_schema: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[_common_pb2.Constraint, _Mapping]]] = ..., context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., num_drafts: _Optional[int] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., strategy_hints: _Optional[_Iterable[str]] = ..., request_id: _Optional[str] = ..., refine_sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., disable_thinking_trace: _Optional[bool] = ..., disable_consensus_prefix: _Optional[bool] = ..., disable_default_arithmetic: _Optional[bool] = ..., disable_streaming_verification: _Optional[bool] = ..., disable_quorum: _Optional[bool] = ..., quorum: _Optional[int] = ..., replace_aborted_drafts: _Optional[bool] = ..., selection_policy: _Optional[str] = ..., program_drafts: _Optional[int] = ..., draft_count: _Optional[_Union[DraftCount, str]] = ..., confidence_stop: _Optional[bool] = ...) -> None: ...
 
 class ScoreComponents(_message.Message):
     __slots__ = ("score", "agreement", "latency", "answer_share", "final", "alpha", "beta", "gamma", "delta", "signals")
@@ -164,20 +166,22 @@ class DraftAbort(_message.Message):
     def __init__(self, reason: _Optional[str] = ..., rule_id: _Optional[str] = ..., message: _Optional[str] = ..., at: _Optional[_Union[_common_pb2.DraftPosition, _Mapping]] = ..., replaced_by: _Optional[str] = ...) -> None: ...
 
 class EarlyStop(_message.Message):
-    __slots__ = ("quorum", "reached", "reason", "aborted", "cancelled", "replacements")
+    __slots__ = ("quorum", "reached", "reason", "aborted", "cancelled", "replacements", "low_confidence")
     QUORUM_FIELD_NUMBER: _ClassVar[int]
     REACHED_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     ABORTED_FIELD_NUMBER: _ClassVar[int]
     CANCELLED_FIELD_NUMBER: _ClassVar[int]
     REPLACEMENTS_FIELD_NUMBER: _ClassVar[int]
+    LOW_CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
     quorum: int
     reached: bool
     reason: str
     aborted: int
     cancelled: int
     replacements: int
-    def __init__(self, quorum: _Optional[int] = ..., reached: _Optional[bool] = ..., reason: _Optional[str] = ..., aborted: _Optional[int] = ..., cancelled: _Optional[int] = ..., replacements: _Optional[int] = ...) -> None: ...
+    low_confidence: int
+    def __init__(self, quorum: _Optional[int] = ..., reached: _Optional[bool] = ..., reason: _Optional[str] = ..., aborted: _Optional[int] = ..., cancelled: _Optional[int] = ..., replacements: _Optional[int] = ..., low_confidence: _Optional[int] = ...) -> None: ...
 
 class StageTimings(_message.Message):
     __slots__ = ("draft", "verify", "select", "refine", "total")
