@@ -9,8 +9,7 @@ A round drafts through `StreamDrafts`, so each draft arrives token by token and 
 * quorum: once `quorum` drafts passed every hard rule and agree on the answer, or the leading answer has more
   votes than the runner-up and every draft still generating together, the drafts still generating (the
   stragglers) are cancelled and the round ends: refinement starts;
-* confidence stop: a draft whose token confidence over its last 16 tokens, sent with its deltas, falls below its
-  kind's floor (its model's, from the Drafter, or the deployment's) is aborted and leaves the vote.
+* confidence stop: a draft whose token confidence (sent with its deltas) falls below its kind's floor is aborted.
 
 Each is switched off per request (`SolveRequest.disable_streaming_verification`, `disable_quorum`,
 `replace_aborted_drafts`); with both of the first two off the round is the plain one in `pipeline` — unless the
@@ -368,7 +367,8 @@ class EarlyStopRound:
             return
         metrics.count_rule_results(response.verdict.rule_results)
         if response.early and not state.finished:  # a draft that ended meanwhile is simply invalid
-            self.abort_failed(state, response.verdict)
+            if state.abort is None:  # not stopped already (on its confidence): its verdict is this failure
+                self.abort_failed(state, response.verdict)
             self.early[state.draft.id] = response.verdict
             return
         self.record(state, response.verdict)
