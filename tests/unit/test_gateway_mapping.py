@@ -41,7 +41,7 @@ def test_every_mapped_field_lands_in_the_solve_request():
             rule_packs=["arithmetic", {"name": "ad_selection", "params": {"budget": 5000}, "soft": True}],
             response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}},
             request_id="r-1", disable_default_arithmetic=True, stop=["\n\n"], user="someone",
-            disable_streaming_verification=True, quorum=2, replace_aborted_drafts=True,
+            disable_streaming_verification=True, quorum=2, replace_aborted_drafts=True, confidence_stop=False,
         ),
         MODEL,
     )  # fmt: skip
@@ -61,12 +61,14 @@ def test_every_mapped_field_lands_in_the_solve_request():
     assert solve.disable_default_arithmetic and not solve.disable_thinking_trace
     assert solve.disable_streaming_verification and solve.replace_aborted_drafts and not solve.disable_quorum
     assert solve.quorum == 2
+    assert solve.HasField("confidence_stop") and not solve.confidence_stop, "said: off, whatever the deployment's"
 
 
 def test_unset_fields_leave_the_choice_to_the_scheduler():
     solve = parse_chat_request(body(), MODEL).solve
     assert solve.num_drafts == 0 and solve.output_schema == "" and not solve.constraints
     assert not solve.sampling.ListFields() and not solve.refine_sampling.ListFields()
+    assert not solve.HasField("confidence_stop")
     assert len(solve.request_id) == 32  # generated, so the chunk ids are known before the first event
 
 

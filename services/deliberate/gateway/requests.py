@@ -37,7 +37,7 @@ EARLY_STOP_SWITCHES = ("disable_streaming_verification", "disable_quorum", "repl
 EXTENSION_FIELDS = {
     "num_drafts", "max_draft_tokens", "constraints", "rule_packs", "context", "strategy_hints", "request_id",
     "include_thinking_trace", "disable_consensus_prefix", "disable_default_arithmetic",
-    *EARLY_STOP_SWITCHES, "quorum",
+    *EARLY_STOP_SWITCHES, "quorum", "confidence_stop",
 }  # fmt: skip
 # SolveRequest field paths in the Scheduler's errors → the body's fields (more per request: ChatRequest.renames).
 RENAMES = {
@@ -133,6 +133,8 @@ def parse_chat_request(body: object, model_name: str) -> ChatRequest:
     for name in EARLY_STOP_SWITCHES:
         setattr(solve, name, optional(body, name, bool) or False)
     solve.quorum = optional(body, "quorum", int) or 0
+    if (confidence_stop := optional(body, "confidence_stop", bool)) is not None:  # unset: the Scheduler's default
+        solve.confidence_stop = confidence_stop
 
     chat.include_thinking_trace = optional(body, "include_thinking_trace", bool) or False
     chat.stream = optional(body, "stream", bool) or False
