@@ -13,10 +13,12 @@ from google.rpc import error_details_pb2, status_pb2
 from deliberate.core.admission import (
     MAX_RETRY_AFTER_MS,
     MIN_RETRY_AFTER_MS,
+    OPENING_MESSAGE_WAIT_S,
     RETRY_AFTER_KEY,
     STATUS_DETAILS_KEY,
     Admission,
     InFlightLimit,
+    read_opening_message,
     retry_after_ms,
 )
 
@@ -224,3 +226,64 @@ def test_a_bidirectional_work_method_holds_a_slot_until_it_ends():
         await service.until_in_flight(0)
 
     serve(test)
+
+
+def test_a_refused_bidirectional_call_reads_the_callers_opening_message_so_the_refusal_is_what_it_sees():
+    """The Scheduler writes its opening message from a request iterator as the call starts; were the refusal to
+    overtake that write, grpc.aio's client would report INTERNAL instead of RESOURCE_EXHAUSTED."""
+
+    async def test(service: Running):
+        echo = service.channel.stream_stream(
+            f"/{SERVICE}/Echo",
+            request_serializer=wrappers_pb2.StringValue.SerializeToString,
+            response_deserializer=wrappers_pb2.StringValue.FromString,
+        )
+        held = [echo() for _ in range(BOUND)]
+        for i, call in enumerate(held):
+            await call.write(wrappers_pb2.StringValue(value=str(i)))
+            assert (await call.read()).value == str(i)
+
+        async def opening_then_wait():
+            yield wrappers_pb2.StringValue(value="draft this")
+            await asyncio.Event().wait()  # the Scheduler keeps its side open for cancels
+
+        for _ in range(5):
+            refused = echo(opening_then_wait())
+            with pytest.raises(grpc.aio.AioRpcError) as error:
+                await refused.read()
+            assert error.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, error.value.details()
+            refused.cancel()
+        for call in held:
+            await call.done_writing()
+        await service.until_in_flight(0)
+
+    serve(test)
+
+
+def test_a_refused_calls_opening_message_is_taken_and_a_silent_caller_is_not_waited_for_long():
+    async def main():
+        taken = []
+
+        async def opening():
+            taken.append("first")
+            yield 1
+            taken.append("second")
+            yield 2
+
+        await read_opening_message(opening())
+        assert taken == ["first"], "the opening message only: the rest is the caller's to send to nobody"
+
+        async def silent():
+            await asyncio.Event().wait()
+            yield 0
+
+        async with asyncio.timeout(OPENING_MESSAGE_WAIT_S + 5):
+            await read_opening_message(silent())
+
+        async def failing():
+            raise grpc.aio.AbortError()
+            yield 0
+
+        await read_opening_message(failing())  # a caller gone already: nothing to read, nothing raised
+
+    asyncio.run(main())

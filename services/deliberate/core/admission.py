@@ -6,14 +6,16 @@ One server interceptor does both for every service (core/server.py installs it):
   answers INVALID_ARGUMENT naming the message type. Methods whose requests stream (reflection, StreamDrafts,
   VerifyStream) are parsed by grpc as usual; a bidirectional work method (StreamDrafts) is still bounded.
 - The work methods (Solve, GenerateDrafts, VerifyDrafts, Refine, …) share one bound on the calls in flight; a
-  call beyond it is answered RESOURCE_EXHAUSTED at once, never queued, with a retry hint in its trailing
-  metadata: `retry-after-ms`, and the standard `google.rpc.RetryInfo` in `grpc-status-details-bin`. A stream
-  counts until it ends, however it ends. Health, reflection and the cheap reads (GetLoad, GetState) are never
+  call beyond it is answered RESOURCE_EXHAUSTED at once (a bidirectional one once its opening message is read),
+  never queued, with a retry hint in its trailing metadata: `retry-after-ms`, and the standard
+  `google.rpc.RetryInfo` in `grpc-status-details-bin`. A stream counts until it ends, however it ends. Health, reflection and the cheap reads (GetLoad, GetState) are never
   bounded: a probe must see a busy service as serving.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import inspect
 import time
 from collections import Counter
@@ -34,6 +36,9 @@ MAX_RETRY_AFTER_MS = 10_000
 # The hint before any work call finished, and how much each finished call moves the average duration.
 INITIAL_CALL_S = 1.0
 DURATION_SMOOTHING = 0.2
+# How long a refused bidirectional call waits for its caller's opening message before the refusal (see
+# `read_opening_message`).
+OPENING_MESSAGE_WAIT_S = 0.5
 
 
 class Rejected(Exception):
@@ -204,8 +209,18 @@ def bound_stream(handler: grpc.RpcMethodHandler, limit: InFlightLimit, method: s
                 async for response in behavior(request_iterator, context):
                     yield response
         except Rejected as rejected:
+            await read_opening_message(request_iterator)
             await reject(context, rejected)
 
     return grpc.stream_stream_rpc_method_handler(
         streaming, request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer
     )
+
+
+async def read_opening_message(request_iterator) -> None:
+    """Reads a refused call's first message (waiting at most OPENING_MESSAGE_WAIT_S) so the caller's write of it
+    has completed when the call ends: grpc.aio's client turns a write that the call's end overtakes into INTERNAL
+    "Internal error from Core", which would hide the refusal (a solve failed so in CI)."""
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(OPENING_MESSAGE_WAIT_S):
+            await anext(aiter(request_iterator))
