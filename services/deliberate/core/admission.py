@@ -8,8 +8,9 @@ One server interceptor does both for every service (core/server.py installs it):
 - The work methods (Solve, GenerateDrafts, VerifyDrafts, Refine, …) share one bound on the calls in flight; a
   call beyond it is answered RESOURCE_EXHAUSTED at once (a bidirectional one once its opening message is read),
   never queued, with a retry hint in its trailing metadata: `retry-after-ms`, and the standard
-  `google.rpc.RetryInfo` in `grpc-status-details-bin`. A stream counts until it ends, however it ends. Health, reflection and the cheap reads (GetLoad, GetState) are never
-  bounded: a probe must see a busy service as serving.
+  `google.rpc.RetryInfo` in `grpc-status-details-bin`. A stream counts until it ends, however it ends. Health,
+  reflection and the cheap reads (GetLoad, GetState) are never bounded: a probe must see a busy service as
+  serving.
 """
 
 from __future__ import annotations
