@@ -70,10 +70,26 @@ class Running:
             response_deserializer=wrappers_pb2.StringValue.FromString,
         )
 
+    def echo(self):
+        return self.channel.stream_stream(
+            f"/{SERVICE}/Echo",
+            request_serializer=wrappers_pb2.StringValue.SerializeToString,
+            response_deserializer=wrappers_pb2.StringValue.FromString,
+        )
+
     async def until_in_flight(self, count: int) -> None:
         async with asyncio.timeout(5):
             while self.limit.total != count:
                 await asyncio.sleep(0.01)
+
+
+async def hold_every_slot(echo) -> list:
+    """BOUND echo calls, each answered once: every slot is held until they end."""
+    held = [echo() for _ in range(BOUND)]
+    for i, call in enumerate(held):
+        await call.write(wrappers_pb2.StringValue(value=str(i)))
+        assert (await call.read()).value == str(i)
+    return held
 
 
 def handler(behavior, streaming: bool) -> grpc.RpcMethodHandler:
@@ -206,15 +222,8 @@ def test_the_retry_hint_follows_the_recent_call_duration():
 
 def test_a_bidirectional_work_method_holds_a_slot_until_it_ends():
     async def test(service: Running):
-        echo = service.channel.stream_stream(
-            f"/{SERVICE}/Echo",
-            request_serializer=wrappers_pb2.StringValue.SerializeToString,
-            response_deserializer=wrappers_pb2.StringValue.FromString,
-        )
-        held = [echo() for _ in range(BOUND)]
-        for i, call in enumerate(held):
-            await call.write(wrappers_pb2.StringValue(value=str(i)))
-            assert (await call.read()).value == str(i)
+        echo = service.echo()
+        held = await hold_every_slot(echo)
         await service.until_in_flight(BOUND)
         refused = echo()
         with pytest.raises(grpc.aio.AioRpcError) as error:
@@ -233,15 +242,8 @@ def test_a_refused_bidirectional_call_reads_the_callers_opening_message_so_the_r
     overtake that write, grpc.aio's client would report INTERNAL instead of RESOURCE_EXHAUSTED."""
 
     async def test(service: Running):
-        echo = service.channel.stream_stream(
-            f"/{SERVICE}/Echo",
-            request_serializer=wrappers_pb2.StringValue.SerializeToString,
-            response_deserializer=wrappers_pb2.StringValue.FromString,
-        )
-        held = [echo() for _ in range(BOUND)]
-        for i, call in enumerate(held):
-            await call.write(wrappers_pb2.StringValue(value=str(i)))
-            assert (await call.read()).value == str(i)
+        echo = service.echo()
+        held = await hold_every_slot(echo)
 
         async def opening_then_wait():
             yield wrappers_pb2.StringValue(value="draft this")
