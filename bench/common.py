@@ -10,7 +10,7 @@ from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
 # The runs defaults are chosen on (the two tuning blocks, make eval-tuning and eval-tuning-2), never scored.
-TUNING_RUNS = (RESULTS / "eval-tuning.runs.jsonl", RESULTS / "eval-tuning-2.runs.jsonl")
+TUNING_RUNS = tuple(RESULTS / f"eval-tuning{block}.runs.jsonl" for block in ("", "-2", "-3"))  # never scored
 
 
 def machine() -> dict:

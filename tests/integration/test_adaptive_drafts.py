@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from deliberate.scheduler.settings import SchedulerSettings
 from deliberate.selection.adaptive import AdaptivePolicy, settled
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_client.client import DeliberateClient, build_request
@@ -16,7 +17,7 @@ from .test_pipeline import wait_for_trace
 
 pytestmark = pytest.mark.model
 
-DEFAULT_POLICY = AdaptivePolicy.parse("ssscs/start1/q2+x")  # the Scheduler's --adaptive-policy default
+DEFAULT_POLICY = AdaptivePolicy.parse(SchedulerSettings.model_fields["adaptive_policy"].default)
 
 
 def adaptive_solve(stack, hints: list[str]) -> pb.SolveResponse:
@@ -48,7 +49,7 @@ def test_an_adaptive_round_stops_adding_drafts_once_two_valid_drafts_agree(stack
     assert [r.draft.index for r in response.drafts] == [0, 1], "one call per draft, numbered as one call would"
     assert all(r.verdict.valid and r.verdict.extracted_answer == "4" for r in response.drafts), drafts
     assert response.num_drafts_reason.endswith(
-        "adaptive (ssscs/start1/q2+x): 2 of 4 drafts started, settled as 2 valid drafts agree on 4"
+        f"adaptive ({DEFAULT_POLICY.name}): 2 of 4 drafts started, settled as 2 valid drafts agree on 4"
     ), response.num_drafts_reason
 
     spans = wait_for_trace(otlp_receiver, response.trace_id)

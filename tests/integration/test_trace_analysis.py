@@ -119,7 +119,8 @@ def test_the_analysis_agrees_with_the_responses(solved):
     assert redrafts["requests_redrafted"] == sum(r.rounds > 1 for r in responses.values())
     assert redrafts["extra_rounds"] == sum(r.rounds - 1 for r in responses.values())
     assert redrafts["extra_round_tokens"] == sum(d.draft.usage.completion_tokens for d in drafts if d.round > 0)
-    assert 0 < redrafts["extra_round_seconds"] < responses["ta-redraft"].timings.total.ToTimedelta().total_seconds()
+    redrafted_seconds = sum(r.timings.total.ToTimedelta().total_seconds() for r in responses.values() if r.rounds > 1)
+    assert 0 < redrafts["extra_round_seconds"] < redrafted_seconds, "extra rounds are within the solves that had them"
 
     for stage in ("draft", "verify", "select", "refine", "total"):
         seconds = [getattr(r.timings, stage).ToTimedelta().total_seconds() for r in responses.values()]

@@ -8,12 +8,12 @@ from pydantic import ValidationError
 from deliberate.scheduler.settings import SchedulerSettings
 from deliberate.selection.adaptive import PROGRAM, PROSE, AdaptivePolicy, settled
 
-DEFAULT = AdaptivePolicy.parse("ssscs/start1/q2+x")
+POLICY = AdaptivePolicy.parse("ssscs/start1/q2+x")  # an example: the default before the third tuning block
 
 
 def test_a_name_parses_to_the_policy_it_names_and_back():
-    assert DEFAULT == AdaptivePolicy((PROSE, PROSE, PROSE, PROGRAM, PROSE), start=1, quorum=2, cross_modal=True)
-    assert DEFAULT.name == "ssscs/start1/q2+x"
+    assert POLICY == AdaptivePolicy((PROSE, PROSE, PROSE, PROGRAM, PROSE), start=1, quorum=2, cross_modal=True)
+    assert POLICY.name == "ssscs/start1/q2+x"
     assert AdaptivePolicy.parse("cs/start2/q3") == AdaptivePolicy((PROGRAM, PROSE), 2, 3, cross_modal=False)
 
 
@@ -36,15 +36,15 @@ def test_a_malformed_name_is_refused_at_start_up_saying_the_format(name):
     ],
 )
 def test_a_round_takes_the_policys_order_as_far_as_its_kinds_allow(num_drafts, programs, kinds):
-    letters = "".join("c" if kind == PROGRAM else "s" for kind in DEFAULT.kinds_for(num_drafts, programs))
+    letters = "".join("c" if kind == PROGRAM else "s" for kind in POLICY.kinds_for(num_drafts, programs))
     assert letters == kinds
 
 
 def test_a_quorum_of_valid_drafts_agreeing_settles_the_round():
-    assert settled([("72", PROSE)], DEFAULT) == ""
-    assert settled([("72", PROSE), ("70", PROSE)], DEFAULT) == ""
-    assert settled([("72", PROSE), ("$72.00", PROSE)], DEFAULT) == "2 valid drafts agree on 72"
-    assert settled([("", PROSE), ("", PROSE)], DEFAULT) == "", "no answer agrees with nothing"
+    assert settled([("72", PROSE)], POLICY) == ""
+    assert settled([("72", PROSE), ("70", PROSE)], POLICY) == ""
+    assert settled([("72", PROSE), ("$72.00", PROSE)], POLICY) == "2 valid drafts agree on 72"
+    assert settled([("", PROSE), ("", PROSE)], POLICY) == "", "no answer agrees with nothing"
 
 
 def test_a_prose_draft_and_a_program_agreeing_settle_only_a_cross_modal_policy():

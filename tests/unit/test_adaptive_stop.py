@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from deliberate_bench.replay import DEFAULT_MIX
 from deliberate_bench.stopping import AdaptivePolicy, agreement_precision, choose, compare, with_policy, without
 
 
@@ -25,7 +26,8 @@ CODE_FIRST = AdaptivePolicy(("program", "prose", "prose", "prose", "prose"), sta
 def test_a_program_and_a_prose_draft_that_agree_settle_the_round():
     outcome = with_policy(AGREEING, CODE_FIRST)
     assert (outcome.drafts, outcome.tokens, outcome.answer) == (2, 280, "7")
-    assert without(AGREEING).tokens == 4 * 200 + 80
+    prose, programs = DEFAULT_MIX
+    assert without(AGREEING).tokens == prose * 200 + programs * 80, "the default round, every draft whole"
 
 
 def test_without_agreement_the_round_adds_drafts_up_to_its_order():

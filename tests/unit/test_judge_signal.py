@@ -9,6 +9,7 @@ import random
 import pytest
 
 from deliberate_bench import judge_replay, judge_signal
+from deliberate_bench.replay import DEFAULT_MIX
 from deliberate_bench.train_judge import Example
 
 
@@ -18,7 +19,8 @@ def _draft(index: int, kind: str, answer: str, valid: bool = True, score: float 
 
 
 def _record(problem: int, answers: list[str], gold: str, invalid: tuple[int, ...] = ()) -> dict:
-    kinds = ["prose"] * 4 + ["program"] * (len(answers) - 4)
+    prose = DEFAULT_MIX[0]  # the default round's prose drafts first, then programs, as recorded rounds hold them
+    kinds = ["prose"] * prose + ["program"] * (len(answers) - prose)
     drafts = [
         _draft(i, kind, a, valid=i not in invalid) for i, (kind, a) in enumerate(zip(kinds, answers, strict=True))
     ]

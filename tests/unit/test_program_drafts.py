@@ -216,7 +216,7 @@ def program_drafts(settings: SchedulerSettings, request: pb.SolveRequest, num_dr
 
 
 def test_the_request_s_count_else_the_setting_at_most_n_and_none_for_a_structured_answer():
-    assert program_drafts(SchedulerSettings(), pb.SolveRequest(prompt="q"), 5) == 1  # the default mix: 4 + 1
+    assert program_drafts(SchedulerSettings(), pb.SolveRequest(prompt="q"), 5) == 2  # the default mix: 3 + 2
     assert program_drafts(SchedulerSettings(), pb.SolveRequest(prompt="q"), 1) == 0  # a single pass stays prose
     two = SchedulerSettings(program_drafts=2)
     assert program_drafts(two, pb.SolveRequest(prompt="q"), 5) == 2

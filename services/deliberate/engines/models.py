@@ -69,7 +69,7 @@ EMBEDDED_MODELS: dict[str, PackagedModel] = {
         file_name="qwen2.5-coder-0.5b-instruct.gguf",
         size=491_400_064,
         sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-        confidence_floors=(("prose", 6.389), ("program", 6.418)),
+        confidence_floors=(("prose", 6.351), ("program", 6.397)),
     ),
     "smollm2-135m": PackagedModel(
         name="smollm2-135m",

@@ -52,32 +52,31 @@ class SchedulerSettings(DraftLimits, GenerationLimits, PromptLimits, DownstreamT
         "risk-adjusted formula with learned weights), `best_of` (verifier score) or `majority` (a plain vote).",
     )
     program_drafts: int = Field(
-        1,
+        2,
         ge=0,
         description="How many of each round's drafts are programs (a short Python program printing the answer) "
         "when the request does not say (SolveRequest.program_drafts): the round's last ones, at most N - 1 (one "
-        "draft stays prose). 0: prose only. Requests with an output schema draft prose only. The default 1 is the "
-        "best mix of 5 on the tuning problems' replay (docs/eval.md).",
+        "draft stays prose). 0: prose only. Requests with an output schema draft prose only. The default 2 is the "
+        "mix of 5 chosen on the tuning problems' replay (make bench-early-stop-bound: the cheapest within 1 point).",
     )
     cross_modal_quorum: bool = Field(
         True,
         description="With early stopping, a valid prose draft and a valid program that agree end the round too, "
         "besides the default quorum of ceil(N/2) agreeing drafts (a request that sets its quorum gets exactly "
-        "that). On by default: chosen on the tuning problems' replay (make bench-early-stop-bound: 2.8 % fewer "
-        "tokens than the default quorum alone, at no accuracy change).",
+        "that). On by default: chosen on the tuning problems' replay (make bench-early-stop-bound).",
     )
     confidence_stop: bool = Field(
-        True,
+        False,
         description="Stop a draft once the model's token confidence over its last 16 tokens falls below its kind's "
         "floor (DeepConf's stop) when the request does not say (SolveRequest.confidence_stop; docs/scheduler.md, "
-        '"The confidence stop"). On by default: chosen on the tuning problems\' replay (make '
-        "bench-early-stop-bound: 3.8 % fewer tokens than without, one problem of 141 lost). Only drafts whose "
-        "model has floors stop: the Drafter sends those of its model's profile (the default model's are "
-        "calibrated; others have none) unless --confidence-floors sets them.",
+        '"The confidence stop"). Off by default: on the tuning problems\' replay (make bench-early-stop-bound) '
+        "the default mix with it lost more than the 1 point allowed. Only drafts whose model has floors stop: the "
+        "Drafter sends those of its model's profile (the default model's are calibrated; others have none) "
+        "unless --confidence-floors sets them.",
     )
     confidence_floors: str = Field(
         "",
-        description="The confidence stop's floor per kind of draft, kind=value (e.g. prose=6.389,program=6.418: "
+        description="The confidence stop's floor per kind of draft, kind=value (e.g. prose=6.351,program=6.397: "
         "the default model's, the 5th percentile of the lowest 16-token window of the right drafts on the tuning "
         "problems, make bench-adaptive-stop's confidence_limits), for every draft whatever its model; a kind not "
         "listed is never stopped. Empty: the floors of the Drafter's model profile.",
@@ -89,7 +88,7 @@ class SchedulerSettings(DraftLimits, GenerationLimits, PromptLimits, DownstreamT
         'docs/scheduler.md, "Adaptive draft counts, live"). Rounds on several Drafter replicas start all at once.',
     )
     adaptive_policy: str = Field(
-        "ssscs/start1/q2+x",
+        "csscc/start1/q2+x",
         description="The order and stop of adaptive rounds: kinds in order (s prose, c program), drafts started at "
         "once, the quorum of agreeing valid drafts, +x: a prose draft and a program agreeing settle too. The "
         "default is the one chosen on the tuning problems' replay (make bench-adaptive-stop).",

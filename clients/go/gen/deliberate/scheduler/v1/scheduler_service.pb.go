@@ -32,7 +32,7 @@ const (
 	DraftCount_DRAFT_COUNT_UNSPECIFIED DraftCount = 0
 	// All N drafts start together (streamed, with early stopping as the request sets it).
 	DraftCount_DRAFT_COUNT_ALL_AT_ONCE DraftCount = 1
-	// Adaptive consistency: the Scheduler's --adaptive-policy (default "ssscs/start1/q2+x") starts the first
+	// Adaptive consistency: the Scheduler's --adaptive-policy (default "csscc/start1/q2+x") starts the first
 	// drafts, then adds one at a time in its order of prose and program drafts until valid drafts agree on the
 	// answer (its quorum, or a prose draft and a program) or N drafts are spent. Fewer tokens where the answers
 	// agree early; the round is drafted in turns, not in parallel, so it suits engines whose time follows tokens
@@ -262,7 +262,7 @@ type SolveRequest struct {
 	SelectionPolicy string `protobuf:"bytes,17,opt,name=selection_policy,json=selectionPolicy,proto3" json:"selection_policy,omitempty"`
 	// How many of each round's drafts are programs (Draft.kind "program": a short Python program that prints
 	// the answer) rather than prose: the last ones of the round. Unset: the Scheduler's --program-drafts
-	// (default 1); set to 0: prose only. At most num_drafts when that is set; otherwise the Scheduler uses at
+	// (default 2); set to 0: prose only. At most num_drafts when that is set; otherwise the Scheduler uses at
 	// most the N it chooses.
 	// Limits: in [0, 8] (--max-drafts).
 	ProgramDrafts *int32 `protobuf:"varint,18,opt,name=program_drafts,json=programDrafts,proto3,oneof" json:"program_drafts,omitempty"`

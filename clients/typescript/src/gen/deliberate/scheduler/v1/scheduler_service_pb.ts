@@ -164,7 +164,7 @@ export type SolveRequest = Message<"deliberate.scheduler.v1.SolveRequest"> & {
   /**
    * How many of each round's drafts are programs (Draft.kind "program": a short Python program that prints
    * the answer) rather than prose: the last ones of the round. Unset: the Scheduler's --program-drafts
-   * (default 1); set to 0: prose only. At most num_drafts when that is set; otherwise the Scheduler uses at
+   * (default 2); set to 0: prose only. At most num_drafts when that is set; otherwise the Scheduler uses at
    * most the N it chooses.
    * Limits: in [0, 8] (--max-drafts).
    *
@@ -1202,7 +1202,7 @@ export enum DraftCount {
   ALL_AT_ONCE = 1,
 
   /**
-   * Adaptive consistency: the Scheduler's --adaptive-policy (default "ssscs/start1/q2+x") starts the first
+   * Adaptive consistency: the Scheduler's --adaptive-policy (default "csscc/start1/q2+x") starts the first
    * drafts, then adds one at a time in its order of prose and program drafts until valid drafts agree on the
    * answer (its quorum, or a prose draft and a program) or N drafts are spent. Fewer tokens where the answers
    * agree early; the round is drafted in turns, not in parallel, so it suits engines whose time follows tokens
