@@ -4,11 +4,11 @@
                                   [--runs bench/results/eval-gsm8k-200.runs.jsonl]
 
 Every policy of `deliberate_bench.stopping` (the order in which a round adds prose drafts and programs, how many
-start together, the quorum that settles it, cross-modal agreement) is replayed on the calibration runs (the two tuning
-blocks, never scored) against the default round of 5 (4 prose, 1 program, each to its end). For each accuracy loss
-allowed there (`--losses`, in points) the policy with the fewest tokens is chosen — with and without a confidence
-stop whose limits per kind are the 5th percentile of the right drafts' lowest window (`confidence_stop`) — and
-only then replayed on the scored runs, so nothing is fitted on what is scored. Writes
+start together, the quorum that settles it, cross-modal agreement) is replayed on the calibration runs (the tuning
+blocks, never scored) against the default round of 5 (`--program-drafts` of them programs, each to its end). For
+each accuracy loss allowed there (`--losses`, in points) the policy with the fewest tokens is chosen — with and
+without a confidence stop whose limits per kind are the 5th percentile of the right drafts' lowest window
+(`confidence_stop`) — and only then replayed on the scored runs, so nothing is fitted on what is scored. Writes
 bench/results/adaptive_stop.json: per choice, its calibration and scored `token_ratio` (tokens with ÷ without) and
 `accuracy_change_points` (the selected answer's accuracy with − without, same drafts, paired); and
 `agreement_precision`: how often a valid prose draft and a valid program that agree are right, against two prose

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
-# The runs defaults are chosen on (the two tuning blocks, make eval-tuning and eval-tuning-2), never scored.
-TUNING_RUNS = tuple(RESULTS / f"eval-tuning{block}.runs.jsonl" for block in ("", "-2", "-3"))  # never scored
+# The runs defaults are chosen on: the tuning blocks (make eval-tuning, eval-tuning-2, eval-tuning-3), never scored.
+TUNING_RUNS = tuple(RESULTS / f"eval-tuning{block}.runs.jsonl" for block in ("", "-2", "-3"))
 
 
 def machine() -> dict:
