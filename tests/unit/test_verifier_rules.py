@@ -50,6 +50,13 @@ def test_a_good_numeric_draft_passes_every_rule():
     assert all(outcome.duration_s >= 0 for outcome in verdict.outcomes)
 
 
+def test_numeric_answer_names_the_number_the_vote_reads():
+    verdict = verify_text("48 / 2 = 24\nFinal answer: 48 + 24 = 72", None)
+
+    assert verdict.valid
+    assert "numeric_answer passed: 72" in messages(verdict), "the stated result, not the first operand"
+
+
 def test_final_answer_failure_message_and_fast_fail():
     verdict = verify_text("I am not sure.", None)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from decimal import Decimal
 from fractions import Fraction
 
 from .numbers import iter_numbers
@@ -45,13 +46,19 @@ def answer_value(answer: str | None) -> Fraction | None:
 
     `"$1,200.50"` -> 2401/2, `"72.0"` -> 72, `"\\frac{3}{4}"` -> 3/4, `"48 + 24 = 72 clips"` -> 72.
     """
+    value = stated_number(answer)
+    return None if value is None else Fraction(value)
+
+
+def stated_number(answer: str | None) -> Decimal | Fraction | None:
+    """The number an extracted answer states, as written (`"$1,200.50"` -> 1200.50, `"48 + 24 = 72"` -> 72)."""
     if not answer:
         return None
     text = delatex(answer[:MAX_ANSWER_CHARS])
     if "=" in text:
         text = text.rsplit("=", 1)[1]
     for number in iter_numbers(text):
-        return Fraction(number.value)
+        return number.value
     return None
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from deliberate.core.schemas import compiled_validator, shorten
+from deliberate.selection.answers import stated_number
 from deliberate.selection.numbers import extract_number
 from deliberate.verifier.parsing import FinalAnswer, find_final_answer, parse_json
 
@@ -217,7 +218,8 @@ def _check_numeric_answer(draft: Draft) -> tuple[bool, str]:
     value = extract_number(answer.text)
     if value is None:
         return False, f"numeric_answer failed: final answer {_quote(answer.text)} is not a number"
-    return True, f"numeric_answer passed: {value}"
+    stated = stated_number(answer.text)  # what the vote reads: "48 + 24 = 72" states 72
+    return True, f"numeric_answer passed: {value if stated is None else stated}"
 
 
 def _check_explicit_final_line(draft: Draft) -> tuple[bool, str] | Abstain:
