@@ -4,9 +4,8 @@ A runs file of `deliberate eval` recorded with prose and program drafts (`make e
 each per problem, every draft run to its end, each with its verdict, answer, tokens and per-token confidence) holds
 every draft an adaptive round could have asked for. A policy is replayed on paper, the same drafts both ways:
 
-* **without** — the default round: the first `DEFAULT_MIX` drafts (the Scheduler's
-  `--program-drafts` of 5 are programs), all finished, ranked by the
-  default selection policy;
+* **without** — the default round: the first `DEFAULT_MIX` drafts (the Scheduler's `--program-drafts` of 5 are
+  programs), all finished, ranked by the default selection policy;
 * **with** — drafts are added in the policy's `order` of kinds, `start` at once and then one at a time, until the
   round is settled: `quorum` valid drafts agree on the answer, or (`cross_modal`) a valid prose draft and a valid
   program agree, or the policy's drafts are spent. With `limits`, a draft whose windowed token confidence falls
