@@ -346,7 +346,9 @@ def test_the_verifier_container_audits_a_plan_against_the_catalog_it_ships(conta
         (verdict,) = verifier_service_pb2_grpc.VerifierServiceStub(channel).VerifyDrafts(request, timeout=30).verdicts
     messages = {rule.rule_id: rule.message for rule in verdict.rule_results}
     assert messages["catalog_check"].startswith("catalog_check passed"), messages
-    assert messages["budget_check"] == f"budget_check failed: sum={total} > {ads.BUDGET}"
+    assert messages["budget_check"] == (
+        f"budget_check failed: total cost {total:,} is {total - ads.BUDGET:,} over the budget {ads.BUDGET:,}"
+    )
     assert not verdict.valid
 
 

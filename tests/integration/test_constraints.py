@@ -74,7 +74,7 @@ def test_ad_plans_get_auditable_verdicts_from_the_real_verifier(stack):
         ],
     )
     assert not over_budget.valid
-    assert results(over_budget)["budget_check"] == "budget_check failed: sum=5023 > 5000"
+    assert results(over_budget)["budget_check"] == "budget_check failed: total cost 5,023 is 23 over the budget 5,000"
     assert not conflict.valid
     assert results(conflict)["json_parse"] == "json_parse passed after repair: curly quotes"
     assert results(conflict)["category_check"] == "category_check failed: ads 1 and 6 are both in category 'travel'"

@@ -94,31 +94,33 @@ def test_the_verifier_checks_against_the_catalog_loaded_into_redis(verifier, red
     loaded = rf"loaded 5 ads into Redis at {re.escape(redis_server.url)} as version 1-[0-9a-f]{{8}}; it is now current"
     assert re.fullmatch(loaded, output.strip()), output
     first = messages(verify_plan(verifier))
-    assert first["budget_check"] == "budget_check passed: sum=5000 <= 5000"
+    assert first["budget_check"] == "budget_check passed: total cost 5,000 is within the budget 5,000"
     assert first["ctr_total"] == "ctr_total passed: total ctr=0.1000"
     # Id 6 is in the shipped catalog, not in the one in Redis.
     assert messages(verify_plan(verifier, '{"selected_ids": [1, 2, 3, 4, 6]}'))["catalog_check"] == (
-        "catalog_check failed: ids not in the catalog: [6]"
+        "catalog_check failed: id 6 is not in the catalog"
     )
 
     load_with_the_command(redis_server.url, catalog(cost=1001, ctr=0.02), tmp_path)
     after_reload = verify_plan(verifier)  # the same Verifier, no restart
     assert not after_reload.valid
-    assert messages(after_reload)["budget_check"] == "budget_check failed: sum=5005 > 5000"
+    assert messages(after_reload)["budget_check"] == "budget_check failed: total cost 5,005 is 5 over the budget 5,000"
 
     # Redis restarts empty and counts versions from 1 again: its new catalog is not taken for the old version 1.
     redis_server.stop()
     shutil.rmtree(redis_server.data_dir)  # its append-only file: it restarts with nothing
     redis_server.start()
     load_with_the_command(redis_server.url, catalog(cost=900, ctr=0.02), tmp_path)
-    assert messages(verify_plan(verifier))["budget_check"] == "budget_check passed: sum=4500 <= 5000"
+    assert messages(verify_plan(verifier))["budget_check"] == (
+        "budget_check passed: total cost 4,500 is within the budget 5,000"
+    )
 
 
 def test_a_verification_never_mixes_two_catalog_versions_loaded_while_it_runs(redis_server):
     cheap, dear = catalog(cost=100, ctr=0.01), catalog(cost=1000, ctr=0.05)
     consistent = {
-        ("sum=500 <= 5000", "total ctr=0.0500"),  # every check read `cheap`
-        ("sum=5000 <= 5000", "total ctr=0.2500"),  # every check read `dear`
+        ("total cost 500 is within the budget 5,000", "total ctr=0.0500"),  # every check read `cheap`
+        ("total cost 5,000 is within the budget 5,000", "total ctr=0.2500"),  # every check read `dear`
     }
     store = ReferenceStore(redis_server.url, timeout_s=2.0)
     loader = ReferenceStore(redis_server.url, timeout_s=2.0)

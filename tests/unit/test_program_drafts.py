@@ -24,10 +24,10 @@ from deliberate.drafter.prompts import (
 from deliberate.drafter.server import DrafterServicer
 from deliberate.drafter.settings import DrafterSettings
 from deliberate.engines.base import Batch, Completion, Engine, TextDelta
+from deliberate.scheduler.decisions import first_round_programs
 from deliberate.scheduler.early_stop import EarlyStopRound
 from deliberate.scheduler.early_stop_rules import Options
 from deliberate.scheduler.limits import SOLVE
-from deliberate.scheduler.pipeline import Pipeline
 from deliberate.scheduler.replicas import DrafterReplicas
 from deliberate.scheduler.settings import SchedulerSettings
 from deliberate_api.common.v1 import common_pb2
@@ -191,8 +191,10 @@ def test_the_drafter_refuses_more_programs_than_drafts_naming_the_field():
     assert refused(GENERATE_DRAFTS, request(num_drafts=8, program_drafts=9), DrafterSettings()).startswith(
         "program_drafts: must be in [0, 8], got 9"
     )
-    schema = request(num_drafts=3, program_drafts=1, output_schema='{"type": "object"}')
-    assert refused(GENERATE_DRAFTS, schema, DrafterSettings()).startswith("program_drafts: must be 0 with")
+    decision = request(num_drafts=3, program_drafts=1, output_schema='{"type": "object"}')
+    GENERATE_DRAFTS.check(decision, DrafterSettings())  # a decision program: it reads `context`, prints the plan
+    decision.context.update({"rows": ["x" * 1000] * 300})
+    assert refused(GENERATE_DRAFTS, decision, DrafterSettings()).startswith("context: has 30")
 
 
 def test_the_scheduler_refuses_more_programs_than_the_drafts_asked_for_naming_the_field():
@@ -204,15 +206,19 @@ def test_the_scheduler_refuses_more_programs_than_the_drafts_asked_for_naming_th
     assert refused(SOLVE, pb.SolveRequest(prompt="q", program_drafts=9), settings).startswith(
         "program_drafts: must be in [0, 8], got 9"
     )
-    schema = pb.SolveRequest(prompt="q", program_drafts=1, output_schema='{"type": "object"}')
-    assert refused(SOLVE, schema, settings).startswith("program_drafts: must be 0 with an output_schema")
+    decision = pb.SolveRequest(prompt="q", program_drafts=1, output_schema='{"type": "object"}')
+    SOLVE.check(decision, settings)  # decision programs
+    decision.context.update({"rows": ["x" * 1000] * 300})
+    assert refused(SOLVE, decision, settings).startswith("context: decision programs (program_drafts > 0 with an")
+    decision.program_drafts = 0
+    SOLVE.check(decision, settings)  # the same data without programs is within the context's own limit
 
 
 # ----------------------------------------------------------------------------------------------- the Scheduler
 
 
 def program_drafts(settings: SchedulerSettings, request: pb.SolveRequest, num_drafts: int) -> int:
-    return Pipeline.program_drafts(SimpleNamespace(settings=settings), request, num_drafts)
+    return first_round_programs(request, num_drafts, settings)
 
 
 def test_the_request_s_count_else_the_setting_at_most_n_and_none_for_a_structured_answer():
@@ -223,7 +229,9 @@ def test_the_request_s_count_else_the_setting_at_most_n_and_none_for_a_structure
     assert program_drafts(two, pb.SolveRequest(prompt="q", program_drafts=0), 5) == 0  # set to 0: prose only
     assert program_drafts(two, pb.SolveRequest(prompt="q", program_drafts=4), 3) == 3
     assert program_drafts(SchedulerSettings(program_drafts=8), pb.SolveRequest(prompt="q"), 3) == 2  # one prose
-    assert program_drafts(two, pb.SolveRequest(prompt="q", output_schema='{"type": "object"}'), 5) == 0
+    decision = pb.SolveRequest(prompt="q", output_schema='{"type": "object"}')
+    assert program_drafts(two, decision, 5) == 2  # decision programs: --decision-program-drafts
+    assert program_drafts(SchedulerSettings(decision_program_drafts=0), decision, 5) == 0
 
 
 def test_a_replacement_of_a_program_is_a_program_and_of_prose_prose():

@@ -10,7 +10,9 @@ import time
 import pytest
 
 from deliberate.core.requests import InvalidArgument
+from deliberate.rule_packs.promotion import PromotionPack, PromotionParams, PromotionPlan
 from deliberate.verifier.constraints import ConstraintSpec, compile_rules
+from deliberate.verifier.packs import Quality
 from deliberate.verifier.rules import verify
 from deliberate_client.examples import promotion
 
@@ -65,21 +67,40 @@ def test_a_plan_within_every_term_passes_with_its_true_figures():
     assert set(verdict.evidence) >= {"stock_check", "margin_check", "claims_check"}
 
 
-def test_a_quantity_above_stock_fails_naming_the_sku_and_both_figures():
+def test_a_quantity_above_stock_fails_naming_the_sku_both_figures_and_the_excess():
     verdict = check(plan(**{"GRD-01": {"quantity": 13}}))
     assert not verdict.valid
-    assert messages(verdict)["stock_check"] == "stock_check failed: GRD-01 quantity 13 > stock 12"
+    assert messages(verdict)["stock_check"] == "stock_check failed: GRD-01: quantity 13 is 1 over the stock 12"
     assert verdict.outcomes[-1].rule_id == "stock_check", "fast-fail: nothing runs after the first hard failure"
 
 
-def test_a_margin_under_the_floor_fails_with_the_price_the_discount_and_the_cost():
+def test_a_margin_under_the_floor_fails_with_the_gap_the_figures_and_the_discount_that_meets_it():
     items = [*GOOD_ITEMS, {"sku": "COF-1KG", "discount_percent": 25, "quantity": 20}]
     verdict = check(plan(items))
     assert not verdict.valid
-    # 16.00 − 25 % = 12.00; (12.00 − 9.80) / 12.00 = 18.3 %
+    # 16.00 − 25 % = 12.00; (12.00 − 9.80) / 12.00 = 18.3 %. The floor needs 9.80 / 0.8 = 12.25: 23.4375 % off,
+    # rounded down so that the discount offered meets it.
     assert messages(verdict)["margin_check"] == (
-        "margin_check failed: COF-1KG margin 18.3% < floor 20% (price 16.00 −25% = 12.00, unit cost 9.80)"
+        "margin_check failed: COF-1KG: margin 18.3% is 1.7 points under the floor 20% (price 16.00 −25% = 12.00, "
+        "unit cost 9.80; at most 23.43% off meets the floor)"
     )
+
+
+def test_a_margin_no_discount_can_meet_says_so():
+    # undiscounted, (16.00 − 9.80) / 16.00 = 38.75 %
+    items = [{"sku": "COF-1KG", "discount_percent": 5, "quantity": 10}]
+    verdict = check(plan(items, "Coffee week."), {"min_margin_percent": 40}, schema=False)
+    assert messages(verdict)["margin_check"] == (
+        "margin_check failed: COF-1KG: margin 35.5% is 4.5 points under the floor 40% (price 16.00 −5% = 15.20, "
+        "unit cost 9.80; no discount meets the floor: undiscounted, its margin is 38.8%)"
+    )
+
+
+def test_a_margin_just_under_the_floor_does_not_read_as_the_floor():
+    # 23.45 % off: 12.248, (12.248 − 9.80) / 12.248 = 19.987 %, 0.013 points under the floor
+    items = [{"sku": "COF-1KG", "discount_percent": 23.45, "quantity": 10}]
+    verdict = check(plan(items, "Coffee week."), {"min_margin_percent": 20}, schema=False)
+    assert "COF-1KG: margin 19.99% is less than 0.1 points under the floor 20%" in messages(verdict)["margin_check"]
 
 
 def test_a_margin_exactly_at_the_floor_passes():
@@ -102,15 +123,17 @@ def test_the_plan_margin_is_revenue_weighted_over_every_promoted_unit():
     stricter = {**promotion.POLICY, "min_plan_margin_percent": 35}
     verdict = check(plan(items, "Kitchen week."), stricter)
     assert messages(verdict)["plan_margin_check"] == (
-        "plan_margin_check failed: plan margin 33.7% < floor 35% (revenue 1723.30, cost 1142.70)"
+        "plan_margin_check failed: plan margin 33.7% is 1.3 points under the floor 35% (revenue 1723.30, cost 1142.70)"
     )
 
 
-def test_a_discount_above_its_category_cap_fails_naming_sku_category_and_cap():
+def test_a_discount_above_its_category_cap_fails_naming_sku_category_cap_and_excess():
     verdict = check(plan(**{"GRD-01": {"discount_percent": 20}}))
     assert messages(verdict)["discount_cap_check"] == (
-        "discount_cap_check failed: GRD-01 (appliances) discount 20% > cap 15%"
+        "discount_cap_check failed: GRD-01: discount 20% is 5 points over the appliances cap 15%"
     )
+    verdict = check(plan(**{"GRD-01": {"discount_percent": 16}}))
+    assert messages(verdict)["discount_cap_check"].endswith("discount 16% is 1 point over the appliances cap 15%")
 
 
 def test_every_offending_product_is_listed_up_to_five():
@@ -120,9 +143,18 @@ def test_every_offending_product_is_listed_up_to_five():
     ]
     verdict = check(plan(items), {}, schema=False)  # seven products: more than the schema allows
     assert messages(verdict)["stock_check"] == (
-        "stock_check failed: TEA-100 quantity 1000 > stock 240; COF-1KG quantity 1000 > stock 60; SYR-25 quantity"
-        " 1000 > stock 90; MUG-12 quantity 1000 > stock 150; PRS-08 quantity 1000 > stock 80 (+2 more)"
+        "stock_check failed: TEA-100: quantity 1000 is 760 over the stock 240; COF-1KG: quantity 1000 is 940 over the"
+        " stock 60; SYR-25: quantity 1000 is 910 over the stock 90; MUG-12: quantity 1000 is 850 over the stock 150;"
+        " PRS-08: quantity 1000 is 920 over the stock 80 (+2 more)"
     )
+
+
+def test_the_quality_of_a_plan_is_its_gross_margin_in_currency_without_a_bound():
+    pack = PromotionPack(PromotionParams.model_validate({**promotion.context(), **promotion.POLICY}))
+    quality = pack.quality(PromotionPlan.model_validate(plan()))
+    # revenue 1266.00 − cost 842.00, as plan_total reports it
+    assert quality == Quality("gross margin", 424.0)
+    assert quality.ratio is None and quality.describe() == "gross margin 424 (no bound computed)"
 
 
 @pytest.mark.parametrize(

@@ -206,16 +206,17 @@ def verdict_of(draft_id: str, *messages: str) -> common_pb2.DraftVerdict:
 
 def test_redraft_feedback_carries_the_verifiers_messages_into_the_next_prompt():
     verdicts = [
-        verdict_of("a", "budget_check failed: sum=5023 > 5000"),
-        verdict_of("b", "budget_check failed: sum=5023 > 5000"),
+        verdict_of("a", "budget_check failed: total cost 5,023 is 23 over the budget 5,000"),
+        verdict_of("b", "budget_check failed: total cost 5,023 is 23 over the budget 5,000"),
         verdict_of("c", "category_check failed: ads 1 and 6 are both in category 'travel'"),
     ]
     feedback = verifier_feedback(verdicts)
     assert feedback == (
-        "budget_check failed: sum=5023 > 5000; category_check failed: ads 1 and 6 are both in category 'travel'"
+        "budget_check failed: total cost 5,023 is 23 over the budget 5,000; "
+        "category_check failed: ads 1 and 6 are both in category 'travel'"
     )
     prompt = draft_user_message("Pick 5 ads.", "Be greedy.", {"type": "object"}, feedback)
-    assert "your" not in feedback and "budget_check failed: sum=5023 > 5000" in prompt
+    assert "your" not in feedback and "budget_check failed: total cost 5,023 is 23 over the budget 5,000" in prompt
 
 
 def test_a_late_verdict_is_an_invalid_draft_with_a_reason():

@@ -77,7 +77,7 @@ def test_a_feasible_plan_passes_every_rule():
     ids = [o.rule_id for o in verdict.outcomes]
     assert ids[:3] == ["complete", "json_parse", "json_schema"], "cheapest rules first"
     assert ids.index("size_check") < ids.index("budget_check"), "CEL before rule packs"
-    assert messages(verdict)["budget_check"].startswith("budget_check passed: sum=")
+    assert messages(verdict)["budget_check"].startswith("budget_check passed: total cost ")
 
 
 def test_a_plan_costing_5023_is_rejected_with_the_true_sum():
@@ -86,7 +86,9 @@ def test_a_plan_costing_5023_is_rejected_with_the_true_sum():
     total = sum(CATALOG[i].cost for i in ids)
     verdict = check_plan(ids)
     assert not verdict.valid
-    assert messages(verdict)["budget_check"] == f"budget_check failed: sum={total} > 5000"
+    assert messages(verdict)["budget_check"] == (
+        f"budget_check failed: total cost {total:,} is {total - 5000:,} over the budget 5,000"
+    )
     assert verdict.outcomes[-1].rule_id == "budget_check", "fast-fail: nothing runs after the first hard failure"
 
 
@@ -101,7 +103,7 @@ def test_budget_check_message_for_sum_5023_with_a_custom_catalog():
     spec = ConstraintSpec(0, "rule_pack", "ad_selection", params={"catalog": catalog, "budget": 5000})
     rule_set = compile_rules("", [spec], {})
     verdict = verify('{"selected_ids": [1, 2, 3, 4, 5]}', rule_set.rules)
-    assert messages(verdict)["budget_check"] == "budget_check failed: sum=5023 > 5000"
+    assert messages(verdict)["budget_check"] == "budget_check failed: total cost 5,023 is 23 over the budget 5,000"
 
 
 def test_two_ads_of_one_category_are_rejected_naming_both_ids():

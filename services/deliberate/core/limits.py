@@ -254,6 +254,9 @@ CONSTRAINTS: dict[str, Rule] = {
     "constraints[].params": JsonObject(),
     "context": JsonObject(MAX_CONTEXT_BYTES),
 }
+# The data a decision program reads as `ctx` in the Verifier's sandbox (and the Drafter describes): a request with
+# more has no program drafts by default, and one that asks for them is refused naming `context`.
+MAX_DECISION_DATA_BYTES = 256 * 1024
 
 # deliberate.common.v1.SamplingParams, wherever a request carries one.
 SAMPLING: dict[str, Rule] = {

@@ -34,6 +34,10 @@ DRAFT_TOKENS = "deliberate.draft.completion_tokens"
 DRAFT_FINISH_REASON = "deliberate.draft.finish_reason"
 DRAFT_VALID = "deliberate.draft.valid"
 DRAFT_SCORE = "deliberate.draft.score"
+# The plan's quality where a rule pack scores plans: its objective, the best possible, and their ratio.
+DRAFT_QUALITY_OBJECTIVE = "deliberate.draft.quality.objective"
+DRAFT_QUALITY_BOUND = "deliberate.draft.quality.bound"
+DRAFT_QUALITY_RATIO = "deliberate.draft.quality.ratio"
 DRAFT_OUTCOME = "deliberate.draft.outcome"
 DRAFT_ROUND = "deliberate.draft.round"
 DRAFT_FAILED_RULES = "deliberate.draft.failed_rules"
@@ -53,6 +57,7 @@ DRAFT_ABORT_TOKENS = "deliberate.draft.abort.tokens"
 DRAFT_ABORT_LINE = "deliberate.draft.abort.line"
 NUM_DRAFTS = "deliberate.num_drafts"
 ROUND = "deliberate.round"
+ROUND_FEEDBACK = "deliberate.round.feedback"  # the Verifier's findings a re-draft round is prompted with
 ROUNDS = "deliberate.rounds"
 # An adaptive round (scheduler/pipeline.py): its policy, the drafts it started, and what settled it ("" if nothing).
 ADAPTIVE_POLICY = "deliberate.round.adaptive.policy"

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from deliberate_api.drafter.v1 import drafter_service_pb2
 
-from ..core.limits import SAMPLING, Count, MessageLimits, Range, Setting, Text, nested
+from ..core.limits import (
+    MAX_DECISION_DATA_BYTES,
+    SAMPLING,
+    Count,
+    JsonObject,
+    MessageLimits,
+    Range,
+    Setting,
+    Text,
+    nested,
+)
 from ..core.requests import InvalidArgument
 from .settings import DrafterSettings
 
@@ -13,8 +23,7 @@ MAX_FIRST_INDEX = 64
 
 
 class GenerateDraftsLimits(MessageLimits):
-    """The declared limits, then the ones that compare fields: no more programs than drafts, and none for a
-    structured answer."""
+    """The declared limits, then the one that compares fields: no more programs than drafts."""
 
     def check(self, request, settings) -> None:
         super().check(request, settings)
@@ -22,8 +31,6 @@ class GenerateDraftsLimits(MessageLimits):
             raise InvalidArgument(
                 "program_drafts", f"must be at most num_drafts ({request.num_drafts}), got {request.program_drafts}"
             )
-        if request.program_drafts and request.output_schema.strip():
-            raise InvalidArgument("program_drafts", "must be 0 with an output_schema: programs answer in free text")
 
 
 GENERATE_DRAFTS = GenerateDraftsLimits(
@@ -37,6 +44,7 @@ GENERATE_DRAFTS = GenerateDraftsLimits(
         "feedback": Text(Setting("max_prompt_chars")),
         "first_index": Range(0, MAX_FIRST_INDEX),
         "program_drafts": Range(0, Setting("max_drafts")),
+        "context": JsonObject(MAX_DECISION_DATA_BYTES),
         **nested("sampling", SAMPLING),
     },
 )

@@ -99,6 +99,7 @@ class DraftPlan:
 
     strategy: str
     kind: DraftKind
+    decision: bool = False  # a program that reads the request's data (`ctx`) and prints a JSON plan (decision.py)
 
 
 def program_strategies_for(count: int, round_: int = 0, start: int = 0) -> list[str]:

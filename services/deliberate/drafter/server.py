@@ -17,7 +17,7 @@ from deliberate_api.common.v1 import common_pb2
 from deliberate_api.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
 
 from ..core import telemetry
-from ..core.convert import FINISH_REASONS, duration
+from ..core.convert import FINISH_REASONS, duration, struct_to_dict
 from ..core.gpu import GpuMonitor, GpuReading
 from ..core.requests import parse_output_schema
 from ..engines.base import Cancellation, Completion, Engine, SamplingParams, TextDelta
@@ -25,6 +25,7 @@ from ..engines.models import confidence_floors
 from ..engines.service import EngineServicer, open_engine_of
 from ..engines.workload import EngineLoad
 from ..selection.confidence import TokenTrace, summarize
+from .decision import DECISION_PREFILL, DECISION_SYSTEM_PROMPT, decision_strategies_for, decision_user_message
 from .limits import GENERATE_DRAFTS
 from .prompts import (
     PROGRAM,
@@ -130,20 +131,30 @@ class DrafterServicer(EngineServicer, drafter_service_pb2_grpc.DrafterServiceSer
         plans = draft_plans(
             request.num_drafts, request.strategies, request.round, request.first_index, request.program_drafts
         )
-        # Where the engine constrains decoding to the schema, a draft is the JSON object and nothing else. A request
-        # with a schema has no program drafts (GENERATE_DRAFTS refuses them).
+        if schema is not None:  # a decision: its programs read the request's data and print the plan
+            plans = decision_plans(plans, request.round, request.first_index)
+        # Where the engine constrains decoding to the schema, a JSON draft is the object and nothing else; a decision
+        # program is decoded free.
         constrained = schema is not None and self.engine.capabilities.output_schema
-        prompts = [self.prompt_of(request, plan, schema, constrained) for plan in plans]
+        data = struct_to_dict(request.context) if schema is not None else {}
+        prompts = [self.prompt_of(request, plan, schema, constrained, data) for plan in plans]
+        free = {index for index, plan in enumerate(plans) if plan.kind == PROGRAM}
         started_ns = time.time_ns()
         programs = sum(plan.kind == PROGRAM for plan in plans)
         log.info("drafting", extra={"request_id": request.request_id, "num_drafts": len(prompts), "programs": programs})
-        async with self.generation(context, prompts, sampling, schema if constrained else None, cancel) as events:
+        generation = self.generation(
+            context, prompts, sampling, schema if constrained else None, cancel, free_sequences=free
+        )
+        async with generation as events:
             async for event in events:
                 yield event, plans, started_ns
 
-    def prompt_of(self, request, plan: DraftPlan, schema: dict | None, constrained: bool) -> str:
+    def prompt_of(self, request, plan: DraftPlan, schema: dict | None, constrained: bool, data: dict) -> str:
         """The engine prompt of one draft. A program's ends inside the assistant turn with an opened ```python
         fence (every engine continues text appended to format_chat's prompt), so the model continues in code."""
+        if plan.kind == PROGRAM and schema is not None:
+            user = decision_user_message(request.prompt, data, plan.strategy, schema, request.feedback)
+            return self.engine.format_chat(DECISION_SYSTEM_PROMPT, user) + prefill_of(plan)
         if plan.kind == PROGRAM:
             user = program_user_message(request.prompt, plan.strategy, request.feedback)
             return self.engine.format_chat(PROGRAM_SYSTEM_PROMPT, user) + PROGRAM_PREFILL
@@ -198,8 +209,21 @@ def confidence_of(trace: TokenTrace, text: str, top_k: int) -> common_pb2.DraftC
 
 
 def prefill_of(plan: DraftPlan) -> str:
-    """The text the draft's prompt ends with and its text starts with: the opened fence of a program."""
-    return PROGRAM_PREFILL if plan.kind == PROGRAM else ""
+    """The text the draft's prompt ends with and its text starts with: the opened fence of a program (and a
+    decision program's import)."""
+    if plan.kind != PROGRAM:
+        return ""
+    return DECISION_PREFILL if plan.decision else PROGRAM_PREFILL
+
+
+def decision_plans(plans: list[DraftPlan], round_: int, first_index: int) -> list[DraftPlan]:
+    """The call's plans for a request with a schema: its programs become decision programs with decision hints."""
+    programs = [plan for plan in plans if plan.kind == PROGRAM]
+    hints = iter(decision_strategies_for(len(programs), round_, first_index))
+    return [
+        dataclasses.replace(plan, strategy=next(hints), decision=True) if plan.kind == PROGRAM else plan
+        for plan in plans
+    ]
 
 
 def load_response(engine_name: str, load: EngineLoad, gpu: GpuReading | None) -> drafter_service_pb2.GetLoadResponse:

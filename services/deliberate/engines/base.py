@@ -15,7 +15,7 @@ import os
 import threading
 import time
 from abc import abstractmethod
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -148,6 +148,12 @@ class Batch:
     seeds: list[int | None]  # sequence_seeds(params, len(prompts))
     # Times of one sequence's decoding steps (its tokens), which `decode` fills: they feed the speed average.
     step_times: list[float] = field(default_factory=list)
+    # Sequences decoded free even when the call has an output schema (a decision program among JSON drafts).
+    free_sequences: frozenset[int] = frozenset()
+
+    def schema_of(self, index: int) -> dict | None:
+        """The schema sequence `index` is constrained to, if any."""
+        return None if index in self.free_sequences else self.output_schema
 
 
 class Engine(EngineInterface):
@@ -183,6 +189,7 @@ class Engine(EngineInterface):
         cancel: threading.Event,
         *,
         output_schema: dict | None = None,
+        free_sequences: Collection[int] = (),
     ) -> list[Completion]:
         if not prompts:
             return []
@@ -190,6 +197,7 @@ class Engine(EngineInterface):
         started = time.perf_counter()
         seeds = sequence_seeds(params, len(prompts))
         batch = Batch(prompts, params, serialized(on_event), cancel, output_schema, started, seeds)
+        batch.free_sequences = frozenset(free_sequences)
         completions = self.decode(batch)
         self._record_speed(batch.step_times)
         return completions
@@ -234,6 +242,7 @@ class Engine(EngineInterface):
         *,
         output_schema: dict | None = None,
         cancel: Cancellation | None = None,
+        free_sequences: Collection[int] = (),
     ) -> AsyncIterator[GenerationEvent]:
         """Runs `generate` in a worker thread and yields its events as they happen.
 
@@ -258,7 +267,7 @@ class Engine(EngineInterface):
         def work() -> None:
             nonlocal ended_at
             try:
-                self.generate(prompts, params, emit, cancel, output_schema=output_schema)
+                self.generate(prompts, params, emit, cancel, output_schema=output_schema, free_sequences=free_sequences)
                 emit(None)
             except BaseException as error:  # handed to the consumer, never lost in the thread
                 emit(error)

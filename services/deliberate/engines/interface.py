@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -147,6 +147,7 @@ class EngineInterface(ABC):
         cancel: threading.Event,
         *,
         output_schema: dict | None = None,
+        free_sequences: Collection[int] = (),
     ) -> list[Completion]:
         """Blocking. One batched generation for all prompts.
 
@@ -155,7 +156,8 @@ class EngineInterface(ABC):
         sequences then complete with finish_reason "aborted". A `Cancellation` can also stop one
         sequence (where `capabilities.cancel_one_sequence`). Sequence i is seeded with
         params.seed + i where the engine can (`capabilities.seed_per_sequence`).
-        With `output_schema`, decoding is constrained to it where `capabilities.output_schema`.
+        With `output_schema`, decoding is constrained to it where `capabilities.output_schema`, except for the
+        sequences in `free_sequences` (a decision program among JSON drafts), decoded free.
         Returns completions in prompt order; raises EngineError where the engine refuses or fails.
         """
 
@@ -167,6 +169,7 @@ class EngineInterface(ABC):
         *,
         output_schema: dict | None = None,
         cancel: Cancellation | None = None,
+        free_sequences: Collection[int] = (),
     ) -> AsyncIterator[GenerationEvent]:
         """`generate` off the event loop, its events yielded as they happen; closing the iterator (or setting
         `cancel`) aborts the engine's work."""

@@ -118,7 +118,12 @@ class LlamaCppEngine(Engine):
         return completions
 
     def _complete(self, sequence: _Sequence, batch: Batch) -> Completion:
-        params, output_schema, on_event, cancel = batch.params, batch.output_schema, batch.emit, batch.cancel
+        params, output_schema, on_event, cancel = (
+            batch.params,
+            batch.schema_of(sequence.index),
+            batch.emit,
+            batch.cancel,
+        )
         request = {
             "prompt": sequence.prompt,
             "n_predict": params.max_new_tokens,

@@ -173,7 +173,7 @@ class RemoteEngine(Engine):
 
         def run(stream: _Stream) -> None:
             index = stream.index
-            body = self._body(batch.prompts[index], batch.params, batch.seeds[index], batch.output_schema)
+            body = self._body(batch.prompts[index], batch.params, batch.seeds[index], batch.schema_of(index))
             try:
                 self._stream(stream, body, batch.emit, cancel, failed)
             except BaseException:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Self
@@ -77,6 +77,7 @@ class EngineServicer:
         sampling: SamplingParams,
         output_schema: dict | None = None,
         cancel: Cancellation | None = None,
+        free_sequences: Collection[int] = (),
     ) -> AsyncIterator[AsyncIterator[GenerationEvent]]:
         """The engine's events for this RPC. The engine stops as soon as the RPC ends (the client cancelled,
         its deadline passed): gRPC does not close a streaming handler it cancels while that handler waits
@@ -85,7 +86,9 @@ class EngineServicer:
         status it names."""
         cancel = cancel if cancel is not None else Cancellation()
         context.add_done_callback(lambda _: cancel.set())
-        events = self.engine.stream(prompts, sampling, output_schema=output_schema, cancel=cancel)
+        events = self.engine.stream(
+            prompts, sampling, output_schema=output_schema, cancel=cancel, free_sequences=free_sequences
+        )
         try:
             async with contextlib.aclosing(events):
                 yield events

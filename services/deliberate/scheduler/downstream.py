@@ -180,11 +180,15 @@ class Downstream:
         """Whether a round's drafts are split over several Drafter replicas (a streamed round does that)."""
         return self.stubs.drafter_replicas.active
 
-    async def check_constraints(self, checks: Checks, deadline: Deadline) -> None:
+    async def check_constraints(
+        self, checks: Checks, deadline: Deadline
+    ) -> verifier_service_pb2.CheckConstraintsResponse:
         request = verifier_service_pb2.CheckConstraintsRequest(
             output_schema=checks.output_schema, constraints=checks.constraints, context=checks.context
         )
-        await self._call_verifier(self.stubs.verifier.CheckConstraints, request, deadline, "checking constraints")
+        return await self._call_verifier(
+            self.stubs.verifier.CheckConstraints, request, deadline, "checking constraints"
+        )
 
     async def generate_drafts(
         self, deadline: Deadline, request: drafter_service_pb2.GenerateDraftsRequest

@@ -5,9 +5,21 @@ from __future__ import annotations
 
 from deliberate_api.scheduler.v1 import scheduler_service_pb2
 
-from ..core.limits import CONSTRAINTS, SAMPLING, Count, MessageLimits, OneOf, Range, Setting, Text, nested
+from ..core.limits import (
+    CONSTRAINTS,
+    MAX_DECISION_DATA_BYTES,
+    SAMPLING,
+    Count,
+    MessageLimits,
+    OneOf,
+    Range,
+    Setting,
+    Text,
+    nested,
+)
 from ..core.requests import InvalidArgument
 from ..selection import POLICIES
+from .decisions import decision_data_bytes
 from .settings import SchedulerSettings
 
 # Request ids become log fields, span attributes and draft ids.
@@ -16,7 +28,8 @@ MAX_REQUEST_ID_CHARS = 128
 
 class SolveLimits(MessageLimits):
     """The declared limits, then the ones that compare fields: no more programs than the drafts asked for (with
-    num_drafts 0 the Scheduler chooses N and uses at most N programs), and none for a structured answer."""
+    num_drafts 0 the Scheduler chooses N and uses at most N programs), and for decision programs (programs of a
+    request with an output schema) no more data than their sandbox takes."""
 
     def check(self, request, settings) -> None:
         super().check(request, settings)
@@ -25,7 +38,13 @@ class SolveLimits(MessageLimits):
                 "program_drafts", f"must be at most num_drafts ({request.num_drafts}), got {request.program_drafts}"
             )
         if request.program_drafts and request.output_schema.strip():
-            raise InvalidArgument("program_drafts", "must be 0 with an output_schema: programs answer in free text")
+            size = decision_data_bytes(request)
+            if size > MAX_DECISION_DATA_BYTES:
+                raise InvalidArgument(
+                    "context",
+                    f"decision programs (program_drafts > 0 with an output_schema) read at most "
+                    f"{MAX_DECISION_DATA_BYTES} bytes of data; this request's context and rule-pack data have {size}",
+                )
 
 
 SOLVE = SolveLimits(

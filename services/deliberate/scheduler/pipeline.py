@@ -36,6 +36,7 @@ from ..engines.interface import SamplingParams
 from ..selection import Selection, select
 from ..selection.consensus import Consensus, Step, consensus
 from . import adaptive_round, early_stop, early_stop_rules, events
+from .decisions import add_plan_quality, decision_data_of, first_round_programs, shifted_to_programs
 from .downstream import Checks, Deadline, Downstream, StageError
 from .draft_stages import DraftStages, announce, candidate
 from .events import Emit
@@ -134,7 +135,7 @@ class Pipeline:
     async def solve(self, request: pb.SolveRequest, deadline_s: float, emit: Emit | None) -> pb.SolveResponse:
         """One request through the stages. `emit`: the stream's event sink (SolveStream); None for a unary Solve."""
         decision = self.draft_count(request.num_drafts)  # before the checks: a round without programs skips theirs
-        programs = self.program_drafts(request, decision.num_drafts) > 0
+        programs = first_round_programs(request, decision.num_drafts, self.settings) > 0
         solve = Solve(
             request=request,
             request_id=request.request_id or uuid.uuid4().hex[:REQUEST_ID_HEX_CHARS],
@@ -154,7 +155,9 @@ class Pipeline:
         started = time.perf_counter()
         try:
             if request.constraints or request.output_schema:  # a constraint that does not compile is refused
-                await self.downstream.check_constraints(solve.checks, solve.deadline)  # before any token
+                checked = await self.downstream.check_constraints(solve.checks, solve.deadline)  # before any token
+                if checked.HasField("reference_plan"):
+                    solve.reference_plan = checked.reference_plan
             await self.draft_rounds(solve, decision)
             response = await self.select_and_refine(solve)
         except BaseException as error:
@@ -186,18 +189,22 @@ class Pipeline:
 
     async def draft_rounds(self, solve: Solve, decision: Decision) -> None:
         feedback = ""
+        programs = first_round_programs(solve.request, decision.num_drafts, self.settings)
         for round_ in range(self.settings.max_redrafts + 1):
             reason = decision.reason if round_ == 0 else f"re-draft {round_}: no draft passed every hard rule"
             solve.emit(events.round_started(round_, decision.num_drafts, reason, feedback))
             solve.rounds = round_ + 1
+            attributes = {telemetry.REQUEST_ID: solve.request_id, telemetry.ROUND: round_}
             if round_:
                 metrics.REDRAFT_ROUNDS.add(1)
-            attributes = {telemetry.REQUEST_ID: solve.request_id, telemetry.ROUND: round_}
+                solve.redraft_feedback.append(feedback)
+                attributes[telemetry.ROUND_FEEDBACK] = feedback
             with tracer.start_as_current_span("deliberate.round", attributes=attributes):
-                verdicts = await self.draft_and_verify(solve, decision, round_, feedback)
+                verdicts = await self.draft_and_verify(solve, decision, round_, feedback, programs)
             if any(v.valid for v in verdicts) or not verdicts:
                 return
             feedback = verifier_feedback(verdicts)
+            programs = shifted_to_programs(solve.request, programs, decision.num_drafts)
 
     def round_sampling(self, request: pb.SolveRequest, round_: int) -> common_pb2.SamplingParams:
         """The client's sampling; a re-draft explores more, at a higher temperature."""
@@ -211,7 +218,7 @@ class Pipeline:
         return sampling
 
     async def draft_and_verify(
-        self, solve: Solve, decision: Decision, round_: int, feedback: str
+        self, solve: Solve, decision: Decision, round_: int, feedback: str, programs: int
     ) -> list[common_pb2.DraftVerdict]:
         """The round's drafts, started as the request and the deployment ask — adaptively, streamed with early
         stopping, or whole — each verified as soon as it arrives. Returns this round's verdicts."""
@@ -226,8 +233,10 @@ class Pipeline:
             output_schema=request.output_schema,
             round=round_,
             feedback=feedback,
-            program_drafts=self.program_drafts(request, decision.num_drafts),
+            program_drafts=programs,
         )
+        if programs and request.output_schema.strip():  # decision programs read the request's data as `ctx`
+            drafter_request.context.update(decision_data_of(request))
         policy = adaptive_round.policy_of(request, self.settings)
         if policy is not None and not self.downstream.spreads_drafts:
             return await adaptive_round.adaptive_round(self.stages, solve, policy, drafter_request)
@@ -238,16 +247,6 @@ class Pipeline:
         if options.active or self.downstream.spreads_drafts:  # several replicas: streamed parts, failover
             return await self.early_stop_round(solve, options, drafter_request, started)
         return await self.stages.whole_drafts(solve, drafter_request)
-
-    def program_drafts(self, request: pb.SolveRequest, num_drafts: int) -> int:
-        """How many of the round's drafts are programs: the request's count (at most N), else the deployment's (at
-        most N - 1: a question with no number to compute keeps a prose draft); none for a structured answer
-        (programs answer in free text)."""
-        if request.output_schema.strip():
-            return 0
-        if request.HasField("program_drafts"):
-            return min(request.program_drafts, num_drafts)
-        return min(self.settings.program_drafts, num_drafts - 1)
 
     async def early_stop_round(
         self,
@@ -291,7 +290,7 @@ class Pipeline:
             completion_tokens=sum(d.usage.completion_tokens for d in drafts) + refined.usage.completion_tokens,
         )
         answer, reason = await self.answer_and_reason(solve, selection, best, refined, refinement_lost)
-        return pb.SolveResponse(
+        response = pb.SolveResponse(
             request_id=solve.request_id,
             answer=answer,
             status=STATUS[selection.status],
@@ -306,7 +305,10 @@ class Pipeline:
             refine_budget_reason=refined.budget_reason,
             early_stop=solve.early_stop,
             selection_policy=selection.policy,
+            redraft_feedback=solve.redraft_feedback,
         )
+        add_plan_quality(response, best.verdict, solve.reference_plan)
+        return response
 
     async def refine_or_best(
         self, solve: Solve, selection: Selection, prefix: Consensus | None, best: DraftState

@@ -56,8 +56,17 @@ class SchedulerSettings(DraftLimits, GenerationLimits, PromptLimits, DownstreamT
         ge=0,
         description="How many of each round's drafts are programs (a short Python program printing the answer) "
         "when the request does not say (SolveRequest.program_drafts): the round's last ones, at most N - 1 (one "
-        "draft stays prose). 0: prose only. Requests with an output schema draft prose only. The default 2 is the "
-        "mix of 5 chosen on the tuning problems' replay (make bench-early-stop-bound: the cheapest within 1 point).",
+        "draft stays prose). 0: prose only. Requests with an output schema: --decision-program-drafts. The default "
+        "2 is the mix of 5 chosen on the tuning problems' replay (make bench-early-stop-bound: the cheapest within "
+        "1 point).",
+    )
+    decision_program_drafts: int = Field(
+        2,
+        ge=0,
+        description="How many of each round's drafts are decision programs (a program that reads the request's data "
+        "as `ctx` and prints the JSON plan) for a request with an output schema that does not say "
+        "(SolveRequest.program_drafts): the round's last ones, at most N - 1. A re-draft round of a decision moves "
+        "half its prose drafts to programs. 0: prose only. Chosen on the tuning instances of make eval-business.",
     )
     cross_modal_quorum: bool = Field(
         True,

@@ -121,6 +121,9 @@ class Solve:
     consensus_prefix: bool = False  # refinement starts from the drafts' consensus prefix (`wants_consensus`)
     # Early-stop rounds whose calls are ended when the request ends (`EarlyStopRound.close`).
     open_streams: list = field(default_factory=list)
+    # A plan a rule pack computed itself (CheckConstraints), offered only beside an UNVERIFIED answer.
+    reference_plan: common_pb2.ReferencePlan | None = None
+    redraft_feedback: list[str] = field(default_factory=list)  # what each re-draft round was prompted with
 
     def verdicts(self) -> list[common_pb2.DraftVerdict]:
         return [state.verdict for state in self.drafts.values() if state.verdict is not None]

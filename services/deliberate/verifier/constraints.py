@@ -18,8 +18,8 @@ from ..core.schemas import compiled_validator
 from .cel_rules import CelEnvironment, cel_check, compile_cel, compiled_cel
 from .constraint_spec import ConstraintSpec
 from .pack_rules import pack_rules
-from .packs import registry
-from .program import is_program_rule
+from .packs import ReferenceUnavailable, RulePack, decision_data, registry
+from .program import PROGRAM, decision_program_rule, is_program_rule, program_rule
 from .rules import ANSWER_RULES, JSON_RULES, Rule, schema_check
 from .streaming import ArithmeticPrefix, JsonFencePrefix, PrefixCheck
 
@@ -36,6 +36,11 @@ class RuleSet:
     output_schema: dict | None
     # What streaming verification checks on a draft's prefix while it is generated (`streaming`).
     prefix_checks: tuple[PrefixCheck, ...] = ()
+    # The rules of a draft that declares itself a program (Draft.kind "program"): never judged on its text alone,
+    # its program runs first — a structured request's as a decision program over the request's data.
+    program_rules: tuple[Rule, ...] = ()
+    # The rule packs of the request, for the plan one of them may compute itself (`reference_plan`).
+    packs: tuple[RulePack, ...] = ()
 
     @property
     def rule_ids(self) -> list[str]:
@@ -43,7 +48,22 @@ class RuleSet:
 
     @property
     def waits_on_network(self) -> bool:
-        return any(rule.waits_on_network for rule in self.rules)
+        return any(rule.waits_on_network for rule in (*self.rules, *self.program_rules))
+
+    def rules_for(self, kind: str) -> tuple[Rule, ...]:
+        return self.program_rules if kind == PROGRAM and self.program_rules else self.rules
+
+    def reference_plan(self) -> tuple[RulePack, dict] | None:
+        """The first plan a pack of the request computes itself, with the pack; None where none can."""
+        for pack in self.packs:
+            try:
+                snapshot = pack.snapshot()
+                answer = snapshot.reference_answer()
+            except ReferenceUnavailable:
+                continue
+            if answer is not None:
+                return snapshot, answer
+        return None
 
 
 def compile_rules(
@@ -66,7 +86,8 @@ def compile_rules(
     ordered = sorted(constraints, key=lambda c: (KIND_ORDER[c.kind], c.index))
     # One for all CEL rules: the context is converted once, and each draft's own variables once per draft.
     cel_environment = CelEnvironment(context) if any(c.kind == "cel_expression" for c in ordered) else None
-    rules_by_spec = [(spec, constraint_rule(spec, context, services, cel_environment)) for spec in ordered]
+    packs: list[RulePack] = []
+    rules_by_spec = [(spec, constraint_rule(spec, context, services, cel_environment, packs)) for spec in ordered]
     constraint_rules = tuple(rule for _, rules in rules_by_spec for rule in rules)
     structured = output_schema is not None or any(reads_answer(c) for c in constraints)
     answer_rules = tuple(
@@ -82,10 +103,15 @@ def compile_rules(
         programs = tuple(rule for rule in constraint_rules if is_program_rule(rule))
         others = tuple(rule for rule in constraint_rules if not is_program_rule(rule))
         base, style = ANSWER_RULES[:3], ANSWER_RULES[3:]
-        return RuleSet((base[0], *programs, *base[1:], *others, *style), None, prefix)
+        rules = (base[0], *programs, *base[1:], *others, *style)
+        program_rules = (base[0], *(programs or (program_rule(),)), *base[1:], *others, *style)
+        return RuleSet(rules, None, prefix, program_rules, tuple(packs))
     head = JSON_RULES[:2]  # complete, json_parse
     schema_rules = (Rule("json_schema", True, lambda d: schema_check("json_schema", validator, d.json_value)),)
-    return RuleSet((*head, *(schema_rules if output_schema else ()), *constraint_rules), output_schema, prefix)
+    tail = (*(schema_rules if output_schema else ()), *constraint_rules)
+    # A decision program prints the plan that json_parse then reads: it runs right after complete.
+    program = decision_program_rule(decision_data(context, ordered))
+    return RuleSet((*head, *tail), output_schema, prefix, (head[0], program, head[1], *tail), tuple(packs))
 
 
 def prefix_checks(
@@ -140,6 +166,7 @@ def constraint_rule(
     context: dict,
     services: Mapping[str, object],
     cel_environment: CelEnvironment | None = None,
+    packs: list[RulePack] | None = None,
 ) -> tuple[Rule, ...]:
     hard = not spec.soft
     if spec.kind == "json_schema":
@@ -152,4 +179,4 @@ def constraint_rule(
         program = compile_cel(spec)
         environment = cel_environment or CelEnvironment(context)
         return (Rule(spec.rule_id, hard, lambda d: cel_check(spec, program, environment, d), substantive=True),)
-    return pack_rules(spec, context, services)
+    return pack_rules(spec, context, services, packs)

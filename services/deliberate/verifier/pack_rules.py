@@ -3,6 +3,8 @@ context, and each of its checks wrapped as one rule (its answer model first, as 
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from collections.abc import Mapping
 
 from pydantic import ValidationError
@@ -10,13 +12,18 @@ from pydantic import ValidationError
 from ..core.requests import InvalidArgument
 from ..core.schemas import shorten
 from .constraint_spec import ConstraintSpec
-from .packs import Abstained, PackContext, ReferenceUnavailable, RulePack, registry
+from .packs import Abstained, PackContext, Quality, ReferenceUnavailable, RulePack, registry
 from .program import PROGRAM, program_rule
 from .rules import MAX_DETAIL_CHARS, Abstain, Draft, Rule
 
+log = logging.getLogger("deliberate.verifier.packs")
 
-def pack_rules(spec: ConstraintSpec, context: dict, services: Mapping[str, object]) -> tuple[Rule, ...]:
-    """`services`: the Verifier's, by name (`service.pack_services`); the pack gets those it declared."""
+
+def pack_rules(
+    spec: ConstraintSpec, context: dict, services: Mapping[str, object], made: list[RulePack] | None = None
+) -> tuple[Rule, ...]:
+    """`services`: the Verifier's, by name (`service.pack_services`); the pack gets those it declared. `made`
+    collects the pack made (for a plan it may compute itself)."""
     if spec.source == PROGRAM:  # built into the Verifier, not a plugin: it reads and writes the draft
         if spec.params:
             raise InvalidArgument(f"{spec.field}.params", "the program check takes no parameters")
@@ -31,18 +38,22 @@ def pack_rules(spec: ConstraintSpec, context: dict, services: Mapping[str, objec
     except ValidationError as error:
         raise InvalidArgument(f"{spec.field}.params", pydantic_summary(error)) from None
     pack = pack_class(params, pack_context)
+    if made is not None:
+        made.append(pack)
     hard = not spec.soft
     rules = []
     if pack_class.answer_model is not None:
         shape_id = spec.id or pack_class.name
         rules.append(Rule(shape_id, hard, lambda d: pack_shape_check(spec, pack, shape_id, d)))
-    for rule_id, method in pack_class.checks():
+    checks = pack_class.checks()
+    for number, (rule_id, method) in enumerate(checks, start=1):
         substantive = getattr(getattr(pack_class, method), "substantive", True)
+        last = number == len(checks)
         rules.append(
             Rule(
                 rule_id,
                 hard,
-                lambda d, r=rule_id, m=method: pack_check(spec, pack, r, m, d),
+                lambda d, r=rule_id, m=method, q=last: pack_check(spec, pack, r, m, d, scores_quality=q),
                 substantive=substantive,
                 waits_on_network=pack.waits_on_network,
             )
@@ -73,10 +84,11 @@ def pack_shape_check(spec: ConstraintSpec, pack: RulePack, rule_id: str, draft: 
 
 
 def pack_check(
-    spec: ConstraintSpec, pack: RulePack, rule_id: str, method: str, draft: Draft
+    spec: ConstraintSpec, pack: RulePack, rule_id: str, method: str, draft: Draft, scores_quality: bool = False
 ) -> tuple[bool, str] | Abstain:
     """Runs one check of a pack; it abstains when its input is absent (the answer did not match the
-    pack's model, which its soft shape rule already reported) or when the check itself abstains."""
+    pack's model, which its soft shape rule already reported) or when the check itself abstains. After the pack's
+    last check (`scores_quality`), reached only when no hard check before it failed, the pack scores the plan."""
     if pack.answer_model is None:
         subject = draft.text
     elif spec.index in draft.pack_answers:
@@ -90,7 +102,22 @@ def pack_check(
     if isinstance(result, Abstained):
         return Abstain(f"{rule_id} abstained: {result.detail}")
     passed, detail = result
+    if passed and scores_quality:
+        draft.quality = scored(snapshot, subject)
     return passed, f"{rule_id} {'passed' if passed else 'failed'}: {detail}"
+
+
+def scored(pack: RulePack, answer: object) -> Quality | None:
+    """The pack's quality of a plan that passed its checks; a pack whose scoring fails scores nothing (its checks
+    decide validity, the score only ranks)."""
+    try:
+        quality = pack.quality(answer)
+    except Exception:  # a buggy objective must not fail a feasible plan
+        log.exception("rule pack quality failed", extra={"rule_pack": pack.name})
+        return None
+    if quality is not None and quality.pack is None:
+        quality = dataclasses.replace(quality, pack=pack.name)
+    return quality
 
 
 def pack_snapshot(spec: ConstraintSpec, pack: RulePack, draft: Draft) -> RulePack | ReferenceUnavailable:

@@ -23,7 +23,9 @@ check off its event loop (the pack says it waits, `waits_on_network`).
 
 from __future__ import annotations
 
+import ast
 import atexit
+import json
 import os
 import re
 import threading
@@ -33,7 +35,8 @@ from fractions import Fraction
 
 from ..core.schemas import shorten
 from ..selection.answers import answer_key, answer_value
-from .rules import Abstain, Draft, Rule
+from .parsing import parse_json
+from .rules import COMPACT_JSON, Abstain, Draft, Rule
 
 PROGRAM = "program"
 
@@ -60,6 +63,9 @@ class ProgramLimits:
 
 
 LIMITS = ProgramLimits()
+# A decision program loops over the request's rows (up to MAX_DECISION_DATA_BYTES of them): more time and memory
+# than a question's few lines of arithmetic, still far below what a hostile loop over the data would take.
+DECISION_LIMITS = ProgramLimits(time_s=0.25, memory_bytes=64 * 2**20)
 
 
 @dataclass(frozen=True)
@@ -94,6 +100,15 @@ def find_program(text: str) -> ProgramBlock | None:
 
 def check_program(text: str, limits: ProgramLimits = LIMITS) -> ProgramResult | None:
     """Runs the draft's program; None when the draft has no ```python block (the check abstains)."""
+    ran = run_block(text, limits)
+    if ran is None or isinstance(ran, ProgramResult):
+        return ran
+    return read_answer(ran)
+
+
+def run_block(text: str, limits: ProgramLimits, inputs: dict | None = None) -> str | ProgramResult | None:
+    """What the draft's last ```python block printed, a failed `ProgramResult` saying why it did not run to its end,
+    or None when the draft has no such block. `inputs`: globals bound before the program runs (`ctx`)."""
     block = find_program(text)
     if block is None:
         return None
@@ -105,10 +120,10 @@ def check_program(text: str, limits: ProgramLimits = LIMITS) -> ProgramResult | 
         )
     if not block.code.strip():
         return ProgramResult(False, "the ```python block is empty")
-    output, error = run_program(block.code, limits)
+    output, error = sandbox(limits).run(block.code, inputs)
     if error is not None:
         return ProgramResult(False, error)
-    return read_answer(output)
+    return output
 
 
 def read_answer(output: str) -> ProgramResult:
@@ -163,7 +178,58 @@ def program_rule(hard: bool = True) -> Rule:
 
 
 def is_program_rule(rule: Rule) -> bool:
-    return rule.check is run_program_rule
+    return rule.check is run_program_rule or getattr(rule.check, "decision", False)
+
+
+# --------------------------------------------------------------------------------------------------
+# Decision programs: a structured request's program reads `ctx` and prints the JSON plan
+# --------------------------------------------------------------------------------------------------
+
+
+def decision_program_rule(data: dict) -> Rule:
+    """The `program` rule of a structured request's program drafts: the draft's program runs with `data` bound as
+    `ctx` (the request's data; each run gets its own copy in the worker, so a program that changes it changes
+    nothing the rules read), and the JSON it prints last becomes the draft's answer, which every later rule —
+    schema, CEL, rule packs — checks exactly as a JSON draft's. Substantive, as the free-text program rule."""
+
+    def check(draft: Draft) -> tuple[bool, str]:
+        ran = run_block(draft.text, DECISION_LIMITS, {"ctx": data})
+        if ran is None:
+            return False, f"{PROGRAM} failed: a program draft without a ```python block"
+        if isinstance(ran, ProgramResult):
+            return False, f"{PROGRAM} failed: {ran.detail}"
+        plan = read_plan(ran)
+        if isinstance(plan, str):
+            return False, f"{PROGRAM} failed: {plan}"
+        draft.json_value = plan
+        draft.extracted_answer = COMPACT_JSON.encode(plan)
+        draft.answer_printed = True
+        return True, f"{PROGRAM} passed: printed {shorten(draft.extracted_answer, 80)}"
+
+    check.decision = True
+    return Rule(PROGRAM, True, check, substantive=True, waits_on_network=True)
+
+
+def read_plan(output: str) -> object | str:
+    """The JSON value the program printed last (a JSON line, or a Python literal such as print(answer) writes),
+    or why there is none."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    if not lines:
+        return "printed nothing"
+    last = lines[-1]
+    parsed = parse_json(last)
+    if parsed.error is None and isinstance(parsed.value, dict | list):
+        return parsed.value
+    try:
+        value = ast.literal_eval(last)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return f"the last line printed, {shorten(last, 60)!r}, is not a JSON object"
+    if not isinstance(value, dict | list):
+        return f"the last line printed, {shorten(last, 60)!r}, is not a JSON object"
+    try:
+        return json.loads(json.dumps(value))  # tuples to lists; a value JSON cannot hold is refused
+    except (TypeError, ValueError):
+        return f"the last line printed, {shorten(last, 60)!r}, holds values JSON cannot carry"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -202,8 +268,8 @@ class Sandbox:
                 self.pool = pool
             return self.pool
 
-    def run(self, code: str) -> tuple[str, str | None]:
-        """(what the program printed, None) or (what it printed, why it failed)."""
+    def run(self, code: str, inputs: dict | None = None) -> tuple[str, str | None]:
+        """(what the program printed, None) or (what it printed, why it failed). `inputs`: globals bound first."""
         from pydantic_monty import CollectString, MontyCrashedError, MontyError, MontyRuntimeError, MontySyntaxError
 
         limits = self.limits
@@ -219,7 +285,7 @@ class Sandbox:
                 os_policy={"sleep": "zero", "random_start": {"seed": 0}},
             )
             with session:
-                session.feed_run(code, print_callback=output)
+                session.feed_run(code, inputs=inputs, print_callback=output)
         except (MontyRuntimeError, MontySyntaxError) as error:
             return output.output, describe_error(error, limits)
         except MontyCrashedError as error:

@@ -28,12 +28,15 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from deliberate.core.schemas import compiled_validator, shorten
 from deliberate.selection.answers import stated_number
 from deliberate.selection.numbers import extract_number
 from deliberate.verifier.parsing import FinalAnswer, find_final_answer, parse_json
+
+if TYPE_CHECKING:
+    from deliberate.verifier.packs import Quality as PackQuality
 
 HARD_RULE_WEIGHT = 1.0
 SOFT_RULE_WEIGHT = 0.5
@@ -72,6 +75,8 @@ class Verdict:
     score: float
     outcomes: list[RuleOutcome]
     extracted_answer: str  # the final answer, or the parsed JSON re-serialized compactly; "" if none
+    # How good the plan is, where a rule pack scores plans and all its checks passed (`RulePack.quality`).
+    quality: PackQuality | None = None
 
     @property
     def evidence(self) -> list[str]:
@@ -93,6 +98,7 @@ def verify(
     finish_reason: str = "stop",
     output_schema: dict | None = None,
     context: dict | None = None,
+    kind: str = "",
 ) -> Verdict:
     """Check one draft with `rules` (in order, fast-fail) and return its verdict. Never raises.
 
@@ -102,12 +108,15 @@ def verify(
     input always yields the same outcomes (durations aside).
     """
     draft = Draft(text=text, finish_reason=finish_reason, output_schema=output_schema, context=context or {})
+    draft.kind = kind
     outcomes = run_rules(rules, draft)
+    valid = all(outcome.passed for outcome in outcomes if outcome.hard)
     return Verdict(
-        valid=all(outcome.passed for outcome in outcomes if outcome.hard),
+        valid=valid,
         score=score_outcomes(outcomes),
         outcomes=outcomes,
         extracted_answer=draft.extracted_answer,
+        quality=draft.quality if valid else None,
     )
 
 
@@ -146,6 +155,12 @@ class Draft:
     pack_snapshots: dict[int, object] = field(default_factory=dict)
     # What a program draft's program printed, as a number's text, once the `program` check passed (program.py).
     program_answer: str | None = None
+    # "program" for a draft that declares itself a program (Draft.kind), else "prose" or "".
+    kind: str = ""
+    # A decision program printed the JSON answer (`json_value`): there is no text to parse.
+    answer_printed: bool = False
+    # The plan's quality, left by the rule pack that scores plans once its last check passed (pack_rules.py).
+    quality: PackQuality | None = None
 
     @property
     def answer(self) -> object:
@@ -231,6 +246,8 @@ def _check_explicit_final_line(draft: Draft) -> tuple[bool, str] | Abstain:
 
 
 def _check_json_parse(draft: Draft) -> tuple[bool, str]:
+    if draft.answer_printed:
+        return True, "json_parse passed: the JSON the program printed"
     parsed = parse_json(draft.text)
     if parsed.error is not None:
         return False, f"json_parse failed: {parsed.error}"

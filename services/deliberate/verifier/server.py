@@ -5,6 +5,7 @@ when it ends."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Mapping
@@ -24,6 +25,8 @@ from .arithmetic import computations
 from .constraints import ConstraintSpec, RuleSet, compile_rules
 from .judge import Judge
 from .limits import CHECK_CONSTRAINTS, VERIFY_DRAFTS_OWN_FIELDS, VERIFY_STREAM_START
+from .pack_rules import scored
+from .packs import Quality, RulePack
 from .rules import Verdict, verify
 from .settings import VerifierSettings
 from .streaming import GrowingDraft, PrefixFailure
@@ -167,7 +170,11 @@ class VerifierServicer(verifier_service_pb2_grpc.VerifierServiceServicer):
             rule_set, _ = self.compile(request.output_schema, request.constraints, request.context)
         except InvalidArgument as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
-        return verifier_service_pb2.CheckConstraintsResponse(rule_ids=rule_set.rule_ids)
+        response = verifier_service_pb2.CheckConstraintsResponse(rule_ids=rule_set.rule_ids)
+        reference = await asyncio.to_thread(rule_set.reference_plan)  # a solver, and maybe the reference store
+        if reference is not None:
+            response.reference_plan.CopyFrom(reference_plan_proto(*reference))
+        return response
 
     def verify_inline(self, request, draft: common_pb2.Draft, rule_set: RuleSet, context_dict: dict):
         """`verify_one` where nothing awaits (no judge, no reference store): the rules only, microseconds of CPU.
@@ -213,8 +220,10 @@ def report_computations(request, draft: common_pb2.Draft, proto: common_pb2.Draf
 
 
 def verify_arguments(draft: common_pb2.Draft, rule_set: RuleSet, context_dict: dict) -> tuple:
+    """`verify`'s arguments: a draft that declares itself a program gets the program rules."""
     finish_reason = FINISH_REASON_NAMES.get(draft.finish_reason, "stop")
-    return draft.text, rule_set.rules, finish_reason, rule_set.output_schema, context_dict
+    rules = rule_set.rules_for(draft.kind)
+    return draft.text, rules, finish_reason, rule_set.output_schema, context_dict, draft.kind
 
 
 def draft_attributes(request, draft: common_pb2.Draft) -> dict:
@@ -227,6 +236,36 @@ def finish(proto: common_pb2.DraftVerdict, started: float, span) -> None:
     set_duration(proto.latency, elapsed)
     metrics.VERIFICATION_DURATION.record(elapsed, {"valid": str(proto.valid).lower()})
     span.set_attributes({telemetry.DRAFT_VALID: proto.valid, telemetry.DRAFT_SCORE: proto.score})
+    span.set_attributes(quality_attributes(proto.quality) if proto.HasField("quality") else {})
+
+
+def quality_attributes(quality: common_pb2.PlanQuality) -> dict[str, float]:
+    """The plan quality's span attributes (the Verifier's and the Scheduler's draft spans carry the same)."""
+    attributes = {telemetry.DRAFT_QUALITY_OBJECTIVE: quality.objective}
+    if quality.HasField("bound"):
+        attributes[telemetry.DRAFT_QUALITY_BOUND] = quality.bound
+    if quality.HasField("ratio"):
+        attributes[telemetry.DRAFT_QUALITY_RATIO] = quality.ratio
+    return attributes
+
+
+def quality_proto(quality: Quality) -> common_pb2.PlanQuality:
+    proto = common_pb2.PlanQuality(
+        name=quality.name, objective=quality.objective, description=quality.describe(), rule_pack=quality.pack or ""
+    )
+    if quality.bound is not None:
+        proto.bound = quality.bound
+        proto.ratio = quality.ratio
+    return proto
+
+
+def reference_plan_proto(pack: RulePack, answer: dict) -> common_pb2.ReferencePlan:
+    """The plan a pack computed itself, with its quality as the pack scores it."""
+    plan = common_pb2.ReferencePlan(answer=json.dumps(answer, separators=(",", ":")), rule_pack=pack.name)
+    quality = scored(pack, pack.answer_model.model_validate(answer)) if pack.answer_model is not None else None
+    if quality is not None:
+        plan.quality.CopyFrom(quality_proto(quality))
+    return plan
 
 
 def verdict_to_proto(draft_id: str, verdict: Verdict, latency_s: float) -> common_pb2.DraftVerdict:
@@ -237,6 +276,8 @@ def verdict_to_proto(draft_id: str, verdict: Verdict, latency_s: float) -> commo
         extracted_answer=verdict.extracted_answer or "",
         evidence=verdict.evidence,
     )
+    if verdict.quality is not None:
+        proto.quality.CopyFrom(quality_proto(verdict.quality))
     set_duration(proto.latency, latency_s)
     for o in verdict.outcomes:
         result = proto.rule_results.add(

@@ -3,7 +3,9 @@ writes, and fails at PD >= max_probability_of_default or LGD >= max_loss_given_d
 constraint's params say otherwise). When the service cannot score an offer — down, slow, or the circuit breaker
 open — the offer fails with the reason: nothing is approved unchecked (docs/business-cases.md).
 
-The applicant and the disclosure sentence come from the request's context (or the constraint's params).
+The applicant and the disclosure sentence come from the request's context (or the constraint's params). Each
+breach states the figure, the limit and how far over it is (`probability of default 0.1017 is 0.0517 over the
+limit 0.05`): the re-draft's feedback.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from deliberate.risk.client import RiskClient, RiskRejected, RiskUnavailable
 from deliberate.risk.model import Applicant, Offer, Score
-from deliberate.verifier.packs import CheckResult, RulePack, check
+from deliberate.verifier.packs import CheckResult, Quality, RulePack, check
 
 MAX_PROBABILITY_OF_DEFAULT = 0.05
 MAX_LOSS_GIVEN_DEFAULT = 0.4
@@ -28,6 +30,10 @@ class CreditOffer(BaseModel):
 
     def describe(self) -> str:
         return f"{self.amount:g} at {self.annual_rate * 100:.2f} % for {self.term_months} months"
+
+    @property
+    def terms(self) -> tuple[float, float, int]:
+        return self.amount, self.annual_rate, self.term_months
 
 
 class CreditOffers(BaseModel):
@@ -66,6 +72,26 @@ class CreditPack(RulePack):
     def waits_on_network(self) -> bool:
         return True  # each offer is a call to the risk-model service
 
+    def quality(self, answer: CreditOffers) -> Quality:
+        """The total amount offered, without a bound: the largest total within the risk limits would mean searching
+        the risk model's limit curve, which the pack does not do."""
+        return Quality("total amount offered", sum(offer.amount for offer in answer.offers))
+
+    @check("distinct_offers")
+    def offers_differ(self, answer: CreditOffers) -> CheckResult:
+        """Before the risk check, so that a draft repeating one offer costs no call to the risk service."""
+        first_of: dict[tuple[float, float, int], int] = {}
+        for number, offer in enumerate(answer.offers, start=1):
+            if offer.terms in first_of:
+                return False, (
+                    f"offers {first_of[offer.terms]} and {number} are the same offer ({offer.describe()}); "
+                    "each offer must differ in amount, rate or term"
+                )
+            first_of[offer.terms] = number
+        if len(answer.offers) == 1:
+            return True, "a single offer"
+        return True, f"all {len(answer.offers)} offers differ"
+
     @check("risk_check")
     def offers_within_risk_limits(self, answer: CreditOffers) -> CheckResult:
         applicant = Applicant(**self.params.applicant.model_dump())
@@ -91,12 +117,14 @@ class CreditPack(RulePack):
 
     def breaches(self, score: Score) -> list[str]:
         p = self.params
-        found = []
-        if score.probability_of_default >= p.max_probability_of_default:
-            found.append(f"PD={score.probability_of_default:.4f} >= {p.max_probability_of_default:g}")
-        if score.loss_given_default >= p.max_loss_given_default:
-            found.append(f"LGD={score.loss_given_default:.4f} >= {p.max_loss_given_default:g}")
-        return found
+        return [
+            breach(name, value, limit)
+            for name, value, limit in (
+                ("probability of default", score.probability_of_default, p.max_probability_of_default),
+                ("loss given default", score.loss_given_default, p.max_loss_given_default),
+            )
+            if value >= limit
+        ]
 
     @check("disclosure_check")
     def carries_disclosure(self, answer: CreditOffers) -> CheckResult:
@@ -104,6 +132,14 @@ class CreditPack(RulePack):
         if required in normalized(answer.disclosure):
             return True, "the required disclosure is present"
         return False, f"the answer's disclosure must contain, verbatim: {self.params.disclosure!r}"
+
+
+def breach(name: str, value: float, limit: float) -> str:
+    """`probability of default 0.0710 is 0.0210 over the limit 0.05`; a figure must be under its limit."""
+    if value == limit:
+        return f"{name} {value:.4f} is at the limit {limit:g}; it must be under it"
+    over = f"{value - limit:.4f}"
+    return f"{name} {value:.4f} is {'just' if float(over) == 0 else over} over the limit {limit:g}"
 
 
 def normalized(text: str) -> str:

@@ -7,12 +7,14 @@ the discounted price left after the unit cost, `(price·(1 − d/100) − unit_c
 product; the plan's is the same over its whole promoted quantity (revenue-weighted). Arithmetic is exact
 (fractions of the decimals as written), so a plan exactly at a floor or a cap passes.
 
-Every failure names the product's sku and the figures; a check whose policy the request does not give
+Every failure names the product's sku, the figures and by how much the plan misses (`GRD-01: discount 20% is 5
+points over the appliances cap 15%`): the re-draft's feedback. A check whose policy the request does not give
 abstains, saying so, rather than passing.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -21,7 +23,7 @@ from functools import cached_property
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
-from deliberate.verifier.packs import Abstained, CheckResult, RulePack, check
+from deliberate.verifier.packs import Abstained, CheckResult, Quality, RulePack, check
 
 MAX_REPORTED = 5  # failures listed per message; the rest are counted
 # A percentage the message advertises: "25%", "25 %", "25 percent", "12.5% off".
@@ -130,6 +132,11 @@ class PromotionPack(RulePack):
         """The plan's items whose sku is in the table (`sku_check` reports the others)."""
         return [Line.of(item, self.products[item.sku]) for item in plan.items if item.sku in self.products]
 
+    def quality(self, answer: PromotionPlan) -> Quality:
+        """The plan's gross margin in currency, Σ quantity·(discounted price − unit cost); no bound computed."""
+        revenue, cost, _ = totals(self.lines(answer))
+        return Quality("gross margin", float(revenue - cost))
+
     @check("sku_check")
     def skus_exist(self, plan: PromotionPlan) -> CheckResult:
         unknown = [item.sku for item in plan.items if item.sku not in self.products]
@@ -143,7 +150,8 @@ class PromotionPack(RulePack):
         if not lines:
             return NO_KNOWN_SKU
         over = [
-            f"{x.sku} quantity {x.item.quantity} > stock {x.product.stock}"
+            f"{x.sku}: quantity {x.item.quantity} is {x.item.quantity - x.product.stock} over the stock"
+            f" {x.product.stock}"
             for x in lines
             if x.item.quantity > x.product.stock
         ]
@@ -157,11 +165,14 @@ class PromotionPack(RulePack):
         capped = [x for x in self.lines(plan) if x.product.category in caps]
         if not capped:
             return Abstained("no maximum discount given for the plan's categories")
-        over = [
-            f"{x.sku} ({x.product.category}) discount {fmt(x.discount)}% > cap {fmt(caps[x.product.category])}%"
-            for x in capped
-            if x.discount > exact(caps[x.product.category])
-        ]
+        over = []
+        for x in capped:
+            cap = exact(caps[x.product.category])
+            if x.discount > cap:
+                gap = points(x.discount - cap)
+                over.append(
+                    f"{x.sku}: discount {fmt(x.discount)}% is {gap} over the {x.product.category} cap {fmt(cap)}%"
+                )
         if over:
             return False, listed(over)
         return True, f"{len(capped)} discounts within their category's cap"
@@ -175,8 +186,9 @@ class PromotionPack(RulePack):
         if not lines:
             return NO_KNOWN_SKU
         under = [
-            f"{x.sku} margin {fmt(x.margin_percent, 1)}% < floor {fmt(floor)}% (price {money(x.product.price)}"
-            f" −{fmt(x.discount)}% = {money(x.unit_price)}, unit cost {money(x.product.unit_cost)})"
+            f"{x.sku}: margin {fmt_below(x.margin_percent, floor)}% is {points(exact(floor) - x.margin_percent)} under"
+            f" the floor {fmt(floor)}% (price {money(x.product.price)} −{fmt(x.discount)}% = {money(x.unit_price)},"
+            f" unit cost {money(x.product.unit_cost)}; {discount_meeting(x.product, exact(floor))})"
             for x in lines
             if x.margin_percent < exact(floor)
         ]
@@ -196,7 +208,8 @@ class PromotionPack(RulePack):
         revenue, cost, margin = totals(lines)
         figures = f"revenue {money(revenue)}, cost {money(cost)}"
         if margin < exact(floor):
-            return False, f"plan margin {fmt(margin, 1)}% < floor {fmt(floor)}% ({figures})"
+            gap = points(exact(floor) - margin)
+            return False, f"plan margin {fmt_below(margin, floor)}% is {gap} under the floor {fmt(floor)}% ({figures})"
         return True, f"plan margin {fmt(margin, 1)}% >= {fmt(floor)}% ({figures})"
 
     @check("claims_check")
@@ -259,6 +272,33 @@ def totals(lines: list[Line]) -> tuple[Fraction, Fraction, Fraction]:
 def fmt(value: float | Fraction, decimals: int = 2) -> str:
     """A percentage as people write it: 25, 12.5, 18.3."""
     return f"{float(value):.{decimals}f}".rstrip("0").rstrip(".")
+
+
+def fmt_below(value: Fraction, floor: float) -> str:
+    """`value`, under `floor`, with the decimals (1 to 4) it takes not to read as the floor: 18.3, 19.99."""
+    for decimals in range(1, 4):
+        if fmt(value, decimals) != fmt(floor, decimals):
+            return fmt(value, decimals)
+    return fmt(value, 4)
+
+
+def points(gap: Fraction) -> str:
+    """A difference of percentages: 5 points, 1.7 points, 1 point; never "0 points" for a real gap."""
+    if gap < Fraction(1, 20):
+        return "less than 0.1 points"
+    shown = fmt(gap, 1)
+    return f"{shown} {'point' if shown == '1' else 'points'}"
+
+
+def discount_meeting(product: Product, floor: Fraction) -> str:
+    """The largest discount, rounded down to 0.01 %, at which `product`'s margin meets `floor`: what a re-draft may
+    offer. The discounted price must reach unit_cost / (1 − floor/100)."""
+    lowest_price = exact(product.unit_cost) / (1 - floor / 100)
+    largest = 100 * (1 - lowest_price / exact(product.price))
+    if largest < 0:
+        undiscounted = margin_percent(exact(product.price), exact(product.unit_cost))
+        return f"no discount meets the floor: undiscounted, its margin is {fmt(undiscounted, 1)}%"
+    return f"at most {fmt(Fraction(math.floor(largest * 100), 100))}% off meets the floor"
 
 
 def money(value: float | Fraction) -> str:

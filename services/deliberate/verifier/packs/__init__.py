@@ -34,10 +34,12 @@ __all__ = [
     "Abstained",
     "CheckResult",
     "PackContext",
+    "Quality",
     "ReferenceStore",
     "ReferenceUnavailable",
     "RulePack",
     "check",
+    "decision_data",
     "register",
 ]
 
@@ -71,6 +73,34 @@ def check(rule_id: str, substantive: bool = True) -> Callable:
 
 
 @dataclass(frozen=True)
+class Quality:
+    """How good a plan that passed the pack's checks is: its `objective` (higher is better, in the business's own
+    unit) and, where the pack can compute it, the best value any plan of this request can reach (`bound`)."""
+
+    name: str  # what the objective measures, e.g. "total ctr"
+    objective: float
+    bound: float | None = None  # None: the pack computes no bound for this request
+    pack: str | None = None  # the pack that scored it (the Verifier fills it in)
+
+    @property
+    def ratio(self) -> float | None:
+        """objective / bound in [0, 1] (1.0 when the bound is 0); None without a bound."""
+        if self.bound is None:
+            return None
+        return 1.0 if self.bound <= 0 else max(0.0, min(1.0, self.objective / self.bound))
+
+    def describe(self) -> str:
+        """``total ctr 0.2140 of the optimum 0.2210 (ratio 0.968, gap 3.2 %)``; ``… (no bound computed)``."""
+        if self.bound is None:
+            return f"{self.name} {self.objective:.4g} (no bound computed)"
+        ratio = self.ratio
+        return (
+            f"{self.name} {self.objective:.4g} of the optimum {self.bound:.4g} "
+            f"(ratio {ratio:.3f}, gap {(1 - ratio) * 100:.1f} %)"
+        )
+
+
+@dataclass(frozen=True)
 class PackContext:
     """The Verifier's services a pack declared (`RulePack.requires` and `uses`), by name: `context["name"]`. A
     required one is always there; a used one the Verifier lacks is None."""
@@ -92,6 +122,9 @@ class RulePack:
     requires: ClassVar[tuple[str, ...]] = ()
     # Services it reads where the Verifier has them (None in its context where not).
     uses: ClassVar[tuple[str, ...]] = ()
+    # Params that are request data (the ad pack's `catalog`): a decision program reads them in `ctx` beside the
+    # request's context (`decision_data`).
+    data_params: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, params: BaseModel, context: PackContext | None = None):
         """`context`: what the Verifier resolved (`pack_rules`); None, as a test may make a pack that requires
@@ -113,6 +146,17 @@ class RulePack:
         version, and raises `ReferenceUnavailable` when it cannot (the checks then fail with its message)."""
         return self
 
+    def quality(self, answer: BaseModel) -> Quality | None:
+        """The objective of `answer` (the pack's answer model, validated) once every check of the pack passed, and
+        the best value possible where the pack can compute it; None for a pack with no objective. Called on the
+        snapshot the checks ran on."""
+        return None
+
+    def reference_answer(self) -> dict | None:
+        """A plan the pack computes itself that passes its checks (the ad pack: the solver's optimum), offered to
+        the client as a labelled suggestion when no draft is feasible — never an answer. None where it has none."""
+        return None
+
     @classmethod
     def checks(cls) -> list[tuple[str, str]]:
         """(rule id, method name) of every @check, in definition order."""
@@ -122,6 +166,21 @@ class RulePack:
             for name, member in vars(klass).items()
             if hasattr(member, "rule_id")
         ]
+
+
+def decision_data(context: dict, constraints) -> dict:
+    """What a decision program reads as `ctx`: the request's context, plus each requested pack's data params
+    (`RulePack.data_params`) that the context does not already hold. `constraints`: objects with `kind`, `source`
+    and `params` (the Verifier's ConstraintSpec; the Scheduler's are adapted to it)."""
+    data = dict(context)
+    for constraint in constraints:
+        if constraint.kind != "rule_pack":
+            continue
+        pack = registry().get(constraint.source)
+        for name in pack.data_params if pack is not None else ():
+            if name in constraint.params and name not in data:
+                data[name] = constraint.params[name]
+    return data
 
 
 REGISTRY: dict[str, type[RulePack]] = {}

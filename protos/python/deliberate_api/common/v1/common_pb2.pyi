@@ -155,7 +155,7 @@ class JudgeVerdict(_message.Message):
     def __init__(self, valid: _Optional[bool] = ..., score: _Optional[float] = ..., error: _Optional[str] = ..., latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., hard: _Optional[bool] = ...) -> None: ...
 
 class DraftVerdict(_message.Message):
-    __slots__ = ("draft_id", "valid", "score", "rule_results", "extracted_answer", "latency", "judge", "evidence", "computations")
+    __slots__ = ("draft_id", "valid", "score", "rule_results", "extracted_answer", "latency", "judge", "evidence", "computations", "quality")
     DRAFT_ID_FIELD_NUMBER: _ClassVar[int]
     VALID_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
@@ -165,6 +165,7 @@ class DraftVerdict(_message.Message):
     JUDGE_FIELD_NUMBER: _ClassVar[int]
     EVIDENCE_FIELD_NUMBER: _ClassVar[int]
     COMPUTATIONS_FIELD_NUMBER: _ClassVar[int]
+    QUALITY_FIELD_NUMBER: _ClassVar[int]
     draft_id: str
     valid: bool
     score: float
@@ -174,7 +175,34 @@ class DraftVerdict(_message.Message):
     judge: JudgeVerdict
     evidence: _containers.RepeatedScalarFieldContainer[str]
     computations: _containers.RepeatedCompositeFieldContainer[Computation]
-    def __init__(self, draft_id: _Optional[str] = ..., valid: _Optional[bool] = ..., score: _Optional[float] = ..., rule_results: _Optional[_Iterable[_Union[RuleResult, _Mapping]]] = ..., extracted_answer: _Optional[str] = ..., latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., judge: _Optional[_Union[JudgeVerdict, _Mapping]] = ..., evidence: _Optional[_Iterable[str]] = ..., computations: _Optional[_Iterable[_Union[Computation, _Mapping]]] = ...) -> None: ...
+    quality: PlanQuality
+    def __init__(self, draft_id: _Optional[str] = ..., valid: _Optional[bool] = ..., score: _Optional[float] = ..., rule_results: _Optional[_Iterable[_Union[RuleResult, _Mapping]]] = ..., extracted_answer: _Optional[str] = ..., latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., judge: _Optional[_Union[JudgeVerdict, _Mapping]] = ..., evidence: _Optional[_Iterable[str]] = ..., computations: _Optional[_Iterable[_Union[Computation, _Mapping]]] = ..., quality: _Optional[_Union[PlanQuality, _Mapping]] = ...) -> None: ...
+
+class ReferencePlan(_message.Message):
+    __slots__ = ("answer", "quality", "rule_pack")
+    ANSWER_FIELD_NUMBER: _ClassVar[int]
+    QUALITY_FIELD_NUMBER: _ClassVar[int]
+    RULE_PACK_FIELD_NUMBER: _ClassVar[int]
+    answer: str
+    quality: PlanQuality
+    rule_pack: str
+    def __init__(self, answer: _Optional[str] = ..., quality: _Optional[_Union[PlanQuality, _Mapping]] = ..., rule_pack: _Optional[str] = ...) -> None: ...
+
+class PlanQuality(_message.Message):
+    __slots__ = ("name", "objective", "bound", "ratio", "description", "rule_pack")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    OBJECTIVE_FIELD_NUMBER: _ClassVar[int]
+    BOUND_FIELD_NUMBER: _ClassVar[int]
+    RATIO_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    RULE_PACK_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    objective: float
+    bound: float
+    ratio: float
+    description: str
+    rule_pack: str
+    def __init__(self, name: _Optional[str] = ..., objective: _Optional[float] = ..., bound: _Optional[float] = ..., ratio: _Optional[float] = ..., description: _Optional[str] = ..., rule_pack: _Optional[str] = ...) -> None: ...
 
 class Computation(_message.Message):
     __slots__ = ("key", "line")

@@ -26,7 +26,7 @@ from deliberate_api.common.v1 import common_pb2 as deliberate_dot_common_dot_v1_
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n-deliberate/verifier/v1/verifier_service.proto\x12\x16\x64\x65liberate.verifier.v1\x1a!deliberate/common/v1/common.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xfb\x01\n\x13VerifyDraftsRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0e\n\x06prompt\x18\x02 \x01(\t\x12+\n\x06\x64rafts\x18\x03 \x03(\x0b\x32\x1b.deliberate.common.v1.Draft\x12\x15\n\routput_schema\x18\x04 \x01(\t\x12\x35\n\x0b\x63onstraints\x18\x05 \x03(\x0b\x32 .deliberate.common.v1.Constraint\x12(\n\x07\x63ontext\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x1b\n\x13report_computations\x18\x07 \x01(\x08\"L\n\x14VerifyDraftsResponse\x12\x34\n\x08verdicts\x18\x01 \x03(\x0b\x32\".deliberate.common.v1.DraftVerdict\"\x91\x01\n\x17\x43heckConstraintsRequest\x12\x15\n\routput_schema\x18\x01 \x01(\t\x12\x35\n\x0b\x63onstraints\x18\x02 \x03(\x0b\x32 .deliberate.common.v1.Constraint\x12(\n\x07\x63ontext\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\",\n\x18\x43heckConstraintsResponse\x12\x10\n\x08rule_ids\x18\x01 \x03(\t\"\xbe\x01\n\x13VerifyStreamRequest\x12:\n\x05start\x18\x01 \x01(\x0b\x32).deliberate.verifier.v1.VerifyStreamStartH\x00\x12\x37\n\x05\x64\x65lta\x18\x02 \x01(\x0b\x32&.deliberate.verifier.v1.DraftTextDeltaH\x00\x12*\n\x03\x65nd\x18\x03 \x01(\x0b\x32\x1b.deliberate.common.v1.DraftH\x00\x42\x06\n\x04item\"\xcc\x01\n\x11VerifyStreamStart\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0e\n\x06prompt\x18\x02 \x01(\t\x12\x15\n\routput_schema\x18\x03 \x01(\t\x12\x35\n\x0b\x63onstraints\x18\x04 \x03(\x0b\x32 .deliberate.common.v1.Constraint\x12(\n\x07\x63ontext\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x1b\n\x13report_computations\x18\x06 \x01(\x08\"@\n\x0e\x44raftTextDelta\x12\x10\n\x08\x64raft_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x0e\n\x06tokens\x18\x03 \x01(\x05\"Z\n\x14VerifyStreamResponse\x12\x33\n\x07verdict\x18\x01 \x01(\x0b\x32\".deliberate.common.v1.DraftVerdict\x12\r\n\x05\x65\x61rly\x18\x02 \x01(\x08\x32\xe2\x02\n\x0fVerifierService\x12i\n\x0cVerifyDrafts\x12+.deliberate.verifier.v1.VerifyDraftsRequest\x1a,.deliberate.verifier.v1.VerifyDraftsResponse\x12u\n\x10\x43heckConstraints\x12/.deliberate.verifier.v1.CheckConstraintsRequest\x1a\x30.deliberate.verifier.v1.CheckConstraintsResponse\x12m\n\x0cVerifyStream\x12+.deliberate.verifier.v1.VerifyStreamRequest\x1a,.deliberate.verifier.v1.VerifyStreamResponse(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n-deliberate/verifier/v1/verifier_service.proto\x12\x16\x64\x65liberate.verifier.v1\x1a!deliberate/common/v1/common.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xfb\x01\n\x13VerifyDraftsRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0e\n\x06prompt\x18\x02 \x01(\t\x12+\n\x06\x64rafts\x18\x03 \x03(\x0b\x32\x1b.deliberate.common.v1.Draft\x12\x15\n\routput_schema\x18\x04 \x01(\t\x12\x35\n\x0b\x63onstraints\x18\x05 \x03(\x0b\x32 .deliberate.common.v1.Constraint\x12(\n\x07\x63ontext\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x1b\n\x13report_computations\x18\x07 \x01(\x08\"L\n\x14VerifyDraftsResponse\x12\x34\n\x08verdicts\x18\x01 \x03(\x0b\x32\".deliberate.common.v1.DraftVerdict\"\x91\x01\n\x17\x43heckConstraintsRequest\x12\x15\n\routput_schema\x18\x01 \x01(\t\x12\x35\n\x0b\x63onstraints\x18\x02 \x03(\x0b\x32 .deliberate.common.v1.Constraint\x12(\n\x07\x63ontext\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\"i\n\x18\x43heckConstraintsResponse\x12\x10\n\x08rule_ids\x18\x01 \x03(\t\x12;\n\x0ereference_plan\x18\x02 \x01(\x0b\x32#.deliberate.common.v1.ReferencePlan\"\xbe\x01\n\x13VerifyStreamRequest\x12:\n\x05start\x18\x01 \x01(\x0b\x32).deliberate.verifier.v1.VerifyStreamStartH\x00\x12\x37\n\x05\x64\x65lta\x18\x02 \x01(\x0b\x32&.deliberate.verifier.v1.DraftTextDeltaH\x00\x12*\n\x03\x65nd\x18\x03 \x01(\x0b\x32\x1b.deliberate.common.v1.DraftH\x00\x42\x06\n\x04item\"\xcc\x01\n\x11VerifyStreamStart\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0e\n\x06prompt\x18\x02 \x01(\t\x12\x15\n\routput_schema\x18\x03 \x01(\t\x12\x35\n\x0b\x63onstraints\x18\x04 \x03(\x0b\x32 .deliberate.common.v1.Constraint\x12(\n\x07\x63ontext\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x1b\n\x13report_computations\x18\x06 \x01(\x08\"@\n\x0e\x44raftTextDelta\x12\x10\n\x08\x64raft_id\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x0e\n\x06tokens\x18\x03 \x01(\x05\"Z\n\x14VerifyStreamResponse\x12\x33\n\x07verdict\x18\x01 \x01(\x0b\x32\".deliberate.common.v1.DraftVerdict\x12\r\n\x05\x65\x61rly\x18\x02 \x01(\x08\x32\xe2\x02\n\x0fVerifierService\x12i\n\x0cVerifyDrafts\x12+.deliberate.verifier.v1.VerifyDraftsRequest\x1a,.deliberate.verifier.v1.VerifyDraftsResponse\x12u\n\x10\x43heckConstraints\x12/.deliberate.verifier.v1.CheckConstraintsRequest\x1a\x30.deliberate.verifier.v1.CheckConstraintsResponse\x12m\n\x0cVerifyStream\x12+.deliberate.verifier.v1.VerifyStreamRequest\x1a,.deliberate.verifier.v1.VerifyStreamResponse(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,15 +40,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CHECKCONSTRAINTSREQUEST']._serialized_start=471
   _globals['_CHECKCONSTRAINTSREQUEST']._serialized_end=616
   _globals['_CHECKCONSTRAINTSRESPONSE']._serialized_start=618
-  _globals['_CHECKCONSTRAINTSRESPONSE']._serialized_end=662
-  _globals['_VERIFYSTREAMREQUEST']._serialized_start=665
-  _globals['_VERIFYSTREAMREQUEST']._serialized_end=855
-  _globals['_VERIFYSTREAMSTART']._serialized_start=858
-  _globals['_VERIFYSTREAMSTART']._serialized_end=1062
-  _globals['_DRAFTTEXTDELTA']._serialized_start=1064
-  _globals['_DRAFTTEXTDELTA']._serialized_end=1128
-  _globals['_VERIFYSTREAMRESPONSE']._serialized_start=1130
-  _globals['_VERIFYSTREAMRESPONSE']._serialized_end=1220
-  _globals['_VERIFIERSERVICE']._serialized_start=1223
-  _globals['_VERIFIERSERVICE']._serialized_end=1577
+  _globals['_CHECKCONSTRAINTSRESPONSE']._serialized_end=723
+  _globals['_VERIFYSTREAMREQUEST']._serialized_start=726
+  _globals['_VERIFYSTREAMREQUEST']._serialized_end=916
+  _globals['_VERIFYSTREAMSTART']._serialized_start=919
+  _globals['_VERIFYSTREAMSTART']._serialized_end=1123
+  _globals['_DRAFTTEXTDELTA']._serialized_start=1125
+  _globals['_DRAFTTEXTDELTA']._serialized_end=1189
+  _globals['_VERIFYSTREAMRESPONSE']._serialized_start=1191
+  _globals['_VERIFYSTREAMRESPONSE']._serialized_end=1281
+  _globals['_VERIFIERSERVICE']._serialized_start=1284
+  _globals['_VERIFIERSERVICE']._serialized_end=1638
 # @@protoc_insertion_point(module_scope)

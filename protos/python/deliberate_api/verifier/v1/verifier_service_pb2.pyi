@@ -43,10 +43,12 @@ class CheckConstraintsRequest(_message.Message):
     def __init__(self, output_schema: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[_common_pb2.Constraint, _Mapping]]] = ..., context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class CheckConstraintsResponse(_message.Message):
-    __slots__ = ("rule_ids",)
+    __slots__ = ("rule_ids", "reference_plan")
     RULE_IDS_FIELD_NUMBER: _ClassVar[int]
+    REFERENCE_PLAN_FIELD_NUMBER: _ClassVar[int]
     rule_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, rule_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    reference_plan: _common_pb2.ReferencePlan
+    def __init__(self, rule_ids: _Optional[_Iterable[str]] = ..., reference_plan: _Optional[_Union[_common_pb2.ReferencePlan, _Mapping]] = ...) -> None: ...
 
 class VerifyStreamRequest(_message.Message):
     __slots__ = ("start", "delta", "end")

@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file deliberate/common/v1/common.proto.
  */
 export const file_deliberate_common_v1_common: GenFile = /*@__PURE__*/
-  fileDesc("CiFkZWxpYmVyYXRlL2NvbW1vbi92MS9jb21tb24ucHJvdG8SFGRlbGliZXJhdGUuY29tbW9uLnYxIo4CCg5TYW1wbGluZ1BhcmFtcxIYCgt0ZW1wZXJhdHVyZRgBIAEoAkgAiAEBEhIKBXRvcF9wGAIgASgCSAGIAQESGwoObWF4X25ld190b2tlbnMYAyABKAVIAogBARIdChBwcmVzZW5jZV9wZW5hbHR5GAQgASgCSAOIAQESHgoRZnJlcXVlbmN5X3BlbmFsdHkYBSABKAJIBIgBARIRCgRzZWVkGAYgASgDSAWIAQFCDgoMX3RlbXBlcmF0dXJlQggKBl90b3BfcEIRCg9fbWF4X25ld190b2tlbnNCEwoRX3ByZXNlbmNlX3BlbmFsdHlCFAoSX2ZyZXF1ZW5jeV9wZW5hbHR5QgcKBV9zZWVkIrYBCgpDb25zdHJhaW50EgoKAmlkGAEgASgJEhUKC2pzb25fc2NoZW1hGAIgASgJSAASGAoOY2VsX2V4cHJlc3Npb24YAyABKAlIABITCglydWxlX3BhY2sYBCABKAlIABIMCgRzb2Z0GAUgASgIEicKBnBhcmFtcxgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFwoPZmFpbHVyZV9tZXNzYWdlGAcgASgJQgYKBGtpbmQiPgoKVG9rZW5Vc2FnZRIVCg1wcm9tcHRfdG9rZW5zGAEgASgFEhkKEWNvbXBsZXRpb25fdG9rZW5zGAIgASgFIq4CCgVEcmFmdBIKCgJpZBgBIAEoCRINCgVpbmRleBgCIAEoBRIQCghzdHJhdGVneRgDIAEoCRIMCgR0ZXh0GAQgASgJEi8KBXVzYWdlGAUgASgLMiAuZGVsaWJlcmF0ZS5jb21tb24udjEuVG9rZW5Vc2FnZRI5Cg1maW5pc2hfcmVhc29uGAYgASgOMiIuZGVsaWJlcmF0ZS5jb21tb24udjEuRmluaXNoUmVhc29uEjUKEmdlbmVyYXRpb25fbGF0ZW5jeRgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIMCgRraW5kGAggASgJEjkKCmNvbmZpZGVuY2UYCSABKAsyJS5kZWxpYmVyYXRlLmNvbW1vbi52MS5EcmFmdENvbmZpZGVuY2Ui7QEKD0RyYWZ0Q29uZmlkZW5jZRIOCgZ0b2tlbnMYASABKAUSFAoMbWVhbl9sb2dwcm9iGAIgASgBEhIKCm1pbl93aW5kb3cYAyABKAESEwoLbGFzdF93aW5kb3cYBCABKAESEwoGYW5zd2VyGAUgASgBSACIAQESFQoNd2luZG93X3Rva2VucxgGIAEoBRINCgV0b3BfaxgHIAEoBRIWCg50b2tlbl9sb2dwcm9icxgIIAMoAhIZChF0b2tlbl9jb25maWRlbmNlcxgJIAMoAhISCgp0b2tlbl9lbmRzGAogAygFQgkKB19hbnN3ZXIi2QEKClJ1bGVSZXN1bHQSDwoHcnVsZV9pZBgBIAEoCRIOCgZwYXNzZWQYAiABKAgSDwoHbWVzc2FnZRgDIAEoCRIMCgRoYXJkGAQgASgIEisKCGR1cmF0aW9uGAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhEKCWFic3RhaW5lZBgGIAEoCBITCgtzdWJzdGFudGl2ZRgHIAEoCBI2CglmYWlsZWRfYXQYCCABKAsyIy5kZWxpYmVyYXRlLmNvbW1vbi52MS5EcmFmdFBvc2l0aW9uIjwKDURyYWZ0UG9zaXRpb24SDQoFY2hhcnMYASABKAUSDgoGdG9rZW5zGAIgASgFEgwKBGxpbmUYAyABKAUidQoMSnVkZ2VWZXJkaWN0Eg0KBXZhbGlkGAEgASgIEg0KBXNjb3JlGAIgASgBEg0KBWVycm9yGAMgASgJEioKB2xhdGVuY3kYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDAoEaGFyZBgFIAEoCCK6AgoMRHJhZnRWZXJkaWN0EhAKCGRyYWZ0X2lkGAEgASgJEg0KBXZhbGlkGAIgASgIEg0KBXNjb3JlGAMgASgBEjYKDHJ1bGVfcmVzdWx0cxgEIAMoCzIgLmRlbGliZXJhdGUuY29tbW9uLnYxLlJ1bGVSZXN1bHQSGAoQZXh0cmFjdGVkX2Fuc3dlchgFIAEoCRIqCgdsYXRlbmN5GAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjEKBWp1ZGdlGAcgASgLMiIuZGVsaWJlcmF0ZS5jb21tb24udjEuSnVkZ2VWZXJkaWN0EhAKCGV2aWRlbmNlGAggAygJEjcKDGNvbXB1dGF0aW9ucxgJIAMoCzIhLmRlbGliZXJhdGUuY29tbW9uLnYxLkNvbXB1dGF0aW9uIigKC0NvbXB1dGF0aW9uEgsKA2tleRgBIAEoCRIMCgRsaW5lGAIgASgFKnoKDEZpbmlzaFJlYXNvbhIdChlGSU5JU0hfUkVBU09OX1VOU1BFQ0lGSUVEEAASFgoSRklOSVNIX1JFQVNPTl9TVE9QEAESGAoURklOSVNIX1JFQVNPTl9MRU5HVEgQAhIZChVGSU5JU0hfUkVBU09OX0FCT1JURUQQA2IGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_struct]);
+  fileDesc("CiFkZWxpYmVyYXRlL2NvbW1vbi92MS9jb21tb24ucHJvdG8SFGRlbGliZXJhdGUuY29tbW9uLnYxIo4CCg5TYW1wbGluZ1BhcmFtcxIYCgt0ZW1wZXJhdHVyZRgBIAEoAkgAiAEBEhIKBXRvcF9wGAIgASgCSAGIAQESGwoObWF4X25ld190b2tlbnMYAyABKAVIAogBARIdChBwcmVzZW5jZV9wZW5hbHR5GAQgASgCSAOIAQESHgoRZnJlcXVlbmN5X3BlbmFsdHkYBSABKAJIBIgBARIRCgRzZWVkGAYgASgDSAWIAQFCDgoMX3RlbXBlcmF0dXJlQggKBl90b3BfcEIRCg9fbWF4X25ld190b2tlbnNCEwoRX3ByZXNlbmNlX3BlbmFsdHlCFAoSX2ZyZXF1ZW5jeV9wZW5hbHR5QgcKBV9zZWVkIrYBCgpDb25zdHJhaW50EgoKAmlkGAEgASgJEhUKC2pzb25fc2NoZW1hGAIgASgJSAASGAoOY2VsX2V4cHJlc3Npb24YAyABKAlIABITCglydWxlX3BhY2sYBCABKAlIABIMCgRzb2Z0GAUgASgIEicKBnBhcmFtcxgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFwoPZmFpbHVyZV9tZXNzYWdlGAcgASgJQgYKBGtpbmQiPgoKVG9rZW5Vc2FnZRIVCg1wcm9tcHRfdG9rZW5zGAEgASgFEhkKEWNvbXBsZXRpb25fdG9rZW5zGAIgASgFIq4CCgVEcmFmdBIKCgJpZBgBIAEoCRINCgVpbmRleBgCIAEoBRIQCghzdHJhdGVneRgDIAEoCRIMCgR0ZXh0GAQgASgJEi8KBXVzYWdlGAUgASgLMiAuZGVsaWJlcmF0ZS5jb21tb24udjEuVG9rZW5Vc2FnZRI5Cg1maW5pc2hfcmVhc29uGAYgASgOMiIuZGVsaWJlcmF0ZS5jb21tb24udjEuRmluaXNoUmVhc29uEjUKEmdlbmVyYXRpb25fbGF0ZW5jeRgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIMCgRraW5kGAggASgJEjkKCmNvbmZpZGVuY2UYCSABKAsyJS5kZWxpYmVyYXRlLmNvbW1vbi52MS5EcmFmdENvbmZpZGVuY2Ui7QEKD0RyYWZ0Q29uZmlkZW5jZRIOCgZ0b2tlbnMYASABKAUSFAoMbWVhbl9sb2dwcm9iGAIgASgBEhIKCm1pbl93aW5kb3cYAyABKAESEwoLbGFzdF93aW5kb3cYBCABKAESEwoGYW5zd2VyGAUgASgBSACIAQESFQoNd2luZG93X3Rva2VucxgGIAEoBRINCgV0b3BfaxgHIAEoBRIWCg50b2tlbl9sb2dwcm9icxgIIAMoAhIZChF0b2tlbl9jb25maWRlbmNlcxgJIAMoAhISCgp0b2tlbl9lbmRzGAogAygFQgkKB19hbnN3ZXIi2QEKClJ1bGVSZXN1bHQSDwoHcnVsZV9pZBgBIAEoCRIOCgZwYXNzZWQYAiABKAgSDwoHbWVzc2FnZRgDIAEoCRIMCgRoYXJkGAQgASgIEisKCGR1cmF0aW9uGAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhEKCWFic3RhaW5lZBgGIAEoCBITCgtzdWJzdGFudGl2ZRgHIAEoCBI2CglmYWlsZWRfYXQYCCABKAsyIy5kZWxpYmVyYXRlLmNvbW1vbi52MS5EcmFmdFBvc2l0aW9uIjwKDURyYWZ0UG9zaXRpb24SDQoFY2hhcnMYASABKAUSDgoGdG9rZW5zGAIgASgFEgwKBGxpbmUYAyABKAUidQoMSnVkZ2VWZXJkaWN0Eg0KBXZhbGlkGAEgASgIEg0KBXNjb3JlGAIgASgBEg0KBWVycm9yGAMgASgJEioKB2xhdGVuY3kYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDAoEaGFyZBgFIAEoCCLuAgoMRHJhZnRWZXJkaWN0EhAKCGRyYWZ0X2lkGAEgASgJEg0KBXZhbGlkGAIgASgIEg0KBXNjb3JlGAMgASgBEjYKDHJ1bGVfcmVzdWx0cxgEIAMoCzIgLmRlbGliZXJhdGUuY29tbW9uLnYxLlJ1bGVSZXN1bHQSGAoQZXh0cmFjdGVkX2Fuc3dlchgFIAEoCRIqCgdsYXRlbmN5GAYgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjEKBWp1ZGdlGAcgASgLMiIuZGVsaWJlcmF0ZS5jb21tb24udjEuSnVkZ2VWZXJkaWN0EhAKCGV2aWRlbmNlGAggAygJEjcKDGNvbXB1dGF0aW9ucxgJIAMoCzIhLmRlbGliZXJhdGUuY29tbW9uLnYxLkNvbXB1dGF0aW9uEjIKB3F1YWxpdHkYCiABKAsyIS5kZWxpYmVyYXRlLmNvbW1vbi52MS5QbGFuUXVhbGl0eSJmCg1SZWZlcmVuY2VQbGFuEg4KBmFuc3dlchgBIAEoCRIyCgdxdWFsaXR5GAIgASgLMiEuZGVsaWJlcmF0ZS5jb21tb24udjEuUGxhblF1YWxpdHkSEQoJcnVsZV9wYWNrGAMgASgJIpIBCgtQbGFuUXVhbGl0eRIMCgRuYW1lGAEgASgJEhEKCW9iamVjdGl2ZRgCIAEoARISCgVib3VuZBgDIAEoAUgAiAEBEhIKBXJhdGlvGAQgASgBSAGIAQESEwoLZGVzY3JpcHRpb24YBSABKAkSEQoJcnVsZV9wYWNrGAYgASgJQggKBl9ib3VuZEIICgZfcmF0aW8iKAoLQ29tcHV0YXRpb24SCwoDa2V5GAEgASgJEgwKBGxpbmUYAiABKAUqegoMRmluaXNoUmVhc29uEh0KGUZJTklTSF9SRUFTT05fVU5TUEVDSUZJRUQQABIWChJGSU5JU0hfUkVBU09OX1NUT1AQARIYChRGSU5JU0hfUkVBU09OX0xFTkdUSBACEhkKFUZJTklTSF9SRUFTT05fQUJPUlRFRBADYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_struct]);
 
 /**
  * Sampling overrides. Unset fields fall back to the serving stage's defaults.
@@ -528,6 +528,14 @@ export type DraftVerdict = Message<"deliberate.common.v1.DraftVerdict"> & {
    * @generated from field: repeated deliberate.common.v1.Computation computations = 9;
    */
   computations: Computation[];
+
+  /**
+   * How good the draft's plan is, where a rule pack of the request scores plans (`RulePack.quality`): set only
+   * when every check of that pack passed. The seed's quality score: "fits the rules" and "a good plan" apart.
+   *
+   * @generated from field: deliberate.common.v1.PlanQuality quality = 10;
+   */
+  quality?: PlanQuality | undefined;
 };
 
 /**
@@ -536,6 +544,97 @@ export type DraftVerdict = Message<"deliberate.common.v1.DraftVerdict"> & {
  */
 export const DraftVerdictSchema: GenMessage<DraftVerdict> = /*@__PURE__*/
   messageDesc(file_deliberate_common_v1_common, 8);
+
+/**
+ * A plan a rule pack computed itself (the ad pack: its exact solver's optimum) that passes the pack's checks. It is
+ * a labelled suggestion beside an UNVERIFIED answer, never the answer and never counted as a drafted one.
+ *
+ * @generated from message deliberate.common.v1.ReferencePlan
+ */
+export type ReferencePlan = Message<"deliberate.common.v1.ReferencePlan"> & {
+  /**
+   * The plan as JSON text, in the shape of the request's output schema.
+   *
+   * @generated from field: string answer = 1;
+   */
+  answer: string;
+
+  /**
+   * @generated from field: deliberate.common.v1.PlanQuality quality = 2;
+   */
+  quality?: PlanQuality | undefined;
+
+  /**
+   * The rule pack that computed it.
+   *
+   * @generated from field: string rule_pack = 3;
+   */
+  rulePack: string;
+};
+
+/**
+ * Describes the message deliberate.common.v1.ReferencePlan.
+ * Use `create(ReferencePlanSchema)` to create a new message.
+ */
+export const ReferencePlanSchema: GenMessage<ReferencePlan> = /*@__PURE__*/
+  messageDesc(file_deliberate_common_v1_common, 9);
+
+/**
+ * A plan's objective as a rule pack computes it from the request's data (never from figures in the draft), and,
+ * where the pack can compute it, the best value any plan of the request can reach.
+ *
+ * @generated from message deliberate.common.v1.PlanQuality
+ */
+export type PlanQuality = Message<"deliberate.common.v1.PlanQuality"> & {
+  /**
+   * What the objective measures, e.g. "total ctr", "gross margin".
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The plan's value; higher is better.
+   *
+   * @generated from field: double objective = 2;
+   */
+  objective: number;
+
+  /**
+   * The best value possible (an exact solver's optimum); unset where the pack computes no bound.
+   *
+   * @generated from field: optional double bound = 3;
+   */
+  bound?: number | undefined;
+
+  /**
+   * objective / bound in [0, 1]; unset without a bound.
+   *
+   * @generated from field: optional double ratio = 4;
+   */
+  ratio?: number | undefined;
+
+  /**
+   * Readable, e.g. "total ctr 0.214 of the optimum 0.221 (ratio 0.968, gap 3.2 %)".
+   *
+   * @generated from field: string description = 5;
+   */
+  description: string;
+
+  /**
+   * The rule pack that scored the plan.
+   *
+   * @generated from field: string rule_pack = 6;
+   */
+  rulePack: string;
+};
+
+/**
+ * Describes the message deliberate.common.v1.PlanQuality.
+ * Use `create(PlanQualitySchema)` to create a new message.
+ */
+export const PlanQualitySchema: GenMessage<PlanQuality> = /*@__PURE__*/
+  messageDesc(file_deliberate_common_v1_common, 10);
 
 /**
  * One computation a draft writes and gets right, by what it computes rather than how it is written:
@@ -564,7 +663,7 @@ export type Computation = Message<"deliberate.common.v1.Computation"> & {
  * Use `create(ComputationSchema)` to create a new message.
  */
 export const ComputationSchema: GenMessage<Computation> = /*@__PURE__*/
-  messageDesc(file_deliberate_common_v1_common, 9);
+  messageDesc(file_deliberate_common_v1_common, 11);
 
 /**
  * Why generation of a text stopped.

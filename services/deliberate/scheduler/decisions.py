@@ -1,0 +1,69 @@
+"""What the Scheduler adds for a decision (a request with an output schema): the data its programs read as `ctx`,
+and a re-draft round's mix moved toward programs when prose failed. Pure functions over contract messages."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+from google.protobuf import json_format
+
+from deliberate_api.common.v1 import common_pb2
+from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
+
+from ..core.convert import struct_to_dict
+from ..core.limits import MAX_DECISION_DATA_BYTES
+from ..verifier.packs import decision_data
+from .settings import SchedulerSettings
+
+
+def first_round_programs(request: pb.SolveRequest, num_drafts: int, settings: SchedulerSettings) -> int:
+    """How many of the first round's drafts are programs: the request's count (at most N), else the deployment's
+    (at most N - 1: one draft stays prose) — for a structured answer its decision programs'
+    (`--decision-program-drafts`), none where the request's data is too large for the sandbox."""
+    if request.HasField("program_drafts"):
+        return min(request.program_drafts, num_drafts)
+    if not request.output_schema.strip():
+        return min(settings.program_drafts, num_drafts - 1)
+    if decision_data_bytes(request) > MAX_DECISION_DATA_BYTES:
+        return 0
+    return min(settings.decision_program_drafts, num_drafts - 1)
+
+
+def decision_data_of(request: pb.SolveRequest) -> dict:
+    """What the request's decision programs read as `ctx` — the object the Verifier binds (`decision_data`): the
+    context, plus the data params of its rule packs (the ad pack's `catalog`)."""
+    constraints = [
+        SimpleNamespace(kind="rule_pack", source=c.rule_pack, params=struct_to_dict(c.params))
+        for c in request.constraints
+        if c.WhichOneof("kind") == "rule_pack"
+    ]
+    return decision_data(struct_to_dict(request.context), constraints)
+
+
+def decision_data_bytes(request: pb.SolveRequest) -> int:
+    """The serialized size of `decision_data_of(request)`, as the Drafter's limit on its `context` reads it."""
+    data = decision_data_of(request)
+    return json_format.ParseDict(data, pb.SolveRequest().context).ByteSize() if data else 0
+
+
+def shifted_to_programs(request: pb.SolveRequest, programs: int, num_drafts: int) -> int:
+    """The next re-draft round's programs of a decision whose round failed (no draft passed): half of the prose
+    drafts, rounded up, become programs — the seed's "higher weight for simulator calls". A request that set its
+    own count, and a free-text question, keep theirs."""
+    if not request.output_schema.strip() or request.HasField("program_drafts"):
+        return programs
+    prose = num_drafts - programs
+    return min(num_drafts, programs + math.ceil(prose / 2))
+
+
+def add_plan_quality(
+    response: pb.SolveResponse, best: common_pb2.DraftVerdict, reference: common_pb2.ReferencePlan | None
+) -> None:
+    """The answer's plan quality (its draft's, once the answer is not UNVERIFIED), and only beside an UNVERIFIED
+    answer the plan a rule pack computed itself — never as the answer."""
+    if response.status == pb.SOLVE_STATUS_UNVERIFIED:
+        if reference is not None:
+            response.reference_plan.CopyFrom(reference)
+    elif best.HasField("quality"):
+        response.quality.CopyFrom(best.quality)

@@ -1,0 +1,100 @@
+"""The credit pack's checks on the worked example's applicant, scored in process: distinct offers before any risk
+call, breaches that state the figure, the limit and the excess, and the quality of a set of offers."""
+
+from __future__ import annotations
+
+import json
+
+from deliberate.risk.model import score
+from deliberate.rule_packs.credit import CreditOffers, CreditPack, CreditParams
+from deliberate.rule_packs.credit.pack import breach
+from deliberate.verifier.constraints import ConstraintSpec, compile_rules
+from deliberate.verifier.packs import PackContext, Quality
+from deliberate.verifier.rules import verify
+from deliberate_client.examples import credit
+
+# Within the limits: PD 0.0326, 0.0426, 0.0263 (docs/business-cases.md).
+GOOD_OFFERS = [
+    {"amount": 10000, "annual_rate": 0.099, "term_months": 36},
+    {"amount": 20000, "annual_rate": 0.089, "term_months": 48},
+    {"amount": 8000, "annual_rate": 0.079, "term_months": 24},
+]
+RISKY_OFFER = {"amount": 40000, "annual_rate": 0.14, "term_months": 60}  # PD 0.1017, LGD 0.4167
+
+
+class ScoresInProcess:
+    """A risk client that scores with the model itself, no service, and counts the offers it was asked for."""
+
+    def __init__(self):
+        self.scored = 0
+
+    def score_all(self, applicant, offers):
+        self.scored += len(offers)
+        return [score(applicant, offer) for offer in offers]
+
+
+def pack(risk: ScoresInProcess | None = None) -> CreditPack:
+    return CreditPack(CreditParams.model_validate(credit.context()), PackContext({"risk": risk or ScoresInProcess()}))
+
+
+def offers(*terms: dict) -> CreditOffers:
+    return CreditOffers(offers=list(terms), disclosure=credit.DISCLOSURE)
+
+
+def test_distinct_offers_runs_before_the_risk_check():
+    order = [rule_id for rule_id, _ in CreditPack.checks()]
+    assert order == ["distinct_offers", "risk_check", "disclosure_check"]
+
+
+def test_two_identical_offers_fail_naming_both_and_the_offer():
+    repeated = offers(GOOD_OFFERS[0], GOOD_OFFERS[1], {**GOOD_OFFERS[2], "term_months": 36}, GOOD_OFFERS[2])
+    assert pack().offers_differ(repeated) == (True, "all 4 offers differ")
+    same = offers({**GOOD_OFFERS[2], "term_months": 36}, GOOD_OFFERS[1], {**GOOD_OFFERS[2], "term_months": 36})
+    assert pack().offers_differ(same) == (
+        False,
+        "offers 1 and 3 are the same offer (8000 at 7.90 % for 36 months); each offer must differ in amount, rate "
+        "or term",
+    )
+
+
+def test_a_draft_repeating_an_offer_fails_without_a_call_to_the_risk_service():
+    risk = ScoresInProcess()
+    rules = compile_rules("", [ConstraintSpec(0, "rule_pack", "credit")], credit.context(), {"risk": risk}).rules
+    answer = {"offers": [GOOD_OFFERS[0], GOOD_OFFERS[1], GOOD_OFFERS[0]], "disclosure": credit.DISCLOSURE}
+    verdict = verify(json.dumps(answer), rules)
+    assert not verdict.valid
+    assert verdict.outcomes[-1].message == (
+        "distinct_offers failed: offers 1 and 3 are the same offer (10000 at 9.90 % for 36 months); each offer must "
+        "differ in amount, rate or term"
+    )
+    assert risk.scored == 0
+    verdict = verify(json.dumps({**answer, "offers": GOOD_OFFERS}), rules)
+    assert verdict.valid and risk.scored == 3
+
+
+def test_a_single_offer_passes():
+    assert pack().offers_differ(offers(GOOD_OFFERS[0])) == (True, "a single offer")
+
+
+def test_a_breach_states_the_figure_the_excess_and_the_limit():
+    passed, detail = pack().offers_within_risk_limits(offers(*GOOD_OFFERS[:2], RISKY_OFFER))
+    assert not passed
+    assert detail == (
+        "1 of 3 offers rejected: offer 3 (40000 at 14.00 % for 60 months): probability of default 0.1017 is 0.0517 "
+        "over the limit 0.05; loss given default 0.4167 is 0.0167 over the limit 0.4"
+    )
+    passed, detail = pack().offers_within_risk_limits(offers(*GOOD_OFFERS))
+    assert passed and "offer 1 (10000 at 9.90 % for 36 months): PD=0.0326, LGD=0.2917" in detail
+
+
+def test_a_figure_at_its_limit_fails_saying_it_must_be_under():
+    assert breach("probability of default", 0.05, 0.05) == (
+        "probability of default 0.0500 is at the limit 0.05; it must be under it"
+    )
+    assert breach("loss given default", 0.40001, 0.4) == "loss given default 0.4000 is just over the limit 0.4"
+
+
+def test_the_quality_is_the_total_amount_offered_without_a_bound():
+    quality = pack().quality(offers(*GOOD_OFFERS))
+    assert quality == Quality("total amount offered", 38000.0)
+    assert quality.ratio is None
