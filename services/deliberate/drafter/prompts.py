@@ -100,6 +100,7 @@ class DraftPlan:
     strategy: str
     kind: DraftKind
     decision: bool = False  # a program that reads the request's data (`ctx`) and prints a JSON plan (decision.py)
+    prefill: str = ""  # a decision program's opening (decision_prefill); other programs open with PROGRAM_PREFILL
 
 
 def program_strategies_for(count: int, round_: int = 0, start: int = 0) -> list[str]:

@@ -25,7 +25,7 @@ from ..engines.models import confidence_floors
 from ..engines.service import EngineServicer, open_engine_of
 from ..engines.workload import EngineLoad
 from ..selection.confidence import TokenTrace, summarize
-from .decision import DECISION_PREFILL, DECISION_SYSTEM_PROMPT, decision_strategies_for, decision_user_message
+from .decision import DECISION_SYSTEM_PROMPT, decision_prefill, decision_strategies_for, decision_user_message
 from .limits import GENERATE_DRAFTS
 from .prompts import (
     PROGRAM,
@@ -131,12 +131,12 @@ class DrafterServicer(EngineServicer, drafter_service_pb2_grpc.DrafterServiceSer
         plans = draft_plans(
             request.num_drafts, request.strategies, request.round, request.first_index, request.program_drafts
         )
+        data = struct_to_dict(request.context) if schema is not None else {}
         if schema is not None:  # a decision: its programs read the request's data and print the plan
-            plans = decision_plans(plans, request.round, request.first_index)
+            plans = decision_plans(plans, request.round, request.first_index, data)
         # Where the engine constrains decoding to the schema, a JSON draft is the object and nothing else; a decision
         # program is decoded free.
         constrained = schema is not None and self.engine.capabilities.output_schema
-        data = struct_to_dict(request.context) if schema is not None else {}
         prompts = [self.prompt_of(request, plan, schema, constrained, data) for plan in plans]
         free = {index for index, plan in enumerate(plans) if plan.kind == PROGRAM}
         started_ns = time.time_ns()
@@ -154,7 +154,7 @@ class DrafterServicer(EngineServicer, drafter_service_pb2_grpc.DrafterServiceSer
         fence (every engine continues text appended to format_chat's prompt), so the model continues in code."""
         if plan.kind == PROGRAM and schema is not None:
             user = decision_user_message(request.prompt, data, plan.strategy, schema, request.feedback)
-            return self.engine.format_chat(DECISION_SYSTEM_PROMPT, user) + prefill_of(plan)
+            return self.engine.format_chat(DECISION_SYSTEM_PROMPT, user) + plan.prefill
         if plan.kind == PROGRAM:
             user = program_user_message(request.prompt, plan.strategy, request.feedback)
             return self.engine.format_chat(PROGRAM_SYSTEM_PROMPT, user) + PROGRAM_PREFILL
@@ -213,15 +213,19 @@ def prefill_of(plan: DraftPlan) -> str:
     decision program's import)."""
     if plan.kind != PROGRAM:
         return ""
-    return DECISION_PREFILL if plan.decision else PROGRAM_PREFILL
+    return plan.prefill or PROGRAM_PREFILL
 
 
-def decision_plans(plans: list[DraftPlan], round_: int, first_index: int) -> list[DraftPlan]:
-    """The call's plans for a request with a schema: its programs become decision programs with decision hints."""
+def decision_plans(plans: list[DraftPlan], round_: int, first_index: int, data: dict) -> list[DraftPlan]:
+    """The call's plans for a request with a schema: its programs become decision programs with decision hints,
+    opening on the request's data."""
     programs = [plan for plan in plans if plan.kind == PROGRAM]
     hints = iter(decision_strategies_for(len(programs), round_, first_index))
+    prefill = decision_prefill(data)
     return [
-        dataclasses.replace(plan, strategy=next(hints), decision=True) if plan.kind == PROGRAM else plan
+        dataclasses.replace(plan, strategy=next(hints), decision=True, prefill=prefill)
+        if plan.kind == PROGRAM
+        else plan
         for plan in plans
     ]
 

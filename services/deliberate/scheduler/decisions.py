@@ -3,6 +3,7 @@ and a re-draft round's mix moved toward programs when prose failed. Pure functio
 
 from __future__ import annotations
 
+import json
 import math
 from types import SimpleNamespace
 
@@ -67,3 +68,16 @@ def add_plan_quality(
             response.reference_plan.CopyFrom(reference)
     elif best.HasField("quality"):
         response.quality.CopyFrom(best.quality)
+
+
+def as_plan(state, request: pb.SolveRequest) -> common_pb2.Draft:
+    """A decision program's draft as the Refiner reads it: the JSON plan its program printed (the verdict's
+    answer), not the program — the answer of a structured request is the plan. Other drafts as they are."""
+    draft, verdict = state.draft, state.verdict
+    if not request.output_schema.strip() or draft.kind != "program" or verdict is None or not verdict.extracted_answer:
+        return draft
+    plan = common_pb2.Draft()
+    plan.CopyFrom(draft)
+    plan.text = json.dumps(json.loads(verdict.extracted_answer), indent=2)
+    plan.kind = "prose"
+    return plan

@@ -36,7 +36,7 @@ from ..engines.interface import SamplingParams
 from ..selection import Selection, select
 from ..selection.consensus import Consensus, Step, consensus
 from . import adaptive_round, early_stop, early_stop_rules, events
-from .decisions import add_plan_quality, decision_data_of, first_round_programs, shifted_to_programs
+from .decisions import add_plan_quality, as_plan, decision_data_of, first_round_programs, shifted_to_programs
 from .downstream import Checks, Deadline, Downstream, StageError
 from .draft_stages import DraftStages, announce, candidate
 from .events import Emit
@@ -426,12 +426,12 @@ class Pipeline:
         """`prefix`: the Scheduler's consensus, handed to the Refiner as is; None where the solve has no consensus
         prefix (`--consensus-prefix`), which the Refiner is then told, lest it find one by lines itself."""
         request = solve.request
-        selected = [solve.drafts[d.draft_id] for d in selection.selected]
+        chosen = [solve.drafts[d.draft_id] for d in selection.selected]
         refine_request = refiner_service_pb2.RefineRequest(
             request_id=solve.request_id,
             prompt=request.prompt,
-            selected=[refiner_service_pb2.VerifiedDraft(draft=s.draft, verdict=s.verdict) for s in selected],
-            all_drafts=[state.draft for state in solve.drafts.values() if state.abort is None],
+            selected=[refiner_service_pb2.VerifiedDraft(draft=as_plan(s, request), verdict=s.verdict) for s in chosen],
+            all_drafts=[as_plan(state, request) for state in solve.drafts.values() if state.abort is None],
             sampling=request.refine_sampling,
             output_schema=request.output_schema,
             disable_thinking_trace=request.disable_thinking_trace,

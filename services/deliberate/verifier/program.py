@@ -193,11 +193,17 @@ def decision_program_rule(data: dict) -> Rule:
     schema, CEL, rule packs — checks exactly as a JSON draft's. Substantive, as the free-text program rule."""
 
     def check(draft: Draft) -> tuple[bool, str]:
+        block = find_program(draft.text)
+        if block is not None and block.code is not None and (line := assigns_ctx(block.code)):
+            return False, (
+                f"{PROGRAM} failed: line {line} assigns ctx; the program must read the request's data in ctx, "
+                "not data of its own"
+            )
         ran = run_block(draft.text, DECISION_LIMITS, {"ctx": data})
         if ran is None:
             return False, f"{PROGRAM} failed: a program draft without a ```python block"
         if isinstance(ran, ProgramResult):
-            return False, f"{PROGRAM} failed: {ran.detail}"
+            return False, f"{PROGRAM} failed: {ran.detail}{key_hint(ran.detail, data)}"
         plan = read_plan(ran)
         if isinstance(plan, str):
             return False, f"{PROGRAM} failed: {plan}"
@@ -208,6 +214,33 @@ def decision_program_rule(data: dict) -> Rule:
 
     check.decision = True
     return Rule(PROGRAM, True, check, substantive=True, waits_on_network=True)
+
+
+def key_hint(detail: str, data: dict) -> str:
+    """For a KeyError, the keys the program could have read — feedback a re-draft can act on: "(ctx has keys
+    catalog, pool, budget; the rows of ctx["catalog"] have id, cost, ctr, category)"."""
+    if not detail.startswith("KeyError"):
+        return ""
+    tables = [
+        f'the rows of ctx["{key}"] have {", ".join(dict.fromkeys(f for row in value for f in row))}'
+        for key, value in data.items()
+        if isinstance(value, list) and value and all(isinstance(row, dict) for row in value)
+    ]
+    return f" (ctx has keys {', '.join(data)}{''.join('; ' + t for t in tables)})"
+
+
+def assigns_ctx(code: str) -> int | None:
+    """The line of the first statement that binds the name `ctx` (a program that types in data of its own computes
+    a plan for data that is not the request's); None when none does or the code is not Python the check can read
+    (the sandbox then reports why)."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id == "ctx" and isinstance(node.ctx, ast.Store):
+            return node.lineno
+    return None
 
 
 def read_plan(output: str) -> object | str:

@@ -100,12 +100,15 @@ CONSTRAINTS = [
         "celExpression": "plan.selected_ids.all(i, i in ctx.pool)",
         "failureMessage": "every selected id must be in ctx.pool",
     },
-    {"rulePack": "ad_selection", "params": {"budget": BUDGET}},
+    {"rulePack": "ad_selection", "params": {"budget": BUDGET, "picks": PICKS}},
 ]
 
 
 def context(ads: tuple[Ad, ...] | list[Ad] | None = None) -> dict:
-    return {"pool": [ad.id for ad in ads or load_catalog()], "budget": BUDGET}
+    """The request's data: the catalog (which the pack checks against and a decision program reads as
+    `ctx["catalog"]`), the pool of ids that may be picked, and the budget."""
+    ads = ads or load_catalog()
+    return {"catalog": [ad.to_dict() for ad in ads], "pool": [ad.id for ad in ads], "budget": BUDGET, "picks": PICKS}
 
 
 if __name__ == "__main__":  # regenerates the shipped catalog

@@ -51,6 +51,7 @@ class AdSelectionPack(RulePack):
     answer_model = AdPlan
     params_model = AdSelectionParams
     uses = ("reference",)
+    data_params = ("catalog",)  # a decision program reads a catalog given in params as ctx["catalog"]
 
     @property
     def reference(self) -> ReferenceStore | None:

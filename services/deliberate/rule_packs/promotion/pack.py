@@ -123,6 +123,8 @@ class PromotionPack(RulePack):
     name = "promotion"
     answer_model = PromotionPlan
     params_model = PromotionParams
+    # The policy is request data a decision program checks its plan against (ctx["max_discount_percent"], …).
+    data_params = ("min_margin_percent", "min_plan_margin_percent", "max_discount_percent", "forbidden_claims")
 
     @cached_property
     def products(self) -> dict[str, Product]:
