@@ -14,7 +14,15 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from deliberate.cli.stack import Ports, Stack
-from deliberate.verifier.hostile_programs import HOSTILE_PROGRAMS, as_draft, refused_as_expected
+from deliberate.verifier.hostile_programs import (
+    DECISION_DATA,
+    DECISION_GREEDY,
+    DECISION_HOSTILE_PROGRAMS,
+    HOSTILE_PROGRAMS,
+    as_decision_draft,
+    as_draft,
+    refused_as_expected,
+)
 from deliberate.verifier.program import LIMITS
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
@@ -107,3 +115,52 @@ def test_health_answers_within_a_second_while_hostile_programs_run(verifier):
         for thread in threads:
             thread.join()
         assert [r.verdicts[0].extracted_answer for r in results] == ["18"] * 4
+
+
+def test_hostile_decision_programs_are_refused_and_the_pack_offers_its_optimum(verifier):
+    """Decision programs (a structured request's, `ctx` bound to its data) through a real Verifier: the hostile ones
+    refused with their messages, an ordinary one's printed plan checked and scored against the optimum, which
+    CheckConstraints offers as the reference plan."""
+    schema = json.dumps({"type": "object", "properties": {"selected_ids": {"type": "array"}}})
+    constraints = [common_pb2.Constraint(rule_pack="ad_selection", params=struct({"budget": 3600, "picks": 3}))]
+    context = struct(DECISION_DATA)
+    greedy = DECISION_GREEDY
+    programs = {name: code for name, (code, _) in DECISION_HOSTILE_PROGRAMS.items()} | {"greedy": greedy}
+    drafts = [
+        common_pb2.Draft(id=name, index=i, kind="program", text=as_decision_draft(code))
+        for i, (name, code) in enumerate(programs.items())
+    ]
+    with verifier.channel("verifier") as channel:
+        stub = verifier_service_pb2_grpc.VerifierServiceStub(channel)
+        reply = stub.VerifyDrafts(
+            verifier_service_pb2.VerifyDraftsRequest(
+                prompt="Pick 3 ads.", drafts=drafts, output_schema=schema, constraints=constraints, context=context
+            ),
+            timeout=30,
+        )
+        checked = stub.CheckConstraints(
+            verifier_service_pb2.CheckConstraintsRequest(
+                output_schema=schema, constraints=constraints, context=context
+            ),
+            timeout=10,
+        )
+    verdicts = {v.draft_id: v for v in reply.verdicts}
+    for name, (_, expected) in DECISION_HOSTILE_PROGRAMS.items():
+        messages = "; ".join(r.message for r in verdicts[name].rule_results)
+        assert not verdicts[name].valid and expected in messages, (name, messages)
+    ordinary = verdicts["greedy"]
+    assert ordinary.valid, [r.message for r in ordinary.rule_results]
+    assert ordinary.quality.rule_pack == "ad_selection" and 0 < ordinary.quality.ratio <= 1
+    assert ordinary.quality.bound == checked.reference_plan.quality.objective
+    assert (
+        checked.reference_plan.quality.ratio == 1.0
+        and len(json.loads(checked.reference_plan.answer)["selected_ids"]) == 3
+    )
+
+
+def struct(value: dict):
+    from google.protobuf import struct_pb2
+
+    message = struct_pb2.Struct()
+    message.update(value)
+    return message

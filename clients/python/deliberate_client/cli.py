@@ -397,7 +397,7 @@ class ProgressView:
         if r.answer.strip() != self.streamed.strip():  # the refinement was rejected: the answer is a draft's
             self.say(f"\n\nanswer:\n{r.answer.strip()}", end="")
         self.say(f"\n\nstatus  {pb.SolveStatus.Name(r.status).removeprefix('SOLVE_STATUS_')} — {r.status_reason}")
-        for line in verified_by_lines(r):
+        for line in verified_by_lines(r) + plan_lines(r):
             self.say(line)
         # `final` is the ranking policy's value; the formula below is the default policy's ("weighted").
         policy = r.selection_policy or "weighted"
@@ -434,6 +434,21 @@ def placement_note(report: pb.DraftReport) -> str:
     placement = report.placement
     moved = f" (moved from {placement.moved_from}: {placement.moved_reason})" if placement.moved_from else ""
     return f"  on {placement.replica}{moved}"
+
+
+def plan_lines(r: pb.SolveResponse) -> list[str]:
+    """The answer's plan quality, each re-draft round's feedback, and — beside an UNVERIFIED answer only, labelled
+    as what it is — the plan a rule pack computed itself."""
+    lines = [f"quality {r.quality.description}"] if r.HasField("quality") else []
+    lines += [f"re-draft {n} was told: {feedback}" for n, feedback in enumerate(r.redraft_feedback, start=1)]
+    if r.HasField("reference_plan"):
+        plan = r.reference_plan
+        quality = f" ({plan.quality.description})" if plan.HasField("quality") else ""
+        lines.append(
+            f"suggestion, not a drafted answer and not the answer: the {plan.rule_pack} pack's own plan "
+            f"{plan.answer}{quality}"
+        )
+    return lines
 
 
 def verified_by_lines(r: pb.SolveResponse) -> list[str]:

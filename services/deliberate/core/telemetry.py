@@ -145,3 +145,17 @@ def hex_ids(item: dict) -> None:
     for key in ("traceId", "spanId", "parentSpanId"):
         if item.get(key):
             item[key] = base64.b64decode(item[key]).hex()
+
+
+def quality_attributes(verdict) -> dict[str, float]:
+    """A verdict's plan quality (DraftVerdict.quality) as span attributes; none without one. The Verifier's and the
+    Scheduler's draft spans carry the same."""
+    if not verdict.HasField("quality"):
+        return {}
+    quality = verdict.quality
+    attributes = {DRAFT_QUALITY_OBJECTIVE: quality.objective}
+    if quality.HasField("bound"):
+        attributes[DRAFT_QUALITY_BOUND] = quality.bound
+    if quality.HasField("ratio"):
+        attributes[DRAFT_QUALITY_RATIO] = quality.ratio
+    return attributes

@@ -116,6 +116,7 @@ class DraftStages:
         state.verdict = verdict
         state.span.add_event("verified")
         state.span.set_attributes({telemetry.DRAFT_VALID: verdict.valid, telemetry.DRAFT_SCORE: verdict.score})
+        state.span.set_attributes(telemetry.quality_attributes(verdict))
         if failed := [r.rule_id for r in verdict.rule_results if r.hard and not r.passed]:
             state.span.set_attribute(telemetry.DRAFT_FAILED_RULES, failed)
         metrics.DRAFTS.add(1, {"outcome": "valid" if verdict.valid else "invalid"})
@@ -138,6 +139,8 @@ def candidate(state: DraftState, verify_timeout_s: float) -> Candidate:
         finish_reason=common_pb2.FinishReason.Name(draft.finish_reason).removeprefix("FINISH_REASON_"),
         kind=draft.kind or "prose",
         confidence=confidence_summary(draft),
+        objective=verdict.quality.objective if verdict.HasField("quality") else None,
+        objective_ratio=verdict.quality.ratio if verdict.quality.HasField("ratio") else None,
     )
 
 

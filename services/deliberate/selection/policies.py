@@ -71,15 +71,17 @@ def weighted(candidates: Sequence[Candidate], table: Table, weights: Mapping[str
     """The seed's risk-adjusted formula with learned weights.
 
     final = Σ weight·signal. Drafts with evidence rank before drafts that passed on format alone (a checked answer
-    beats an unchecked one whatever their values); equal finals go to the higher answer share (when the weights
-    read it), then to the earlier draft.
+    beats an unchecked one whatever their values), and among those the better plan first where a rule pack scores
+    plans (the `quality` signal: a feasible plan nearer the optimum wins); equal finals go to the higher answer
+    share (when the weights read it), then to the earlier draft.
     """
     finals = {c.draft_id: weighted_sum(table[c.draft_id], weights) for c in candidates}
     reads_share = "answer_share" in weights
 
     def key(c: Candidate) -> tuple:
         share = table[c.draft_id]["answer_share"] if reads_share else 0.0
-        return (not c.evidence, -round(finals[c.draft_id], 9), -share, c.index)
+        quality = table[c.draft_id].get("quality", 0.0)
+        return (not c.evidence, -round(quality, 9), -round(finals[c.draft_id], 9), -share, c.index)
 
     return [(c, finals[c.draft_id]) for c in sorted(candidates, key=key)]
 
@@ -88,8 +90,12 @@ def weighted(candidates: Sequence[Candidate], table: Table, weights: Mapping[str
 def best_of(candidates: Sequence[Candidate], table: Table, weights: Mapping[str, float]) -> Ranking:
     """Best-of-N by the Verifier's score.
 
-    Checked drafts first, ties to the earlier draft."""
-    ordered = sorted(candidates, key=lambda c: (not c.evidence, -round(c.score, 9), c.index))
+    Checked drafts first, the better plan first where a pack scores plans, ties to the earlier draft."""
+
+    def key(c: Candidate) -> tuple:
+        return (not c.evidence, -round(table[c.draft_id].get("quality", 0.0), 9), -round(c.score, 9), c.index)
+
+    ordered = sorted(candidates, key=key)
     return [(c, c.score) for c in ordered]
 
 

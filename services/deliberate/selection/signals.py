@@ -33,6 +33,9 @@ class Candidate:
     finish_reason: str = ""  # STOP, LENGTH, … (the Drafter's FinishReason name without its prefix)
     kind: str = "prose"  # "prose" or "program" (Draft.kind): two kinds that agree are rarely wrong together
     confidence: ConfidenceSummary | None = None  # None where the engine reported no token probabilities
+    # The plan's objective and its ratio to the best possible, where a rule pack scores plans (PlanQuality).
+    objective: float | None = None
+    objective_ratio: float | None = None
 
 
 SignalFunction = Callable[[Sequence[Candidate]], list[float]]
@@ -147,6 +150,23 @@ def cross_check(candidates: Sequence[Candidate]) -> list[float]:
         else 0.0
         for c in candidates
     ]
+
+
+@signal("quality")
+def plan_quality(candidates: Sequence[Candidate]) -> list[float]:
+    """How good a valid draft's plan is, in [0, 1]: its objective over the best possible (a rule pack's exact
+    optimum), else over the best objective among the request's valid drafts; 0 where no pack scores plans."""
+    scored = [c.objective for c in candidates if c.valid and c.objective is not None]
+    best = max(scored, default=0.0)
+    values = []
+    for c in candidates:
+        if not c.valid or c.objective is None:
+            values.append(0.0)
+        elif c.objective_ratio is not None:
+            values.append(c.objective_ratio)
+        else:
+            values.append(c.objective / best if best > 0 else 1.0)
+    return values
 
 
 @signal("cut_off")

@@ -3,7 +3,7 @@ failure message must say. Kept beside the check so the tests and the benchmark r
 
 from __future__ import annotations
 
-from .program import LIMITS
+from .program import DECISION_LIMITS, LIMITS
 
 MEMORY_REFUSAL = "MiB of memory"
 TIME_REFUSAL = f"exceeded {LIMITS.time_s:g} s"
@@ -43,3 +43,51 @@ def refused_as_expected(name: str, message: str) -> bool:
 def as_draft(code: str) -> str:
     """A program draft around `code`, as the Drafter writes one."""
     return f"Let me compute it.\n```python\n{code}```\n"
+
+
+# Hostile decision programs (a structured request's program, `ctx` bound to the request's data) the Verifier must
+# refuse, each with what the verdict's messages must say; run on `DECISION_DATA` against `DECISION_CHECKS`
+# (tests/unit/test_decision_programs.py, tests/integration/test_program_check.py).
+DECISION_DATA = {
+    "catalog": [
+        {"id": i, "cost": 400 + 20 * (37 * i % 60), "ctr": round(0.01 + 0.001 * i, 4), "category": f"c{i % 7}"}
+        for i in range(1, 121)
+    ],
+    "budget": 3600,
+}
+DECISION_HOSTILE_PROGRAMS: dict[str, tuple[str, str]] = {
+    "reads_outside_ctx": ("print(open('/etc/passwd').read())\n", "PermissionError at line 2"),
+    "assigns_ctx": (
+        'ctx = {"catalog": [{"id": 1, "cost": 0}]}\nprint(json.dumps({"selected_ids": [1, 2]}))\n',
+        "line 2 assigns ctx",
+    ),
+    # Its own copy changes; the rules read the request's: the true total cost is over the budget.
+    "mutates_ctx": (
+        'top = sorted(ctx["catalog"], key=lambda a: -a["cost"])[:3]\nfor ad in ctx["catalog"]:\n    ad["cost"] = 0\n'
+        'print(json.dumps({"selected_ids": [ad["id"] for ad in top]}))\n',
+        "budget_check failed: total cost 4,720 is 1,120 over the budget 3,600",
+    ),
+    "huge_output": ('for ad in ctx["catalog"]:\n    print(json.dumps(ctx) * 3)\n', "printed more than 64 KiB"),
+    "long_loop_over_the_data": (
+        'best = []\nfor a in ctx["catalog"]:\n    for b in ctx["catalog"]:\n        for c in ctx["catalog"]:\n'
+        '            best.append(a["id"] + b["id"] + c["id"])\nprint(json.dumps({"selected_ids": best[:3]}))\n',
+        f"exceeded {DECISION_LIMITS.time_s:g} s",
+    ),
+    "another_requests_data": ("print(json.dumps({'selected_ids': leaked_ids}))\n", "NameError at line 2"),
+}
+
+
+# An ordinary decision program for DECISION_DATA: greedy by ctr per cost under the budget, one ad per category.
+DECISION_GREEDY = (
+    'ranked = sorted(ctx["catalog"], key=lambda a: a["ctr"] / a["cost"], reverse=True)\n'
+    "chosen, cost, seen = [], 0, set()\n"
+    "for a in ranked:\n"
+    '    if len(chosen) < 3 and cost + a["cost"] <= ctx["budget"] and a["category"] not in seen:\n'
+    '        chosen.append(a["id"])\n        cost += a["cost"]\n        seen.add(a["category"])\n'
+    'print(json.dumps({"selected_ids": chosen}))\n'
+)
+
+
+def as_decision_draft(code: str) -> str:
+    """A decision program draft around `code`, as the Drafter writes one (its opening imports json)."""
+    return f"```python\nimport json\n{code}```\n"

@@ -163,6 +163,8 @@ def run_program_rule(draft: Draft) -> tuple[bool, str] | Abstain:
     """The `program` rule: abstains without a ```python block; when the program passed, its printed number is the
     draft's answer (final_answer reads it)."""
     result = check_program(draft.text)
+    if result is None and draft.kind == PROGRAM:  # it says it is a program: never valid on its text alone
+        return False, f"{PROGRAM} failed: a program draft without a ```python block"
     if result is None:
         return Abstain(f"{PROGRAM} abstained: no python block")
     if result.passed:

@@ -236,17 +236,7 @@ def finish(proto: common_pb2.DraftVerdict, started: float, span) -> None:
     set_duration(proto.latency, elapsed)
     metrics.VERIFICATION_DURATION.record(elapsed, {"valid": str(proto.valid).lower()})
     span.set_attributes({telemetry.DRAFT_VALID: proto.valid, telemetry.DRAFT_SCORE: proto.score})
-    span.set_attributes(quality_attributes(proto.quality) if proto.HasField("quality") else {})
-
-
-def quality_attributes(quality: common_pb2.PlanQuality) -> dict[str, float]:
-    """The plan quality's span attributes (the Verifier's and the Scheduler's draft spans carry the same)."""
-    attributes = {telemetry.DRAFT_QUALITY_OBJECTIVE: quality.objective}
-    if quality.HasField("bound"):
-        attributes[telemetry.DRAFT_QUALITY_BOUND] = quality.bound
-    if quality.HasField("ratio"):
-        attributes[telemetry.DRAFT_QUALITY_RATIO] = quality.ratio
-    return attributes
+    span.set_attributes(telemetry.quality_attributes(proto))
 
 
 def quality_proto(quality: Quality) -> common_pb2.PlanQuality:
