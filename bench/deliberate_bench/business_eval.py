@@ -64,6 +64,7 @@ from deliberate_client.client import build_request
 ROWS = ("single", "single:program", "pipeline", "reference")
 DEFAULT_PIPELINE_DRAFTS = 5  # the Scheduler's default round (docs/scheduler.md)
 DEFAULT_SEED = 2026
+MAX_DRAFT_TEXT_CHARS = 1500  # a draft's text as recorded: enough to read a program, bounded runs files
 SUMMARY_EVERY = 10  # records between summaries during a run
 # The variables besides the flags that shape a run (the services read them).
 RUN_VARIABLES = ("DELIBERATE_ENGINE", "DELIBERATE_MODEL", "DELIBERATE_MAX_REDRAFTS", "DELIBERATE_PROGRAM_DRAFTS")
@@ -287,6 +288,8 @@ def solve_row(services: Services, s: Settings, instance: bi.Instance, row: str) 
         "num_drafts": response.num_drafts,
         "rounds": response.rounds,
         "draft_kinds": [r.draft.kind or "prose" for r in response.drafts],
+        "drafts": [draft_record(report) for report in response.drafts],
+        "redraft_feedback": list(response.redraft_feedback),
         **judged(judge(instance, answer)),
     }
     if response.HasField("quality"):  # the Scheduler's own figure, beside ours
@@ -294,6 +297,20 @@ def solve_row(services: Services, s: Settings, instance: bi.Instance, row: str) 
         bound = quality.bound if quality.HasField("bound") else None
         record["service_quality"] = {"objective": quality.objective, "bound": bound}
     return record
+
+
+def draft_record(report: pb.DraftReport) -> dict:
+    """What one draft was and why it failed — which step broke (no program ran, the plan broke a rule) is read
+    from these — with its text, shortened."""
+    failed = next((r.message for r in report.verdict.rule_results if r.hard and not r.passed), None)
+    return {
+        "round": report.round,
+        "kind": report.draft.kind or "prose",
+        "valid": report.verdict.valid,
+        "failed": failed,
+        "answer": report.verdict.extracted_answer[:500],
+        "text": report.draft.text[:MAX_DRAFT_TEXT_CHARS],
+    }
 
 
 def reference_row(instance: bi.Instance) -> dict:

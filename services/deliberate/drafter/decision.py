@@ -28,15 +28,18 @@ DECISION_STRATEGIES = (
 
 # One worked example on a made-up problem (boxes, not any request's domain): a small model copies the pattern —
 # read `ctx`, rank, add under every rule, print the JSON — far better than it follows a description of it.
-DECISION_EXAMPLE = """Example. Question: pick at most 2 boxes with the highest total value; total weight at most 10; \
-no two boxes of one color. Data: ctx["boxes"]: a list of dicts with keys id, weight, value, color; ctx["limit"] = 10.
+DECISION_EXAMPLE = """Example. Question: pick 2 boxes with the highest total value; total weight at most 10; \
+no two boxes of one color. The data: ctx["boxes"], a list of dicts; ctx["limit"] = 10.
 ```python
 import json
 
-boxes = sorted(ctx["boxes"], key=lambda b: b["value"] / b["weight"], reverse=True)
+boxes = ctx["boxes"]  # each row has: id, weight, value, color
+limit = ctx["limit"]
+
+ranked = sorted(boxes, key=lambda b: b["value"] / b["weight"], reverse=True)
 chosen, weight, colors = [], 0, set()
-for b in boxes:
-    if len(chosen) < 2 and weight + b["weight"] <= ctx["limit"] and b["color"] not in colors:
+for b in ranked:
+    if len(chosen) < 2 and weight + b["weight"] <= limit and b["color"] not in colors:
         chosen.append(b["id"])
         weight += b["weight"]
         colors.add(b["color"])
@@ -47,8 +50,9 @@ print(json.dumps(answer))
 DECISION_SYSTEM_PROMPT = (
     "You make business decisions by writing a short Python program. The request's data is already loaded in the "
     "variable `ctx` (a dict): read every number from it; never assign `ctx` and never type data in. Plain "
-    "Python; `import json` is the only import. Check each rule of the question in code. The last line is "
-    "print(json.dumps(answer)).\n\n" + DECISION_EXAMPLE
+    "Python; `import json` is the only import. Use the variables the program starts with and the field names "
+    "of the data. Check each rule of the question in code. `answer` is one JSON object (a dict), and the last line "
+    "is print(json.dumps(answer)).\n\n" + DECISION_EXAMPLE
 )
 DECISION_ENDING = (
     "Write only the program, in one ```python block, without defining ctx. `answer` looks like {skeleton}. "
