@@ -114,7 +114,14 @@ def test_a_feasible_ad_plan_names_its_substantive_checks_but_not_the_recorded_to
     assert verdict.valid
     assert not outcome(verdict, "ctr_total").substantive  # always passes: it records, it does not check
     assert not outcome(verdict, "json_schema").substantive
-    assert verdict.evidence == ["size_check", "pool_check", "catalog_check", "budget_check", "category_check"]
+    assert verdict.evidence == [
+        "size_check",
+        "pool_check",
+        "catalog_check",
+        "picks_check",
+        "budget_check",
+        "category_check",
+    ]
 
 
 def test_a_soft_pack_whose_answer_does_not_match_abstains_in_its_checks():
