@@ -41,9 +41,9 @@ def offers(*terms: dict) -> CreditOffers:
     return CreditOffers(offers=list(terms), disclosure=credit.DISCLOSURE)
 
 
-def test_distinct_offers_runs_before_the_risk_check():
+def test_distinct_offers_runs_after_the_risk_check():
     order = [rule_id for rule_id, _ in CreditPack.checks()]
-    assert order == ["distinct_offers", "risk_check", "disclosure_check"]
+    assert order == ["risk_check", "distinct_offers", "disclosure_check"]
 
 
 def test_two_identical_offers_fail_naming_both_and_the_offer():
@@ -57,7 +57,7 @@ def test_two_identical_offers_fail_naming_both_and_the_offer():
     )
 
 
-def test_a_draft_repeating_an_offer_fails_without_a_call_to_the_risk_service():
+def test_a_draft_repeating_an_offer_fails_once_its_offers_were_scored():
     risk = ScoresInProcess()
     rules = compile_rules("", [ConstraintSpec(0, "rule_pack", "credit")], credit.context(), {"risk": risk}).rules
     answer = {"offers": [GOOD_OFFERS[0], GOOD_OFFERS[1], GOOD_OFFERS[0]], "disclosure": credit.DISCLOSURE}
@@ -67,9 +67,9 @@ def test_a_draft_repeating_an_offer_fails_without_a_call_to_the_risk_service():
         "distinct_offers failed: offers 1 and 3 are the same offer (10000 at 9.90 % for 36 months); each offer must "
         "differ in amount, rate or term"
     )
-    assert risk.scored == 0
+    assert risk.scored == 3 and verdict.outcomes[-2].message.startswith("risk_check passed")
     verdict = verify(json.dumps({**answer, "offers": GOOD_OFFERS}), rules)
-    assert verdict.valid and risk.scored == 3
+    assert verdict.valid and risk.scored == 6
 
 
 def test_a_single_offer_passes():

@@ -77,21 +77,6 @@ class CreditPack(RulePack):
         the risk model's limit curve, which the pack does not do."""
         return Quality("total amount offered", sum(offer.amount for offer in answer.offers))
 
-    @check("distinct_offers")
-    def offers_differ(self, answer: CreditOffers) -> CheckResult:
-        """Before the risk check, so that a draft repeating one offer costs no call to the risk service."""
-        first_of: dict[tuple[float, float, int], int] = {}
-        for number, offer in enumerate(answer.offers, start=1):
-            if offer.terms in first_of:
-                return False, (
-                    f"offers {first_of[offer.terms]} and {number} are the same offer ({offer.describe()}); "
-                    "each offer must differ in amount, rate or term"
-                )
-            first_of[offer.terms] = number
-        if len(answer.offers) == 1:
-            return True, "a single offer"
-        return True, f"all {len(answer.offers)} offers differ"
-
     @check("risk_check")
     def offers_within_risk_limits(self, answer: CreditOffers) -> CheckResult:
         applicant = Applicant(**self.params.applicant.model_dump())
@@ -125,6 +110,22 @@ class CreditPack(RulePack):
             )
             if value >= limit
         ]
+
+    @check("distinct_offers")
+    def offers_differ(self, answer: CreditOffers) -> CheckResult:
+        """After the risk check: a draft that repeats an offer still learns what the risk model made of each (the
+        re-draft's feedback), and a run on the small model still reaches the risk service."""
+        first_of: dict[tuple[float, float, int], int] = {}
+        for number, offer in enumerate(answer.offers, start=1):
+            if offer.terms in first_of:
+                return False, (
+                    f"offers {first_of[offer.terms]} and {number} are the same offer ({offer.describe()}); "
+                    "each offer must differ in amount, rate or term"
+                )
+            first_of[offer.terms] = number
+        if len(answer.offers) == 1:
+            return True, "a single offer"
+        return True, f"all {len(answer.offers)} offers differ"
 
     @check("disclosure_check")
     def carries_disclosure(self, answer: CreditOffers) -> CheckResult:
