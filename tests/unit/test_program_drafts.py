@@ -230,7 +230,8 @@ def test_the_request_s_count_else_the_setting_at_most_n_and_none_for_a_structure
     assert program_drafts(two, pb.SolveRequest(prompt="q", program_drafts=4), 3) == 3
     assert program_drafts(SchedulerSettings(program_drafts=8), pb.SolveRequest(prompt="q"), 3) == 2  # one prose
     decision = pb.SolveRequest(prompt="q", output_schema='{"type": "object"}')
-    assert program_drafts(two, decision, 5) == 2  # decision programs: --decision-program-drafts
+    assert program_drafts(SchedulerSettings(), decision, 5) == 1  # --decision-program-drafts, chosen on tuning
+    assert program_drafts(SchedulerSettings(decision_program_drafts=4), decision, 3) == 2  # one draft stays prose
     assert program_drafts(SchedulerSettings(decision_program_drafts=0), decision, 5) == 0
 
 
