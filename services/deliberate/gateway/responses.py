@@ -81,6 +81,7 @@ def draft_summary(report: pb.DraftReport) -> dict:
         "index": draft.index,
         "round": report.round,
         "strategy": draft.strategy,
+        "kind": draft.kind or "prose",
         "valid": verdict.valid,
         "score": round(verdict.score, 4),
         "selected": report.selected,

@@ -36,7 +36,7 @@ def effective_constraints(request: pb.SolveRequest, programs: bool = False) -> l
 
 def verifier_feedback(verdicts: list[common_pb2.DraftVerdict], limit: int | None = MAX_FEEDBACK_MESSAGES) -> str:
     """The distinct hard-rule failures of these verdicts, most frequent first, e.g.
-    "budget_check failed: sum=5023 > 5000"."""
+    "budget_check failed: total cost 5,023 is 23 over the budget 5,000"."""
     counts: dict[str, int] = {}
     for verdict in verdicts:
         for rule in verdict.rule_results:
