@@ -110,6 +110,7 @@ export type GenerateDraftsRequest = Message<"deliberate.drafter.v1.GenerateDraft
    * The data a decision program reads (a request with an output schema): the Verifier binds the same object as
    * the read-only variable `ctx` when it runs the program, and the program prints the JSON plan. The Drafter's
    * program prompt describes its shape (keys, sizes, a few example rows), never all of it.
+   * Limits: at most 262144 bytes serialized, finite numbers.
    *
    * @generated from field: google.protobuf.Struct context = 12;
    */
