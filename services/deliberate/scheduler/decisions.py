@@ -16,6 +16,7 @@ from ..core.convert import struct_to_dict
 from ..core.limits import MAX_DECISION_DATA_BYTES
 from ..verifier.packs import decision_data
 from .settings import SchedulerSettings
+from .verdicts import with_computed_answer
 
 
 def first_round_programs(request: pb.SolveRequest, num_drafts: int, settings: SchedulerSettings) -> int:
@@ -68,6 +69,13 @@ def add_plan_quality(
             response.reference_plan.CopyFrom(reference)
     elif best.HasField("quality"):
         response.quality.CopyFrom(best.quality)
+
+
+def best_draft_answer(state, request: pb.SolveRequest) -> str:
+    """The best draft as the answer, where no refined one replaces it: a decision program's plan (`as_plan`), any
+    other program with the value it printed, else the draft's text."""
+    plan = as_plan(state, request)
+    return plan.text if plan is not state.draft else with_computed_answer(state.draft.text, state.verdict)
 
 
 def as_plan(state, request: pb.SolveRequest) -> common_pb2.Draft:

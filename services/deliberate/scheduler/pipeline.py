@@ -35,8 +35,7 @@ from ..core import metrics, telemetry
 from ..engines.interface import SamplingParams
 from ..selection import Selection, select
 from ..selection.consensus import Consensus, Step, consensus
-from . import adaptive_round, early_stop, early_stop_rules, events
-from .decisions import add_plan_quality, as_plan, decision_data_of, first_round_programs, shifted_to_programs
+from . import adaptive_round, decisions, early_stop, early_stop_rules, events
 from .downstream import Checks, Deadline, Downstream, StageError
 from .draft_stages import DraftStages, announce, candidate
 from .events import Emit
@@ -49,7 +48,6 @@ from .verdicts import (
     refinement_problem,
     unchecked_detail,
     verifier_feedback,
-    with_computed_answer,
 )
 from .watchdog import Watchdog
 from .weight_learner import WeightLearner
@@ -135,7 +133,7 @@ class Pipeline:
     async def solve(self, request: pb.SolveRequest, deadline_s: float, emit: Emit | None) -> pb.SolveResponse:
         """One request through the stages. `emit`: the stream's event sink (SolveStream); None for a unary Solve."""
         decision = self.draft_count(request.num_drafts)  # before the checks: a round without programs skips theirs
-        programs = first_round_programs(request, decision.num_drafts, self.settings) > 0
+        programs = decisions.first_round_programs(request, decision.num_drafts, self.settings)
         solve = Solve(
             request=request,
             request_id=request.request_id or uuid.uuid4().hex[:REQUEST_ID_HEX_CHARS],
@@ -143,7 +141,7 @@ class Pipeline:
             checks=Checks(
                 request.prompt,
                 request.output_schema,
-                effective_constraints(request, programs=programs),
+                effective_constraints(request, programs=programs > 0),
                 request.context,
             ),
             emit=emit or drop_event,
@@ -158,7 +156,7 @@ class Pipeline:
                 checked = await self.downstream.check_constraints(solve.checks, solve.deadline)  # before any token
                 if checked.HasField("reference_plan"):
                     solve.reference_plan = checked.reference_plan
-            await self.draft_rounds(solve, decision)
+            await self.draft_rounds(solve, decision, programs)
             response = await self.select_and_refine(solve)
         except BaseException as error:
             metrics.SOLVES.add(1, {"status": failure_status(error)})
@@ -187,9 +185,9 @@ class Pipeline:
         span.set_attribute(telemetry.SOLVE_STATUS, pb.SolveStatus.Name(response.status))
         return response
 
-    async def draft_rounds(self, solve: Solve, decision: Decision) -> None:
+    async def draft_rounds(self, solve: Solve, decision: Decision, programs: int) -> None:
+        """Rounds until a draft passes every hard rule or the re-drafts run out; `programs`: the first round's."""
         feedback = ""
-        programs = first_round_programs(solve.request, decision.num_drafts, self.settings)
         for round_ in range(self.settings.max_redrafts + 1):
             reason = decision.reason if round_ == 0 else f"re-draft {round_}: no draft passed every hard rule"
             solve.emit(events.round_started(round_, decision.num_drafts, reason, feedback))
@@ -204,7 +202,7 @@ class Pipeline:
             if any(v.valid for v in verdicts) or not verdicts:
                 return
             feedback = verifier_feedback(verdicts)
-            programs = shifted_to_programs(solve.request, programs, decision.num_drafts)
+            programs = decisions.shifted_to_programs(solve.request, programs, decision.num_drafts)
 
     def round_sampling(self, request: pb.SolveRequest, round_: int) -> common_pb2.SamplingParams:
         """The client's sampling; a re-draft explores more, at a higher temperature."""
@@ -236,7 +234,7 @@ class Pipeline:
             program_drafts=programs,
         )
         if programs and request.output_schema.strip():  # decision programs read the request's data as `ctx`
-            drafter_request.context.update(decision_data_of(request))
+            drafter_request.context.update(decisions.decision_data_of(request))
         policy = adaptive_round.policy_of(request, self.settings)
         if policy is not None and not self.downstream.spreads_drafts:
             return await adaptive_round.adaptive_round(self.stages, solve, policy, drafter_request)
@@ -307,7 +305,7 @@ class Pipeline:
             selection_policy=selection.policy,
             redraft_feedback=solve.redraft_feedback,
         )
-        add_plan_quality(response, best.verdict, solve.reference_plan)
+        decisions.add_plan_quality(response, best.verdict, solve.reference_plan)
         return response
 
     async def refine_or_best(
@@ -321,8 +319,7 @@ class Pipeline:
                 raise
             # The drafts are verified and paid for: a lost Refiner costs the polish, not the answer.
             trace.get_current_span().add_event("refinement.unavailable", {"reason": error.message})
-            text = with_computed_answer(best.draft.text, best.verdict)
-            return refiner_service_pb2.RefineFinal(text=text), error.message
+            return refiner_service_pb2.RefineFinal(text=decisions.best_draft_answer(best, solve.request)), error.message
 
     async def answer_and_reason(
         self,
@@ -344,7 +341,7 @@ class Pipeline:
         elif selection.status != "unverified":
             broken, checked = await self.recheck_refined(solve, refined, best.verdict)
             if broken:  # the refined answer may never be worse than the best verified draft
-                answer = with_trace(refined, with_computed_answer(best.draft.text, best.verdict))
+                answer = with_trace(refined, decisions.best_draft_answer(best, solve.request))
                 reason += f"; refinement rejected ({broken}); answering with the best draft #{best.draft.index}"
             elif line := computed_answer_line(checked):  # a refined program: the value it printed, streamed last
                 answer += line
@@ -430,8 +427,11 @@ class Pipeline:
         refine_request = refiner_service_pb2.RefineRequest(
             request_id=solve.request_id,
             prompt=request.prompt,
-            selected=[refiner_service_pb2.VerifiedDraft(draft=as_plan(s, request), verdict=s.verdict) for s in chosen],
-            all_drafts=[as_plan(state, request) for state in solve.drafts.values() if state.abort is None],
+            selected=[
+                refiner_service_pb2.VerifiedDraft(draft=decisions.as_plan(s, request), verdict=s.verdict)
+                for s in chosen
+            ],
+            all_drafts=[decisions.as_plan(state, request) for state in solve.drafts.values() if state.abort is None],
             sampling=request.refine_sampling,
             output_schema=request.output_schema,
             disable_thinking_trace=request.disable_thinking_trace,

@@ -102,8 +102,6 @@ def with_computed_answer(text: str, verdict: common_pb2.DraftVerdict) -> str:
     """A program's text with the value it printed in the Verifier's sandbox stated after it: the reader of a
     program answer gets the number, not only the code that computes it. Other texts are returned unchanged."""
     line = computed_answer_line(verdict)
-    if line and verdict.extracted_answer.startswith(("{", "[")):  # a decision program: its answer is the plan
-        return verdict.extracted_answer
     return f"{text.rstrip()}{line}" if line else text
 
 

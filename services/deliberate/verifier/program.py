@@ -180,7 +180,7 @@ def program_rule(hard: bool = True) -> Rule:
 
 
 def is_program_rule(rule: Rule) -> bool:
-    return rule.check is run_program_rule or getattr(rule.check, "decision", False)
+    return rule.check is run_program_rule
 
 
 # --------------------------------------------------------------------------------------------------
@@ -214,7 +214,6 @@ def decision_program_rule(data: dict) -> Rule:
         draft.answer_printed = True
         return True, f"{PROGRAM} passed: printed {shorten(draft.extracted_answer, 80)}"
 
-    check.decision = True
     return Rule(PROGRAM, True, check, substantive=True, waits_on_network=True)
 
 
