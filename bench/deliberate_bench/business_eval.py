@@ -29,7 +29,6 @@ import os
 import signal
 import statistics
 import sys
-import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -57,6 +56,7 @@ from deliberate_bench.evaluation import (
     error_text,
     interrupted,
     neighbour,
+    started_stack,
     strip_trace,
 )
 from deliberate_client.client import build_request
@@ -182,16 +182,8 @@ def connect(args: argparse.Namespace, s: Settings):
     """(stack or None, Services), or (None, None) when the stack did not come up."""
     if args.address:
         return None, Services(args.address, neighbour(args.address, 1), neighbour(args.address, 3))
-    from deliberate.cli.stack import Ports, Stack
-
-    stack = Stack(ports=Ports.free(), log_dir=args.log_dir, state_dir=Path(tempfile.mkdtemp(prefix="deliberate-biz-")),
-                  with_gateway=False)  # fmt: skip
-    print(f"starting the services ({s.engine}, {s.model}; logs in {args.log_dir}/) …", file=sys.stderr)
-    try:
-        stack.up(timeout_s=600)
-    except (RuntimeError, TimeoutError, KeyboardInterrupt) as error:
-        print(f"error: {error or 'interrupted'}", file=sys.stderr)
-        stack.down()
+    stack = started_stack(args.log_dir, "deliberate-biz-", f"the services ({s.engine}, {s.model})", with_gateway=False)
+    if stack is None:
         return None, None
     addresses = (stack.address_of(name) for name in ("scheduler", "drafter", "refiner"))
     return stack, Services(*addresses)

@@ -800,6 +800,20 @@ def run_settings(args: argparse.Namespace, s: Settings, paths: eval_summary.Path
             signal.signal(signal.SIGTERM, previous_handler)
 
 
+def started_stack(log_dir: Path, prefix: str, what: str, **options) -> Stack | None:
+    """A local stack, up, with its state in a new temporary folder named `prefix…`; None (said why, stopped) when
+    it did not come up. `options`: more of Stack's arguments."""
+    stack = Stack(ports=Ports.free(), log_dir=log_dir, state_dir=Path(tempfile.mkdtemp(prefix=prefix)), **options)
+    print(f"starting {what}; logs in {log_dir}/ …", file=sys.stderr)
+    try:
+        stack.up(timeout_s=600)
+    except (RuntimeError, TimeoutError, KeyboardInterrupt) as error:
+        print(f"error: {error or 'interrupted'}", file=sys.stderr)
+        stack.down()
+        return None
+    return stack
+
+
 def evaluate(
     args: argparse.Namespace,
     s: Settings,
@@ -817,14 +831,10 @@ def evaluate(
         drafter = args.drafter_address or neighbour(scheduler, 1)
         refiner = args.refiner_address or neighbour(scheduler, 3)
     else:
-        state_dir = Path(tempfile.mkdtemp(prefix="deliberate-eval-"))
-        stack = Stack(ports=Ports.free(), log_dir=args.log_dir, state_dir=state_dir, env=s.judge_env())
-        print(f"starting the four services ({s.engine}, {s.model}; logs in {args.log_dir}/) …", file=sys.stderr)
-        try:
-            stack.up(timeout_s=600)
-        except (RuntimeError, TimeoutError, KeyboardInterrupt) as error:
-            print(f"error: {error or 'interrupted'}", file=sys.stderr)
-            stack.down()
+        stack = started_stack(
+            args.log_dir, "deliberate-eval-", f"the four services ({s.engine}, {s.model})", env=s.judge_env()
+        )
+        if stack is None:
             return 1
         scheduler, drafter, refiner = (stack.address_of(x) for x in ("scheduler", "drafter", "refiner"))
 
