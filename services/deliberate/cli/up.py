@@ -56,6 +56,12 @@ def add_command(commands: argparse._SubParsersAction) -> None:
         "more than one each runs DELIBERATE_ENGINE_THREADS=1 and the Scheduler balances over all of them "
         "(docs/deploy.md#load-balancing)",
     )
+    up.add_argument(
+        "--drafter-model",
+        help="the Drafters' model (DELIBERATE_MODEL of the Drafter only; default: $DELIBERATE_MODEL, else the "
+        "default embedded model): embedded, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b, smollm2-135m or a path",
+    )
+    up.add_argument("--refiner-model", help="the Refiner's model, the same way (default: as the Drafters')")
     # The default model writes ~150-250 tokens per GSM8K draft with the brief prompt (docs/models.md).
     up.add_argument("--example-max-new-tokens", type=int, default=320)
     up.set_defaults(run=run_up)
@@ -74,6 +80,7 @@ def run_up(args: argparse.Namespace) -> int:
     stack = Stack(
         ports=ports, host=args.host, log_dir=args.log_dir, state=args.state, trace_file=args.trace_file,
         tls=tls, auth_tokens_file=args.auth_tokens_file, drafters=args.drafters, drafter_ports=replica_ports,
+        drafter_env=model_env(args.drafter_model), refiner_env=model_env(args.refiner_model or args.drafter_model),
     )  # fmt: skip
     names = ", ".join(stack.services()) + ", " + GATEWAY
     print(f"starting {names} (logs in {args.log_dir}/) …", flush=True)
@@ -133,6 +140,10 @@ def run_up(args: argparse.Namespace) -> int:
         codes = stack.down()
         print("stopped: " + ", ".join(f"{s} ({c})" for s, c in codes.items()))
     return 0
+
+
+def model_env(model: str | None) -> dict[str, str]:
+    return {"DELIBERATE_MODEL": model} if model else {}
 
 
 def stop_serving(*_: object) -> None:
