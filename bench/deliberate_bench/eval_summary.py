@@ -140,10 +140,11 @@ def outcomes(record: dict, sizes: list[int]) -> dict[str, Outcome]:
             for prose, programs in mixes(solve):  # every split of 5 drafts into kinds the round can serve
                 mixed = first_of_kinds(solve, prose, programs)
                 found.update(policy_outcomes(mixed, mix_suffix(prose, programs), gold))
-            program = next((d for d in drafts if d.get("kind") == "program"), None)
-            if program is not None:  # one sampled program alone, beside the single prose pass
-                add("single:program", program["answer"], program["generation_latency_s"], program["completion_tokens"],
-                    cut=program["finish_reason"] == "LENGTH")  # fmt: skip
+            program = record.get("single_program") or next((d for d in drafts if d.get("kind") == "program"), None)
+            if program is not None:  # one greedy program alone (older runs: the first sampled one), beside the prose
+                latency = program.get("latency_s", program.get("generation_latency_s"))
+                add("single:program", program.get("answer"), latency, program.get("completion_tokens", 0),
+                    cut=program.get("finish_reason") == "LENGTH")  # fmt: skip
             budget = solve.get("refine_token_budget", 0)
             cut = budget > 0 and solve.get("refine_tokens", 0) >= budget
             add(
