@@ -34,8 +34,8 @@ import grpc
 from deliberate.cli.stack import Ports, Stack
 from deliberate.selection import same_answer
 from deliberate.selection.answers import parse_gold
-from deliberate.verifier.program import check_program
 from deliberate.verifier.parsing import extract_final_answer, extract_json
+from deliberate.verifier.program import check_program
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
 from deliberate_api.refiner.v1 import refiner_service_pb2, refiner_service_pb2_grpc
@@ -219,9 +219,7 @@ class Services:
         self.scheduler = scheduler_service_pb2_grpc.SchedulerServiceStub(self.channels[0])
         self.drafter = drafter_service_pb2_grpc.DrafterServiceStub(self.channels[1])
         self.refiner = refiner_service_pb2_grpc.RefinerServiceStub(self.channels[2])
-        self.cross_refiner = (
-            refiner_service_pb2_grpc.RefinerServiceStub(self.channels[3]) if cross_refiner else None
-        )
+        self.cross_refiner = refiner_service_pb2_grpc.RefinerServiceStub(self.channels[3]) if cross_refiner else None
 
     def close(self) -> None:
         for channel in self.channels:
@@ -482,17 +480,21 @@ def run_problem(services: Services, s: Settings, problem: Problem) -> dict:
     cross = {}
     if services.cross_refiner is not None and response is not None:
         cross = {"cross_refine": refine_subset(services.cross_refiner, s, request, response, solved, s.largest)}
-    return {
-        "task": "gsm8k",
-        "id": problem.id,
-        "line": problem.line,
-        "question": problem.question,
-        "gold": problem.gold,
-        "single": single,
-        "single_program": single_program,
-        "solve": solved,
-        "subsets": subsets,
-    } | cross | ({} if without is None else {"solve_without_early_stop": without})
+    return (
+        {
+            "task": "gsm8k",
+            "id": problem.id,
+            "line": problem.line,
+            "question": problem.question,
+            "gold": problem.gold,
+            "single": single,
+            "single_program": single_program,
+            "solve": solved,
+            "subsets": subsets,
+        }
+        | cross
+        | ({} if without is None else {"solve_without_early_stop": without})
+    )
 
 
 # --------------------------------------------------------------------------------------------------

@@ -176,10 +176,11 @@ def markdown(result: dict) -> str:
         f"Today's default median: {next(c for c in result['configs'] if c['name'] == result['today'])['latency_p50_s']}"
         f" s, so the limit is {result['latency_limit_s']} s. **Chosen: `{result['default']}`.**",
         "",
-        "| configuration | drafts | Refiner | accuracy | 95 % interval | p50 s | p95 s | tokens | peak RSS MB | frontier |",
+        "| configuration | drafts | Refiner | accuracy | 95 % interval | p50 s | p95 s | tokens | peak RSS MB "
+        "| frontier |",
         "|---|---:|---|---:|---|---:|---:|---:|---:|:---:|",
     ]
-    for c in sorted(result["configs"], key=lambda c: (c["latency_p50_s"] or 0)):
+    for c in sorted(result["configs"], key=lambda c: c["latency_p50_s"] or 0):
         refiner = short(c["refiner_model"]) if c["refiner_model"] else "—"
         name = f"**{c['name']}**" if c["name"] == result["default"] else c["name"]
         note = " (oracle)" if c["oracle"] else " (replayed)" if c["replayed"] else ""
