@@ -222,7 +222,7 @@ def fit_weights(
     answer is right" on the signals `names` (the Scheduler's own fitting code, `logistic_coefficients`), its
     coefficients used as weights; `overrides`, one per problem, adds or replaces signal values. Signals that
     never varied are left out; None when nothing can be fitted."""
-    from deliberate.scheduler.weights import logistic_coefficients
+    from deliberate.scheduler.learning.weights import logistic_coefficients
 
     rows, labels = [], []
     for k, (drafts, gold) in enumerate(problems):

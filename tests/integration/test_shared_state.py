@@ -24,8 +24,8 @@ import pytest
 
 from deliberate.cli.local_redis import free_port
 from deliberate.cli.stack import Ports, Stack
-from deliberate.scheduler.state import RedisStateStore
-from deliberate.scheduler.weights import DecisionFeatures
+from deliberate.scheduler.learning.weight_store import RedisStateStore
+from deliberate.scheduler.learning.weights import DecisionFeatures
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_client.client import DeliberateClient, build_request
 from tests.redis_server import running_redis

@@ -17,7 +17,7 @@ import grpc
 import pytest
 
 from deliberate.cli.stack import Ports, Stack
-from deliberate.scheduler.restarters import ProcessRestarter
+from deliberate.scheduler.watchdog.restarters import ProcessRestarter
 from deliberate.verifier.rules import verify_text
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc

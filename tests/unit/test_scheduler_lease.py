@@ -1,11 +1,11 @@
-"""The watchdog's lease (scheduler/lease.py) in a real redis-server: one holder at a time, through an outage."""
+"""The watchdog's lease (scheduler/watchdog/lease.py) in a real redis-server: one holder at a time, through an outage."""
 
 from __future__ import annotations
 
 import asyncio
 
-from deliberate.scheduler.lease import RedisLease
 from deliberate.scheduler.redis_client import redis_client
+from deliberate.scheduler.watchdog.lease import RedisLease
 
 
 def test_a_lease_has_one_holder_until_it_expires_or_is_released(redis_server):

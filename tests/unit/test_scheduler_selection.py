@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from deliberate.drafter.prompts import draft_user_message
+from deliberate.scheduler.learning.weights import Weights
 from deliberate.scheduler.verdicts import (
     DEFAULT_ARITHMETIC,
     computed_answer_line,
@@ -15,7 +16,6 @@ from deliberate.scheduler.verdicts import (
     verifier_feedback,
     with_computed_answer,
 )
-from deliberate.scheduler.weights import Weights
 from deliberate.selection import Candidate as Scored
 from deliberate.selection import answer_key, select
 from deliberate.selection.duplicates import structural_signature

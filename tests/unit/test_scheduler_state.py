@@ -10,12 +10,12 @@ import time
 
 import pytest
 
-from deliberate.scheduler import state as state_module
-from deliberate.scheduler import weights as weights_module
+from deliberate.scheduler.learning import weight_store as state_module
+from deliberate.scheduler.learning import weights as weights_module
+from deliberate.scheduler.learning.weight_learner import WeightLearner
+from deliberate.scheduler.learning.weight_store import RedisStateStore, StateUnavailable
+from deliberate.scheduler.learning.weights import DecisionFeatures, Weights
 from deliberate.scheduler.redis_client import redis_client
-from deliberate.scheduler.state import RedisStateStore, StateUnavailable
-from deliberate.scheduler.weight_learner import WeightLearner
-from deliberate.scheduler.weights import DecisionFeatures, Weights
 
 DEFAULT_LEARNED = {"score": 1.0, "agreement": 0.3, "answer_share": 0.3}
 

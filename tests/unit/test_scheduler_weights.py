@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deliberate.scheduler import weight_learner, weights
-from deliberate.scheduler.weight_learner import WeightLearner
-from deliberate.scheduler.weights import (
+from deliberate.scheduler.learning import weight_learner, weights
+from deliberate.scheduler.learning.weight_learner import WeightLearner
+from deliberate.scheduler.learning.weights import (
     WEIGHT_SUM,
     DecisionFeatures,
     Outcome,

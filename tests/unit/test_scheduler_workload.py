@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from deliberate.scheduler.workload import (
+from deliberate.scheduler.drafter_load import (
     DraftCountPolicy,
     DrafterLoadSampler,
     EngineReport,

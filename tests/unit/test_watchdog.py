@@ -20,11 +20,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from deliberate.scheduler import watchdog as watchdog_module
-from deliberate.scheduler.lease import RedisLease
 from deliberate.scheduler.redis_client import redis_client
-from deliberate.scheduler.restarters import NoRestarter, ProcessRestarter, RestartError
-from deliberate.scheduler.watchdog import Watchdog
+from deliberate.scheduler.watchdog import watchdog as watchdog_module
+from deliberate.scheduler.watchdog.lease import RedisLease
+from deliberate.scheduler.watchdog.restarters import NoRestarter, ProcessRestarter, RestartError
+from deliberate.scheduler.watchdog.watchdog import Watchdog
 from tests.metrics import in_process_value
 
 INTERVAL_S = 0.05

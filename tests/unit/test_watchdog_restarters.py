@@ -1,5 +1,5 @@
-"""The Verifier's restarters (scheduler/restarters.py) against a real child process, real commands, and fake engine
-and cluster APIs."""
+"""The Verifier's restarters (scheduler/watchdog/restarters.py) against a real child process, real commands, and
+fake engine and cluster APIs."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from deliberate.scheduler.restarters import (
+from deliberate.scheduler.watchdog.restarters import (
     CommandRestarter,
     ContainerRestarter,
     KubernetesRestarter,

@@ -19,14 +19,14 @@ from ..core.auth import TokenAuthInterceptor, Tokens, method_permissions
 from ..core.config import parse_settings
 from ..core.server import ServiceSpec, method_names, run
 from .downstream import Downstream, Stubs
-from .lease import RedisLease
+from .drafter_load import DrafterLoadSampler, LoadMonitor
+from .learning.weight_store import FileStateStore, RedisStateStore, StateStore
 from .pipeline import Pipeline
-from .restarters import ProcessRestarter, build_restarter
 from .server import SchedulerServicer
 from .settings import SchedulerSettings
-from .state import FileStateStore, RedisStateStore, StateStore
-from .watchdog import Watchdog
-from .workload import DrafterLoadSampler, LoadMonitor
+from .watchdog.lease import RedisLease
+from .watchdog.restarters import ProcessRestarter, build_restarter
+from .watchdog.watchdog import Watchdog
 
 log = logging.getLogger("deliberate.scheduler")
 

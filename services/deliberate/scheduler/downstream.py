@@ -24,10 +24,10 @@ from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb
 from ..core.admission import retry_after_ms
 from ..core.balancing import channel_options, grpc_target
 from ..core.tls import aio_channel, channel_credentials
+from .drafter_load import EngineReport
 from .replicas import DrafterReplicas
 from .settings import SchedulerSettings
-from .watchdog import Watchdog
-from .workload import EngineReport
+from .watchdog.watchdog import Watchdog
 
 # Without a watchdog to ask, how long to pause before calling an unavailable Verifier again.
 VERIFIER_RETRY_PAUSE_S = 0.5

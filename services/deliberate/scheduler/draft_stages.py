@@ -25,9 +25,9 @@ from ..selection.confidence import ConfidenceSummary
 from ..selection.duplicates import structural_signature
 from . import events
 from .downstream import Downstream, StageError
+from .learning.weights import latency_fraction
 from .solve import DraftState, Solve
 from .verdicts import late_verdict, shared_verdict
-from .weights import latency_fraction
 
 tracer = trace.get_tracer("deliberate.scheduler")
 

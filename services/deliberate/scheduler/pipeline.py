@@ -38,10 +38,13 @@ from ..selection.consensus import Consensus, Step, consensus
 from . import adaptive_round, decisions, early_stop, early_stop_rules, events
 from .downstream import Checks, Deadline, Downstream, StageError
 from .draft_stages import DraftStages, announce, candidate
+from .drafter_load import Decision, LoadMonitor
 from .events import Emit
+from .learning.weight_learner import WeightLearner
+from .learning.weight_store import FileStateStore, StateStore
+from .learning.weights import DecisionFeatures
 from .settings import SchedulerSettings
 from .solve import DraftState, Solve, wants_consensus
-from .state import FileStateStore, StateStore
 from .verdicts import (
     computed_answer_line,
     effective_constraints,
@@ -49,10 +52,7 @@ from .verdicts import (
     unchecked_detail,
     verifier_feedback,
 )
-from .watchdog import Watchdog
-from .weight_learner import WeightLearner
-from .weights import DecisionFeatures
-from .workload import Decision, LoadMonitor
+from .watchdog.watchdog import Watchdog
 
 tracer = trace.get_tracer("deliberate.scheduler")
 

@@ -1,4 +1,5 @@
-"""The Scheduler's Redis connection, shared by the state store (state.py) and the watchdog's lease (lease.py)."""
+"""The Scheduler's Redis connection, shared by the learned-weights store (learning/weight_store.py) and the
+watchdog's lease (watchdog/lease.py)."""
 
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ from deliberate_api.drafter.v1 import drafter_service_pb2, drafter_service_pb2_g
 
 from ..core.balancing import grpc_target, is_balanced
 from ..core.tls import aio_channel
-from .workload import EngineReport
+from .drafter_load import EngineReport
 
 log = logging.getLogger("deliberate.replicas")
 

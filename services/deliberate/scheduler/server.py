@@ -14,10 +14,10 @@ from ..core import metrics
 from ..core.admission import retry_metadata
 from ..core.requests import InvalidArgument, parse_output_schema
 from .downstream import StageError
+from .learning.weight_store import StateUnavailable
 from .limits import SOLVE
 from .pipeline import Pipeline
 from .settings import SchedulerSettings
-from .state import StateUnavailable
 
 log = logging.getLogger("deliberate.scheduler")
 

@@ -20,7 +20,7 @@ from ..core import telemetry
 from ..core.convert import duration
 from .downstream import Checks, Deadline
 from .events import Emit
-from .weights import Weights
+from .learning.weights import Weights
 
 # Draft indexes restart at 0 each round; ordering by index + ROUND_STRIDE·round keeps earlier rounds first.
 ROUND_STRIDE = 100

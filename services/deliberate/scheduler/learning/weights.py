@@ -12,7 +12,7 @@ where ``spread`` is the stddev of the scores of this request's drafts (low sprea
 learned from feedback: every ``refit_every`` outcomes a logistic regression of outcome on (score, agreement,
 answer_share) is fitted and blended into α, β, δ by EWMA (`refit_weights`; see `fit_weights` for features that
 did not vary or were not recorded). The decisions and outcomes wait in a store until then: `weight_learner` (one
-process, a state file) or `state` (Redis, shared by the replicas).
+process, a state file) or `weight_store` (Redis, shared by the replicas).
 
 Learned weights are a vector named by signal: `LEARNED` (signal name -> default weight) is the one declaration
 of what is learned, and both stores keep whatever it names (``{"score": α, "agreement": β, "answer_share": δ}``
@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from ..core.stats import clamp
+from ...core.stats import clamp
 
 log = logging.getLogger("deliberate.scheduler.weights")
 
@@ -45,7 +45,7 @@ DEFAULT_GAMMA = 0.02
 LEARNED: dict[str, float] = {"score": 1.0, "agreement": 0.3, "answer_share": 0.3}
 
 # The seed's names for the first three learned weights: the attributes of `Weights`, the keys of state files of
-# schema 1 and 2, and the fields of the Redis weights hash (state.py). A signal added later has no seed name.
+# schema 1 and 2, and the fields of the Redis weights hash (weight_store.py). A signal added later has no seed name.
 SEED_NAMES: dict[str, str] = {"score": "alpha", "agreement": "beta", "answer_share": "delta"}
 SEED_SIGNALS = {seed: name for name, seed in SEED_NAMES.items()}  # the other way round
 

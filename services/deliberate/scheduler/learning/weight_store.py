@@ -1,4 +1,5 @@
-"""Where the Scheduler keeps what it learns: selection weights, feedback counters, decisions awaiting feedback.
+"""The learned-weights store: where the Scheduler keeps what it learns (selection weights, feedback counters,
+decisions awaiting feedback).
 
 Two stores behind one interface (`StateStore`), chosen by `--state-url` / ``DELIBERATE_STATE_URL``:
 
@@ -17,7 +18,7 @@ Redis layout, every key under one prefix (default ``deliberate:scheduler:``):
     decisions  hash  request id -> the decision's features, a JSON row (`feature_row`)
     outcomes   list  outcome rows since the last claimed window: [score, agreement, latency, share, accepted]
     window     list  the `refit_every` outcomes claimed for the next refit, until one replica applies it
-    lease:<n>  string  the holder of lease <n> (lease.py's `RedisLease`), with an expiry
+    lease:<n>  string  the holder of lease <n> (watchdog/lease.py's `RedisLease`), with an expiry
 
 The learned weights are a vector named by signal (`weights.LEARNED`); the scripts know no weight by name: they
 HMGET and HSET the fields they are given (ARGV), so a signal added to `LEARNED` is kept here with no change. Each
@@ -54,7 +55,7 @@ from typing import Protocol
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from .redis_client import describe, redis_client
+from ..redis_client import describe, redis_client
 from .weight_learner import (
     FeedbackCounters,
     WeightLearner,

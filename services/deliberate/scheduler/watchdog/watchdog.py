@@ -25,7 +25,7 @@ from typing import Protocol
 
 from opentelemetry import trace
 
-from ..core import metrics
+from ...core import metrics
 from .restarters import Restarter, RestartError
 
 log = logging.getLogger("deliberate.watchdog")

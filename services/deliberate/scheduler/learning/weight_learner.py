@@ -23,7 +23,8 @@ shutdown, accepting that a crash loses the decisions since the last flush (their
 an unknown request — counted, never an error).
 
 Replicas: `WeightLearner` is one process's state. Several Scheduler replicas share theirs through the Redis
-store in `state.py`, which keeps the same state in Redis and reuses the same fitting (`weights.refit_weights`).
+store in `weight_store.py`, which keeps the same state in Redis and reuses the same fitting
+(`weights.refit_weights`).
 
 Concurrency: the Scheduler calls this from one asyncio event loop. No method awaits, so calls never
 interleave and no lock is needed; the write in autosave blocks the loop for its duration (see above). Do not
@@ -42,7 +43,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..core.files import write_atomically
+from ...core.files import write_atomically
 from .weights import LEARNED, SEED_SIGNALS, DecisionFeatures, Outcome, Weights, gamma_for_load, refit_weights
 
 log = logging.getLogger("deliberate.scheduler.weights")  # one logger for the weights, fitted or stored

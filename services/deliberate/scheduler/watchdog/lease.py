@@ -12,7 +12,7 @@ import time
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from .redis_client import describe
+from ..redis_client import describe
 
 log = logging.getLogger("deliberate.scheduler.lease")
 
