@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from deliberate.engines.models import confidence_floors
-from deliberate.scheduler.early_stop_rules import (
+from deliberate.scheduler.rounds.stopping_rules import (
     ConfidenceStops,
     cancel_came_too_late,
     options_of,

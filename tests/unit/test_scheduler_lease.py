@@ -1,4 +1,5 @@
-"""The watchdog's lease (scheduler/watchdog/lease.py) in a real redis-server: one holder at a time, through an outage."""
+"""The watchdog's lease (scheduler/watchdog/lease.py) in a real redis-server: one holder at a time, through an
+outage."""
 
 from __future__ import annotations
 

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from deliberate.scheduler.drafter_calls import DrafterCalls
 from deliberate.scheduler.replicas import DrafterReplicas, dns_name, split_drafts, static_replicas
+from deliberate.scheduler.rounds.drafter_calls import DrafterCalls
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.drafter.v1 import drafter_service_pb2
 

@@ -11,9 +11,8 @@ A request without an output schema gets the arithmetic rule pack (hard) unless i
 the selection's (`selection.verdict_of`).
 
 This module holds the order of the stages only: the calls are in `downstream`, the request's state in
-`solve`, what happens to each draft in `draft_stages`, a round of streamed drafts in `early_stop`, the stream's
-events in `events`, the reading of verdicts in `verdicts`, the ranking in `selection`, an adaptive round in
-`adaptive_round`.
+`solve`, a round (streamed, whole or adaptive) and what happens to each draft in `rounds`, the stream's events in
+`events`, the reading of verdicts in `verdicts`, the ranking in `selection`.
 """
 
 from __future__ import annotations
@@ -35,14 +34,15 @@ from ..core import metrics, telemetry
 from ..engines.interface import SamplingParams
 from ..selection import Selection, select
 from ..selection.consensus import Consensus, Step, consensus
-from . import adaptive_round, decisions, early_stop, early_stop_rules, events
+from . import decisions, events
 from .downstream import Checks, Deadline, Downstream, StageError
-from .draft_stages import DraftStages, announce, candidate
 from .drafter_load import Decision, LoadMonitor
 from .events import Emit
 from .learning.weight_learner import WeightLearner
 from .learning.weight_store import FileStateStore, StateStore
 from .learning.weights import DecisionFeatures
+from .rounds import run_round
+from .rounds.draft_stages import DraftStages, announce, candidate
 from .settings import SchedulerSettings
 from .solve import DraftState, Solve, wants_consensus
 from .verdicts import (
@@ -218,10 +218,8 @@ class Pipeline:
     async def draft_and_verify(
         self, solve: Solve, decision: Decision, round_: int, feedback: str, programs: int
     ) -> list[common_pb2.DraftVerdict]:
-        """The round's drafts, started as the request and the deployment ask — adaptively, streamed with early
-        stopping, or whole — each verified as soon as it arrives. Returns this round's verdicts."""
+        """The round's drafts (`rounds.run_round`), each verified as soon as it arrives. Returns its verdicts."""
         request = solve.request
-        started = time.perf_counter()
         drafter_request = drafter_service_pb2.GenerateDraftsRequest(
             request_id=solve.request_id,
             prompt=request.prompt,
@@ -235,33 +233,7 @@ class Pipeline:
         )
         if programs and request.output_schema.strip():  # decision programs read the request's data as `ctx`
             drafter_request.context.update(decisions.decision_data_of(request))
-        policy = adaptive_round.policy_of(request, self.settings)
-        if policy is not None and not self.downstream.spreads_drafts:
-            return await adaptive_round.adaptive_round(self.stages, solve, policy, drafter_request)
-        on = self.settings
-        options = early_stop_rules.options_of(
-            request, decision.num_drafts, on.cross_modal_quorum, on.confidence_stop, on.confidence_floors_of_kind
-        )
-        if options.active or self.downstream.spreads_drafts:  # several replicas: streamed parts, failover
-            return await self.early_stop_round(solve, options, drafter_request, started)
-        return await self.stages.whole_drafts(solve, drafter_request)
-
-    async def early_stop_round(
-        self,
-        solve: Solve,
-        options: early_stop_rules.Options,
-        drafter_request: drafter_service_pb2.GenerateDraftsRequest,
-        started: float,
-    ) -> list[common_pb2.DraftVerdict]:
-        """A round of streamed drafts (`early_stop`): with early stopping on, it stops the lost ones and ends on a
-        quorum; with several Drafter replicas, it splits the round over them and moves a lost replica's drafts."""
-        round_ = early_stop.EarlyStopRound(self.downstream, self.stages, solve, options, drafter_request)
-        solve.open_streams.append(round_)
-        verdicts = await round_.run()
-        ended = time.perf_counter()
-        solve.timings.add("draft", round_.last_draft_at - started)
-        solve.timings.add("verify", max(0.0, ended - round_.last_draft_at))
-        return verdicts
+        return await run_round(self.downstream, self.stages, self.settings, solve, drafter_request)
 
     async def select_and_refine(self, solve: Solve) -> pb.SolveResponse:
         started = time.perf_counter()

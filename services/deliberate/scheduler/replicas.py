@@ -6,7 +6,7 @@ replica: every load sample (`--load-interval-s`) asks each one for its health an
 sequences against its capacity), and a round's N drafts are split over the ready replicas in proportion to their
 free capacity (`split_drafts`), each part one StreamDrafts call with the round's numbering (`first_index`), so a
 draft keeps its index, id, strategy and seed whichever replica runs it. A replica whose call fails is marked down
-until its next good sample; the round re-requests its unfinished drafts on another ready replica (`early_stop`).
+until its next good sample; the round re-requests its unfinished drafts on another ready replica (`rounds.failover`).
 
 Targets: a comma list of IP:port and `ipv4:`/`ipv6:` lists name the replicas; a `dns:///name:port` target is
 resolved at every sample (a headless Service's ready pods). One host:port is one replica: nothing is split.

@@ -117,9 +117,9 @@ class Solve:
     timings: StageTimes = field(default_factory=StageTimes)
     rounds: int = 0
     early_stop: pb.EarlyStop = field(default_factory=pb.EarlyStop)
-    adaptive_note: str = ""  # how the last adaptive round went (`Pipeline.adaptive_round`); "" for none
+    adaptive_note: str = ""  # how the last adaptive round went (`rounds.adaptive`); "" for none
     consensus_prefix: bool = False  # refinement starts from the drafts' consensus prefix (`wants_consensus`)
-    # Early-stop rounds whose calls are ended when the request ends (`EarlyStopRound.close`).
+    # Streamed rounds whose calls are ended when the request ends (`StreamedRound.close`).
     open_streams: list = field(default_factory=list)
     # A plan a rule pack computed itself (CheckConstraints), offered only beside an UNVERIFIED answer.
     reference_plan: common_pb2.ReferencePlan | None = None

@@ -4,15 +4,15 @@ The round's drafts are asked for in one call, or split over the ready Drafter re
 per replica, each numbered as the one call would number them (`part`). A replacement draft is one more call,
 numbered after every draft asked for so far (`replacement`); a draft moved off a lost replica is one more call on
 another. A call's sending side is closed once its last draft has ended (`finished_on`). The round itself, which
-reads the calls and decides what to stop, replace or move, is `early_stop.EarlyStopRound`.
+reads the calls and decides what to stop, replace or move, is `streamed.StreamedRound`.
 """
 
 from __future__ import annotations
 
 from deliberate_api.drafter.v1 import drafter_service_pb2
 
-from .downstream import Deadline, Downstream, Stream
-from .replicas import DrafterReplicas, Replica
+from ..downstream import Deadline, Downstream, Stream
+from ..replicas import DrafterReplicas, Replica
 
 
 class DrafterCalls:

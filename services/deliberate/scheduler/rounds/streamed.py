@@ -1,6 +1,6 @@
-"""Early stopping: never wait for a draft that has already lost (docs/scheduler.md, "Early stopping").
-
-A round drafts through `StreamDrafts`, so each draft arrives token by token and can be stopped alone:
+"""The streamed round, every request's default round: drafts arrive token by token through `StreamDrafts`, so a
+draft that has already lost is never waited for (docs/scheduler.md, "Early stopping") and a lost Drafter replica's
+drafts move to another. Each draft can be stopped alone:
 
 * streaming verification: every delta goes on to the Verifier's `VerifyStream`, which answers a hard rule failed
   on a prefix (a wrong equation on a completed line) at once; the draft is then aborted, its engine slot freed,
@@ -12,25 +12,22 @@ A round drafts through `StreamDrafts`, so each draft arrives token by token and 
 * confidence stop: a draft whose token confidence (sent with its deltas) falls below its kind's floor is aborted.
 
 Each is switched off per request (`SolveRequest.disable_streaming_verification`, `disable_quorum`,
-`replace_aborted_drafts`); with both of the first two off the round is the plain one in `pipeline` — unless the
-Drafter has several replicas, whose parts and failover need this streamed round (then every draft is verified
-whole once it has finished).
-
-With several Drafter replicas (`replicas`), the round's drafts are split over the ready ones by free capacity, one
-call per replica, numbered as one call would number them; when a replica's call fails (UNAVAILABLE: the replica
-died or was cut off), its unfinished drafts are re-requested on another ready replica, each at most once and not in
-the deadline's last seconds; a draft that had started is generated again from its first token and verified whole.
+`replace_aborted_drafts`); with all three off the round is the whole one (`whole`) — unless the Drafter has
+several replicas, whose parts and failover need this streamed round (then every draft is verified whole once it
+has finished).
 
 The round talks to the rest of the Scheduler through two narrow parts, not the pipeline: `DrafterCalls` (which call,
-on which replica, generates which draft) and `DraftStages` (what happens to every draft: its span, its verification,
-its verdict). The rules it applies, pure functions, are in `early_stop_rules`.
+on which replica, generates which draft) and `DraftStages` (what happens to every draft: its span, its arrival, its
+verification, its verdict). The rules it applies, pure functions, are in `stopping_rules`; what it does when a
+Drafter replica is lost, in `failover`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
+from collections.abc import Awaitable
+from enum import Enum
 
 import grpc
 
@@ -39,28 +36,50 @@ from deliberate_api.drafter.v1 import drafter_service_pb2
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_api.verifier.v1 import verifier_service_pb2
 
-from ..core import metrics, telemetry
-from ..selection.duplicates import structural_signature
-from . import events
-from .downstream import Downstream, StageError, Stream
+from ...core import metrics, telemetry
+from ..downstream import Downstream, StageError, Stream
+from ..replicas import Replica
+from ..solve import DraftState, Solve
 from .draft_stages import DraftStages
 from .drafter_calls import DrafterCalls
-from .early_stop_rules import ConfidenceStops, Options, cancel_came_too_late, quorum_reason, stopped_verdict
-from .replicas import Replica
-from .solve import DraftState, Solve
-from .verdicts import late_verdict, shared_verdict
-
-log = logging.getLogger("deliberate.early_stop")
+from .failover import Failover
+from .stopping_rules import ConfidenceStops, Options, cancel_came_too_late, quorum_reason, stopped_verdict
 
 # A replacement draft is not started with less time than this left of the deadline: it could not finish.
 REPLACEMENT_MIN_LEFT_S = 10.0
 # How long the calls of a request may take to end by themselves once it is answered, before they are cut.
 WIND_DOWN_S = 2.0
-# A lost replica's drafts are not moved to another with less than this left of the deadline.
-FAILOVER_MIN_LEFT_S = 1.0
 
 
-class EarlyStopRound:
+class Event(Enum):
+    """What the round's loop is woken by."""
+
+    DRAFTER = "drafter"  # a Drafter call's message: a draft's delta, or the whole draft
+    DRAFTER_ENDED = "drafter ended"  # a Drafter call ended
+    VERIFIER = "verifier"  # a verdict on the Verifier's stream
+    ERROR = "error"  # a call failed: (the kind of its messages, DRAFTER or VERIFIER, else None; the error; its stream)
+    SETTLED = "settled"  # a draft has its verdict: the round may be done
+
+
+async def streamed_round(
+    downstream: Downstream,
+    stages: DraftStages,
+    solve: Solve,
+    options: Options,
+    drafter_request: drafter_service_pb2.GenerateDraftsRequest,
+) -> list[common_pb2.DraftVerdict]:
+    """Runs a streamed round to its end (its calls are ended with the request's, `StreamedRound.close`); returns its
+    verdicts."""
+    started = time.perf_counter()
+    round_ = StreamedRound(downstream, stages, solve, options, drafter_request)
+    solve.open_streams.append(round_)
+    verdicts = await round_.run()
+    solve.timings.add("draft", round_.last_draft_at - started)
+    solve.timings.add("verify", max(0.0, time.perf_counter() - round_.last_draft_at))
+    return verdicts
+
+
+class StreamedRound(Failover):
     """One drafting round with streamed drafts. `run` returns when every draft has finished (a stopped draft
     finishes within a decoding step of its cancel, with the text it had) and has its verdict."""
 
@@ -105,16 +124,16 @@ class EarlyStopRound:
             self.verifier = self.downstream.verify_stream(
                 solve.request_id, solve.checks, solve.deadline, computations=solve.consensus_prefix
             )
-            self.pump(self.verifier, "verifier")
+            self.pump(self.verifier, Event.VERIFIER)
         while not self.done():
             kind, item = await self.events.get()
-            if kind == "error":
+            if kind is Event.ERROR:
                 self.failed(*item)
-            elif kind == "drafter":
+            elif kind is Event.DRAFTER:
                 self.on_drafter(item)
-            elif kind == "verifier":
+            elif kind is Event.VERIFIER:
                 self.on_verdict(item)
-            elif kind == "ended":
+            elif kind is Event.DRAFTER_ENDED:
                 self.ended_streams += 1
             if not self.stopping and (reason := self.quorum_reached()):
                 self.stop_stragglers(reason)
@@ -124,30 +143,32 @@ class EarlyStopRound:
         """Every draft finished (a stopped one within a decoding step of its cancel) and judged."""
         return self.ended_streams == len(self.calls.streams) and all(s.verdict is not None for s in self.states)
 
-    def pump(self, stream: Stream, kind: str) -> None:
-        """Reads a call's answers into the round's events."""
+    def pump(self, stream: Stream, kind: Event) -> None:
+        """Reads a call's answers into the round's events; a Drafter call's end counts (the Verifier's ends with the
+        round)."""
 
         async def read() -> None:
             try:
                 async for message in stream.responses():
                     self.events.put_nowait((kind, message))
-                self.events.put_nowait(("ended" if kind == "drafter" else "verifier_ended", stream))
+                if kind is Event.DRAFTER:
+                    self.events.put_nowait((Event.DRAFTER_ENDED, stream))
             except StageError as error:
-                self.events.put_nowait(("error", (kind, error, stream)))
+                self.events.put_nowait((Event.ERROR, (kind, error, stream)))
 
         self.pumps.append(asyncio.ensure_future(read()))
 
-    def failed(self, kind: str, error: BaseException, stream: Stream | None = None) -> None:
+    def failed(self, kind: Event | None, error: BaseException, stream: Stream | None = None) -> None:
         """A failed Drafter call fails the request unless its drafts can move to another replica (`fail_over`); a
         failed Verifier stream falls back to verifying each finished draft on its own (VerifyDrafts, which waits
         for a restarting Verifier). Any other error fails the request as it is."""
         if not isinstance(error, StageError):
             raise error
         deadline_passed = error.code == grpc.StatusCode.DEADLINE_EXCEEDED and self.solve.deadline.left() <= 0
-        if kind == "drafter" and error.code == grpc.StatusCode.UNAVAILABLE and stream in self.calls.request_of:
+        if kind is Event.DRAFTER and error.code == grpc.StatusCode.UNAVAILABLE and stream in self.calls.request_of:
             self.fail_over(stream, error)
             return
-        if kind != "verifier" or deadline_passed:
+        if kind is not Event.VERIFIER or deadline_passed:
             raise error
         self.verifier = None
         for state in self.states:
@@ -181,75 +202,8 @@ class EarlyStopRound:
         self, request: drafter_service_pb2.GenerateDraftsRequest, replica: Replica | None = None
     ) -> Stream:
         stream = self.calls.start(request, replica)
-        self.pump(stream, "drafter")
+        self.pump(stream, Event.DRAFTER)
         return stream
-
-    def fail_over(self, stream: Stream, error: StageError) -> None:
-        """A replica's call failed: it counts as ended, the replica as down, and each of its drafts that had not
-        finished moves to another ready replica — or, stopped already, ends with the text it had. Fails the
-        request (the error, as without replicas) when a draft would move a second time, in the deadline's last
-        second, or with no other replica ready."""
-        if not self.calls.replicas.active:  # one Drafter: nowhere to move to, the request fails as it always did
-            raise error
-        self.ended_streams += 1
-        lost = self.calls.replica_of[stream]
-        if lost:
-            self.calls.replicas.mark_down(lost, error.message)
-        request = self.calls.request_of[stream]
-        by_index = {state.draft.index: state for state in self.states}
-        for index in range(request.first_index, request.first_index + request.num_drafts):
-            state = by_index.get(index)
-            if self.calls.call_of.get(index) is not stream or (state is not None and state.finished):
-                continue
-            if state is not None and (state.abort is not None or self.stopping):
-                # Stopped before the loss, or started after a quorum's cancels went out: ends as it stood
-                # (`on_finished` stops the latter on the quorum), so the round never waits for it.
-                self.on_finished(self.ended_as_it_stood(state))
-                continue
-            if self.stopping:  # a quorum ended the round: its unstarted drafts are not waited for
-                continue
-            self.move(index, request, stream, error)
-
-    def record_move(self, state: DraftState) -> None:
-        move = self.moves[state.draft.index]
-        state.span.add_event("moved", move)
-        state.place(move["to"], moved_from=move["from"], reason=move["reason"])
-
-    def ended_as_it_stood(self, state: DraftState) -> common_pb2.Draft:
-        draft = common_pb2.Draft()
-        draft.CopyFrom(state.draft)
-        draft.finish_reason = common_pb2.FINISH_REASON_ABORTED
-        return draft
-
-    def move(self, index: int, request, stream: Stream, error: StageError) -> None:
-        lost = self.calls.replica_of[stream] or "the Drafter"
-        why = ""
-        target = None
-        if index in self.moves:
-            why = "moved once already"
-        elif self.solve.deadline.left() < FAILOVER_MIN_LEFT_S:
-            why = "the deadline is too near"
-        else:
-            target = self.calls.ready_replica(exclude=self.calls.replica_of[stream])
-            why = "" if target else "no other Drafter replica is ready"
-        if target is None:
-            raise StageError(error.code, f"{error.message} (draft {index} not moved: {why})")
-        part = self.calls.part(request, index - request.first_index, 1)
-        state = next((s for s in self.states if s.draft.index == index), None)
-        reason = f"replica {lost} lost: {error.message}"
-        self.moves[index] = {"from": lost, "to": target.address, "reason": reason}
-        discarded = state.draft.usage.completion_tokens if state is not None else 0
-        if state is not None:  # started: generated again from its first token, verified whole at its end
-            state.draft.text = ""
-            state.draft.usage.completion_tokens = 0
-            self.record_move(state)
-        metrics.REPLICA_DRAFTS.add(1, {"replica": metrics.replica_label(lost), "outcome": "moved"})
-        log.warning(
-            "draft moved",
-            extra={"request_id": self.solve.request_id, "index": index, "from": lost, "to": target.address,
-                   "reason": reason, "tokens_discarded": discarded},
-        )  # fmt: skip
-        self.start_drafter(part, target)
 
     def on_drafter(self, message: drafter_service_pb2.StreamDraftsResponse) -> None:
         if message.HasField("delta"):
@@ -287,8 +241,7 @@ class EarlyStopRound:
         return state
 
     def on_finished(self, draft: common_pb2.Draft) -> None:
-        solve = self.solve
-        state = solve.drafts.get(draft.id) or self.open_draft(draft.id, draft.index)
+        state = self.solve.drafts.get(draft.id) or self.open_draft(draft.id, draft.index)
         state.draft = draft
         state.finished = True
         stream = self.calls.stream_for(draft.index)
@@ -296,66 +249,70 @@ class EarlyStopRound:
         if replica := self.calls.replica_of[stream]:
             metrics.REPLICA_DRAFTS.add(1, {"replica": metrics.replica_label(replica), "outcome": "generated"})
         self.last_draft_at = time.perf_counter()
-        state.span.set_attribute(telemetry.DRAFT_TOKENS, draft.usage.completion_tokens)
-        state.span.set_attribute(telemetry.DRAFT_STRATEGY, draft.strategy)
-        state.span.add_event("generated")
-        metrics.DRAFTS.add(1, {"outcome": "generated"})
-        solve.emit(events.draft_generated(draft))
+        self.stages.arrived(self, self.solve, state)
+
+    # How a streamed draft is judged (`draft_stages.Round`): a stopped one by its stop, the others on the Verifier's
+    # stream, or alone (no stream, or moved off a lost replica: verified whole).
+
+    def settled_on_arrival(self, state: DraftState) -> bool:
+        """A draft stopped (on its prefix, its confidence or a quorum) has the verdict of its stop; one whose cancel
+        came too late is whole, and verified like any other."""
+        solve, draft = self.solve, state.draft
         if self.stopping and state.abort is None and state.verdict is None:  # cancelled before its first token
             self.stop(state, pb.DraftAbort(reason="quorum", message=solve.early_stop.reason))
             solve.early_stop.cancelled += 1
-        if cancel_came_too_late(state, draft):  # the draft is whole: verified like any other
+        if cancel_came_too_late(state, draft):
             if state.abort.reason == "quorum":
                 solve.early_stop.cancelled -= 1
             else:
                 solve.early_stop.low_confidence -= 1
             state.abort = None
             state.span.add_event("cancel too late")
-        if state.abort is not None:  # its verdict is the early one, or says it was stopped on a quorum
-            state.span.set_attribute(telemetry.DRAFT_ABORT_REASON, state.abort.reason)
-            verdict = self.early.pop(draft.id, None)
-            if verdict is None:
-                verdict = stopped_verdict(draft.id, state.abort)
-                metrics.count_rule_results(verdict.rule_results)  # as a late verdict is counted
-            self.record(state, verdict)
-            return
-        original = solve.signatures.setdefault(structural_signature(draft.text), draft.id)
-        if original != draft.id:
-            state.duplicate_of = original
-            metrics.DRAFTS.add(1, {"outcome": "duplicate"})
-            asyncio.ensure_future(self.share(state, solve.drafts[original]))
-        elif self.verifier is not None and draft.index not in self.moves:  # moved drafts are verified whole
+        if state.abort is None:
+            return False
+        state.span.set_attribute(telemetry.DRAFT_ABORT_REASON, state.abort.reason)
+        verdict = self.early.pop(draft.id, None)
+        if verdict is None:
+            verdict = stopped_verdict(draft.id, state.abort)
+            metrics.count_rule_results(verdict.rule_results)  # as a late verdict is counted
+        self.record(state, verdict)
+        return True
+
+    def verify(self, state: DraftState) -> None:
+        draft = state.draft
+        if self.verifier is not None and draft.index not in self.moves:  # moved drafts are verified whole
             self.verifier.send(verifier_service_pb2.VerifyStreamRequest(end=draft))
             timeout_s = self.stages.verify_timeout_s
             self.timers[draft.id] = asyncio.get_running_loop().call_later(timeout_s, self.too_late, state)
         else:
             self.verify_alone(state)
 
+    def share(self, state: DraftState, original: DraftState) -> None:
+        self.settle_after(state, self.stages.share_verdict(self.solve, state, original))
+
     def verify_alone(self, state: DraftState) -> None:
         """Verifies a finished draft in its own VerifyDrafts call (no streaming verification)."""
+        self.settle_after(state, self.stages.verify(self.solve, state))
 
-        async def verify() -> None:
-            await self.stages.verify(self.solve, state)
+    def settle_after(self, state: DraftState, judging: Awaitable[None]) -> None:
+        """Settles the draft once `judging` (its verification, or the verdict it shares) has recorded its verdict;
+        a failure fails the request, as it does in the whole round."""
+
+        async def judge() -> None:
+            await judging
             self.settled(state)
 
         def fail_on_error(task: asyncio.Task) -> None:
-            if not task.cancelled() and task.exception() is not None:  # fails the request, as the plain round does
-                self.events.put_nowait(("error", ("verification", task.exception())))
+            if not task.cancelled() and task.exception() is not None:
+                self.events.put_nowait((Event.ERROR, (None, task.exception())))
 
-        asyncio.ensure_future(verify()).add_done_callback(fail_on_error)
-
-    async def share(self, state: DraftState, original: DraftState) -> None:
-        await asyncio.shield(original.verification)
-        state.span.set_attribute("deliberate.draft.duplicate_of", original.draft.id)
-        self.record(state, shared_verdict(original.verdict, state.draft.id))
+        asyncio.ensure_future(judge()).add_done_callback(fail_on_error)
 
     def too_late(self, state: DraftState) -> None:
         """The verification timeout passed without a verdict: the draft is not waited for any longer."""
         if state.verdict is None:
-            metrics.DRAFTS.add(1, {"outcome": "timed_out"})
-            verdict = late_verdict(state.draft.id, self.stages.verify_timeout_s)
-            metrics.count_rule_results(verdict.rule_results)
-            self.record(state, verdict)
+            self.stages.record_late(self.solve, state)
+            self.settled(state)
 
     # ---------------------------------------------------------------------------------------- the verdicts
 
@@ -380,7 +337,7 @@ class EarlyStopRound:
     def settled(self, state: DraftState) -> None:
         if state.verification is not None and not state.verification.done():
             state.verification.set_result(None)
-        self.events.put_nowait(("settled", state))  # wakes the loop: the round may be done
+        self.events.put_nowait((Event.SETTLED, state))  # wakes the loop: the round may be done
 
     def abort_failed(self, state: DraftState, verdict: common_pb2.DraftVerdict) -> None:
         """A hard rule failed on the draft's prefix: stop it now, and maybe start another in its place."""

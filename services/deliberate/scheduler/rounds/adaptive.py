@@ -1,6 +1,6 @@
 """An adaptive round (docs/scheduler.md, "Adaptive draft counts, live"): the policy's first drafts, then one at a
-time in its order of kinds, each call verified before the next starts, until the valid drafts settle the answer
-(`selection.adaptive.settled`, the rule the replay applies) or the round's N are spent."""
+time in its order of kinds, each call a whole round (`whole`) verified before the next starts, until the valid
+drafts settle the answer (`selection.adaptive.settled`, the rule the replay applies) or the round's N are spent."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ from deliberate_api.common.v1 import common_pb2
 from deliberate_api.drafter.v1 import drafter_service_pb2
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 
-from ..core import telemetry
-from ..selection.adaptive import PROGRAM, AdaptivePolicy, settled
+from ...core import telemetry
+from ...selection.adaptive import PROGRAM, AdaptivePolicy, settled
+from ..settings import SchedulerSettings
+from ..solve import Solve
 from .draft_stages import DraftStages
-from .settings import SchedulerSettings
-from .solve import Solve
+from .whole import whole_round
 
 
 def policy_of(request: pb.SolveRequest, settings: SchedulerSettings) -> AdaptivePolicy | None:
@@ -48,7 +49,7 @@ async def adaptive_round(
         call = drafter_service_pb2.GenerateDraftsRequest()
         call.CopyFrom(drafter_request)
         call.num_drafts, call.first_index, call.program_drafts = len(step), started, step.count(PROGRAM)
-        verdicts += await stages.whole_drafts(solve, call)
+        verdicts += await whole_round(stages, solve, call)
         started += len(step)
         valid = [
             (state.verdict.extracted_answer, state.draft.kind)

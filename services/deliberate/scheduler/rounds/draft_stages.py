@@ -1,35 +1,46 @@
-"""What happens to every draft, whatever its round: its state and `deliberate.draft` span are opened, it is verified
-(or shares the verdict of the draft it duplicates), its verdict is recorded on the span and in the stream; selection
-reads it as a `candidate`, and once selected or discarded it is announced and its span ends (`announce`).
+"""What happens to every draft, whatever its round: its state and `deliberate.draft` span are opened, and once it
+has arrived whole (`DraftStages.arrived`, the one arrival path) it is verified — as its round verifies — or shares
+the verdict of the draft it duplicates; its verdict is recorded on the span and in the stream; selection reads it
+as a `candidate`, and once selected or discarded it is announced and its span ends (`announce`).
 
-Every kind of round uses `DraftStages`: the plain one (`whole_drafts`, `accept_draft` for each whole draft), the
-adaptive one in `adaptive_round` (a `whole_drafts` call per step), and the streamed one in `early_stop`, which
-opens a draft at its first token and verifies it as it streams.
+Every kind of round uses `DraftStages`: the whole round (`whole`), the adaptive one (`adaptive`, a whole round per
+step), and the streamed one (`streamed`), which opens a draft at its first token and verifies it as it streams.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import time
+from typing import Protocol
 
 import grpc
 from opentelemetry import trace
 
 from deliberate_api.common.v1 import common_pb2
-from deliberate_api.drafter.v1 import drafter_service_pb2
 
-from ..core import metrics, telemetry
-from ..selection import Candidate, Selection
-from ..selection.confidence import ConfidenceSummary
-from ..selection.duplicates import structural_signature
-from . import events
-from .downstream import Downstream, StageError
-from .learning.weights import latency_fraction
-from .solve import DraftState, Solve
-from .verdicts import late_verdict, shared_verdict
+from ...core import metrics, telemetry
+from ...selection import Candidate, Selection
+from ...selection.confidence import ConfidenceSummary
+from ...selection.duplicates import structural_signature
+from .. import events
+from ..downstream import Downstream, StageError
+from ..learning.weights import latency_fraction
+from ..solve import DraftState, Solve
+from ..verdicts import late_verdict, shared_verdict
 
 tracer = trace.get_tracer("deliberate.scheduler")
+
+
+class Round(Protocol):
+    """How a kind of round judges a draft that has arrived (`DraftStages.arrived`)."""
+
+    def settled_on_arrival(self, state: DraftState) -> bool:
+        """Whether the round has settled the draft already (it stopped it): it is then neither verified nor shared."""
+
+    def verify(self, state: DraftState) -> None:
+        """Starts the draft's verification."""
+
+    def share(self, state: DraftState, original: DraftState) -> None:
+        """Starts sharing the verdict of `original`, which the draft structurally duplicates."""
 
 
 class DraftStages:
@@ -54,39 +65,25 @@ class DraftStages:
         solve.drafts[draft.id] = state
         return state
 
-    async def whole_drafts(
-        self, solve: Solve, drafter_request: drafter_service_pb2.GenerateDraftsRequest
-    ) -> list[common_pb2.DraftVerdict]:
-        """One GenerateDrafts call of whole drafts; each is verified as soon as it arrives, while the others are
-        generated. Returns the call's verdicts."""
-        started = time.perf_counter()
-        before = set(solve.drafts)
-        drafts = self.downstream.generate_drafts(solve.deadline, drafter_request)
-        async with contextlib.aclosing(drafts):
-            async for draft in drafts:
-                self.accept_draft(solve, draft, drafter_request.round)
-        drafted = time.perf_counter()
-        solve.timings.add("draft", drafted - started)
-        new = [solve.drafts[i] for i in solve.drafts if i not in before]
-        await asyncio.gather(*(state.verification for state in new))
-        solve.timings.add("verify", time.perf_counter() - drafted)
-        return [state.verdict for state in new]
-
-    def accept_draft(self, solve: Solve, draft: common_pb2.Draft, round_: int) -> None:
-        """A whole draft of a plain round: opened, and its verification (or its original's) started."""
-        state = self.open_draft(solve, draft, round_)
-        span = state.span
-        span.add_event("generated")
+    def arrived(self, round_: Round, solve: Solve, state: DraftState) -> None:
+        """A draft has arrived whole, whatever its round: its span and the stream say it was generated; the round may
+        settle it at once (a draft it stopped); a structural duplicate of an earlier draft shares that one's verdict;
+        any other is verified, as its round verifies."""
+        draft = state.draft
+        state.span.set_attribute(telemetry.DRAFT_TOKENS, draft.usage.completion_tokens)
+        state.span.set_attribute(telemetry.DRAFT_STRATEGY, draft.strategy)
+        state.span.add_event("generated")
         metrics.DRAFTS.add(1, {"outcome": "generated"})
         solve.emit(events.draft_generated(draft))
+        if round_.settled_on_arrival(state):
+            return
         original = solve.signatures.setdefault(structural_signature(draft.text), draft.id)
-        with trace.use_span(span, end_on_exit=False):  # the Verifier's span becomes the draft's child
-            if original == draft.id:
-                state.verification = asyncio.ensure_future(self.verify(solve, state))
-            else:
-                state.duplicate_of = original
-                metrics.DRAFTS.add(1, {"outcome": "duplicate"})
-                state.verification = asyncio.ensure_future(self.share_verdict(solve, state, solve.drafts[original]))
+        if original == draft.id:
+            round_.verify(state)
+        else:
+            state.duplicate_of = original
+            metrics.DRAFTS.add(1, {"outcome": "duplicate"})
+            round_.share(state, solve.drafts[original])
 
     async def verify(self, solve: Solve, state: DraftState) -> None:
         try:
@@ -101,14 +98,21 @@ class DraftStages:
         except StageError as error:
             if error.code != grpc.StatusCode.DEADLINE_EXCEEDED or solve.deadline.left() <= 0:
                 raise
-            verdict = late_verdict(state.draft.id, self.verify_timeout_s)  # never waited for past it
-            metrics.DRAFTS.add(1, {"outcome": "timed_out"})
+            self.record_late(solve, state)  # never waited for past its verification timeout
+            return
         metrics.count_rule_results(verdict.rule_results)  # a duplicate's shared verdict is not counted again
+        self.record_verdict(solve, state, verdict)
+
+    def record_late(self, solve: Solve, state: DraftState) -> None:
+        """No verdict within the verification timeout: the draft is not waited for any longer."""
+        metrics.DRAFTS.add(1, {"outcome": "timed_out"})
+        verdict = late_verdict(state.draft.id, self.verify_timeout_s)
+        metrics.count_rule_results(verdict.rule_results)
         self.record_verdict(solve, state, verdict)
 
     async def share_verdict(self, solve: Solve, state: DraftState, original: DraftState) -> None:
         """A structural duplicate is not verified again: it shares the earlier draft's verdict."""
-        await original.verification
+        await asyncio.shield(original.verification)
         state.span.set_attribute("deliberate.draft.duplicate_of", original.draft.id)
         self.record_verdict(solve, state, shared_verdict(original.verdict, state.draft.id))
 

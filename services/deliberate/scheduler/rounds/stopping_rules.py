@@ -1,7 +1,7 @@
 """The rules of early stopping, as pure functions (docs/scheduler.md, "Early stopping"): what a request turned on
 (`options_of`), when a quorum ends the round (`quorum_reason`), and the verdict of a draft stopped on one or on its
-confidence. The round that applies them is `early_stop.EarlyStopRound`; `bench/early_stop_bound.py` replays them on
-recorded drafts."""
+confidence. The round that applies them is `streamed.StreamedRound`; the lab's early-stop bound
+(`deliberate_bench.replays.early_stop_bound`) replays them on recorded drafts."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from deliberate_api.common.v1 import common_pb2
 from deliberate_api.drafter.v1 import drafter_service_pb2
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 
-from ..selection import answer_key
-from ..selection.adaptive import cross_modal_agreement
-from ..selection.confidence import WINDOW_TOKENS, ConfidenceWatch
-from .solve import DraftState
+from ...selection import answer_key
+from ...selection.adaptive import cross_modal_agreement
+from ...selection.confidence import WINDOW_TOKENS, ConfidenceWatch
+from ..solve import DraftState
 
 
 @dataclass(frozen=True)
