@@ -5,13 +5,18 @@ from itertools import combinations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deliberate.selection.consensus import MAX_LINES, Step, consensus, consensus_prefix, content_lines, normalize_line
+from deliberate.selection.consensus import MAX_LINES, Step, consensus, content_lines, normalize_line
 from deliberate.verifier.arithmetic import computations
 
 # Few distinct line texts, so drafts share openings often; some differ only in whitespace or are blank.
 LINES = st.sampled_from(["a = 1", "  a  =  1 ", "a =\t1", "b = 2", "b=2", "c", "", "   ", "Final answer: 3"])
 DRAFT = st.lists(LINES, max_size=6).map("\n".join)
 DRAFTS = st.lists(DRAFT, max_size=6)
+
+
+def by_lines(drafts: list[str], min_support: int = 3) -> str:
+    """The consensus prefix by lines alone, in draft order: the Refiner's for a caller of its own."""
+    return consensus(drafts, min_support).text
 
 
 def keys(text: str) -> list[str]:
@@ -36,7 +41,7 @@ def clamp(min_support: int, drafts: list[str]) -> int:
 @settings(max_examples=300)
 @given(DRAFTS, st.integers(-1, 8))
 def test_the_prefix_is_the_longest_one_enough_drafts_share(drafts, min_support):
-    prefix = keys(consensus_prefix(drafts, min_support))
+    prefix = keys(by_lines(drafts, min_support))
     if not drafts:
         assert prefix == []
         return
@@ -50,7 +55,7 @@ def test_the_prefix_is_the_longest_one_enough_drafts_share(drafts, min_support):
 def test_order_of_drafts_does_not_change_the_prefix(drafts, min_support, random):
     shuffled = list(drafts)
     random.shuffle(shuffled)
-    before, after = keys(consensus_prefix(drafts, min_support)), keys(consensus_prefix(shuffled, min_support))
+    before, after = keys(by_lines(drafts, min_support)), keys(by_lines(shuffled, min_support))
     assert len(before) == len(after)
     if 2 * clamp(min_support, drafts) > len(drafts):
         # Two disjoint groups of a majority cannot exist, so no tie for the order to break.
@@ -59,27 +64,27 @@ def test_order_of_drafts_does_not_change_the_prefix(drafts, min_support, random)
 
 @given(DRAFTS)
 def test_with_support_of_one_the_longest_draft_comes_back_whole(drafts):
-    prefix = keys(consensus_prefix(drafts, 1))
+    prefix = keys(by_lines(drafts, 1))
     longest = max((keys(d) for d in drafts), key=len, default=[])
     assert prefix == longest
 
 
 @given(DRAFTS, st.integers(7, 100))
 def test_support_above_the_number_of_drafts_means_all_of_them(drafts, min_support):
-    assert consensus_prefix(drafts, min_support) == consensus_prefix(drafts, len(drafts))
+    assert by_lines(drafts, min_support) == by_lines(drafts, len(drafts))
 
 
 @given(st.lists(LINES, max_size=6), st.integers(2, 5))
 def test_whitespace_and_blank_lines_do_not_break_agreement(lines, copies):
     plain = "\n".join(lines)
     messy = ["\n\n" + "\n\n".join("  " + line.replace(" ", "   ") + " \t" for line in lines) for _ in range(copies)]
-    assert keys(consensus_prefix([plain, *messy], copies + 1)) == keys(plain)
+    assert keys(by_lines([plain, *messy], copies + 1)) == keys(plain)
 
 
 @given(st.lists(DRAFT, min_size=2, max_size=5))
 def test_no_shared_first_line_means_no_prefix(tails):
     drafts = [f"opening {i}\n{tail}" for i, tail in enumerate(tails)]
-    assert consensus_prefix(drafts, 2) == ""
+    assert by_lines(drafts, 2) == ""
 
 
 def test_three_of_four_agree_on_two_lines():
@@ -89,37 +94,37 @@ def test_three_of_four_agree_on_two_lines():
         "Let x be the price.\nThen  2x = 10.   \nHence x = 5.",
         "We guess.\nThen 2x = 10.",
     ]
-    assert consensus_prefix(drafts, 3) == "Let x be the price.\nThen 2x = 10.\n"
-    assert consensus_prefix(drafts, 2) == "Let x be the price.\nThen 2x = 10.\nSo x = 5.\n"
-    assert consensus_prefix(drafts, 4) == ""
+    assert by_lines(drafts, 3) == "Let x be the price.\nThen 2x = 10.\n"
+    assert by_lines(drafts, 2) == "Let x be the price.\nThen 2x = 10.\nSo x = 5.\n"
+    assert by_lines(drafts, 4) == ""
 
 
 def test_lines_come_back_as_written_in_the_best_ranked_supporting_draft():
     drafts = ["other\n", "\n  Step 1:  add \n\nStep 2\nx", "Step 1: add\nStep 2\ny", "Step 1: add\n\n\nStep 2"]
-    assert consensus_prefix(drafts, 3) == "  Step 1:  add \n\nStep 2\n"
+    assert by_lines(drafts, 3) == "  Step 1:  add \n\nStep 2\n"
 
 
 def test_the_longest_run_wins_even_with_a_different_group():
     drafts = ["a\nb", "a\nc\nd\ne", "a\nc\nd\ne", "a\nb"]
-    assert consensus_prefix(drafts, 2) == "a\nc\nd\ne\n"
-    assert consensus_prefix(drafts, 3) == "a\n"
+    assert by_lines(drafts, 2) == "a\nc\nd\ne\n"
+    assert by_lines(drafts, 3) == "a\n"
 
 
 def test_ties_go_to_the_group_of_the_earliest_draft():
-    assert consensus_prefix(["x\n1", "y\n2", "y\n2", "x\n1"], 2) == "x\n1\n"
-    assert consensus_prefix(["y\n2", "x\n1", "y\n2", "x\n1"], 2) == "y\n2\n"
+    assert by_lines(["x\n1", "y\n2", "y\n2", "x\n1"], 2) == "x\n1\n"
+    assert by_lines(["y\n2", "x\n1", "y\n2", "x\n1"], 2) == "y\n2\n"
 
 
 def test_edge_cases():
-    assert consensus_prefix([]) == ""
-    assert consensus_prefix(["", "  \n\n"], 1) == ""
-    assert consensus_prefix(["only\n"], 3) == "only\n"
-    assert consensus_prefix(["a\r\nb\r\n", "a\nb"], 2) == "a\nb\n"
+    assert by_lines([]) == ""
+    assert by_lines(["", "  \n\n"], 1) == ""
+    assert by_lines(["only\n"], 3) == "only\n"
+    assert by_lines(["a\r\nb\r\n", "a\nb"], 2) == "a\nb\n"
 
 
 def test_long_drafts_are_cut_at_the_line_cap():
     draft = "\n".join(f"line {i}" for i in range(1000))
-    prefix = consensus_prefix([draft] * 16, 3)
+    prefix = by_lines([draft] * 16, 3)
     assert prefix.splitlines() == [f"line {i}" for i in range(MAX_LINES)]
 
 
@@ -128,7 +133,7 @@ def test_lines_agree_whatever_their_case_punctuation_and_number_formatting():
     assert normalize_line("**Step 1:** 5.50 + 2 = 7.5") == normalize_line("step 1 5.5 + 2 = 7.50")
     assert normalize_line("5 + 3 = 8") != normalize_line("5 - 3 = 8")  # operators are content
     drafts = ["Total: $1,000.00.\nA", "total 1000\nB", "TOTAL 1,000!\nC"]
-    assert consensus_prefix(drafts, 3) == "Total: $1,000.00.\n"
+    assert by_lines(drafts, 3) == "Total: $1,000.00.\n"
 
 
 def test_numbers_are_read_by_the_shared_parser():
@@ -159,7 +164,7 @@ HINTED = [
 
 
 def test_drafts_that_compute_the_same_steps_in_other_words_share_a_prefix():
-    assert consensus_prefix(HINTED, 3) == ""  # no shared line
+    assert by_lines(HINTED, 3) == ""  # no shared line
     found = consensus(HINTED, 3, steps=[steps_of(d) for d in HINTED])
     assert found.basis == "computations" and found.computations == 2
     assert found.supporters == (0, 1, 2) and found.source == 0

@@ -12,6 +12,7 @@ from deliberate.scheduler.verdicts import (
     effective_constraints,
     late_verdict,
     refinement_problem,
+    status_reason,
     unchecked_detail,
     verifier_feedback,
     with_computed_answer,
@@ -83,6 +84,26 @@ def test_the_status_is_verified_only_with_evidence_and_names_it():
 
     nothing = select([invalid], max_selected=2)
     assert (nothing.status, nothing.verified_by) == ("unverified", [])
+
+
+def test_the_status_reason_is_the_selections_then_what_was_checked_then_what_replaced_what():
+    failed = common_pb2.DraftVerdict(
+        draft_id="invalid",
+        rule_results=[common_pb2.RuleResult(rule_id="arithmetic", passed=False, hard=True, message="2 + 2 = 5")],
+    )
+    unverified = select([Scored("invalid", 2, False, 0.5, answer="20")])
+    assert status_reason(unverified, 3, [failed, failed], failed) == (
+        f"{unverified.reason} after 3 round(s); errors: 2 + 2 = 5"
+    )
+    format_only = select([Scored("unchecked", 1, True, 1.0, answer="72")])
+    passed = common_pb2.DraftVerdict(
+        draft_id="unchecked", valid=True, rule_results=[common_pb2.RuleResult(rule_id="final_answer", passed=True)]
+    )
+    replaced = "refinement rejected (it broke); answering with the best draft #1"
+    assert status_reason(format_only, 1, [passed], passed, replaced) == (
+        f"{format_only.reason}{unchecked_detail(passed)}; {replaced}"
+    )
+    assert status_reason(format_only, 1, [passed], passed).endswith("the answer is not verified")
 
 
 def test_a_higher_score_without_evidence_does_not_outrank_a_checked_draft():

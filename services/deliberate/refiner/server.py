@@ -15,7 +15,7 @@ from ..core.convert import FINISH_REASONS
 from ..core.requests import parse_output_schema
 from ..engines.base import Completion, Engine, TextDelta
 from ..engines.service import EngineServicer
-from ..selection.consensus import consensus_prefix
+from ..selection.consensus import consensus
 from .budget import Budget, BudgetTable, token_budget
 from .limits import REFINE
 from .prompts import SYSTEM_PROMPT, SelectedDraft, refine_user_message, thinking_trace
@@ -48,7 +48,7 @@ class RefinerServicer(EngineServicer, refiner_service_pb2_grpc.RefinerServiceSer
             if request.HasField("consensus_prefix"):  # the Scheduler's: compared in substance, already streamed
                 prefix = request.consensus_prefix
             else:  # a caller of its own: by lines alone (it has no computations)
-                prefix = consensus_prefix([d.text for d in request.all_drafts], self.settings.consensus_min_support)
+                prefix = consensus([d.text for d in request.all_drafts], self.settings.consensus_min_support).text
         budget = self.budget(request, selected[0].score, context.time_remaining())
         metrics.REFINE_TOKEN_BUDGET.record(budget.tokens)
         sampling = replace(sampling, max_new_tokens=budget.tokens)

@@ -8,7 +8,7 @@ number of re-drafts; after that the best attempt is answered as UNVERIFIED with 
 
 A request without an output schema gets the arithmetic rule pack (hard) unless it turns that off
 (`SolveRequest.disable_default_arithmetic`). The status the answer earns (VERIFIED, COMPUTATION_CHECKED, …) is
-the selection's (`selection.verdict_of`).
+the selection's (`selection.earned_status`); the reason said with it is built in one place, `verdicts.status_reason`.
 
 This module holds the order of the stages only: the calls are in `downstream`, the request's state in
 `solve`, a round (streamed, whole or adaptive) and what happens to each draft in `rounds`, the stream's events in
@@ -49,7 +49,7 @@ from .verdicts import (
     computed_answer_line,
     effective_constraints,
     refinement_problem,
-    unchecked_detail,
+    status_reason,
     verifier_feedback,
 )
 from .watchdog.watchdog import Watchdog
@@ -302,23 +302,19 @@ class Pipeline:
         refinement_lost: str,
     ) -> tuple[str, str]:
         """The answer the client gets — the refined one once it is re-verified, else the best draft — and the
-        status reason that says what was checked and what replaced what."""
-        reason, answer = selection.reason, refined.text
-        if selection.status == "unverified":
-            reason += f" after {solve.rounds} round(s); errors: {verifier_feedback(solve.verdicts(), limit=None)}"
-        elif selection.status == "unchecked":
-            reason += unchecked_detail(best.verdict)
+        status reason (`verdicts.status_reason`)."""
+        answer, replaced = refined.text, ""
         if refinement_lost:
-            reason += f"; refinement unavailable ({refinement_lost}); answering with the best draft #{best.draft.index}"
+            replaced = f"refinement unavailable ({refinement_lost}); answering with the best draft #{best.draft.index}"
         elif selection.status != "unverified":
             broken, checked = await self.recheck_refined(solve, refined, best.verdict)
             if broken:  # the refined answer may never be worse than the best verified draft
                 answer = with_trace(refined, decisions.best_draft_answer(best, solve.request))
-                reason += f"; refinement rejected ({broken}); answering with the best draft #{best.draft.index}"
+                replaced = f"refinement rejected ({broken}); answering with the best draft #{best.draft.index}"
             elif line := computed_answer_line(checked):  # a refined program: the value it printed, streamed last
                 answer += line
                 solve.emit(events.refine_chunk(line))
-        return answer, reason
+        return answer, status_reason(selection, solve.rounds, solve.verdicts(), best.verdict, replaced)
 
     async def select(self, solve: Solve) -> Selection:
         """Ranks every draft under the request's policy (else the deployment's) with the weights for the current

@@ -1,6 +1,6 @@
-"""What the Scheduler reads from verdicts and adds to them: the default constraints, re-draft feedback,
-the detail of an UNCHECKED answer, the verdict of a draft verified too late, whether a refined answer
-may replace the best draft, and a program answer's computed value. Pure functions over contract messages, no calls.
+"""What the Scheduler reads from verdicts and adds to them: the default constraints, re-draft feedback, the
+answer's status reason, the verdict of a draft verified too late, whether a refined answer may replace the best
+draft, and a program answer's computed value. Pure functions over contract messages, no calls.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from deliberate_api.common.v1 import common_pb2
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 
 from ..core.convert import duration
-from ..selection import answer_key
+from ..selection import Selection, answer_key
 
 # How many distinct Verifier messages a re-draft prompt carries.
 MAX_FEEDBACK_MESSAGES = 3
@@ -44,6 +44,24 @@ def verifier_feedback(verdicts: list[common_pb2.DraftVerdict], limit: int | None
                 counts[rule.message] = counts.get(rule.message, 0) + 1
     ordered = sorted(counts, key=lambda m: -counts[m])
     return "; ".join(ordered[:limit])
+
+
+def status_reason(
+    selection: Selection,
+    rounds: int,
+    verdicts: list[common_pb2.DraftVerdict],
+    best: common_pb2.DraftVerdict,
+    replaced: str = "",
+) -> str:
+    """Why the answer has its status, in one line: the selection's reason (`selection.earned_status`), then for an
+    UNVERIFIED answer the rounds and every error, for an UNCHECKED one what its best draft was checked on, and last
+    `replaced` ("" or why the best draft answers in place of the refined answer)."""
+    reason = selection.reason
+    if selection.status == "unverified":
+        reason += f" after {rounds} round(s); errors: {verifier_feedback(verdicts, limit=None)}"
+    elif selection.status == "unchecked":
+        reason += unchecked_detail(best)
+    return f"{reason}; {replaced}" if replaced else reason
 
 
 def unchecked_detail(verdict: common_pb2.DraftVerdict) -> str:

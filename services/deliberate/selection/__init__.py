@@ -96,7 +96,7 @@ def select(
     finals = {c.draft_id: final for c, final in valued}
     ordered = [c for c, _ in ranked] + rest
     selected = [c for c, _ in ranked][:max_selected] or [rest[0]]
-    status, reason = verdict_of(selected[0], candidates, chosen_policy.name)
+    status, reason = earned_status(selected[0], candidates, chosen_policy.name)
     return Selection(selected, status, reason, table, finals, tuple(c.draft_id for c in ordered), chosen_policy.name)
 
 
@@ -144,7 +144,7 @@ def plan_unchecked(best: Candidate, candidates: Sequence[Candidate]) -> bool:
     return not any(c.valid and CROSS_CHECK in c.evidence and answer_key(c.answer) == key for c in candidates)
 
 
-def verdict_of(best: Candidate, candidates: Sequence[Candidate], policy_name: str) -> tuple[Status, str]:
+def earned_status(best: Candidate, candidates: Sequence[Candidate], policy_name: str) -> tuple[Status, str]:
     """The status the best selected draft earns, and why."""
     valid = sum(c.valid for c in candidates)
     passed = f"{valid} of {len(candidates)} drafts passed every hard rule"

@@ -108,7 +108,10 @@ def consensus(
 ) -> Consensus:
     """The longest opening at least `min_support` drafts share, by lines or by `steps` (one sequence per draft;
     None to compare lines only), in the wording of the best-ranked supporting draft. `ranking` lists draft indexes
-    best first; drafts it leaves out follow in index order. `min_support` is clamped to [1, len(drafts)]."""
+    best first; drafts it leaves out follow in index order. `min_support` is clamped to [1, len(drafts)].
+
+    The one way a consensus prefix is found: the Scheduler's (by computations too, in its selection order) and the
+    Refiner's for a caller of its own (by lines, in draft order)."""
     if not drafts:
         return NONE
     support = min(max(min_support, 1), len(drafts))
@@ -121,11 +124,6 @@ def consensus(
         return by_lines
     by_steps = _by_steps(drafts, [_distinct(s) for s in steps], support, rank)
     return by_steps if len(by_steps.text) > len(by_lines.text) else by_lines
-
-
-def consensus_prefix(drafts: Sequence[str], min_support: int = 3) -> str:
-    """The text of `consensus` by lines alone, in draft order (see `consensus`)."""
-    return consensus(drafts, min_support).text
 
 
 def _by_lines(drafts: Sequence[str], lines: list[list[Line]], support: int, rank: dict) -> Consensus:
