@@ -152,78 +152,78 @@ bench: bench-engines bench-fanout bench-e2e bench-verifier bench-overhead bench-
 ## The Drafter over gRPC against xllamacpp called directly: same prompts, sampling, N=5, 128 tokens, threads,
 ## default model; throughput_ratio (target >= 0.9). --with-transformers adds the retired transformers comparison.
 bench-engines: install
-	$(PY) bench/engines.py
+	$(VENV)/bin/deliberate bench engines
 
 ## How long the default model's drafts are under the old and the brief prompt (tuning problems only).
 bench-prompt-budget: install
-	$(PY) bench/prompt_budget.py
+	$(VENV)/bin/deliberate bench prompt-budget
 
 bench-fanout: install
-	$(PY) bench/fanout.py
+	$(VENV)/bin/deliberate bench fanout
 
 bench-e2e: install
-	$(PY) bench/e2e.py
+	$(VENV)/bin/deliberate bench e2e
 
 ## What token confidence costs (docs/selection.md#token-confidence): llama.cpp's decoding speed with and without the
 ## top-k log-probabilities, side by side (bench/results/confidence_cost.json).
 bench-confidence: install
-	$(PY) bench/confidence_cost.py $(ARGS)
+	$(VENV)/bin/deliberate bench confidence-cost $(ARGS)
 
 ## Stopping drafts on token confidence, replayed on recorded drafts (issue 25; thresholds from the tuning block's
 ## right drafts, scored on the 200-problem evaluation's): bench/results/confidence_stop.json.
 bench-confidence-stop: install
-	$(PY) bench/confidence_stop.py $(ARGS)
+	$(VENV)/bin/deliberate bench confidence-stop $(ARGS)
 
 bench-verifier: install
-	$(PY) bench/verifier.py
+	$(VENV)/bin/deliberate bench verifier
 
 bench-overhead: install
-	$(PY) bench/overhead.py
+	$(VENV)/bin/deliberate bench overhead
 
 bench-consensus: install
-	$(PY) bench/consensus.py
+	$(VENV)/bin/deliberate bench consensus
 
 ## SolveStream with the consensus prefix against without: time to first content and to the answer, same problems.
 bench-stream-prefix: install
-	$(PY) bench/stream_prefix.py $(ARGS)
+	$(VENV)/bin/deliberate bench stream-prefix $(ARGS)
 
 ## Early stopping (streaming verification, aborting failed drafts, quorum) with against without, side by side:
 ## 50 GSM8K questions and 10 ad-selection instances, N=5, the default model (hours on 2 cores; resumable, the
-## per-problem records are in bench/results/early_stop.runs.jsonl). `ARGS="--limit 3"` for a quick profile.
+## per-problem records are in bench/runs/early_stop.runs.jsonl). `ARGS="--limit 3"` for a quick profile.
 bench-early-stop: install
-	$(PY) bench/early_stop.py $(ARGS)
+	$(VENV)/bin/deliberate bench early-stop $(ARGS)
 
 ## Adaptive draft counts (SolveRequest.draft_count adaptive, --adaptive-policy) against the default round (all N
 ## at once, early stopping on), side by side on the same 60 GSM8K questions as bench-early-stop's sample, N=5, the
-## default model (hours; resumable: bench/results/adaptive.runs.jsonl). `ARGS="--limit 3 --ads 0"` for a quick look.
+## default model (hours; resumable: bench/runs/adaptive.runs.jsonl). `ARGS="--limit 3 --ads 0"` for a quick look.
 bench-adaptive: install
-	$(PY) bench/early_stop.py --compare adaptive --limit 60 --ads 0 --max-new-tokens 384 $(ARGS)
+	$(VENV)/bin/deliberate bench early-stop --compare adaptive --limit 60 --ads 0 --max-new-tokens 384 $(ARGS)
 
 ## The recorded drafts of eval-200 (its default round of 5) replayed with and without early stopping, and
 ## the bound no policy that drops losing drafts can beat (about 2 minutes: it times decoding steps on the model).
 bench-early-stop-bound: install
-	$(PY) bench/early_stop_bound.py $(ARGS)
+	$(VENV)/bin/deliberate bench early-stop-bound $(ARGS)
 
 ## Adaptive draft counts and confidence stops (issue 25): chosen on the tuning runs, scored on eval-200's, replayed.
 bench-adaptive-stop: install
-	$(PY) bench/adaptive_stop.py $(ARGS)
+	$(VENV)/bin/deliberate bench adaptive-stop $(ARGS)
 
 ## Scale-out (docs/deploy.md#load-balancing): the same 10 requests (SmolLM2, 4 drafts x 64 tokens) against 1 Drafter
 ## with 1 engine thread and against 2 Drafters with 1 each, one after the other; wall_ratio and replica_shares in
 ## bench/results/scale.json (a few minutes on 2 cores). Not part of `make bench`.
 bench-scale: install
-	$(PY) bench/scale.py $(ARGS)
+	$(VENV)/bin/deliberate bench scale $(ARGS)
 
 ## Soak (docs/reliability.md): the real stack under 8 concurrent solves for 15 min while the Verifier is SIGKILLed 5
 ## times and SIGSTOPped twice and the Drafter and Refiner are SIGKILLed once; writes bench/results/soak.json and
 ## fails unless no request is lost and >= 95 % succeed outside the fault windows. Not part of `make bench`.
 SOAK_ARGS ?=
 soak: install
-	$(PY) bench/soak.py $(SOAK_ARGS)
+	$(VENV)/bin/deliberate bench soak $(SOAK_ARGS)
 
 ## The same for 3 min with one fault of each kind (bench/results/soak-quick.json).
 soak-quick: install
-	$(PY) bench/soak.py --quick $(SOAK_ARGS)
+	$(VENV)/bin/deliberate bench soak --quick $(SOAK_ARGS)
 
 # Evaluation on GSM8K (docs/eval.md): starts the four services with DELIBERATE_ENGINE / DELIBERATE_MODEL from
 # the environment. Resumable: results are appended per problem; EVAL_ARGS=--fresh starts over.
@@ -237,21 +237,21 @@ eval: install
 
 ## Draft once, select many (docs/eval.md#replay): every selection policy and ablation ranked again on the recorded
 ## drafts of a runs file, no model, seconds; writes bench/results/<name>.replay.{json,md}.
-REPLAY_RUNS ?= bench/results/eval-gsm8k-100.runs.jsonl bench/results/eval-early-stop.runs.jsonl
+REPLAY_RUNS ?= bench/runs/eval-gsm8k-100.runs.jsonl bench/runs/eval-early-stop.runs.jsonl
 replay: install
 	for runs in $(REPLAY_RUNS); do $(VENV)/bin/deliberate eval --replay $$runs >/dev/null || exit 1; done
 
 ## The headline table (docs/eval.md#results): eval-200's recorded drafts read as the default round (5 drafts, the
 ## default number of programs and policy) with the project's targets; writes bench/results/eval-gsm8k.{json,md,png}.
-HEADLINE_RUNS ?= bench/results/eval-gsm8k-200.runs.jsonl
+HEADLINE_RUNS ?= bench/runs/eval-gsm8k-200.runs.jsonl
 eval-headline: install
-	$(PY) -m deliberate_bench.headline $(HEADLINE_RUNS)
+	$(VENV)/bin/deliberate bench headline $(HEADLINE_RUNS)
 
 ## The learned selection policy's weights (docs/selection.md#the-learned-policy), fitted on the tuning block's
 ## recorded drafts (make eval-tuning) and written to services/deliberate/selection/learned_policy.json.
-LEARNED_RUNS ?= bench/results/eval-tuning.runs.jsonl
+LEARNED_RUNS ?= bench/runs/eval-tuning.runs.jsonl
 learned-policy: install
-	$(PY) -m deliberate_bench.fit_policy $(LEARNED_RUNS) --drafts 5:3+2
+	$(VENV)/bin/deliberate bench fit-policy $(LEARNED_RUNS) --drafts 5:3+2
 
 ## The tuning block (train lines 0-49, never in an evaluation sample) drafted 8 ways per problem, 4 prose and 4
 ## programs, early stopping off so every draft is recorded whole: the drafts defaults are chosen on by replay
@@ -291,7 +291,7 @@ frontier-runs: install
 ## The frontier read from those runs, with the default chosen by the rule fixed before scoring
 ## (bench/results/frontier.{json,md,png}; seconds, no model).
 frontier: install
-	$(PY) -m deliberate_bench.frontier
+	$(VENV)/bin/deliberate bench frontier
 
 ## A quick look while developing: the first 10 problems of the same sample, 2 catalogs, separate results.
 ## The 200-problem evaluation of issue 24 (docs/eval.md): a new sample of the training split (seed 2027; the
@@ -309,14 +309,14 @@ eval-quick: install
 ## product tables (the scored instances; a fixed quarter of each case is kept apart for tuning), each solved by one
 ## prose draft, one program draft and the pipeline, beside a reference plan computed without a model; every answer's
 ## feasibility judged by the evaluation itself (deliberate_bench/business_eval.py). Writes
-## bench/results/business.{runs.jsonl,json,md,png}; hours; resumable: rerun to continue.
+## bench/runs/business.runs.jsonl and bench/results/business.{json,md,png}; hours; resumable: rerun to continue.
 eval-business: install
-	$(PY) -m deliberate_bench.business_eval $(EVAL_ARGS)
+	$(VENV)/bin/deliberate bench business-eval $(EVAL_ARGS)
 
 ## A quick look at it: 2 instances per case on the test model (SmolLM2-135M), short budgets, no re-drafts,
 ## into bench/results/business-quick.* (never the committed results).
 eval-business-quick: install
-	DELIBERATE_MODEL=smollm2-135m DELIBERATE_MAX_REDRAFTS=0 $(PY) -m deliberate_bench.business_eval --limit 2 \
+	DELIBERATE_MODEL=smollm2-135m DELIBERATE_MAX_REDRAFTS=0 $(VENV)/bin/deliberate bench business-eval --limit 2 \
 		--max-new-tokens 96 --refine-max-new-tokens 32 --pipeline-drafts 2 --name business-quick $(EVAL_ARGS)
 
 # The judge (docs/judge.md): verifier records from real runs, a fine-tuned SmolLM2 judge, judges compared.
@@ -325,23 +325,23 @@ DATASET_ARGS ?=
 TRAIN_JUDGE_ARGS ?=
 JUDGE_DIR ?= .deliberate/judges/smollm2-135m-judge
 ## Verifier training records: 300 GSM8K train problems x 8 SmolLM2 drafts and the worked examples
-## (bench/results/judge-dataset), and 4 Qwen2.5-Coder-0.5B drafts per problem (bench/results/judge-dataset-qwen),
+## (bench/runs/judge-dataset), and 4 Qwen2.5-Coder-0.5B drafts per problem (bench/runs/judge-dataset-qwen),
 ## the right drafts SmolLM2 rarely writes.
 dataset: install
 	$(VENV)/bin/deliberate dataset --engine-threads 1 $(DATASET_ARGS)
-	$(VENV)/bin/deliberate dataset --engine-threads 1 --model qwen2.5-coder-0.5b --out bench/results/judge-dataset-qwen \
+	$(VENV)/bin/deliberate dataset --engine-threads 1 --model qwen2.5-coder-0.5b --out bench/runs/judge-dataset-qwen \
 		--examples "" --drafts 4 --max-new-tokens 320 --temperature 0.7 $(DATASET_ARGS)
 
 ## Fine-tune SmolLM2-135M into the judge on that dataset (CPU), measured against the untrained one on validation.
 train-judge: install
-	$(VENV)/bin/deliberate train-judge --dataset bench/results/judge-dataset --dataset bench/results/judge-dataset-qwen \
+	$(VENV)/bin/deliberate train-judge --dataset bench/runs/judge-dataset --dataset bench/runs/judge-dataset-qwen \
 		--out $(JUDGE_DIR) $(TRAIN_JUDGE_ARGS)
 
 ## Rules only vs rules + untrained judge vs rules + trained judge, on held-out (validation) problems, drafted by
 ## the default model (SmolLM2 solves almost none of them, and accuracy could not tell the judges apart).
 eval-judges: install
 	DELIBERATE_MAX_REDRAFTS=0 $(VENV)/bin/deliberate eval \
-		--problems-from bench/results/judge-dataset --limit 20 --sizes 2 --max-new-tokens 256 \
+		--problems-from bench/runs/judge-dataset --limit 20 --sizes 2 --max-new-tokens 256 \
 		--refine-max-new-tokens 64 --no-refine-subsets --ads 0 --name judge-compare \
 		--judges rules=off,untrained=transformers,trained=$(JUDGE_DIR) $(EVAL_ARGS)
 
@@ -352,7 +352,7 @@ eval-judges: install
 ## scores in seconds.
 JUDGE_SIGNAL_ARGS ?=
 judge-signal: install
-	$(PY) -m deliberate_bench.judge_signal $(JUDGE_SIGNAL_ARGS)
+	$(VENV)/bin/deliberate bench judge-signal $(JUDGE_SIGNAL_ARGS)
 
 ## Tests marked slow (the train-judge fine-tune), left out of `make test`.
 test-slow: install
@@ -369,7 +369,7 @@ $(LMEVAL_VENV)/.installed-stamp:
 
 ## lm-eval on a local GSM8K task through the gateway of a local stack (DELIBERATE_MODEL picks the model); not in `make test`.
 eval-lm-harness: install $(LMEVAL_VENV)/.installed-stamp
-	$(PY) bench/lm_eval_gateway.py --lm-eval $(LMEVAL_VENV)/bin/lm_eval
+	$(VENV)/bin/deliberate bench lm-eval-gateway --lm-eval $(LMEVAL_VENV)/bin/lm_eval
 
 ## docs/configuration.md's table of every setting, written from the settings models (a test fails when it is out of date).
 config-table: install

@@ -11,7 +11,7 @@ import pytest
 
 from deliberate.selection import same_answer
 from deliberate.verifier.parsing import extract_final_answer
-from deliberate_bench import dataset, train_judge
+from deliberate_bench.eval import dataset, train_judge
 
 from .conftest import gsm8k_questions
 

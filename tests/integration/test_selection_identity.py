@@ -1,8 +1,8 @@
-"""The Scheduler, through its real gRPC path, and the replay (bench/deliberate_bench/replay.py) pick the same drafts
+"""The Scheduler, through its real gRPC path, and the replay (deliberate_bench/eval/replay.py) pick the same drafts
 in the same order, with the same ranking values, under every registered selection policy.
 
 The Drafter and Refiner run the `recorded` engine on first-round drafts of two GSM8K problems recorded by
-`deliberate eval` (bench/results/eval-gsm8k-100.runs.jsonl): the real services draft, verify, rank and refine them,
+`deliberate eval` (bench/runs/eval-gsm8k-100.runs.jsonl): the real services draft, verify, rank and refine them,
 without a model, in seconds. Each response becomes runs-file records by the evaluation's own `solve()`, and those
 records are replayed.
 """
@@ -19,12 +19,12 @@ from deliberate.cli.stack import Ports, Stack
 from deliberate.drafter.prompts import DEFAULT_STRATEGIES
 from deliberate.selection import POLICIES
 from deliberate.selection.answers import answer_key
-from deliberate_bench import evaluation
-from deliberate_bench.replay import replay
+from deliberate_bench.eval import evaluation
+from deliberate_bench.eval.replay import replay
 from deliberate_client.client import DeliberateClient, build_request
 
 ROOT = Path(__file__).resolve().parents[2]
-RUNS = ROOT / "bench/results/eval-gsm8k-100.runs.jsonl"
+RUNS = ROOT / "bench/runs/eval-gsm8k-100.runs.jsonl"
 NUM_DRAFTS = 5
 # Their five first-round drafts reach 3-4 different answers and one fails a hard rule. The arithmetic check verifies
 # two drafts that the vote does not put first, so `majority` selects otherwise than `best_of` (and `weighted`, which

@@ -1,5 +1,5 @@
 """The learned selection policy: the shipped artefact is read and checked, `learned` ranks with its weights, and
-`deliberate_bench.fit_policy` fits weights that follow what separates right drafts from wrong ones."""
+`deliberate_bench.eval.fit_policy` fits weights that follow what separates right drafts from wrong ones."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from deliberate.selection import POLICIES, Candidate, select
 from deliberate.selection.confidence import ConfidenceSummary
 from deliberate.selection.learned import SCHEMA_VERSION, parse, shipped
-from deliberate_bench import fit_policy
+from deliberate_bench.eval import fit_policy
 
 
 def test_the_shipped_artefact_is_valid_and_says_what_it_was_fitted_on():
@@ -18,7 +18,7 @@ def test_the_shipped_artefact_is_valid_and_says_what_it_was_fitted_on():
     assert weights.weights and all(isinstance(v, float | int) for v in weights.weights.values())
     assert weights.trained_on["runs"].endswith(".runs.jsonl") and len(weights.trained_on["sha256"]) == 64
     assert weights.trained_on["problems"] > 0
-    assert weights.command.startswith("python -m deliberate_bench.fit_policy ")
+    assert weights.command.startswith("python -m deliberate_bench.eval.fit_policy ")
     assert "learned" in POLICIES and POLICIES["learned"].competitors == "valid"
 
 

@@ -1,7 +1,7 @@
 """Refinement with the consensus prefix against without it: same drafts, same seed, in one run.
 
-    python bench/consensus.py [--questions 20] [--drafts 5] [--draft-tokens 160] [--tokens 256] [--min-support 3]
-                              [--engine llamacpp] [--model embedded] [--runs bench/results/consensus_runs.jsonl]
+    deliberate bench consensus [--questions 20] [--drafts 5] [--draft-tokens 160] [--tokens 256] [--min-support 3]
+                              [--engine llamacpp] [--model embedded] [--runs bench/runs/consensus.runs.jsonl]
                               [--fresh]
 
 For each GSM8K question (a fixed random sample of the training split, `deliberate eval`'s sampling) the N drafts
@@ -23,26 +23,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import RESULTS, add_data_argument, write_result  # noqa: E402
-
-from deliberate.drafter.prompts import SYSTEM_PROMPT as DRAFT_SYSTEM  # noqa: E402
-from deliberate.drafter.prompts import draft_user_message, strategies_for  # noqa: E402
-from deliberate.engines import Engine, SamplingParams, load_engine  # noqa: E402
-from deliberate.refiner.prompts import SYSTEM_PROMPT as REFINE_SYSTEM  # noqa: E402
-from deliberate.refiner.prompts import SelectedDraft, refine_user_message  # noqa: E402
-from deliberate.selection import same_answer  # noqa: E402
-from deliberate.selection.consensus import Step, consensus  # noqa: E402
-from deliberate.verifier.arithmetic import check_arithmetic, computations  # noqa: E402
-from deliberate.verifier.parsing import extract_final_answer  # noqa: E402
-from deliberate.verifier.rules import verify_text  # noqa: E402
-from deliberate_bench.evaluation import append_run, load_problems  # noqa: E402
+from deliberate.drafter.prompts import SYSTEM_PROMPT as DRAFT_SYSTEM
+from deliberate.drafter.prompts import draft_user_message, strategies_for
+from deliberate.engines import Engine, SamplingParams, load_engine
+from deliberate.refiner.prompts import SYSTEM_PROMPT as REFINE_SYSTEM
+from deliberate.refiner.prompts import SelectedDraft, refine_user_message
+from deliberate.selection import same_answer
+from deliberate.selection.consensus import Step, consensus
+from deliberate.verifier.arithmetic import check_arithmetic, computations
+from deliberate.verifier.parsing import extract_final_answer
+from deliberate.verifier.rules import verify_text
+from deliberate_bench.eval.problems import load_problems
+from deliberate_bench.inputs import add_data_argument
+from deliberate_bench.results import RUNS, append_run, read_runs, write_result
 
 DRAFT_TEMPERATURE = 0.3  # the Drafter's default (DELIBERATE_TEMPERATURE)
 REFINE_TEMPERATURE = 0.7  # the Refiner's default
@@ -98,7 +95,7 @@ def run_question(engine, problem, args) -> dict:
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--questions", type=int, default=20)
     parser.add_argument("--drafts", type=int, default=5)
@@ -107,21 +104,16 @@ def main() -> None:
     parser.add_argument("--min-support", type=int, default=3)
     parser.add_argument("--engine", default="llamacpp", help="the services' default engine (llamacpp)")
     parser.add_argument("--model", default="embedded", help="the default embedded model (Qwen2.5-Coder-0.5B)")
-    parser.add_argument("--runs", type=Path, default=RESULTS / "consensus_runs.jsonl")
+    parser.add_argument("--runs", type=Path, default=RUNS / "consensus.runs.jsonl")
     parser.add_argument("--fresh", action="store_true", help="discard the stored runs and start over")
     add_data_argument(parser)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     config = {k: getattr(args, k) for k in ("drafts", "draft_tokens", "tokens", "min_support", "engine", "model")}
     config["data"] = args.data.name
 
     if args.fresh:
         args.runs.unlink(missing_ok=True)
-    done = {}
-    if args.runs.exists():
-        for line in args.runs.read_text().splitlines():
-            record = json.loads(line)
-            if record.get("config") == config:
-                done[record["id"]] = record
+    done = {record["id"]: record for record in read_runs(args.runs) if record.get("config") == config}
     problems = load_problems(args.data, args.questions, SAMPLE_SEED, set())
     todo = [p for p in problems if p.id not in done]
     print(f"{len(problems) - len(todo)} of {len(problems)} questions already done ({args.runs})")

@@ -3,7 +3,7 @@ or (`--compare adaptive`, `make bench-adaptive`) adaptive draft counts against t
 previous`) the default round against the one before issue 25; or (`--compare confidence`) the confidence stop on
 top of the default round against the default round.
 
-    python bench/early_stop.py [--limit 50] [--ads 10] [--drafts 5] [--model NAME] [--runs FILE]
+    deliberate bench early-stop [--limit 50] [--ads 10] [--drafts 5] [--model NAME] [--runs FILE]
                                [--compare early_stop|adaptive|previous|confidence] [--program-drafts K]
 
 One local stack (the default engine, model and sampling; the Refiner's consensus min_support 3). Each problem
@@ -44,22 +44,20 @@ every other early-stop default), into `confidence_stop_live.runs.jsonl` and `con
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import RESULTS, add_data_argument, read_runs_by_id, write_result  # noqa: E402
-
-from deliberate.cli.stack import Ports, Stack  # noqa: E402
-from deliberate.selection import same_answer  # noqa: E402
-from deliberate.verifier.parsing import extract_final_answer  # noqa: E402
-from deliberate_api.common.v1 import common_pb2  # noqa: E402
-from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb  # noqa: E402
-from deliberate_bench.eval_stats import paired_bootstrap  # noqa: E402
-from deliberate_bench.evaluation import ad_instance, append_run, check_ad_plan, load_problems  # noqa: E402
-from deliberate_client.client import DeliberateClient, build_request  # noqa: E402
+from deliberate.cli.stack import Ports, Stack
+from deliberate.selection import same_answer
+from deliberate.verifier.parsing import extract_final_answer
+from deliberate_api.common.v1 import common_pb2
+from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
+from deliberate_bench.eval.ads import ad_instance, check_ad_plan
+from deliberate_bench.eval.problems import load_problems
+from deliberate_bench.eval.stats import paired_bootstrap
+from deliberate_bench.inputs import add_data_argument
+from deliberate_bench.results import RUNS, append_run, read_runs_by_id, write_result
+from deliberate_client.client import DeliberateClient, build_request
 
 SEED = 1
 # Programs in the default round before issue 25 (--program-drafts 1; docs/scheduler.md, "The default round").
@@ -212,7 +210,7 @@ def side_by_side(records: list[dict]) -> dict:
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--limit", type=int, default=50, help="GSM8K questions (default 50)")
     parser.add_argument("--ads", type=int, default=None, help="ad-selection instances (default 10; fewer with --limit)")
@@ -246,7 +244,7 @@ def main() -> None:
         help="write the figures of the problems already in the runs file (a run stopped part way), solve nothing",
     )
     add_data_argument(parser)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     names = {
         "early_stop": "early_stop",
         "adaptive": "adaptive",
@@ -254,7 +252,7 @@ def main() -> None:
         "confidence": "confidence_stop_live",
     }
     args.out = args.out or names[args.compare] + ("_aa" if args.same_both_sides else "")
-    args.runs = args.runs or RESULTS / f"{args.out}.runs.jsonl"
+    args.runs = args.runs or RUNS / f"{args.out}.runs.jsonl"
 
     chosen = problems(args)
     done = read_runs_by_id(args.runs)

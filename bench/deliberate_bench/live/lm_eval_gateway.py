@@ -1,6 +1,6 @@
 """lm-eval's `local-chat-completions` model through the OpenAI-compatible gateway, on GSM8K from a local JSONL.
 
-    python bench/lm_eval_gateway.py --lm-eval .venv-lmeval/bin/lm_eval [--limit 20]
+    deliberate bench lm-eval-gateway --lm-eval .venv-lmeval/bin/lm_eval [--limit 20]
 
 Starts the local stack (the model from DELIBERATE_MODEL, as every stack), runs lm-eval against its gateway with
 the task in bench/lm_eval/gsm8k_local.yaml (tests/data/gsm8k_sample.jsonl, 20 problems), prints lm-eval's table
@@ -15,10 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "services"))
-
-from deliberate.cli.stack import Ports, Stack  # noqa: E402
+from deliberate.cli.stack import Ports, Stack
+from deliberate_bench.results import RESULTS, ROOT
 
 TASKS = ROOT / "bench/lm_eval"
 
@@ -27,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lm-eval", default="lm_eval", help="the lm_eval command (its own venv: make eval-lm-harness)")
     parser.add_argument("--limit", type=int, default=20)
-    parser.add_argument("--output", type=Path, default=ROOT / "bench/results/lm-eval-gsm8k")
+    parser.add_argument("--output", type=Path, default=RESULTS / "lm-eval-gsm8k")
     args = parser.parse_args(argv)
     log_dir = Path(tempfile.mkdtemp(prefix="deliberate-lm-eval-"))
     with Stack(ports=Ports.free(), log_dir=log_dir, state_dir=log_dir) as stack:

@@ -1,6 +1,6 @@
 """How long after a peer serves again a channel's next call succeeds: capped reconnect backoff vs gRPC's default.
 
-    python bench/reconnect.py [--outage 17] [--trials 3]
+    deliberate bench reconnect [--outage 17] [--trials 3]
 
 Each trial calls a health check every 0.3 s on a port where nothing listens for `--outage` seconds, then starts a
 server there and measures the time to the first successful call, for a channel made by `deliberate.core.tls.
@@ -61,11 +61,11 @@ async def trial(outage_s: float) -> tuple[float, float]:
     )
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--outage", type=float, default=17.0, help="seconds with nothing listening")
     parser.add_argument("--trials", type=int, default=3)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     for n in range(args.trials):
         capped, default = asyncio.run(trial(args.outage))
         print(f"trial {n + 1}: first success {capped:.2f} s (capped backoff) vs {default:.2f} s (gRPC default)")

@@ -1,6 +1,6 @@
 """Soak: the real stack under steady load for a bounded time while faults are injected on a schedule.
 
-    python bench/soak.py [--duration 900] [--concurrency 8] [--deadline 120] [--quick]
+    deliberate bench soak [--duration 900] [--concurrency 8] [--deadline 120] [--quick]
 
 Starts the four services on free ports (the model DELIBERATE_MODEL names, smollm2-135m unless set; the Scheduler's
 watchdog on a 2 s heartbeat; `deliberate up`'s Supervisor restarting Drafter, Refiner and Scheduler) and keeps
@@ -42,18 +42,16 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import write_result  # noqa: E402
+from deliberate_bench.results import write_result
 
 os.environ.setdefault("DELIBERATE_MODEL", "smollm2-135m")
 
-import grpc  # noqa: E402
+import grpc
 
-from deliberate.cli.stack import Ports, Stack  # noqa: E402
-from deliberate.cli.supervisor import CrashLoop, Supervisor  # noqa: E402
-from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb  # noqa: E402
-from deliberate_client.client import DeliberateClient, build_request  # noqa: E402
+from deliberate.cli.stack import Ports, Stack
+from deliberate.cli.supervisor import CrashLoop, Supervisor
+from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
+from deliberate_client.client import DeliberateClient, build_request
 
 FULL_FAULTS = ["verifier_kill", "verifier_stop", "drafter_kill", "verifier_kill", "refiner_kill"]
 FULL_FAULTS += ["verifier_kill", "verifier_stop", "verifier_kill", "verifier_kill"]
@@ -81,7 +79,7 @@ class FaultWindow:
     healthy: float | None = None  # None: not healthy again within the recovery limit
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="3 min, one fault of each kind, soak-quick.json")
     parser.add_argument("--duration", type=float, help="seconds of load (default 900; 180 with --quick)")
@@ -91,7 +89,7 @@ def main() -> int:
     parser.add_argument("--drafts", type=int, default=2)
     parser.add_argument("--max-new-tokens", type=int, default=24)
     parser.add_argument("--max-redrafts", type=int, default=0, help="the Scheduler's re-drafting rounds")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     duration = args.duration or (180.0 if args.quick else 900.0)
     args.concurrency = args.concurrency or (4 if args.quick else 8)
     faults = QUICK_FAULTS if args.quick else FULL_FAULTS

@@ -1,7 +1,7 @@
 """What the consensus prefix buys a streaming caller: `SolveStream` with the prefix (the default) against without
 (`disable_consensus_prefix`), side by side on the same problems, request and seed (`make bench-stream-prefix`).
 
-    python bench/stream_prefix.py [--limit 12] [--drafts 5] [--max-new-tokens 256] [--runs FILE]
+    deliberate bench stream-prefix [--limit 12] [--drafts 5] [--max-new-tokens 256] [--runs FILE]
 
 One local stack (the services' defaults, with `--consensus-prefix stream`). Each GSM8K problem (a fixed
 sample of --data) is streamed twice, the order alternating from problem to problem. For each side it records the
@@ -16,19 +16,16 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import RESULTS, add_data_argument, read_runs_by_id, write_result  # noqa: E402
-
-from deliberate.cli.stack import Ports, Stack  # noqa: E402
-from deliberate.selection import same_answer  # noqa: E402
-from deliberate.verifier.parsing import extract_final_answer  # noqa: E402
-from deliberate_bench.evaluation import append_run, load_problems  # noqa: E402
-from deliberate_client.client import DeliberateClient, build_request  # noqa: E402
+from deliberate.cli.stack import Ports, Stack
+from deliberate.selection import same_answer
+from deliberate.verifier.parsing import extract_final_answer
+from deliberate_bench.eval.problems import load_problems
+from deliberate_bench.inputs import add_data_argument
+from deliberate_bench.results import RUNS, append_run, read_runs_by_id, write_result
+from deliberate_client.client import DeliberateClient, build_request
 
 SEED = 1
 SIDES = ("with", "without")
@@ -92,15 +89,15 @@ def figures(records: list[dict]) -> dict:
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--limit", type=int, default=12, help="GSM8K questions (default 12)")
     parser.add_argument("--drafts", type=int, default=5)
     parser.add_argument("--max-new-tokens", type=int, default=256, help="draft budget")
     parser.add_argument("--timeout", type=float, default=900.0, help="deadline of each solve, seconds")
-    parser.add_argument("--runs", type=Path, default=RESULTS / "stream_prefix.runs.jsonl")
+    parser.add_argument("--runs", type=Path, default=RUNS / "stream_prefix.runs.jsonl")
     add_data_argument(parser)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     chosen = load_problems(args.data, args.limit, SEED, set())
     done = read_runs_by_id(args.runs)

@@ -1,7 +1,7 @@
 """Adaptive draft counts, cross-modal agreement and confidence stops: chosen on the tuning problems, scored on others.
 
-    python bench/adaptive_stop.py [--calibrate RUNS …]
-                                  [--runs bench/results/eval-gsm8k-200.runs.jsonl]
+    deliberate bench adaptive-stop [--calibrate RUNS …]
+                                  [--runs bench/runs/eval-gsm8k-200.runs.jsonl]
 
 Every policy of `deliberate_bench.stopping` (the order in which a round adds prose drafts and programs, how many
 start together, the quorum that settles it, cross-modal agreement) is replayed on the calibration runs (the tuning
@@ -19,25 +19,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import RESULTS, TUNING_RUNS, write_result  # noqa: E402
-from confidence_stop import read_records, stop_point, thresholds  # noqa: E402
-
-from deliberate_bench.stopping import agreement_precision, choose, compare  # noqa: E402
+from deliberate_bench.replays.confidence_stop import read_records, stop_point, thresholds
+from deliberate_bench.replays.stopping import agreement_precision, choose, compare
+from deliberate_bench.results import RUNS, TUNING_RUNS, write_result
 
 CONFIDENCE_PERCENTILE = 5
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calibrate", type=Path, nargs="+", default=list(TUNING_RUNS), help="the tuning blocks' runs")
-    parser.add_argument("--runs", type=Path, default=RESULTS / "eval-gsm8k-200.runs.jsonl")
+    parser.add_argument("--runs", type=Path, default=RUNS / "eval-gsm8k-200.runs.jsonl")
     parser.add_argument("--losses", default="0,2,4", help="accuracy losses allowed on the calibration runs, points")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     calibration = [r for path in args.calibrate for r in read_records(path)]
     scored = read_records(args.runs) if args.runs.exists() else []
     limits = thresholds([r for r in calibration if any(d.get("confidence") for d in r["solve"]["drafts"])],

@@ -1,7 +1,7 @@
 """Stopping drafts on the model's own confidence, replayed on recorded drafts (issue 25, item 1, offline).
 
-    python bench/confidence_stop.py [--calibrate bench/results/eval-tuning.runs.jsonl]
-                                    [--runs bench/results/eval-gsm8k-200.runs.jsonl]
+    deliberate bench confidence-stop [--calibrate bench/runs/eval-tuning.runs.jsonl]
+                                    [--runs bench/runs/eval-gsm8k-200.runs.jsonl]
 
 DeepConf (arXiv 2508.15260) ends a trace once its token confidence, averaged over a sliding window, falls below a
 threshold set from earlier traces. Here, per kind of draft (prose, program): the threshold is a low percentile of
@@ -21,22 +21,19 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import RESULTS, write_result  # noqa: E402
-
-from deliberate.core.stats import percentile  # noqa: E402
-from deliberate.selection import majority, same_answer  # noqa: E402
-from deliberate.selection.confidence import STOP_MIN_TOKENS as MIN_TOKENS  # noqa: E402
-from deliberate.selection.confidence import WINDOW_TOKENS, window_means  # noqa: E402
-from deliberate.selection.confidence import confidence_stop_point as stop_point  # noqa: E402,F401 (adaptive_stop's)
+from deliberate.core.stats import percentile
+from deliberate.selection import majority, same_answer
+from deliberate.selection.confidence import STOP_MIN_TOKENS as MIN_TOKENS
+from deliberate.selection.confidence import WINDOW_TOKENS, window_means
+from deliberate.selection.confidence import confidence_stop_point as stop_point  # noqa: F401 (adaptive_stop's)
+from deliberate_bench.results import RUNS, read_runs, write_result
 
 PERCENTILES = (1, 5, 10, 20)
 
 
 def read_records(path: Path) -> list[dict]:
-    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return [r for r in records if r.get("task") == "gsm8k" and "error" not in r.get("solve", {"error": 1})]
+    """The runs file's GSM8K problems whose Solve answered."""
+    return [r for r in read_runs(path) if r.get("task") == "gsm8k" and "error" not in r.get("solve", {"error": 1})]
 
 
 def first_round(record: dict) -> list[dict]:
@@ -87,11 +84,11 @@ def replay(records: list[dict], limits: dict[str, float]) -> dict:
     }
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--calibrate", type=Path, default=RESULTS / "eval-tuning.runs.jsonl")
-    parser.add_argument("--runs", type=Path, default=RESULTS / "eval-gsm8k-200.runs.jsonl")
-    args = parser.parse_args()
+    parser.add_argument("--calibrate", type=Path, default=RUNS / "eval-tuning.runs.jsonl")
+    parser.add_argument("--runs", type=Path, default=RUNS / "eval-gsm8k-200.runs.jsonl")
+    args = parser.parse_args(argv)
     calibration = [r for r in read_records(args.calibrate) if first_round(r)]
     scored = [r for r in read_records(args.runs) if first_round(r)]
     if not calibration or not scored:

@@ -1,6 +1,6 @@
 """What early stopping can save on the default model's drafts: a replay of recorded rounds, the same drafts both ways.
 
-    python bench/early_stop_bound.py [--runs bench/results/eval-gsm8k-200.runs.jsonl] [--step-seconds S1,S2,…]
+    deliberate bench early-stop-bound [--runs bench/runs/eval-gsm8k-200.runs.jsonl] [--step-seconds S1,S2,…]
 
 `make bench-early-stop` measures early stopping live, but two live solves never draw the same drafts (llama.cpp's
 sampling differs with the batch's layout), so its ratios carry the spread of two different samples (its control
@@ -34,25 +34,20 @@ import argparse
 import itertools
 import json
 import statistics
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import RESULTS, TUNING_RUNS, write_result  # noqa: E402
-
-from deliberate.engines.models import confidence_floors  # noqa: E402
-from deliberate.scheduler.early_stop_rules import default_quorum, quorum_reason  # noqa: E402
-from deliberate.scheduler.settings import SchedulerSettings  # noqa: E402
-from deliberate.selection import DEFAULT_POLICY, answer_key, majority, same_answer  # noqa: E402
-from deliberate.selection.confidence import confidence_stop_point  # noqa: E402
-from deliberate.verifier.streaming import ArithmeticPrefix, GrowingDraft  # noqa: E402
-from deliberate_bench.eval_stats import paired_bootstrap  # noqa: E402
-from deliberate_bench.replay import DEFAULT_MIX, first_of_kinds, mixes  # noqa: E402
-from deliberate_bench.replay import replay as rank  # noqa: E402
-from deliberate_bench.train_judge import read_records  # noqa: E402
+from deliberate.engines.models import confidence_floors
+from deliberate.scheduler.rounds.stopping_rules import default_quorum, quorum_reason
+from deliberate.scheduler.settings import SchedulerSettings
+from deliberate.selection import DEFAULT_POLICY, answer_key, majority, same_answer
+from deliberate.selection.confidence import confidence_stop_point
+from deliberate.verifier.streaming import ArithmeticPrefix, GrowingDraft
+from deliberate_bench.eval.replay import DEFAULT_MIX, first_of_kinds, mixes
+from deliberate_bench.eval.replay import replay as rank
+from deliberate_bench.eval.stats import paired_bootstrap
+from deliberate_bench.results import RUNS, TUNING_RUNS, read_runs, write_result
 
 # The pieces a draft's text is fed to the prefix check in: about a token each, as the Drafter streams it.
 PIECE_CHARS = 4
@@ -136,7 +131,7 @@ def rounds_of_judge_dataset(directory: Path, drafts_per_round: int) -> list[Roun
     verdict): the first `drafts_per_round` drafts of every GSM8K problem."""
     by_problem: dict[str, list[dict]] = {}
     for split in ("train", "validation"):
-        for record in read_records(directory / f"{split}.jsonl"):
+        for record in read_runs(directory / f"{split}.jsonl"):
             if record["meta"]["source"] == "gsm8k":
                 by_problem.setdefault(record["meta"]["problem_id"], []).append(record)
     rounds = []
@@ -315,16 +310,15 @@ def mix_comparison(scored: list[dict], calibration_runs: list[Path], step_second
 
 
 def gsm8k_records(path: Path) -> list[dict]:
-    return [r for r in read_records(path) if r.get("task") == "gsm8k" and r.get("solve", {}).get("drafts")]
+    return [r for r in read_runs(path) if r.get("task") == "gsm8k" and r.get("solve", {}).get("drafts")]
 
 
 def measure_step_seconds(max_sequences: int, model: str) -> list[float]:
     """Seconds of one decoding step with 1…max_sequences sequences side by side, on the default engine and model:
     the difference between a long and a short generation, so prompt evaluation cancels out."""
-    from common import draft_prompts, timed_generate
-
     from deliberate.engines.base import SamplingParams
     from deliberate.engines.llamacpp_engine import LlamaCppEngine
+    from deliberate_bench.inputs import draft_prompts, timed_generate
 
     engine = LlamaCppEngine.load(model)
     prompts = draft_prompts(engine, max_sequences)
@@ -338,12 +332,12 @@ def measure_step_seconds(max_sequences: int, model: str) -> list[float]:
     return steps
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--runs",
         type=Path,
-        default=RESULTS / "eval-gsm8k-200.runs.jsonl",
+        default=RUNS / "eval-gsm8k-200.runs.jsonl",
         help="an evaluation's runs file, or a judge dataset's directory (its first --drafts drafts per problem)",
     )
     parser.add_argument("--drafts", type=int, default=5, help="drafts per round taken from a judge dataset")
@@ -359,7 +353,7 @@ def main() -> None:
         help="runs files the round's mix is chosen on (default: the tuning blocks, make eval-tuning, eval-tuning-2)",
     )
     parser.add_argument("--out", default="early_stop_bound")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     records = [] if args.runs.is_dir() else gsm8k_records(args.runs)
     rounds = rounds_of_judge_dataset(args.runs, args.drafts) if args.runs.is_dir() else [round_of(r) for r in records]
     rounds = [r for r in rounds if r.drafts]

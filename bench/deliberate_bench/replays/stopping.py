@@ -24,8 +24,7 @@ from dataclasses import dataclass
 
 from deliberate.selection import DEFAULT_WEIGHTS, answer_key, same_answer
 from deliberate.selection.adaptive import KINDS, AdaptivePolicy, settled
-
-from .replay import DEFAULT_MIX, drafts_of_kind, first_of_kinds, replay
+from deliberate_bench.eval.replay import DEFAULT_MIX, drafts_of_kind, first_of_kinds, replay
 
 StopPoint = Callable[[Sequence[float], float], "int | None"]
 

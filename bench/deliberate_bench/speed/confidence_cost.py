@@ -2,7 +2,7 @@
 log-probabilities per token (`--confidence-top-k`), measured side by side in one run — the same prompt, 5 sequences
 decoded together as a round of drafts is, a fixed number of tokens (EOS ignored), the two settings alternated.
 
-    .venv/bin/python bench/confidence_cost.py        # prints the ratio, writes bench/results/confidence_cost.json
+    deliberate bench confidence-cost        # prints the ratio, writes bench/results/confidence_cost.json
 
 The cost is llama.cpp's: with `logprobs` it takes a softmax and sorts the whole vocabulary (151k tokens for the
 default model) for every token of every sequence; k itself hardly matters.
@@ -13,17 +13,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import threading
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import write_result  # noqa: E402
-
-from deliberate.engines.base import SamplingParams  # noqa: E402
-from deliberate.engines.llamacpp_engine import LlamaCppEngine  # noqa: E402
+from deliberate.engines.base import SamplingParams
+from deliberate.engines.llamacpp_engine import LlamaCppEngine
+from deliberate_bench.results import write_result
 
 PROMPT = "Tom has 3 boxes of 12 apples, eats 5 and gives a third of the rest away. How many apples does he keep?"
 
@@ -38,14 +33,14 @@ def tokens_per_second(engine: LlamaCppEngine, top_k: int, sequences: int, tokens
     return sum(c.completion_tokens for c in completions) / (time.perf_counter() - started)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="embedded")
     parser.add_argument("--top-k", type=int, default=20)
     parser.add_argument("--sequences", type=int, default=5)
     parser.add_argument("--tokens", type=int, default=96)
     parser.add_argument("--repeats", type=int, default=4)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     engine = LlamaCppEngine.load(args.model, parallel=args.sequences)
     tokens_per_second(engine, 0, args.sequences, 8, seed=0)  # warm-up: the prompt is in the cache for both
     speeds: dict[int, list[float]] = {0: [], args.top_k: []}

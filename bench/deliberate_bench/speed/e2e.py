@@ -1,6 +1,6 @@
 """End-to-end latency of one solve through the four service processes, split by stage.
 
-    python bench/e2e.py [--drafts 5] [--tokens 128] [--runs 1]
+    deliberate bench e2e [--drafts 5] [--tokens 128] [--runs 1]
 
 Starts the stack on free ports, solves one warm-up question, then measures `--runs` solves of a GSM8K
 question (5 drafts, 128 new tokens per draft and for the refined answer) and writes
@@ -12,28 +12,25 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import add_data_argument, load_questions, write_result  # noqa: E402
-
-from deliberate.cli.stack import Ports, Stack  # noqa: E402
-from deliberate_client.client import DeliberateClient, build_request  # noqa: E402
+from deliberate.cli.stack import Ports, Stack
+from deliberate_bench.inputs import add_data_argument, load_questions
+from deliberate_bench.results import write_result
+from deliberate_client.client import DeliberateClient, build_request
 
 STAGES = ("draft", "verify", "select", "refine", "total")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--drafts", type=int, default=5)
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--runs", type=int, default=1)
     add_data_argument(parser)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     questions = load_questions(args.data, args.runs + 1)
 

@@ -1,6 +1,6 @@
 """The Drafter over gRPC against xllamacpp called directly: how much of llama.cpp's throughput the service keeps.
 
-    python bench/engines.py [--model embedded] [--drafts 5] [--tokens 128] [--threads 0] [--out engines]
+    deliberate bench engines [--model embedded] [--drafts 5] [--tokens 128] [--threads 0] [--out engines]
                             [--with-transformers]
 
 One side is a real Drafter process (`python -m deliberate.drafter` on free ports, llama.cpp engine) asked for N
@@ -31,8 +31,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import QUESTION, draft_prompts, timed_generate, write_result
-
 from deliberate.cli.stack import Ports, Stack
 from deliberate.drafter.settings import DrafterSettings
 from deliberate.engines import SamplingParams, load_engine
@@ -41,6 +39,8 @@ from deliberate.engines.llamacpp_engine import DEFAULT_CONTEXT_PER_SLOT, DEFAULT
 from deliberate.engines.models import gguf_file
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
+from deliberate_bench.inputs import QUESTION, draft_prompts, timed_generate
+from deliberate_bench.results import write_result
 
 REPEATS = 3
 WARM_UP_TOKENS = 8
@@ -261,7 +261,7 @@ def load_average() -> list[float]:
     return [round(load, 2) for load in os.getloadavg()]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="embedded")
     parser.add_argument("--drafts", type=int, default=5)
@@ -269,7 +269,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="llama.cpp threads of both sides; 0 = every CPU")
     parser.add_argument("--out", default="engines", help="result name: bench/results/<out>.json")
     parser.add_argument("--with-transformers", action="store_true", help="add the retired transformers comparison")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     threads = args.threads or cpu_count()
 
     before = load_average()

@@ -1,7 +1,7 @@
 """Fan-out cost: N drafts in one batched generation vs a single draft, same new tokens per draft,
 for each engine and embedded model.
 
-    python bench/fanout.py [--tokens 64] [--drafts 5] [--engines llamacpp,transformers]
+    deliberate bench fanout [--tokens 64] [--drafts 5] [--engines llamacpp,transformers]
                            [--models smollm2-135m,qwen2.5-coder-0.5b]
 
 For each (engine, model): loads it, warms it up, then times 1 prompt and N prompts (one strategy hint
@@ -17,9 +17,9 @@ import gc
 import statistics
 import time
 
-from common import draft_prompts, timed_generate, write_result
-
 from deliberate.engines import SamplingParams, load_engine
+from deliberate_bench.inputs import draft_prompts, timed_generate
+from deliberate_bench.results import write_result
 
 REPEATS = 3
 
@@ -55,13 +55,13 @@ def measure(engine_name: str, model: str, drafts: int, tokens: int) -> dict:
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=64, help="new tokens per sequence")
     parser.add_argument("--drafts", type=int, default=5, help="prompts in the batched generation")
     parser.add_argument("--engines", default="llamacpp,transformers")
     parser.add_argument("--models", default="smollm2-135m,qwen2.5-coder-0.5b")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     runs = []
     for engine_name in args.engines.split(","):

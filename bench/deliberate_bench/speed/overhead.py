@@ -1,7 +1,7 @@
 """Orchestration overhead: Solve through the four service processes against an in-process pipeline that runs
 the same stages with the same engine, prompts, rules and seeds, in one run.
 
-    python bench/overhead.py [--questions 3] [--drafts 3] [--tokens 48]
+    deliberate bench overhead [--questions 3] [--drafts 3] [--tokens 48]
 
 Both sides draft N continuations in one batched generation on the same engine and model (the services' default,
 llama.cpp and the embedded Qwen2.5-Coder-0.5B), verify them with the same compiled rules (the arithmetic pack the
@@ -15,27 +15,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import add_data_argument, load_questions, write_result  # noqa: E402
-
-from deliberate.cli.stack import Ports, Stack  # noqa: E402
-from deliberate.drafter.prompts import SYSTEM_PROMPT as DRAFT_SYSTEM  # noqa: E402
-from deliberate.drafter.prompts import draft_user_message, strategies_for  # noqa: E402
-from deliberate.engines import Engine, load_engine  # noqa: E402
-from deliberate.engines.base import Completion, SamplingParams, TextDelta  # noqa: E402
-from deliberate.refiner.prompts import SYSTEM_PROMPT as REFINE_SYSTEM  # noqa: E402
-from deliberate.refiner.prompts import SelectedDraft, refine_user_message, thinking_trace  # noqa: E402
-from deliberate.selection import Candidate, select  # noqa: E402
-from deliberate.verifier.constraints import ConstraintSpec, compile_rules  # noqa: E402
-from deliberate.verifier.rules import verify  # noqa: E402
-from deliberate_client.client import DeliberateClient, build_request  # noqa: E402
+from deliberate.cli.stack import Ports, Stack
+from deliberate.drafter.prompts import SYSTEM_PROMPT as DRAFT_SYSTEM
+from deliberate.drafter.prompts import draft_user_message, strategies_for
+from deliberate.engines import Engine, load_engine
+from deliberate.engines.base import Completion, SamplingParams, TextDelta
+from deliberate.refiner.prompts import SYSTEM_PROMPT as REFINE_SYSTEM
+from deliberate.refiner.prompts import SelectedDraft, refine_user_message, thinking_trace
+from deliberate.selection import Candidate, select
+from deliberate.verifier.constraints import ConstraintSpec, compile_rules
+from deliberate.verifier.rules import verify
+from deliberate_bench.inputs import add_data_argument, load_questions
+from deliberate_bench.results import write_result
+from deliberate_client.client import DeliberateClient, build_request
 
 ARITHMETIC = ConstraintSpec(0, "rule_pack", "arithmetic")
 
@@ -75,14 +72,14 @@ def in_process_solve(engine: Engine, question: str, drafts: int, tokens: int, se
     return f"{thinking_trace(chosen[0])}\n{''.join(text)}"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--questions", type=int, default=3)
     parser.add_argument("--drafts", type=int, default=3)
     parser.add_argument("--tokens", type=int, default=48)
     parser.add_argument("--engine", default="llamacpp", help="both sides' engine (the services' default: llamacpp)")
     add_data_argument(parser)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     questions = load_questions(args.data, args.questions)
 
     engine = load_engine(args.engine, "embedded")

@@ -4,7 +4,7 @@ answer) in this process's warm pool, one at a time. Then every program draft rec
 evaluation, run under the current limits and under the former 0.5 s time limit: how long they take and how many
 outcomes the shorter limit changes (evidence that it costs ordinary programs nothing).
 
-    .venv/bin/python bench/program_check.py        # prints the table, writes bench/results/program_check.json
+    deliberate bench program-check        # prints the table, writes bench/results/program_check.json
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from pathlib import Path
 
 from deliberate.verifier.hostile_programs import HOSTILE_PROGRAMS, as_draft
 from deliberate.verifier.program import LIMITS, ProgramLimits, check_program
+from deliberate_bench.results import RESULTS, RUNS, read_runs
 
-RESULTS = Path(__file__).parent / "results" / "program_check.json"
-RECORDED = Path(__file__).parent / "results" / "eval-gsm8k-200.runs.jsonl"
+RESULT = RESULTS / "program_check.json"
+RECORDED = RUNS / "eval-gsm8k-200.runs.jsonl"
 FORMER_LIMITS = ProgramLimits(time_s=0.5)  # the time limit before 40 ms
 ROUNDS = 3  # each program this many times
 
@@ -76,8 +77,7 @@ def summary(times: list[float]) -> dict:
 
 def recorded_programs(path: Path = RECORDED) -> list[str]:
     """The text of every program draft the evaluation recorded (its single program pass is one of them)."""
-    runs = [json.loads(line) for line in path.read_text().splitlines()]
-    return [draft["text"] for run in runs for draft in run["solve"]["drafts"] if draft["kind"] == "program"]
+    return [draft["text"] for run in read_runs(path) for draft in run["solve"]["drafts"] if draft["kind"] == "program"]
 
 
 def against_former_limit(drafts: list[str]) -> dict:
@@ -93,7 +93,7 @@ def against_former_limit(drafts: list[str]) -> dict:
     return {"source": RECORDED.name, **summary(times), "passed": passed, "outcome_differs_from_0.5_s": changed}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ordinary = ordinary_programs()
     check_program(as_draft("print(1)\n"))  # the pool starts
     wrong = [code for code, answer in ordinary if check_program(as_draft(code)).answer is None]
@@ -103,7 +103,7 @@ def main() -> None:
     hostile_times = measure(list(hostile.values()))
     without_loop = measure([draft for name, draft in hostile.items() if name != "infinite_loop"])
     result = {
-        "command": ".venv/bin/python bench/program_check.py",
+        "command": "deliberate bench program-check",
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
         "limits": {
             "time_s": LIMITS.time_s,
@@ -118,8 +118,8 @@ def main() -> None:
         "hostile_median_ms_by_program": per_program,
         "recorded": against_former_limit(recorded_programs()) if RECORDED.exists() else None,
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    RESULT.parent.mkdir(parents=True, exist_ok=True)
+    RESULT.write_text(json.dumps(result, indent=2) + "\n")
     print(f"program check, ms per program ({result['machine']}; limits {result['limits']})")
     for name in ("ordinary", "hostile", "hostile_without_infinite_loop"):
         row = result[name]
@@ -132,7 +132,7 @@ def main() -> None:
             f"  p99 {recorded['p99_ms']:.2f}  max {recorded['max_ms']:.2f}  passed {recorded['passed']}"
             f"  outcome differs from the 0.5 s limit: {recorded['outcome_differs_from_0.5_s']}"
         )
-    print(f"wrote {RESULTS}")
+    print(f"wrote {RESULT}")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ on the tuning problems (train.jsonl lines 0..N-1, which `deliberate eval` exclud
 the share of drafts that end within 320 and within the budget, mean tokens and accuracy; writes
 bench/results/prompt-budget.json.
 
-    python bench/prompt_budget.py [--problems 12] [--budget 640]
+    deliberate bench prompt-budget [--problems 12] [--budget 640]
 """
 
 from __future__ import annotations
@@ -17,17 +17,14 @@ import sys
 import threading
 import time
 from fractions import Fraction
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "services"))
+from deliberate.drafter import prompts
+from deliberate.engines import SamplingParams, load_engine
+from deliberate.selection.numbers import extract_number
+from deliberate.verifier.parsing import extract_final_answer
+from deliberate_bench.inputs import SHARED_GSM8K as GSM8K
+from deliberate_bench.results import RESULTS
 
-from deliberate.drafter import prompts  # noqa: E402
-from deliberate.engines import SamplingParams, load_engine  # noqa: E402
-from deliberate.selection.numbers import extract_number  # noqa: E402
-from deliberate.verifier.parsing import extract_final_answer  # noqa: E402
-
-GSM8K = ROOT.parent / "shared/data/gsm8k/train.jsonl"
 # The old draft prompt (before this measurement) and the brief one that replaced it.
 VERBOSE_SYSTEM = "You are a careful problem solver. Show your reasoning, then state the result."
 VERBOSE_ENDING = "End with a last line of the form 'Final answer: <answer>'."
@@ -48,11 +45,11 @@ def correct(text: str, expected: Fraction) -> bool:
     return value is not None and Fraction(value) == expected
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--problems", type=int, default=12)
     parser.add_argument("--budget", type=int, default=640)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     engine_name = os.environ.get("DELIBERATE_ENGINE", "llamacpp")
     model = os.environ.get("DELIBERATE_MODEL", "embedded")
     engine = load_engine(engine_name, model)
@@ -95,7 +92,7 @@ def main() -> None:
         "summary": summary,
         "rows": rows,
     }
-    out = ROOT / "bench/results/prompt-budget.json"
+    out = RESULTS / "prompt-budget.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(summary, indent=2))
 

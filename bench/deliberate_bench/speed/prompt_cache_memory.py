@@ -1,7 +1,7 @@
 """Resident memory of the llama.cpp engine over distinct prompts, with and without llama.cpp's host-RAM
 prompt cache.
 
-    python bench/prompt_cache_memory.py [--prompts 12] [--model smollm2-135m]
+    deliberate bench prompt-cache-memory [--prompts 12] [--model smollm2-135m]
 
 Each side runs in a process of its own (RSS is per process): it loads the engine, then generates 3 drafts of
 4 tokens for each of N distinct ~60-word prompts, and reports VmRSS before and after. deliberate runs with the
@@ -14,7 +14,7 @@ import argparse
 import multiprocessing
 import threading
 
-from common import write_result
+from deliberate_bench.results import write_result
 
 SIDES = {"off (deliberate)": 0, "on (llama.cpp default)": 8192}
 
@@ -37,11 +37,11 @@ def measure(model: str, prompts: int, cache_mib: int, results) -> None:
     results.put({"rss_before_mb": before, "rss_after_mb": rss_mb(), "growth_mb": rss_mb() - before})
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompts", type=int, default=12)
     parser.add_argument("--model", default="smollm2-135m")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     context = multiprocessing.get_context("spawn")
     figures = {"model": args.model, "prompts": args.prompts, "sides": {}}
     for name, cache_mib in SIDES.items():  # one after the other: two llama.cpp processes would fight for cores

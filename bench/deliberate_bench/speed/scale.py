@@ -1,6 +1,6 @@
 """Scale-out: the same requests against 1 Drafter and against 2 Drafter replicas, one engine thread each.
 
-    python bench/scale.py [--requests 10] [--drafts 4] [--tokens 64] [--model smollm2-135m]
+    deliberate bench scale [--requests 10] [--drafts 4] [--tokens 64] [--model smollm2-135m]
 
 For each of "1 drafter" and "2 drafters" (in that order, one after the other on this machine): starts the stack on
 free ports with DELIBERATE_ENGINE_THREADS=1 for every Drafter (the Refiner keeps the machine's default, as under
@@ -23,20 +23,18 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from prometheus_client.parser import text_string_to_metric_families
 
-from common import add_data_argument, load_questions, write_result  # noqa: E402
-from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
-
-from deliberate.cli.stack import Ports, Stack  # noqa: E402
-from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb  # noqa: E402
-from deliberate_client.client import DeliberateClient, build_request  # noqa: E402
+from deliberate.cli.stack import Ports, Stack
+from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
+from deliberate_bench.inputs import add_data_argument, load_questions
+from deliberate_bench.results import write_result
+from deliberate_client.client import DeliberateClient, build_request
 
 REFINE_TOKENS = 8
 
@@ -119,14 +117,14 @@ def measure(drafters: int, questions: list[str], args: argparse.Namespace) -> di
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=10)
     parser.add_argument("--drafts", type=int, default=4)
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--model", default="smollm2-135m")
     add_data_argument(parser)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     questions = load_questions(args.data, args.requests + 1)
 
     runs = []

@@ -1,6 +1,6 @@
 """Rules-only verification speed on ad-selection drafts.
 
-    python bench/verifier.py [--drafts 20000] [--seconds 5] [--workers 0] [--channels 8]
+    deliberate bench verifier [--drafts 20000] [--seconds 5] [--workers 0] [--channels 8]
 
 1. In-process, one core: drafts/s and p99 latency per draft through the full rule list of the
    ad-selection example (parse, output schema, 2 CEL constraints, the ad_selection pack, arithmetic),
@@ -26,7 +26,6 @@ import os
 import random
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
@@ -34,11 +33,8 @@ from collections import defaultdict
 from contextlib import contextmanager
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import write_result  # noqa: E402
-
-from deliberate_client.examples import ads  # noqa: E402
+from deliberate_bench.results import write_result
+from deliberate_client.examples import ads
 
 FAMILIES = {
     "complete": "parse",
@@ -245,13 +241,13 @@ def goals(figures: dict) -> dict:
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--drafts", type=int, default=20000)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--workers", type=int, default=0, help="Verifier processes, second setup; 0: one per core")
     parser.add_argument("--channels", type=int, default=8, help="client connections of the second setup")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     workers = args.workers or len(os.sched_getaffinity(0))
     figures = in_process(args.drafts)
     print(json.dumps(figures, indent=2))

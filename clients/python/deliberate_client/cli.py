@@ -32,12 +32,13 @@ COMMANDS_GROUP = "deliberate.commands"
 SERVER_COMMANDS = {
     "up": "start drafter, verifier, refiner, scheduler and the OpenAI-compatible gateway as local processes",
     "eval": "compare single pass, self-consistency, best-of-N and the pipeline on GSM8K (docs/eval.md)",
+    "bench": "run one of the lab's benchmarks and replays by name (docs/development.md#make-targets)",
     "traces": "per-stage latency, draft funnel and rejecting rules from the services' spans (docs/telemetry.md)",
     "dataset": "verifier training records from real Drafter/Verifier runs on GSM8K and the examples (docs/judge.md)",
     "train-judge": "fine-tune the embedded SmolLM2 into the Verifier's judge and measure it (docs/judge.md)",
 }
 # Where each comes from, for the message that says what to install: the servers unless named here.
-LAB_COMMANDS = ("eval", "dataset", "train-judge")
+LAB_COMMANDS = ("eval", "bench", "dataset", "train-judge")
 INSTALL_HINTS = {
     "deliberate": "the server distribution `deliberate` (pip install -e . in a checkout)",
     "deliberate-bench": "the evaluation lab `deliberate-bench` (pip install -e . -e bench in a checkout)",

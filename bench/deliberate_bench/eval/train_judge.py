@@ -23,10 +23,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from deliberate_bench.evaluation import RESULTS
+from deliberate_bench.results import RESULTS, RUNS, read_runs
 
 DEFAULT_BASE = "smollm2-135m"
-DEFAULT_DATASET = RESULTS / "judge-dataset"
+DEFAULT_DATASET = RUNS / "judge-dataset"
 DEFAULT_OUT = Path(".deliberate/judges/smollm2-135m-judge")
 DEFAULT_REPORT = RESULTS / "judge-training.json"
 
@@ -41,10 +41,6 @@ def target_text(label: dict) -> str:
     return json.dumps(
         {"valid": bool(label["valid"]), "score": round(float(label["score"]), 2), "error": label["error"]}
     )
-
-
-def read_records(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
 def balanced(records: Sequence[dict], valid_share: float, rng: random.Random) -> list[dict]:
@@ -273,7 +269,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dataset",
         type=Path,
         action="append",
-        help="a `deliberate dataset` directory; repeat to pool several (default bench/results/judge-dataset)",
+        help="a `deliberate dataset` directory; repeat to pool several (default bench/runs/judge-dataset)",
     )
     parser.add_argument("--base", default=DEFAULT_BASE, help="the model fine-tuned (default smollm2-135m)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where the trained judge is saved")
@@ -306,8 +302,8 @@ def run(args: argparse.Namespace) -> int:
         print(*parts, end=end, file=sys.stderr, flush=True)
 
     datasets = args.dataset or [DEFAULT_DATASET]
-    train_records = [r for d in datasets for r in read_records(d / "train.jsonl")]
-    validation = [r for d in datasets for r in read_records(d / "validation.jsonl") if r["meta"]["source"] == "gsm8k"]
+    train_records = [r for d in datasets for r in read_runs(d / "train.jsonl")]
+    validation = [r for d in datasets for r in read_runs(d / "validation.jsonl") if r["meta"]["source"] == "gsm8k"]
     if not train_records or not validation:
         log(f"error: {datasets} need train.jsonl and GSM8K records in validation.jsonl (`deliberate dataset`)")
         return 2

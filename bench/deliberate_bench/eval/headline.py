@@ -2,7 +2,7 @@
 request runs them — N = 5 drafts, `--program-drafts` of them programs, ranked by the default selection policy —
 beside the single passes, the plain vote and the oracle, with the figures the project holds itself to.
 
-    python -m deliberate_bench.headline bench/results/eval-gsm8k-200.runs.jsonl   # → bench/results/eval-gsm8k.*
+    deliberate bench headline bench/runs/eval-gsm8k-200.runs.jsonl   # → bench/results/eval-gsm8k.*
 
 Every `pipeline@5` row is the selection replayed on the recorded drafts (`replay.py`): the answer of the draft the
 Scheduler would select and the status it would earn. The live pipeline of the recording (its own N, refinement
@@ -18,24 +18,18 @@ from pathlib import Path
 
 from deliberate.scheduler.verdicts import PLAN_EVIDENCE
 from deliberate.selection import DEFAULT_POLICY, POLICIES, Candidate, same_answer
-from deliberate_bench.eval_stats import paired_bootstrap
-from deliberate_bench.eval_summary import (
+from deliberate_bench.eval.outcomes import Outcome, model_name, peak_memory, rounded
+from deliberate_bench.eval.replay import DEFAULT_MIX, MIX_SIZE, PROGRAM_DRAFTS, first_of_kinds, mix_suffix, replay
+from deliberate_bench.eval.report import markdown, plot
+from deliberate_bench.eval.stats import paired_bootstrap
+from deliberate_bench.eval.summary import (
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,
-    Outcome,
     config_summary,
     learned_configurations,
-    markdown,
-    model_name,
-    peak_memory,
     per_configuration,
-    plot,
-    read_runs,
-    rounded,
 )
-from deliberate_bench.replay import DEFAULT_MIX, MIX_SIZE, PROGRAM_DRAFTS, first_of_kinds, mix_suffix, replay
-
-RESULTS = Path(__file__).resolve().parents[1] / "results"
+from deliberate_bench.results import RESULTS, read_runs
 
 
 def headline_rows(size: int = MIX_SIZE, programs: int = PROGRAM_DRAFTS) -> dict[str, str]:

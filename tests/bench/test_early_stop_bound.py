@@ -1,13 +1,7 @@
-"""The replay behind `bench/early_stop_bound.py`: decoding on paper follows the Scheduler's rules."""
+"""The replay behind `deliberate bench early-stop-bound`: decoding on paper follows the Scheduler's rules."""
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-
-from early_stop_bound import Draft, prefix_stop_share, replay  # noqa: E402
-
-from deliberate.selection import majority  # noqa: E402
+from deliberate.selection import majority
+from deliberate_bench.replays.early_stop_bound import Draft, prefix_stop_share, replay
 
 # One step takes 1 s whatever the number of sequences: tokens and seconds then count the same steps.
 FLAT = [1.0] * 8
@@ -58,9 +52,10 @@ def test_the_vote_is_the_most_common_answer_ties_to_the_first_finished():
 
 
 def test_a_judge_dataset_gives_rounds_of_its_first_drafts_per_problem():
-    from early_stop_bound import RESULTS, rounds_of_judge_dataset
+    from deliberate_bench.replays.early_stop_bound import rounds_of_judge_dataset
+    from deliberate_bench.results import RUNS
 
-    rounds = rounds_of_judge_dataset(RESULTS / "judge-dataset", drafts_per_round=5)
+    rounds = rounds_of_judge_dataset(RUNS / "judge-dataset", drafts_per_round=5)
     assert len(rounds) > 200 and all(1 <= len(r.drafts) <= 5 and r.gold for r in rounds)
     assert any(d.stop_share is not None for r in rounds for d in r.drafts)  # SmolLM2 writes wrong equations
 
@@ -85,7 +80,7 @@ def mixed_record(gold: str, prose: list[tuple[str, int]], programs: list[tuple[s
 
 
 def test_each_mix_is_costed_and_scored_against_the_previous_round_on_the_same_drafts():
-    from early_stop_bound import cheapest_within_allowance, mix_rows
+    from deliberate_bench.replays.early_stop_bound import cheapest_within_allowance, mix_rows
 
     # Programs are short and agree on the right answer; the prose drafts split and the first three are wrong.
     programs = [("7", 20), ("7", 20), ("7", 40), ("7", 10)]
@@ -106,7 +101,7 @@ def test_each_mix_is_costed_and_scored_against_the_previous_round_on_the_same_dr
 
 
 def test_a_valid_prose_draft_agreeing_with_a_valid_program_ends_the_round_only_with_the_cross_modal_quorum():
-    from early_stop_bound import mix_rows
+    from deliberate_bench.replays.early_stop_bound import mix_rows
 
     # 4 + 1: the program (7, 20 tokens) and the first prose draft to finish (7, 50 tokens) agree at token 50.
     record = mixed_record("7", [("7", 50), ("3", 100), ("5", 100), ("9", 100)], [("7", 20)] * 4)
@@ -117,7 +112,7 @@ def test_a_valid_prose_draft_agreeing_with_a_valid_program_ends_the_round_only_w
 
 
 def test_the_cheapest_mix_must_keep_the_accuracy_within_the_allowance():
-    from early_stop_bound import cheapest_within_allowance
+    from deliberate_bench.replays.early_stop_bound import cheapest_within_allowance
 
     rows = {
         "4+1": {"token_ratio": 0.95, "accuracy_change_points": 0.0},
@@ -133,9 +128,9 @@ def test_the_schedulers_default_mix_is_the_one_chosen_on_the_tuning_problems():
     """The committed replay (make bench-early-stop-bound) chose the default round's mix on the tuning blocks."""
     import json
 
-    from early_stop_bound import DEFAULT_CONFIDENCE_STOP, DEFAULT_CROSS_MODAL, RESULTS, mix_name
-
-    from deliberate_bench.replay import DEFAULT_MIX
+    from deliberate_bench.eval.replay import DEFAULT_MIX
+    from deliberate_bench.replays.early_stop_bound import DEFAULT_CONFIDENCE_STOP, DEFAULT_CROSS_MODAL, mix_name
+    from deliberate_bench.results import RESULTS
 
     mix = json.loads((RESULTS / "early_stop_bound.json").read_text())["mix"]
     default = mix_name(DEFAULT_MIX, DEFAULT_CROSS_MODAL, DEFAULT_CONFIDENCE_STOP)
@@ -143,7 +138,7 @@ def test_the_schedulers_default_mix_is_the_one_chosen_on_the_tuning_problems():
 
 
 def test_a_draft_whose_confidence_falls_stops_there_and_leaves_the_vote():
-    from early_stop_bound import CONFIDENCE_FLOORS
+    from deliberate_bench.replays.early_stop_bound import CONFIDENCE_FLOORS
 
     floor = CONFIDENCE_FLOORS["prose"]
     hesitant = [floor + 2] * 40 + [floor - 2] * 60  # the window falls below the floor within 16 tokens of token 40

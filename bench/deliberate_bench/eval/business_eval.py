@@ -14,11 +14,11 @@ checks on a pack built from the instance's params and context (credit: the risk 
 place of the service). Its objective (total CTR, total amount offered, gross profit) is computed here too, and for
 ads divided by the pack's exact optimum (an infeasible answer has ratio 0).
 
-One JSON line per (instance, row) is appended to `<name>.runs.jsonl` at once, so a rerun resumes (a failed call is
-recorded and tried again on the next run); the summary (`<name>.json`, `.md`, `.png`) is rebuilt from that file,
-`--summarize` does only that.
+One JSON line per (instance, row) is appended to `bench/runs/<name>.runs.jsonl` at once, so a rerun resumes (a failed
+call is recorded and tried again on the next run); the summary (`bench/results/<name>.json`, `.md`, `.png`) is rebuilt
+from that file, `--summarize` does only that.
 
-    python -m deliberate_bench.business_eval --limit 2 --name business-quick
+    deliberate bench business-eval --limit 2 --name business-quick
 """
 
 from __future__ import annotations
@@ -45,20 +45,20 @@ from deliberate.risk.model import InvalidInput, score
 from deliberate.verifier.packs import Abstained, PackContext, registry
 from deliberate.verifier.parsing import extract_json
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
-from deliberate_bench import business_instances as bi
-from deliberate_bench.eval_stats import percentile, wilson
-from deliberate_bench.eval_summary import Paths, model_name, read_runs
-from deliberate_bench.evaluation import (
-    RESULTS,
+from deliberate_bench.eval import business_instances as bi
+from deliberate_bench.eval.calls import strip_trace
+from deliberate_bench.eval.outcomes import model_name
+from deliberate_bench.eval.services import (
     Services,
-    append_run,
     engine_and_model,
     error_text,
     interrupted,
     neighbour,
     started_stack,
-    strip_trace,
 )
+from deliberate_bench.eval.stats import percentile, wilson
+from deliberate_bench.eval.summary import Paths
+from deliberate_bench.results import RESULTS, append_run, read_runs, runs_directory
 from deliberate_client.client import build_request
 
 ROWS = ("single", "single:program", "pipeline", "reference")
@@ -77,7 +77,7 @@ RUN_VARIABLES = ("DELIBERATE_ENGINE", "DELIBERATE_MODEL", "DELIBERATE_MAX_REDRAF
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    paths = Paths(args.results_dir, args.name)
+    paths = Paths(args.results_dir, args.name, runs_directory(args.results_dir, args.runs_dir))
     if args.summarize:
         return print_summary(paths, args.split)
     if args.model:
@@ -117,8 +117,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m deliberate_bench.business_eval", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", default=",".join(bi.CASES), help="comma-separated (default: all three)")
     parser.add_argument("--rows", default=",".join(ROWS), help="comma-separated (default: all four)")
     parser.add_argument("--limit", type=int, help="the first N instances of each case (default: all)")
@@ -128,8 +127,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--refine-max-new-tokens", type=int, help="for the refined answer (default: the server's)")
     parser.add_argument("--pipeline-drafts", type=int, default=DEFAULT_PIPELINE_DRAFTS, help="N of `pipeline`")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="sampling seed (default 2026)")
-    parser.add_argument("--name", help="results: <results-dir>/<name>.* (default business, business-tuning)")
-    parser.add_argument("--results-dir", type=Path, default=RESULTS)
+    parser.add_argument("--name", help="<runs-dir>/<name>.runs.jsonl, <results-dir>/<name>.* (default business, "
+                        "business-tuning)")  # fmt: skip
+    parser.add_argument("--results-dir", type=Path, default=RESULTS, help="the summaries (default bench/results)")
+    parser.add_argument("--runs-dir", type=Path, help="the recorded runs (default bench/runs, or --results-dir)")
     parser.add_argument("--fresh", action="store_true", help="discard the runs file and start over")
     parser.add_argument("--summarize", action="store_true", help="only rewrite the summaries from the runs file")
     parser.add_argument("--address", help="a running Scheduler's host:port (default: start the stack here)")
@@ -191,7 +192,7 @@ def connect(args: argparse.Namespace, s: Settings):
 
 def command_line() -> str:
     variables = [f"{name}={os.environ[name]}" for name in RUN_VARIABLES if name in os.environ]
-    return " ".join([*variables, "python -m deliberate_bench.business_eval", *sys.argv[1:]])
+    return " ".join([*variables, "deliberate bench business-eval", *sys.argv[1:]])
 
 
 def progress_line(count: int, total: int, record: dict) -> str:

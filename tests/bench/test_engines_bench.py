@@ -1,11 +1,6 @@
-"""The summary of `bench/engines.py`: each side's median tokens/s and the Drafter's share of direct llama.cpp's."""
+"""What `deliberate bench engines` reports: each side's median tokens/s, the Drafter's share of llama.cpp's."""
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-
-from engines import Run, summarize  # noqa: E402
+from deliberate_bench.speed.engines import Run, summarize
 
 
 def test_the_ratio_divides_the_sides_median_throughputs():

@@ -1,10 +1,10 @@
-"""The frontier's rule and its reading of recorded runs (bench/deliberate_bench/frontier.py)."""
+"""The frontier's rule and its reading of recorded runs (bench/deliberate_bench/eval/frontier.py)."""
 
 import json
 
 import pytest
 
-from deliberate_bench import frontier
+from deliberate_bench.eval import frontier
 
 
 def config(name, accuracy, p50, oracle=False):

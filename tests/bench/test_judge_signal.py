@@ -1,4 +1,4 @@
-"""The retrained judge as a selection signal (bench/deliberate_bench/judge_signal.py, judge_replay.py): folds that
+"""The retrained judge as a selection signal (bench/deliberate_bench/eval/judge_signal.py, judge_replay.py): folds that
 never judge a draft with a model that saw its problem, and a replay that reads the judge's probability."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import random
 
 import pytest
 
-from deliberate_bench import judge_replay, judge_signal
-from deliberate_bench.replay import DEFAULT_MIX
-from deliberate_bench.train_judge import Example
+from deliberate_bench.eval import judge_replay, judge_signal
+from deliberate_bench.eval.replay import DEFAULT_MIX
+from deliberate_bench.eval.train_judge import Example
 
 
 def _draft(index: int, kind: str, answer: str, valid: bool = True, score: float = 1.0) -> dict:

@@ -1,6 +1,6 @@
 """Fits the learned selection policy's weights on labelled drafts and writes the shipped artefact.
 
-    python -m deliberate_bench.fit_policy bench/results/eval-tuning.runs.jsonl --drafts 5:3+2
+    deliberate bench fit-policy bench/runs/eval-tuning.runs.jsonl --drafts 5:3+2
 
 A logistic regression of "this valid draft's answer is right" on the selection signals (`replay.fit_weights`, the
 Scheduler's own fitting code) over every GSM8K record of the runs file that carries token confidence, each
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from deliberate.selection import same_answer
 from deliberate.selection.learned import ARTEFACT, SCHEMA_VERSION, parse
-from deliberate_bench.replay import LEARNED_SIGNALS, drafts_chooser, fit_weights, parse_drafts
+from deliberate_bench.eval.replay import LEARNED_SIGNALS, drafts_chooser, fit_weights, parse_drafts
 
 
 def has_confidence(record: dict) -> bool:
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
             "draft_set": args.drafts,
             "signals_left_out": [name for name in LEARNED_SIGNALS if name not in weights],
         },
-        "command": "python -m deliberate_bench.fit_policy " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:])),
+        "command": "deliberate bench fit-policy " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:])),
     }
     parse(document)  # what the Scheduler will read back
     args.out.write_text(json.dumps(document, indent=2) + "\n")

@@ -10,7 +10,7 @@ import pytest
 
 from deliberate.verifier.judge import parse_judge_reply
 from deliberate_api.common.v1 import common_pb2
-from deliberate_bench.dataset import (
+from deliberate_bench.eval.dataset import (
     Output,
     Task,
     build_record,
@@ -21,7 +21,7 @@ from deliberate_bench.dataset import (
     rules_label,
     split_of,
 )
-from deliberate_bench.train_judge import balanced, score_replies, target_text
+from deliberate_bench.eval.train_judge import balanced, score_replies, target_text
 
 
 def verdict(*failed: str, valid: bool | None = None, score: float = 1.0) -> common_pb2.DraftVerdict:
@@ -156,7 +156,7 @@ def test_judge_scores_count_an_unparsable_reply_as_wrong_and_not_valid():
 
 
 def test_eval_judges_are_label_setting_pairs():
-    from deliberate_bench.evaluation import parse_judges
+    from deliberate_bench.eval.judges import parse_judges
 
     pairs = parse_judges("rules=off, untrained=transformers,trained=.deliberate/judges/j")
     assert pairs == [("rules", "off"), ("untrained", "transformers"), ("trained", ".deliberate/judges/j")]
@@ -166,7 +166,7 @@ def test_eval_judges_are_label_setting_pairs():
 
 
 def test_eval_reads_the_validation_problems_of_a_dataset_in_written_order(tmp_path):
-    from deliberate_bench.evaluation import validation_problems
+    from deliberate_bench.eval.problems import validation_problems
 
     data = tmp_path / "train.jsonl"
     rows = [{"question": f"q{i}", "answer": f"work\n#### {i}"} for i in range(6)]
@@ -184,7 +184,7 @@ def test_eval_reads_the_validation_problems_of_a_dataset_in_written_order(tmp_pa
 def test_a_judged_eval_raises_the_schedulers_verify_deadline_above_the_judges():
     from dataclasses import replace
 
-    from deliberate_bench.evaluation import JUDGE_VERIFY_MARGIN_S, Settings
+    from deliberate_bench.eval.calls import JUDGE_VERIFY_MARGIN_S, Settings
 
     plain = Settings([2], 160, 64, None, 1, True, False, 100, 60.0, "llamacpp", "smollm2-135m")
     assert plain.judge_env() == {} and "judge" not in plain.fingerprint()
@@ -213,7 +213,7 @@ def test_a_judge_reply_with_a_null_error_is_usable():
 
 
 def test_a_limited_validation_set_keeps_every_valid_record():
-    from deliberate_bench.train_judge import limited
+    from deliberate_bench.eval.train_judge import limited
 
     records = labelled(False, 30) + labelled(True, 2)
     chosen = limited(records, 8, random.Random(3))

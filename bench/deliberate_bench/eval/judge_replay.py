@@ -18,10 +18,8 @@ from pathlib import Path
 
 from deliberate.selection import DEFAULT_POLICY, same_answer, signals
 from deliberate.verifier.judge import JUDGE_WEIGHT
-from deliberate_bench.eval_stats import paired_bootstrap, wilson
-from deliberate_bench.eval_summary import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
-from deliberate_bench.judge_signal import draft_key
-from deliberate_bench.replay import (
+from deliberate_bench.eval.judge_signal import draft_key
+from deliberate_bench.eval.replay import (
     DEFAULT_MIX,
     LEARNED_SIGNALS,
     MIX_SIZE,
@@ -32,6 +30,9 @@ from deliberate_bench.replay import (
     drafts_chooser,
     replay,
 )
+from deliberate_bench.eval.stats import paired_bootstrap, wilson
+from deliberate_bench.eval.summary import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
+from deliberate_bench.results import read_runs
 
 
 def summarize(scored: list[dict], out: Path, folds: int) -> dict:
@@ -180,4 +181,4 @@ def area_under_curve(values: Sequence[float], right: Sequence[bool]) -> float | 
 def read_scores(out: Path, folds: int) -> list[list[dict]]:
     """Every judged draft's row (key, kind, right, p_valid), fold by fold, of the folds judged so far."""
     paths = (out / f"fold{fold}.scores.jsonl" for fold in range(folds))
-    return [[json.loads(line) for line in path.read_text().splitlines()] for path in paths if path.exists()]
+    return [read_runs(path) for path in paths if path.exists()]

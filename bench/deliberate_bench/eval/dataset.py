@@ -41,19 +41,12 @@ from deliberate.verifier.parsing import extract_final_answer
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
 from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
-from deliberate_bench.evaluation import (
-    DEFAULT_DATA,
-    DEFAULT_EXCLUDE,
-    RESULTS,
-    Problem,
-    append_run,
-    interrupted,
-    load_problems,
-    read_exclusions,
-)
+from deliberate_bench.eval.problems import DEFAULT_DATA, DEFAULT_EXCLUDE, Problem, load_problems, read_exclusions
+from deliberate_bench.eval.services import interrupted
+from deliberate_bench.results import RUNS, append_run, read_runs
 
 FORMAT_VERSION = 1
-DEFAULT_OUT = RESULTS / "judge-dataset"
+DEFAULT_OUT = RUNS / "judge-dataset"
 SPLITS = ("train", "validation")
 # The constraint the Scheduler adds to a free-text request (scheduler/verdicts.py); the GSM8K drafts get it too.
 GSM8K_CONSTRAINTS = [{"rulePack": "arithmetic"}]
@@ -265,10 +258,10 @@ class Output:
         return self.directory / "progress.jsonl"
 
     def done_runs(self) -> set[str]:
-        return {json.loads(line)["run_id"] for line in read_lines(self.progress)}
+        return {record["run_id"] for record in read_runs(self.progress)}
 
     def records(self, split: str) -> list[dict]:
-        return [json.loads(line) for line in read_lines(self.split_file(split))]
+        return read_runs(self.split_file(split))
 
     def seen(self) -> set[tuple[str, str]]:
         """(problem, normalized draft) of every record written so far: a resumed run adds no duplicate, even
@@ -302,12 +295,6 @@ class Output:
                 lines = "".join(json.dumps(r) + "\n" for r in records if r["meta"]["split"] == split)
                 write_atomically(self.split_file(split), lines.encode())
         return moved
-
-
-def read_lines(path: Path) -> list[str]:
-    if not path.exists():
-        return []
-    return [line for line in path.read_text().splitlines() if line.strip()]
 
 
 def summary(output: Output) -> dict:
@@ -349,7 +336,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from deliberate.drafter.prompts import DEFAULT_STRATEGIES
 
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output directory (default bench/results/"
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output directory (default bench/runs/"
                         "judge-dataset)")  # fmt: skip
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="JSONL of GSM8K-format problems")
     parser.add_argument("--exclude", type=Path, default=DEFAULT_EXCLUDE, help="line numbers never used")

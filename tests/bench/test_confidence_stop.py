@@ -1,12 +1,7 @@
-"""The replay behind `bench/confidence_stop.py`: thresholds come from right drafts of the calibration runs, and a
-draft stops at the first full window whose mean confidence falls below its kind's threshold."""
+"""The replay behind `deliberate bench confidence-stop`: thresholds come from right drafts of the calibration runs,
+and a draft stops at the first full window whose mean confidence falls below its kind's threshold."""
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-
-from confidence_stop import MIN_TOKENS, replay, stop_point, thresholds  # noqa: E402
+from deliberate_bench.replays.confidence_stop import MIN_TOKENS, replay, stop_point, thresholds
 
 
 def test_a_draft_stops_at_the_first_full_window_below_the_threshold_never_before_the_minimum():

@@ -1,9 +1,9 @@
-"""Adaptive draft counts replayed on recorded mixed rounds (bench/deliberate_bench/stopping.py)."""
+"""Adaptive draft counts replayed on recorded mixed rounds (bench/deliberate_bench/replays/stopping.py)."""
 
 from __future__ import annotations
 
-from deliberate_bench.replay import DEFAULT_MIX
-from deliberate_bench.stopping import AdaptivePolicy, agreement_precision, choose, compare, with_policy, without
+from deliberate_bench.eval.replay import DEFAULT_MIX
+from deliberate_bench.replays.stopping import AdaptivePolicy, agreement_precision, choose, compare, with_policy, without
 
 
 def draft(index: int, kind: str, answer: str, tokens: int, valid: bool = True, confidence=None) -> dict:

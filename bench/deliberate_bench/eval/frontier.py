@@ -7,7 +7,7 @@ This reads those runs and writes bench/results/frontier.{json,md,png}: one row p
 (Wilson interval), median and p95 latency per solve, tokens and peak memory; the frontier (no configuration is
 both faster and more accurate); and the default chosen by RULE, which was fixed before any run was scored.
 
-    python -m deliberate_bench.frontier      (make frontier)
+    python -m deliberate_bench.eval.frontier      (make frontier)
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from deliberate_bench.eval_stats import percentile, wilson
-from deliberate_bench.eval_summary import SERVICES_USED, Outcome, outcome_of, outcomes, peak_memory, read_runs
-from deliberate_bench.evaluation import RESULTS
+from deliberate_bench.eval.outcomes import SERVICES_USED, Outcome, outcome_of, outcomes, peak_memory
+from deliberate_bench.eval.stats import percentile, wilson
+from deliberate_bench.results import RESULTS, read_runs
 
 MODELS = ("qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")
 TODAY = "pipeline@5:0.5b"  # the shipped default when the frontier was measured: 0.5B drafts (3 prose + 2 programs)
@@ -31,7 +31,7 @@ RULE = (
     f"today's default ({TODAY}, measured in the same runs); a tie goes to the lower median latency. Fixed before "
     "any run was scored."
 )
-# The rows read from each run's outcomes (eval_summary.outcomes), as kind -> the outcome's name.
+# The rows read from each run's outcomes (outcomes.outcomes), as kind -> the outcome's name.
 FROM_OUTCOMES = {
     "single": "single",
     "single:program": "single:program",

@@ -10,19 +10,13 @@ import pytest
 
 from deliberate.selection import answer_value, majority, same_answer
 from deliberate.selection.answers import parse_gold
-from deliberate_bench import eval_summary
-from deliberate_bench.eval_stats import paired_bootstrap, percentile, wilson
-from deliberate_bench.evaluation import RESULTS as RESULTS_DIR
-from deliberate_bench.evaluation import (
-    Problem,
-    Settings,
-    check_ad_plan,
-    gsm8k_request,
-    load_problems,
-    read_exclusions,
-    without_early_stop,
-)
-from deliberate_bench.replay import ABLATIONS, live_check, replay
+from deliberate_bench.eval import outcomes, report, summary
+from deliberate_bench.eval.ads import check_ad_plan
+from deliberate_bench.eval.calls import Settings, gsm8k_request, without_early_stop
+from deliberate_bench.eval.problems import Problem, load_problems, read_exclusions
+from deliberate_bench.eval.replay import ABLATIONS, live_check, replay
+from deliberate_bench.eval.stats import paired_bootstrap, percentile, wilson
+from deliberate_bench.results import RESULTS, RUNS, read_runs
 
 # --- answers -------------------------------------------------------------------------------------
 
@@ -188,7 +182,7 @@ def test_sample_excludes_tuning_lines_and_grows_by_prefix(tmp_path):
 
 
 def test_committed_tuning_list_excludes_the_first_50_lines():
-    from deliberate_bench.evaluation import DEFAULT_EXCLUDE
+    from deliberate_bench.eval.problems import DEFAULT_EXCLUDE
 
     assert set(range(50)) <= read_exclusions(DEFAULT_EXCLUDE)
 
@@ -287,11 +281,11 @@ RECORDS = [
 
 
 def test_summary_counts_add_up_and_pairs_problems():
-    result = eval_summary.summary(RECORDS)
+    result = summary.summary(RECORDS)
     assert result["problems"] == 3 and result["engine"] == "llamacpp" and result["seed"] == 2026
     configs = {c["name"]: c for c in result["configs"]}
     assert list(configs)[:3] == ["single", "majority@2", "majority@3"]
-    assert set(eval_summary.ABLATION_NAMES) <= set(configs)
+    assert set(outcomes.ABLATION_NAMES) <= set(configs)
     partial = configs.pop("pipeline@2")  # run on 2 of the 3 problems only: reported, but not paired
     assert partial["problems"] == 2 and partial["correct"] == 2 and partial["diff_vs_single"] is None
     for c in configs.values():
@@ -312,7 +306,7 @@ def test_summary_counts_add_up_and_pairs_problems():
     assert configs["best_of@3"]["latency_p50_s"] == 3.5  # … plus its verification
     for key in ("accuracy", "ci_low", "ci_high", "diff_ci_low", "diff_ci_high", "latency_p95_s", "latency_p99_s"):
         assert key in pipeline
-    table = eval_summary.markdown(result)
+    table = report.markdown(result)
     assert "| `pipeline@3` | 3 |" in table and "VERIFIED 2: 100.0 % right" in table
 
 
@@ -328,7 +322,7 @@ def test_ad_selection_summary():
         }
         for seed in range(2027, 2031)
     ]
-    result = eval_summary.summary(ads)["ad_selection"]
+    result = summary.summary(ads)["ad_selection"]
     assert result["instances"] == 4 and result["catalog_seeds"] == [2027, 2028, 2029, 2030]
     single, pipeline = result["configs"]
     assert single["name"] == "single" and single["satisfied"] == 0
@@ -362,7 +356,7 @@ def test_the_pipeline_is_reported_both_ways_on_the_problems_solved_both_ways():
             "completion_tokens": 40,
         },
     }
-    result = eval_summary.summary(gsm8k + [ad])
+    result = summary.summary(gsm8k + [ad])
     comparison = result["early_stop"]
     assert (comparison["n"], comparison["n_gsm8k"], comparison["n_ads"]) == (3, 2, 1)
     assert comparison["latency_ratio"] == pytest.approx((8 + 8 + 4) / (16 + 8 + 8), abs=1e-3)
@@ -371,9 +365,9 @@ def test_the_pipeline_is_reported_both_ways_on_the_problems_solved_both_ways():
     assert comparison["valid_rate_with"] == 0.0 and comparison["valid_rate_without"] == 1.0
     assert (comparison["aborted"], comparison["cancelled"], comparison["quorum_reached"]) == (2, 1, 1)
     assert comparison["with"]["verified"] == 2 and comparison["without"]["verified"] == 3
-    table = eval_summary.markdown(result)
+    table = report.markdown(result)
     assert "latency ratio 0.625" in table and "| off | 1/2 | 1/1 | 3 | 32.0 s | 200 | 0 |" in table
-    assert eval_summary.summary(RECORDS)["early_stop"] is None
+    assert summary.summary(RECORDS)["early_stop"] is None
 
 
 def test_without_early_stop_switches_off_streaming_verification_the_quorum_and_the_confidence_stop_only():
@@ -396,7 +390,7 @@ def test_without_early_stop_switches_off_streaming_verification_the_quorum_and_t
 
 def test_results_name_the_embedded_model_it_stood_for():
     from deliberate.engines.models import DEFAULT_EMBEDDED
-    from deliberate_bench.eval_summary import model_name
+    from deliberate_bench.eval.outcomes import model_name
 
     assert model_name("embedded") == f"{DEFAULT_EMBEDDED} (embedded)"
     assert model_name("/models/mine.gguf") == "/models/mine.gguf"
@@ -404,7 +398,7 @@ def test_results_name_the_embedded_model_it_stood_for():
 
 def test_draft_analysis_by_position_and_headroom():
     from deliberate.drafter.prompts import DEFAULT_STRATEGIES
-    from deliberate_bench.eval_summary import draft_analysis
+    from deliberate_bench.eval.summary import draft_analysis
 
     analysis = draft_analysis(RECORDS, 3)
     first, _, third = analysis["by_position"]
@@ -418,10 +412,10 @@ def test_draft_analysis_by_position_and_headroom():
 def test_the_replay_reproduces_the_committed_evaluation(tmp_path):
     """The committed 100-problem runs, replayed by the selection package: every selection row of the committed
     table comes out again, and the live policy selects what the live Scheduler selected on every problem."""
-    from deliberate_bench.evaluation import RESULTS, replay_runs
+    from deliberate_bench.eval.evaluation import replay_runs
 
     committed = {c["name"]: c for c in json.loads((RESULTS / "eval-gsm8k-100.json").read_text())["configs"]}
-    assert replay_runs(RESULTS / "eval-gsm8k-100.runs.jsonl", tmp_path) == 0
+    assert replay_runs(RUNS / "eval-gsm8k-100.runs.jsonl", tmp_path) == 0
     replayed = json.loads((tmp_path / "eval-gsm8k-100.replay.json").read_text())
     by_name = {c["name"]: c for c in replayed["configs"]}
     for name in ["majority@3", "majority@5", "best_of@3", "best_of@5", "pipeline@5", *ABLATIONS]:
@@ -433,9 +427,9 @@ def test_the_replay_reproduces_the_committed_evaluation(tmp_path):
 
 def test_a_learned_policy_never_sees_the_labels_of_the_problems_it_ranks():
     """Cross-validation by problem: relabelling one problem changes the weights of the other folds only."""
-    from deliberate_bench.replay import FOLDS, cross_validated
+    from deliberate_bench.eval.replay import FOLDS, cross_validated
 
-    records = [json.loads(line) for line in (RESULTS_DIR / "eval-gsm8k-100.runs.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in (RUNS / "eval-gsm8k-100.runs.jsonl").read_text().splitlines()]
     records = [r for r in records if r["task"] == "gsm8k"][:40]
     best, weights = cross_validated(records, 5, same_answer)
     assert len(weights) == FOLDS and all("score" in fold for fold in weights)
@@ -460,18 +454,18 @@ def test_a_mixed_round_is_also_replayed_kind_by_kind_with_an_oracle_row():
     for d in drafts:
         d |= {"generation_latency_s": 1.0, "verify_latency_s": 0.0, "completion_tokens": 10, "finish_reason": "STOP"}
     record = {"gold": "72", "single": {"answer": "70"}, "solve": {"drafts": drafts, "answer": "70"}}
-    found = eval_summary.outcomes(record, [4])
+    found = outcomes.outcomes(record, [4])
     assert found["majority@4"].correct is False  # 70 twice, 72 once
     assert found["best_of@2:program"].correct and not found["best_of@2:prose"].correct
     assert found["pass@4"].correct and found["pass@2:program"].correct and not found["pass@2:prose"].correct
-    assert eval_summary.order_key("majority@2:program") < eval_summary.order_key("majority@2:prose")
-    assert eval_summary.config_summary("majority@2:program", [found["majority@2:program"]], [], None, 4)["n"] == 2
+    assert outcomes.order_key("majority@2:program") < outcomes.order_key("majority@2:prose")
+    assert summary.config_summary("majority@2:program", [found["majority@2:program"]], [], None, 4)["n"] == 2
     assert found["single:program"].correct  # the round's first program alone
-    assert eval_summary.config_summary("single:program", [found["single:program"]], [], None, 4)["n"] == 1
+    assert summary.config_summary("single:program", [found["single:program"]], [], None, 4)["n"] == 1
 
 
 def test_a_round_of_four_prose_drafts_and_four_programs_is_replayed_in_every_mix_of_five():
-    from deliberate_bench.replay import first_of_kinds, mixes
+    from deliberate_bench.eval.replay import first_of_kinds, mixes
 
     prose = [recorded(i, True, 1.0, "70", evidence=["arithmetic"]) | {"kind": "prose"} for i in range(4)]
     programs = [recorded(4 + i, True, 1.0, "72", evidence=["program"]) | {"kind": "program"} for i in range(4)]
@@ -480,22 +474,22 @@ def test_a_round_of_four_prose_drafts_and_four_programs_is_replayed_in_every_mix
     assert [d["index"] for d in first_of_kinds(solve, 3, 2)] == [0, 1, 2, 4, 5]
     for d in solve["drafts"]:
         d |= {"generation_latency_s": 1.0, "verify_latency_s": 0.0, "completion_tokens": 10, "finish_reason": "STOP"}
-    found = eval_summary.outcomes({"gold": "72", "single": {"answer": "70"}, "solve": solve}, [8])
+    found = outcomes.outcomes({"gold": "72", "single": {"answer": "70"}, "solve": solve}, [8])
     assert not found["majority@5:3+2"].correct and found["majority@5:2+3"].correct  # the vote follows the mix
     assert found["pass@5:4+1"].correct and not found["pass@4:prose"].correct
 
 
 def test_the_headline_reads_recorded_drafts_as_the_default_round_and_scores_the_targets():
-    from deliberate_bench.headline import PROGRAM_DRAFTS, headline, headline_rows
-    from deliberate_bench.replay import mix_suffix
+    from deliberate_bench.eval.headline import PROGRAM_DRAFTS, headline, headline_rows
+    from deliberate_bench.eval.replay import mix_suffix
 
-    records = eval_summary.read_runs(RESULTS_DIR / "eval-tuning.runs.jsonl")  # 4 prose drafts + 4 programs each
+    records = read_runs(RUNS / "eval-tuning.runs.jsonl")  # 4 prose drafts + 4 programs each
     result = headline(records, "eval-tuning.runs.jsonl")
     by_name = {c["name"]: c for c in result["configs"]}
     assert result["problems"] == len(records) and result["default_round"]["programs"] == PROGRAM_DRAFTS
     assert {"single", "single:program", "majority@5", "pipeline@5", "pass@5", "pipeline@8:live"} <= set(by_name)
     assert headline_rows()["pipeline@5"] == "weighted" + mix_suffix(5 - PROGRAM_DRAFTS, PROGRAM_DRAFTS)
-    replayed = {c["name"]: c for c in eval_summary.summary(records)["configs"]}
+    replayed = {c["name"]: c for c in summary.summary(records)["configs"]}
     assert by_name["pipeline@5"]["correct"] == replayed[headline_rows()["pipeline@5"]]["correct"]
     assert by_name["pass@5"]["correct"] >= max(by_name[name]["correct"] for name in ("pipeline@5", "majority@5"))
     pipeline = by_name["pipeline@5"]

@@ -9,9 +9,9 @@ from functools import cache
 import pytest
 
 from deliberate.risk.model import Offer
-from deliberate_bench import business_instances as bi
-from deliberate_bench.business_eval import judge, reference_row, row_summary, summary
-from deliberate_bench.eval_stats import wilson
+from deliberate_bench.eval import business_instances as bi
+from deliberate_bench.eval.business_eval import judge, reference_row, row_summary, summary
+from deliberate_bench.eval.stats import wilson
 
 
 @cache

@@ -2,8 +2,8 @@
 prose and programs that passed the Verifier's rules — and read on eval-200's recorded drafts, cross-validated by
 problem (docs/judge.md#the-judge-as-a-selection-signal).
 
-    python -m deliberate_bench.judge_signal                    # fine-tunes and judges fold by fold; resumable
-    python -m deliberate_bench.judge_signal --summarize-only   # the replay, in seconds
+    python -m deliberate_bench.eval.judge_signal                    # fine-tunes and judges fold by fold; resumable
+    python -m deliberate_bench.eval.judge_signal --summarize-only   # the replay, in seconds
 
 Problem i of eval-200 is in fold i mod `--folds`. Each fold's judge is trained (as `deliberate train-judge` trains:
 the Verifier's judge prompt, the label as strict JSON) on the tuning block's drafts and on every other fold's, and
@@ -24,9 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from deliberate.selection import same_answer
-from deliberate_bench.eval_summary import read_runs
-from deliberate_bench.evaluation import RESULTS
-from deliberate_bench.train_judge import (
+from deliberate_bench.eval.train_judge import (
     DEFAULT_BASE,
     Example,
     balanced,
@@ -36,9 +34,10 @@ from deliberate_bench.train_judge import (
     target_text,
     train,
 )
+from deliberate_bench.results import RESULTS, RUNS, read_runs
 
-TRAINING_RUNS = RESULTS / "eval-tuning.runs.jsonl"
-SCORED_RUNS = RESULTS / "eval-gsm8k-200.runs.jsonl"
+TRAINING_RUNS = RUNS / "eval-tuning.runs.jsonl"
+SCORED_RUNS = RUNS / "eval-gsm8k-200.runs.jsonl"
 OUT = RESULTS / "judge-signal"
 MODELS = Path(".deliberate/judges")
 
@@ -49,7 +48,7 @@ MODELS = Path(".deliberate/judges")
 
 
 def gsm8k_records(path: Path) -> list[dict]:
-    """The runs file's GSM8K problems that were solved (`eval_summary.read_runs`)."""
+    """The runs file's GSM8K problems that were solved (`results.read_runs`)."""
     return [r for r in read_runs(path) if r.get("task") == "gsm8k" and "error" not in r.get("solve", {"error": ""})]
 
 
@@ -252,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         for fold in args.fold or range(args.folds):
             run_fold(args, training, scored, fold, log)
-    from deliberate_bench.judge_replay import summarize
+    from deliberate_bench.eval.judge_replay import summarize
 
     result = summarize(scored, args.out, args.folds)
     (args.out / "summary.json").write_text(json.dumps(result, indent=2) + "\n")

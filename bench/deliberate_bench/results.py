@@ -1,0 +1,109 @@
+"""Where the lab's files go, and the one way to write a result and read recorded runs.
+
+Recorded inputs (`*.runs.jsonl`, judge datasets, the drafts behind shipped weights) go to `bench/runs/`; the summaries
+read from them (JSON, Markdown, plots) to `bench/results/`. Each directory's README says which command writes each
+file and which page cites it (`deliberate bench index`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]  # the repository
+RESULTS = ROOT / "bench/results"
+RUNS = ROOT / "bench/runs"
+# The runs defaults are chosen on: the tuning blocks (make eval-tuning, eval-tuning-2, eval-tuning-3), never scored.
+TUNING_RUNS = tuple(RUNS / f"eval-tuning{block}.runs.jsonl" for block in ("", "-2", "-3"))
+
+
+def runs_directory(results_dir: Path, runs_dir: Path | None = None) -> Path:
+    """Where a command's runs file goes: `runs_dir` when given, bench/runs beside the default bench/results, else
+    (a results directory of its own, a test's) beside the summaries."""
+    if runs_dir is not None:
+        return runs_dir
+    return RUNS if results_dir.resolve() == RESULTS.resolve() else results_dir
+
+
+def read_runs(path: Path) -> list[dict]:
+    """Every complete record of a runs file (one JSON object a line); [] before the first. A line cut short by an
+    interrupted write, and a blank one, are skipped."""
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return [record for record in records if record]
+
+
+def read_runs_by_id(path: Path) -> dict[str, dict]:
+    """A resumable benchmark's per-problem records by problem id; {} before the first."""
+    return {record["id"]: record for record in read_runs(path)}
+
+
+def append_run(path: Path, record: dict) -> None:
+    """One finished problem's record, on disk at once, so a rerun resumes after it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as out:
+        out.write(json.dumps(record) + "\n")
+        out.flush()
+        os.fsync(out.fileno())
+
+
+def write_result(name: str, figures: dict, directory: Path = RESULTS) -> Path:
+    """`<directory>/<name>.json`: the figures, the machine that measured them and when."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.json"
+    payload = {
+        **figures,
+        "machine": machine(),
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    path.write_text(json.dumps(payload, indent=2) + "\n")
+    return path
+
+
+def machine() -> dict:
+    facts = {
+        "cpu_count": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "load_average_1m": round(os.getloadavg()[0], 2),  # other work on the machine while measuring
+        **cpu_model(),
+        "reference_workload_ms": reference_workload_ms(),
+    }
+    try:  # torch is the optional `transformers` extra
+        import torch
+    except ImportError:
+        return facts
+    return {**facts, "torch_threads": torch.get_num_threads(), "torch": torch.__version__}
+
+
+def cpu_model() -> dict:
+    """The CPU's model name and clock as /proc/cpuinfo gives them (Linux; empty elsewhere)."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return {}
+    fields = dict(line.split(":", 1) for line in lines if ":" in line)
+    fields = {key.strip(): value.strip() for key, value in fields.items()}
+    return {"cpu_model": fields.get("model name", ""), "cpu_mhz": fields.get("cpu MHz", "")}
+
+
+def reference_workload_ms() -> float:
+    """Milliseconds one core takes for a fixed pure-Python workload (dicts, strings, a sort), best of 5: the same
+    Verifier code ran 2.6 times faster on one 2-core machine than on the one before it, so figures from two machines
+    compare only through this."""
+    best = float("inf")
+    for _ in range(5):
+        started = time.perf_counter()
+        table = {f"key{n}": n * 7 % 1000 for n in range(20_000)}
+        sorted(table.items(), key=lambda item: (item[1], item[0]))
+        best = min(best, time.perf_counter() - started)
+    return round(best * 1e3, 2)
