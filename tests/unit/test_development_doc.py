@@ -50,7 +50,7 @@ def anchors(page: Path) -> set[str]:
 
 def test_every_relative_link_of_the_readme_and_docs_resolves():
     broken = []
-    for page in [README, *sorted((ROOT / "docs").glob("*.md"))]:
+    for page in [README, *sorted((ROOT / "docs").rglob("*.md"))]:  # docs/experiments/ too
         for target in re.findall(r"\]\(([^)\s]+)\)", FENCE.sub("", page.read_text())):
             if re.match(r"[a-z]+:", target):
                 continue  # http(s), mailto

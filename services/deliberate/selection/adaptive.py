@@ -1,11 +1,11 @@
 """Adaptive draft counts (adaptive consistency): start few drafts and add one at a time until the answers settle.
 
-A policy is named as `bench/adaptive_stop.py` reports it, e.g. `ssscs/start1/q2+x`: the kinds of the drafts the
-round may add, in order (`s` prose, `c` a program), how many start together before the first look, the number
-of valid drafts agreeing on an answer that settles the round (`q2`), and `+x` when a valid prose draft and a valid
-program agreeing settle it too (cross-modal agreement). The Scheduler applies it live (`--draft-count adaptive`,
-`SolveRequest.draft_count`); the replay of recorded drafts (`deliberate_bench.stopping`) applies the same `settled`.
-"""
+A policy is named as the lab's replay (`deliberate_bench.replays.adaptive_stop`) reports it, e.g.
+`ssscs/start1/q2+x`: the kinds of the drafts the round may add, in order (`s` prose, `c` a program), how many start
+together before the first look, the number of valid drafts agreeing on an answer that settles the round (`q2`), and
+`+x` when a valid prose draft and a valid program agreeing settle it too (cross-modal agreement). The Scheduler
+applies it live (`--draft-count adaptive`, `SolveRequest.draft_count`); the replay of recorded drafts
+(`deliberate_bench.replays.stopping`) applies the same `settled`."""
 
 from __future__ import annotations
 
