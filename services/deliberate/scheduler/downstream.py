@@ -25,7 +25,7 @@ from ..core.admission import retry_after_ms
 from ..core.balancing import channel_options, grpc_target
 from ..core.tls import aio_channel, channel_credentials
 from .drafter_load import EngineReport
-from .replicas import DrafterReplicas
+from .replicas import DrafterReplicas, engine_report
 from .settings import SchedulerSettings
 from .watchdog.watchdog import Watchdog
 
@@ -242,17 +242,7 @@ class Downstream:
             return replicas.aggregate(reports)
         async with stage("drafter"):
             response = await self.stubs.drafter.GetLoad(drafter_service_pb2.GetLoadRequest(), timeout=LOAD_TIMEOUT_S)
-        return EngineReport(
-            engine=response.engine,
-            busy_sequences=response.busy_sequences,
-            queued_sequences=response.queued_sequences,
-            capacity=response.capacity,
-            recent_tokens_per_second=response.recent_tokens_per_second,
-            gpu_utilization=response.gpu_utilization if response.HasField("gpu_utilization") else None,
-            gpu_memory_utilization=(
-                response.gpu_memory_utilization if response.HasField("gpu_memory_utilization") else None
-            ),
-        )
+        return engine_report(response)
 
     async def verify(
         self,

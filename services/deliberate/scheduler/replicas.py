@@ -153,15 +153,7 @@ class DrafterReplicas:
         replica.free = max(0, load.capacity - load.busy_sequences - load.queued_sequences)
         if not was_ready:
             log.info("drafter replica ready", extra={"replica": replica.address, "capacity": load.capacity})
-        return EngineReport(
-            engine=load.engine,
-            busy_sequences=load.busy_sequences,
-            queued_sequences=load.queued_sequences,
-            capacity=load.capacity,
-            recent_tokens_per_second=load.recent_tokens_per_second,
-            gpu_utilization=load.gpu_utilization if load.HasField("gpu_utilization") else None,
-            gpu_memory_utilization=load.gpu_memory_utilization if load.HasField("gpu_memory_utilization") else None,
-        )
+        return engine_report(load)
 
     def mark_down(self, address: str, reason: str, log_it: bool = True) -> None:
         """Not planned on until a sample finds it ready again."""
@@ -203,3 +195,16 @@ class DrafterReplicas:
         for replica in self.replicas.values():
             await replica.channel.close()
         self.replicas.clear()
+
+
+def engine_report(load: drafter_service_pb2.GetLoadResponse) -> EngineReport:
+    """A Drafter's `GetLoad` answer as the load monitor reads it."""
+    return EngineReport(
+        engine=load.engine,
+        busy_sequences=load.busy_sequences,
+        queued_sequences=load.queued_sequences,
+        capacity=load.capacity,
+        recent_tokens_per_second=load.recent_tokens_per_second,
+        gpu_utilization=load.gpu_utilization if load.HasField("gpu_utilization") else None,
+        gpu_memory_utilization=load.gpu_memory_utilization if load.HasField("gpu_memory_utilization") else None,
+    )
