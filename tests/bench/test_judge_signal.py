@@ -77,7 +77,7 @@ def test_the_area_under_the_curve_counts_right_drafts_ranked_above_wrong_ones(va
 def test_a_soft_judge_moves_the_score_as_the_verifier_blends_it():
     record = _record(1, ["1", "2", "3", "4", "5"], "1")
     drafts = record["solve"]["drafts"]
-    scores = {judge_signal.draft_key(record, drafts[0]): 0.9, judge_signal.draft_key(record, drafts[1]): 0.2}
+    scores = {judge_replay.draft_key(record, drafts[0]): 0.9, judge_replay.draft_key(record, drafts[1]): 0.2}
     blended = judge_replay.soft_overrides(record, drafts, scores)
     assert blended == {"0:0": {"score": pytest.approx(1.0)}, "0:1": {"score": pytest.approx(0.7)}}
 

@@ -18,7 +18,6 @@ from pathlib import Path
 
 from deliberate.selection import DEFAULT_POLICY, same_answer, signals
 from deliberate.verifier.judge import JUDGE_WEIGHT
-from deliberate_bench.eval.judge_signal import draft_key
 from deliberate_bench.eval.replay import (
     DEFAULT_MIX,
     LEARNED_SIGNALS,
@@ -33,6 +32,11 @@ from deliberate_bench.eval.replay import (
 from deliberate_bench.eval.stats import paired_bootstrap, wilson
 from deliberate_bench.eval.summary import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from deliberate_bench.results import read_runs
+
+
+def draft_key(record: Mapping, draft: Mapping) -> str:
+    """A recorded draft's name across files: the problem, the round and the draft's index."""
+    return f"{record['id']}/{draft['round']}:{draft['index']}"
 
 
 def summarize(scored: list[dict], out: Path, folds: int) -> dict:

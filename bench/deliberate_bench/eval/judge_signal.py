@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from deliberate.selection import same_answer
+from deliberate_bench.eval.judge_replay import draft_key, summarize
 from deliberate_bench.eval.train_judge import (
     DEFAULT_BASE,
     Example,
@@ -56,10 +57,6 @@ def judged_drafts(record: Mapping) -> list[dict]:
     """The drafts of the recorded first round the judge is asked about: those that passed every hard rule (the
     Verifier consults its judge for no others)."""
     return [d for d in record["solve"].get("drafts", ()) if d["round"] == 0 and d["valid"]]
-
-
-def draft_key(record: Mapping, draft: Mapping) -> str:
-    return f"{record['id']}/{draft['round']}:{draft['index']}"
 
 
 def judge_record(record: Mapping, draft: Mapping) -> dict:
@@ -251,7 +248,6 @@ def main(argv: list[str] | None = None) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         for fold in args.fold or range(args.folds):
             run_fold(args, training, scored, fold, log)
-    from deliberate_bench.eval.judge_replay import summarize
 
     result = summarize(scored, args.out, args.folds)
     (args.out / "summary.json").write_text(json.dumps(result, indent=2) + "\n")

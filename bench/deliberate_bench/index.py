@@ -1,0 +1,170 @@
+"""The READMEs of bench/runs/ (recorded inputs) and bench/results/ (the summaries read from them): every file, the
+command that writes it and the page that cites it, from one declaration (FILES).
+
+    deliberate bench index [--write]     # prints the differences, or writes both READMEs (make bench-index)
+
+tests/bench/test_index.py fails when a file is not declared, a declared file is missing, or a README is out of date.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from deliberate_bench.results import RESULTS, RUNS
+
+
+@dataclass(frozen=True)
+class Entry:
+    files: tuple[str, ...]  # names in the directory (a folder counts as one)
+    command: str  # what writes them
+    cited: str  # the docs page and section that cite them, relative to docs/
+
+
+def summaries(*names: str, replay: bool = False) -> tuple[str, ...]:
+    """`deliberate eval`'s summaries of a run: <name>.json, .md, .png (and its replay's .json, .md)."""
+    found = [f"{name}.{suffix}" for name in names for suffix in ("json", "md", "png")]
+    return tuple(found + [f"{name}.replay.{suffix}" for name in names if replay for suffix in ("json", "md")])
+
+
+EVAL_200 = "eval.md#the-200-problem-evaluation"
+EARLY_STOP = "experiments/early-stopping.md#early-stopping-live-and-replayed"
+CHEAPER_ROUND = "experiments/early-stopping.md#a-cheaper-round-more-programs-chosen-on-the-tuning-blocks"
+BUSINESS = "business-cases.md#results-on-the-default-model-far-from-the-targets"
+JUDGE = "judge.md#results"
+EVAL_100 = "eval.md#the-100-problem-run-prose-drafts-only-the-previous-round"
+LEARNED = "selection.md#the-learned-policy"
+ADAPTIVE_LIVE = "experiments/adaptive-draft-counts.md#adaptive-draft-counts-live"
+ADAPTIVE_REPLAYED = (
+    "experiments/adaptive-draft-counts.md#fewer-drafts-where-they-agree-adaptive-counts-and-confidence-stops-replayed"
+)
+CONFIDENCE_STOP = "scheduler.md#the-confidence-stop-deepconf-live"
+SPEED = "models.md#speed-where-the-time-goes"
+PROGRAM_DRAFTS = "scheduler.md#program-drafts"
+ONE_PROBLEM = "eval.md#what-one-problem-costs"
+BUDGETS = "models.md#prompts-and-budgets-for-the-default-model"
+
+FILES: dict[Path, tuple[Entry, ...]] = {
+    RUNS: (
+        Entry(("eval-gsm8k-100.runs.jsonl",), "make eval", EVAL_100),
+        Entry(("eval-gsm8k-200.runs.jsonl",), "make eval-200", EVAL_200),
+        Entry(("eval-tuning.runs.jsonl",), "make eval-tuning (the learned policy's drafts)", LEARNED),
+        Entry(("eval-tuning-2.runs.jsonl", "eval-tuning-3.runs.jsonl"), "make eval-tuning-2, eval-tuning-3",
+              CHEAPER_ROUND),
+        Entry(("eval-early-stop.runs.jsonl",), 'make eval-quick EVAL_ARGS="--early-stop both --name eval-early-stop"',
+              ONE_PROBLEM),
+        Entry(("eval-budget256.runs.jsonl",), "deliberate eval --name eval-budget256 (kept as that measurement)",
+              BUDGETS),
+        Entry(tuple(f"judge-compare-{label}.runs.jsonl" for label in ("rules", "trained", "untrained")),
+              "make eval-judges", JUDGE),
+        Entry(("judge-dataset", "judge-dataset-qwen"), "make dataset", "judge.md#the-records-deliberate-dataset"),
+        Entry(("business.runs.jsonl", "business-tuning.runs.jsonl"), 'make eval-business (EVAL_ARGS="--split tuning")',
+              BUSINESS),
+        Entry(("early_stop.runs.jsonl", "early_stop_cross_modal.runs.jsonl"), "make bench-early-stop", EARLY_STOP),
+        Entry(("early_stop_aa.runs.jsonl",), "deliberate bench early-stop --same-both-sides", EARLY_STOP),
+        Entry(("adaptive.runs.jsonl",), "make bench-adaptive", ADAPTIVE_LIVE),
+        Entry(("default_round_3p2.runs.jsonl", "early_stop_programs4.runs.jsonl"),
+              "deliberate bench early-stop --compare previous", CHEAPER_ROUND),
+        Entry(("confidence_stop_live.runs.jsonl",), "deliberate bench early-stop --compare confidence",
+              "experiments/early-stopping.md#the-confidence-stop-replayed-and-live"),
+        Entry(("consensus.runs.jsonl",), "make bench-consensus", "refiner.md#consensus-benchmark"),
+        Entry(("stream_prefix.runs.jsonl",), "make bench-stream-prefix", "refiner.md#consensus-benchmark"),
+    ),
+    RESULTS: (
+        Entry(summaries("eval-gsm8k-100", replay=True), "make eval; make replay",
+              EVAL_100),
+        Entry(summaries("eval-gsm8k-200", replay=True), "make eval-200; deliberate eval --replay", EVAL_200),
+        Entry(summaries("eval-gsm8k"), "make eval-headline", EVAL_200),
+        Entry(summaries("eval-tuning", replay=True), "make eval-tuning; deliberate eval --replay",
+              PROGRAM_DRAFTS),
+        Entry(summaries("eval-tuning-2", "eval-tuning-3"), "make eval-tuning-2, eval-tuning-3", CHEAPER_ROUND),
+        Entry(summaries("eval-early-stop", replay=True), "make eval-quick (as above); make replay",
+              ONE_PROBLEM),
+        Entry(summaries("eval-budget256"), "deliberate eval --name eval-budget256",
+              BUDGETS),
+        Entry(summaries("judge-compare-rules", "judge-compare-trained", "judge-compare-untrained")
+              + ("judge-compare.json", "judge-compare.md"), "make eval-judges", JUDGE),
+        Entry(("judge-training.json",), "make train-judge", JUDGE),
+        Entry(("judge-signal",), "make judge-signal", "judge.md#the-judge-as-a-selection-signal"),
+        Entry(summaries("business", "business-tuning"), "make eval-business", BUSINESS),
+        Entry(("early_stop.json", "early_stop_cross_modal.json"), "make bench-early-stop", EARLY_STOP),
+        Entry(("early_stop_aa.json",), "deliberate bench early-stop --same-both-sides", EARLY_STOP),
+        Entry(("adaptive.json",), "make bench-adaptive", ADAPTIVE_LIVE),
+        Entry(("default_round_3p2.json", "early_stop_programs4.json"), "deliberate bench early-stop --compare previous",
+              CHEAPER_ROUND),
+        Entry(("confidence_stop_live.json",), "deliberate bench early-stop --compare confidence",
+              "experiments/early-stopping.md#the-confidence-stop-replayed-and-live"),
+        Entry(("early_stop_bound.json",), "make bench-early-stop-bound", CONFIDENCE_STOP),
+        Entry(("early_stop_bound_smollm2.json",),
+              "deliberate bench early-stop-bound --model smollm2-135m --out early_stop_bound_smollm2", EARLY_STOP),
+        Entry(("adaptive_stop.json",), "make bench-adaptive-stop",
+              ADAPTIVE_REPLAYED),
+        Entry(("consensus.json",), "make bench-consensus", "refiner.md#consensus-benchmark"),
+        Entry(("stream_prefix.json",), "make bench-stream-prefix", "refiner.md#consensus-benchmark"),
+        Entry(("engines.json", "fanout.json"), "make bench-engines, bench-fanout", SPEED),
+        Entry(("e2e.json",), "make bench-e2e", "development.md#make-targets"),
+        Entry(("verifier.json",), "make bench-verifier", "verifier.md#speed"),
+        Entry(("program_check.json",), "deliberate bench program-check",
+              "verifier.md#decision-programs-a-structured-requests-program"),
+        Entry(("overhead.json",), "make bench-overhead", "scheduler.md#orchestration-overhead"),
+        Entry(("confidence_cost.json",), "make bench-confidence", "selection.md#token-confidence"),
+        Entry(("prompt_cache_memory.json",), "deliberate bench prompt-cache-memory",
+              "eval.md#why-the-pipeline-does-not-gain-more-100-problem-run"),
+        Entry(("scale.json",), "make bench-scale", "deploy.md#load-balancing"),
+        Entry(("soak.json", "soak-quick.json"), "make soak, soak-quick", "reliability.md#soak"),
+    ),
+}  # fmt: skip
+
+TITLES = {
+    RUNS: "Recorded runs: the inputs every summary and replay is read from (resumable; no summary rewrites them).",
+    RESULTS: "The summaries (JSON, Markdown, plots) read from the recorded runs in [bench/runs](../runs/README.md).",
+}
+
+
+def readme(directory: Path) -> str:
+    lines = [f"# bench/{directory.name}", "", TITLES[directory], "",
+             "Written by `deliberate bench index --write` (`make bench-index`) from",
+             "`bench/deliberate_bench/index.py`; a test fails when it is out of date.", "",
+             "| file | written by | cited in |", "|---|---|---|"]  # fmt: skip
+    for entry in FILES[directory]:
+        names = "<br>".join(f"`{name}`" for name in entry.files)
+        page = entry.cited.partition("#")[0]
+        lines.append(
+            f"| {names} | `{entry.command}` | [{entry.cited}](../../docs/{page}#{entry.cited.partition('#')[2]}) |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def undeclared(directory: Path) -> list[str]:
+    """Files in the directory that no entry names (README.md and .gitkeep aside)."""
+    declared = {name for entry in FILES[directory] for name in entry.files}
+    present = {path.name for path in directory.iterdir()} - {"README.md", ".gitkeep"}
+    return sorted(present - declared)
+
+
+def missing(directory: Path) -> list[str]:
+    return sorted(name for entry in FILES[directory] for name in entry.files if not (directory / name).exists())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--write", action="store_true", help="write bench/runs/README.md and bench/results/README.md")
+    args = parser.parse_args(argv)
+    stale = []
+    for directory in FILES:
+        path = directory / "README.md"
+        for name in undeclared(directory):
+            print(f"{directory.name}/{name}: not declared in deliberate_bench/index.py", file=sys.stderr)
+        if args.write:
+            path.write_text(readme(directory))
+        elif not path.exists() or path.read_text() != readme(directory):
+            stale.append(str(path))
+    if stale:
+        print(f"out of date: {', '.join(stale)} (deliberate bench index --write)", file=sys.stderr)
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

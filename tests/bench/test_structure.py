@@ -1,0 +1,84 @@
+"""The lab keeps the servers' shape: every program a module of `deliberate_bench` in a room by kind, run by name
+(`deliberate bench <name>`), no import cycles, no file over the line limit, no `sys.path` edits (development.md)."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+from pathlib import Path
+
+from deliberate_bench.command import BENCHMARKS
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+PACKAGE = BENCH / "deliberate_bench"
+MAX_LINES = 450
+ROOMS = {"speed", "replays", "live", "eval"}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+
+
+def imports(path: Path) -> set[str]:
+    """The package's modules a module imports anywhere in it (inside functions too: a cycle is one either way)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"{path.name}: a relative import"
+            found |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+    return {name for name in found if name in MODULES}
+
+
+IMPORTS = {name: imports(path) - {name} for name, path in MODULES.items()}
+
+
+def test_no_import_cycles():
+    done: set[str] = set()
+
+    def visit(module: str, path: tuple[str, ...]) -> None:
+        if module in path:
+            raise AssertionError(f"import cycle: {' → '.join(path[path.index(module) :] + (module,))}")
+        if module in done:
+            return
+        for target in sorted(IMPORTS[module]):
+            visit(target, (*path, module))
+        done.add(module)
+
+    for module in sorted(MODULES):
+        visit(module, ())
+
+
+def test_the_cycle_check_sees_an_import():
+    assert "deliberate_bench.eval.replay" in IMPORTS["deliberate_bench.replays.stopping"]
+
+
+def test_no_file_over_the_line_limit():
+    long = {str(path.relative_to(BENCH)): n for path in BENCH.rglob("*.py")
+            if (n := len(path.read_text().splitlines())) > MAX_LINES}  # fmt: skip
+    assert not long, f"files over {MAX_LINES} lines: {long}"
+
+
+def test_no_path_edits_and_no_late_imports():
+    patched = [str(path.relative_to(BENCH)) for path in BENCH.rglob("*.py")
+               if re.search(r"sys\.path\.(insert|append)|noqa: E402", path.read_text())]  # fmt: skip
+    assert not patched, f"sys.path edits or imports after code: {patched}"
+
+
+def test_every_program_is_a_module_of_the_package_in_a_room():
+    loose = sorted(path.name for path in BENCH.glob("*.py"))
+    assert not loose, f"scripts beside the package: {loose}; move them into a room of deliberate_bench/"
+    rooms = {name.split(".")[1] for name in MODULES if name.count(".") >= 2}
+    assert rooms == ROOMS, f"rooms {sorted(rooms)}; a new room goes into ROOMS and docs/development.md"
+
+
+def test_every_registered_benchmark_runs_by_name():
+    for name, module in BENCHMARKS.items():
+        assert module in MODULES, f"{name}: no module {module}"
+        assert callable(importlib.import_module(module).main), f"{name}: {module} has no main(argv)"
