@@ -10,7 +10,9 @@ import pytest
 
 from deliberate.risk.model import Offer
 from deliberate_bench.eval import business_instances as bi
-from deliberate_bench.eval.business_eval import judge, reference_row, row_summary, summary
+from deliberate_bench.eval.business_eval import reference_row
+from deliberate_bench.eval.business_judge import judge
+from deliberate_bench.eval.business_summary import row_summary, summary
 from deliberate_bench.eval.stats import wilson
 
 

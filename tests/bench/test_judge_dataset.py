@@ -10,17 +10,8 @@ import pytest
 
 from deliberate.verifier.judge import parse_judge_reply
 from deliberate_api.common.v1 import common_pb2
-from deliberate_bench.eval.dataset import (
-    Output,
-    Task,
-    build_record,
-    example_tasks,
-    gsm8k_label,
-    new_records,
-    normalized,
-    rules_label,
-    split_of,
-)
+from deliberate_bench.eval.dataset import Output, Task, build_record, example_tasks, new_records
+from deliberate_bench.eval.labels import gsm8k_label, normalized, rules_label, split_of
 from deliberate_bench.eval.train_judge import balanced, score_replies, target_text
 
 

@@ -27,27 +27,19 @@ import argparse
 import json
 import os
 import signal
-import statistics
 import sys
 import time
-from collections import Counter
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
 
-import cel
 import grpc
-import jsonschema
-from pydantic import ValidationError
 
-from deliberate.risk.client import RiskRejected
-from deliberate.risk.model import InvalidInput, score
-from deliberate.verifier.packs import Abstained, PackContext, registry
-from deliberate.verifier.parsing import extract_json
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_bench.eval import business_instances as bi
+from deliberate_bench.eval.business_judge import Judgement, build_pack, judge, pack_constraint
+from deliberate_bench.eval.business_references import credit_reference, promotion_reference
+from deliberate_bench.eval.business_summary import ROWS, markdown, rounded, write_summaries
 from deliberate_bench.eval.calls import strip_trace
-from deliberate_bench.eval.outcomes import model_name
 from deliberate_bench.eval.services import (
     Services,
     engine_and_model,
@@ -56,23 +48,24 @@ from deliberate_bench.eval.services import (
     neighbour,
     started_stack,
 )
-from deliberate_bench.eval.stats import percentile, wilson
 from deliberate_bench.eval.summary import Paths
 from deliberate_bench.results import RESULTS, append_run, read_runs, runs_directory
 from deliberate_client.client import build_request
 
-ROWS = ("single", "single:program", "pipeline", "reference")
 DEFAULT_PIPELINE_DRAFTS = 5  # the Scheduler's default round (docs/scheduler.md)
+
+
 DEFAULT_SEED = 2026
+
+
 MAX_DRAFT_TEXT_CHARS = 1500  # a draft's text as recorded: enough to read a program, bounded runs files
+
+
 SUMMARY_EVERY = 10  # records between summaries during a run
+
+
 # The variables besides the flags that shape a run (the services read them).
 RUN_VARIABLES = ("DELIBERATE_ENGINE", "DELIBERATE_MODEL", "DELIBERATE_MAX_REDRAFTS", "DELIBERATE_PROGRAM_DRAFTS")
-
-
-# --------------------------------------------------------------------------------------------------
-# The command
-# --------------------------------------------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -213,11 +206,6 @@ def print_summary(paths: Paths, split: str) -> int:
     return 0
 
 
-# --------------------------------------------------------------------------------------------------
-# The rows
-# --------------------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Settings:
     seed: int
@@ -323,11 +311,11 @@ def reference_plan(instance: bi.Instance) -> dict | None:
     if instance.case == "ads":
         return build_pack(instance, pack_constraint(instance)).reference_answer()
     if instance.case == "credit":
-        offers = bi.credit_reference(instance.context["applicant"], instance.meta["offers"])
+        offers = credit_reference(instance.context["applicant"], instance.meta["offers"])
         plan = [{"amount": o.amount, "annual_rate": o.annual_rate, "term_months": o.term_months} for o in offers]
         return {"offers": plan, "disclosure": instance.context["disclosure"]}
     policy = pack_constraint(instance)["params"]
-    return bi.promotion_reference(instance.context["products"], policy)
+    return promotion_reference(instance.context["products"], policy)
 
 
 def judged(j: Judgement) -> dict:
@@ -337,277 +325,6 @@ def judged(j: Judgement) -> dict:
 
 def elapsed(started: float) -> float:
     return round(time.perf_counter() - started, 3)
-
-
-# --------------------------------------------------------------------------------------------------
-# Judging an answer, in process
-# --------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Judgement:
-    feasible: bool
-    check: str  # the first constraint missed, or what the plan achieves
-    objective: float | None = None  # of a feasible plan
-    bound: float | None = None  # the best objective any plan of the instance reaches, where known
-
-    @property
-    def ratio(self) -> float | None:
-        """objective / bound for a feasible plan, 0 for an infeasible one; None without a bound."""
-        if self.bound is None:
-            return None
-        if not self.feasible or self.objective is None:
-            return 0.0
-        return 1.0 if self.bound <= 0 else round(self.objective / self.bound, 6)
-
-
-def judge(instance: bi.Instance, text: str | None) -> Judgement:
-    """Whether the answer satisfies every constraint of its request, and how good a plan it is."""
-    pack = build_pack(instance, pack_constraint(instance))
-    bound = optimum_of(pack)
-    plan, error = extract_json(text or "")
-    if error is not None or not isinstance(plan, dict):
-        return Judgement(False, f"no JSON object: {error or type(plan).__name__}", bound=bound)
-    missed = schema_error(instance.output_schema, plan) or cel_failure(instance, plan)
-    if missed:
-        return Judgement(False, missed, bound=bound)
-    try:
-        answer = pack.answer_model.model_validate(plan)
-    except ValidationError as failure:
-        return Judgement(False, f"{pack.name}: {failure.errors()[0]['msg']}", bound=bound)
-    for rule_id, method in pack.checks():
-        result = getattr(pack, method)(answer)
-        if isinstance(result, Abstained):
-            continue
-        passed, detail = result
-        if not passed:
-            return Judgement(False, f"{rule_id}: {detail}", bound=bound)
-    objective = OBJECTIVES[instance.case](pack, answer)
-    return Judgement(True, f"feasible, objective {objective:.6g}", objective, bound)
-
-
-def build_pack(instance: bi.Instance, constraint: dict):
-    """The instance's rule pack as the Verifier builds it: params over context, its declared services resolved."""
-    pack_class = registry()[constraint["rulePack"]]
-    params = pack_class.params_model.model_validate({**instance.context, **constraint.get("params", {})})
-    offered = {"risk": RiskModelInProcess(), "reference": None}
-    services = {name: offered.get(name) for name in (*pack_class.requires, *pack_class.uses)}
-    return pack_class(params, PackContext(services)).snapshot()
-
-
-def pack_constraint(instance: bi.Instance) -> dict:
-    return next(c for c in instance.constraints if "rulePack" in c)
-
-
-def optimum_of(pack) -> float | None:
-    """The pack's exact optimum where it solves one (the ad pack), else None."""
-    reference = pack.reference_answer()
-    if reference is None:
-        return None
-    quality = pack.quality(pack.answer_model.model_validate(reference))
-    return None if quality is None else quality.bound
-
-
-def schema_error(schema: dict, plan: dict) -> str | None:
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(plan))
-    if error is None:
-        return None
-    where = "/".join(map(str, error.absolute_path)) or "answer"
-    return f"output schema: {where}: {error.message[:200]}"
-
-
-def cel_failure(instance: bi.Instance, plan: dict) -> str | None:
-    """The first of the request's CEL constraints the plan fails, with the Verifier's CEL library."""
-    context = cel.Context()
-    context.add_variable("ctx", instance.context)
-    context.add_variable("plan", plan)
-    context.add_variable("answer", plan)
-    for constraint in instance.constraints:
-        if "celExpression" not in constraint:
-            continue
-        try:
-            result = cel.compile(constraint["celExpression"]).execute(context)
-        except Exception as error:  # the Rust core raises for missing fields and type errors
-            result = error
-        if result is not True:
-            return f"{constraint['id']}: {constraint.get('failureMessage') or result}"
-    return None
-
-
-class RiskModelInProcess:
-    """Stands in for the risk service's client in the credit pack: the same deterministic model, called here."""
-
-    def score_all(self, applicant, offers) -> list:
-        results = []
-        for offer in offers:
-            try:
-                results.append(score(applicant, offer))
-            except InvalidInput as error:  # what the service answers as INVALID_ARGUMENT
-                results.append(RiskRejected(str(error)))
-        return results
-
-
-def total_ctr(pack, answer) -> float:
-    return round(sum(pack.ads[i].ctr for i in answer.selected_ids), 6)
-
-
-def total_amount(pack, answer) -> float:
-    return sum(offer.amount for offer in answer.offers)
-
-
-def gross_profit(pack, answer) -> float:
-    lines = pack.lines(answer)
-    return round(float(sum((x.revenue - x.cost for x in lines), Fraction(0))), 2)
-
-
-OBJECTIVES = {"ads": total_ctr, "credit": total_amount, "promotion": gross_profit}
-OBJECTIVE_NAMES = {"ads": "total CTR", "credit": "total amount offered", "promotion": "gross profit"}
-
-
-# --------------------------------------------------------------------------------------------------
-# Summary
-# --------------------------------------------------------------------------------------------------
-
-
-def latest(records: list[dict], split: str) -> dict[tuple[str, str, str], dict]:
-    """The last record of each (case, instance, row) of the split: a retried failure replaces the failure."""
-    return {(r["case"], r["id"], r["row"]): r for r in records if r.get("split") == split}
-
-
-def row_summary(records: list[dict]) -> dict:
-    judged_records = [r for r in records if r.get("feasible") is not None]
-    n = len(judged_records)
-    feasible = sum(bool(r["feasible"]) for r in judged_records)
-    low, high = wilson(feasible, n)
-    ratios = [r["objective_ratio"] for r in judged_records if r.get("objective_ratio") is not None]
-    objectives = [r["objective"] for r in judged_records if r["feasible"] and r.get("objective") is not None]
-    latencies = [r["latency_s"] for r in records if r.get("latency_s") is not None]
-    tokens = [r["tokens"] for r in records if r.get("tokens") is not None]
-    return {
-        "instances": n,
-        "feasible": feasible,
-        "feasible_share": rounded(feasible / n) if n else None,
-        "feasible_ci_low": rounded(low) if n else None,
-        "feasible_ci_high": rounded(high) if n else None,
-        "objective_ratio_mean": rounded(statistics.fmean(ratios)) if ratios else None,
-        "objective_ratio_p10": rounded(percentile(ratios, 0.10)),
-        "objective_mean_of_feasible": rounded(statistics.fmean(objectives)) if objectives else None,
-        "verified_infeasible": sum(r.get("status") == "VERIFIED" and r.get("feasible") is False for r in records),
-        "statuses": dict(sorted(Counter(r.get("status") or "none" for r in records).items())),
-        "errors": sum(bool(r.get("error")) for r in records),
-        "latency_p50_s": rounded(percentile(latencies, 0.50), 3),
-        "latency_p95_s": rounded(percentile(latencies, 0.95), 3),
-        "tokens_mean": rounded(statistics.fmean(tokens), 1) if tokens else None,
-    }
-
-
-def rounded(value: float | None, digits: int = 4) -> float | None:
-    return None if value is None else round(value, digits)
-
-
-def summary(records: list[dict], split: str = "scored") -> dict:
-    chosen = latest(records, split)
-    result: dict = {}
-    for case in bi.CASES:
-        of_case = [r for (c, _, _), r in chosen.items() if c == case]
-        if not of_case:
-            continue
-        rows = {row: row_summary([r for r in of_case if r["row"] == row]) for row in ROWS}
-        result[case] = {"instances": len({r["id"] for r in of_case}), "objective": OBJECTIVE_NAMES[case],
-                        "rows": rows}  # fmt: skip
-    settings = [r["settings"] for r in records if "settings" in r]
-    result["split"] = split
-    result["commands"] = list(dict.fromkeys(r["command"] for r in records if r.get("command")))
-    result["model"] = model_name(settings[-1]["model"]) if settings else None
-    result["engine"] = settings[-1]["engine"] if settings else None
-    result["settings"] = settings[-1] if settings else None
-    return result
-
-
-def markdown(result: dict) -> str:
-    lines = [
-        f"Business cases ({result['split']} instances), engine `{result['engine']}`, model `{result['model']}`. "
-        "Feasible: every constraint of the request holds, checked by the evaluation (schema, CEL, the rule pack in "
-        "process); 95 % Wilson interval. Objective ratio: the plan's objective over the exact optimum, 0 for an "
-        "infeasible answer (ads only: credit and promotion have no bound).",
-        "",
-        "| case | row | n | feasible (95 % CI) | VERIFIED but infeasible | objective ratio mean / p10 "
-        "| mean objective of feasible | latency p50 / p95 | tokens | errors |",
-        "|---|---|---:|---|---:|---|---:|---|---:|---:|",
-    ]
-    for case in bi.CASES:
-        if case not in result:
-            continue
-        for row, x in result[case]["rows"].items():
-            if not x["instances"]:
-                lines.append(f"| {case} | `{row}` | 0 | — | — | — | — | — | — | {x['errors']} |")
-                continue
-            low, high = 100 * x["feasible_ci_low"], 100 * x["feasible_ci_high"]
-            feasible = f"{100 * x['feasible_share']:.1f} % ({low:.1f}–{high:.1f} %)"
-            ratio = "—"
-            if x["objective_ratio_mean"] is not None:
-                ratio = f"{x['objective_ratio_mean']:.3f} / {x['objective_ratio_p10']:.3f}"
-            objective = "—" if x["objective_mean_of_feasible"] is None else f"{x['objective_mean_of_feasible']:.4g}"
-            tokens = "—" if x["tokens_mean"] is None else f"{x['tokens_mean']:.0f}"
-            lines.append(
-                f"| {case} | `{row}` | {x['instances']} | {feasible} | {x['verified_infeasible']} | {ratio} "
-                f"| {objective} | {x['latency_p50_s']} s / {x['latency_p95_s']} s | {tokens} | {x['errors']} |"
-            )
-    lines += ["", "Objectives: " + "; ".join(f"{c}: {OBJECTIVE_NAMES[c]}" for c in bi.CASES if c in result) + "."]
-    lines += ["", *(f"`{command}`" for command in result["commands"])]
-    return "\n".join(lines) + "\n"
-
-
-FEASIBLE_COLOUR, RATIO_COLOUR = "tab:green", "tab:blue"
-
-
-def plot(result: dict, path: Path) -> bool:
-    """Per case, each row's feasible share with its Wilson interval beside its mean objective ratio."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from matplotlib.patches import Patch
-    except ImportError:
-        return False
-    cases = [case for case in bi.CASES if case in result]
-    if not cases:
-        return False
-    figure, axes = plt.subplots(1, len(cases), figsize=(4.5 * len(cases), 4.5), sharey=True, squeeze=False)
-    width = 0.38
-    for axis, case in zip(axes[0], cases, strict=True):
-        rows = result[case]["rows"]
-        for k, x in enumerate(rows.values()):
-            if x["feasible_share"] is not None:
-                share = x["feasible_share"]
-                error = [[share - x["feasible_ci_low"]], [x["feasible_ci_high"] - share]]
-                axis.bar(k - width / 2, share, width, yerr=error, capsize=3, color=FEASIBLE_COLOUR)
-            if x["objective_ratio_mean"] is not None:
-                axis.bar(k + width / 2, x["objective_ratio_mean"], width, color=RATIO_COLOUR, hatch="//")
-        axis.set_xticks(range(len(rows)), list(rows), rotation=20, fontsize=8)
-        axis.set_title(f"{case} ({result[case]['instances']} instances)", fontsize=10)
-        axis.set_ylim(0, 1.05)
-        axis.grid(axis="y", alpha=0.3)
-    axes[0][0].set_ylabel("share; 95 % Wilson interval")
-    legend = [Patch(color=FEASIBLE_COLOUR, label="feasible share"),
-              Patch(facecolor=RATIO_COLOUR, hatch="//", label="objective ratio (mean)")]  # fmt: skip
-    axes[0][0].legend(handles=legend, fontsize=8, loc="upper left")
-    figure.suptitle(f"Business cases — {result['engine']}, {result['model']}".replace("$", ""), fontsize=10)
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return True
-
-
-def write_summaries(paths: Paths, split: str) -> dict:
-    result = summary(read_runs(paths.runs), split)
-    paths.json.parent.mkdir(parents=True, exist_ok=True)
-    paths.json.write_text(json.dumps(result, indent=2) + "\n")
-    paths.markdown.write_text(markdown(result))
-    plot(result, paths.png)
-    return result
 
 
 if __name__ == "__main__":

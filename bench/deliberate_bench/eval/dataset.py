@@ -19,10 +19,8 @@ finished problem is appended at once (`<out>/train.jsonl`, `<out>/validation.jso
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
-import re
 import signal
 import sys
 import tempfile
@@ -36,64 +34,22 @@ from google.protobuf import json_format, struct_pb2
 
 from deliberate.cli.stack import Ports, Stack
 from deliberate.core.files import write_atomically
-from deliberate.selection import same_answer
-from deliberate.verifier.parsing import extract_final_answer
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
 from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
+from deliberate_bench.eval.labels import GSM8K_CONSTRAINTS, SPLITS, gsm8k_label, normalized, rules_label, split_of
 from deliberate_bench.eval.problems import DEFAULT_DATA, DEFAULT_EXCLUDE, Problem, load_problems, read_exclusions
 from deliberate_bench.eval.services import interrupted
 from deliberate_bench.results import RUNS, append_run, read_runs
 
 FORMAT_VERSION = 1
 DEFAULT_OUT = RUNS / "judge-dataset"
-SPLITS = ("train", "validation")
 # The constraint the Scheduler adds to a free-text request (scheduler/verdicts.py); the GSM8K drafts get it too.
-GSM8K_CONSTRAINTS = [{"rulePack": "arithmetic"}]
 
 
 # --------------------------------------------------------------------------------------------------
 # Records: labels, deduplication, the split (pure)
 # --------------------------------------------------------------------------------------------------
-
-
-def split_of(problem_id: str, validation_share: float) -> str:
-    """ "validation" for a fixed share of problem ids, "train" for the rest: the same answer on every run and
-    machine (sha256, not Python's salted hash)."""
-    bucket = int.from_bytes(hashlib.sha256(problem_id.encode()).digest()[:8], "big") / 2**64
-    return "validation" if bucket < validation_share else "train"
-
-
-def normalized(text: str) -> str:
-    """The draft text as deduplication compares it: case, whitespace and trailing punctuation ignored."""
-    return re.sub(r"\s+", " ", text).strip().rstrip(".!").lower()
-
-
-def failed_messages(verdict: common_pb2.DraftVerdict) -> list[str]:
-    """The messages of the hard rules that failed (what makes a verdict invalid)."""
-    return [r.message for r in verdict.rule_results if r.hard and not r.passed]
-
-
-def gsm8k_label(draft_text: str, gold: str, verdict: common_pb2.DraftVerdict) -> dict:
-    """Valid iff the final answer equals the gold one; the error is the rules' messages, else what is wrong
-    with the answer. The gold answer itself never appears in the label."""
-    answer = extract_final_answer(draft_text)
-    if same_answer(answer, gold):
-        return {"valid": True, "score": 1.0, "error": None}
-    messages = failed_messages(verdict)
-    if not messages:
-        messages = ["no final answer"] if answer is None else [f"the final answer {answer} is wrong"]
-    return {"valid": False, "score": 0.0, "error": "; ".join(messages)}
-
-
-def rules_label(verdict: common_pb2.DraftVerdict) -> dict:
-    """The Verifier's verdict as a label: valid, its score, and the failed hard rules' messages."""
-    messages = failed_messages(verdict)
-    return {
-        "valid": verdict.valid,
-        "score": round(verdict.score, 4),
-        "error": "; ".join(messages) if messages else (None if verdict.valid else "invalid"),
-    }
 
 
 @dataclass
