@@ -297,18 +297,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="JSONL of GSM8K-format problems")
     parser.add_argument("--exclude", type=Path, default=DEFAULT_EXCLUDE, help="line numbers never used")
     parser.add_argument("--problems", type=int, default=300, help="GSM8K problems (default 300)")
-    parser.add_argument("--examples", help="worked examples, comma-separated (default: every registered one)")
-    parser.add_argument("--example-runs", type=int, default=6, help="draft batches per example (default 6)")
-    parser.add_argument("--drafts", type=int, default=8, help="drafts per problem and batch (default 8)")
-    parser.add_argument("--max-new-tokens", type=int, default=160, help="per draft (default 160)")
-    parser.add_argument("--temperature", type=float, default=0.8, help="of the drafts (default 0.8)")
-    parser.add_argument("--seed", type=int, default=15, help="problem sample and sampling seed (default 15)")
     parser.add_argument(
         "--validation-share",
         type=float,
         default=0.2,
         help="share of problems held out (default 0.2); a rerun with another share re-splits what is written",
     )
+    parser.add_argument("--examples", help="worked examples, comma-separated (default: every registered one)")
+    parser.add_argument("--example-runs", type=int, default=6, help="draft batches per example (default 6)")
+    parser.add_argument("--drafts", type=int, default=8, help="drafts per problem and batch (default 8)")
+    parser.add_argument("--max-new-tokens", type=int, default=160, help="per draft (default 160)")
+    parser.add_argument("--temperature", type=float, default=0.8, help="of the drafts (default 0.8)")
+    parser.add_argument("--seed", type=int, default=15, help="problem sample and sampling seed (default 15)")
     parser.add_argument("--model", default="smollm2-135m", help="the Drafter's model (default smollm2-135m)")
     parser.add_argument(
         "--engine-threads", type=int, default=0, help="the Drafter's CPU threads (0: all; 1 on a shared, busy machine)"

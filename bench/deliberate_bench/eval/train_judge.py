@@ -276,16 +276,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--report", type=Path, default=DEFAULT_REPORT, help="the figures, as JSON")
     parser.add_argument("--steps", type=int, default=0, help="optimizer steps (default: one pass over the examples)")
     parser.add_argument("--max-examples", type=int, default=0, help="training records used (0: all)")
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--learning-rate", type=float, default=5e-5)
-    parser.add_argument("--max-length", type=int, default=384, help="longest example in tokens; longer ones skipped")
-    parser.add_argument("--valid-share", type=float, default=0.3, help="valid records repeated up to this share")
     parser.add_argument(
         "--eval-limit",
         type=int,
         default=0,
         help="GSM8K validation records judged: every valid one, invalid ones sampled",
     )
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--learning-rate", type=float, default=5e-5)
+    parser.add_argument("--max-length", type=int, default=384, help="longest example in tokens; longer ones skipped")
+    parser.add_argument("--valid-share", type=float, default=0.3, help="valid records repeated up to this share")
     parser.add_argument("--eval-batch-size", type=int, default=8)
     parser.add_argument("--skip-untrained", action="store_true", help="do not measure the untrained model")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: every CPU)")

@@ -214,15 +214,15 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--limit", type=int, default=50, help="GSM8K questions (default 50)")
     parser.add_argument("--ads", type=int, default=None, help="ad-selection instances (default 10; fewer with --limit)")
-    parser.add_argument("--drafts", type=int, default=5)
-    parser.add_argument("--model", default="", help="the Drafter's and Refiner's model (default: the services')")
-    parser.add_argument("--max-new-tokens", type=int, default=0, help="draft budget (default: the Drafter's)")
     parser.add_argument(
         "--program-drafts",
         type=int,
         default=0,
         help="programs of N on the with side (SolveRequest.program_drafts; default 0: the Scheduler's mix)",
     )
+    parser.add_argument("--drafts", type=int, default=5)
+    parser.add_argument("--model", default="", help="the Drafter's and Refiner's model (default: the services')")
+    parser.add_argument("--max-new-tokens", type=int, default=0, help="draft budget (default: the Drafter's)")
     parser.add_argument("--timeout", type=float, default=900.0, help="deadline of each solve, seconds")
     parser.add_argument("--runs", type=Path, default=None, help="per-problem records (default: by --out)")
     parser.add_argument("--out", default="", help="result name under bench/results (early_stop, early_stop_aa)")
