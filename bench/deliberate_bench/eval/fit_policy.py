@@ -22,6 +22,7 @@ from pathlib import Path
 from deliberate.selection import same_answer
 from deliberate.selection.learned import ARTEFACT, SCHEMA_VERSION, parse
 from deliberate_bench.eval.replay import LEARNED_SIGNALS, drafts_chooser, fit_weights, parse_drafts
+from deliberate_bench.results import read_runs
 
 
 def has_confidence(record: dict) -> bool:
@@ -36,8 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     content = args.runs.read_bytes()
-    records = [json.loads(line) for line in content.decode().splitlines() if line.strip()]
-    records = [r for r in records if r.get("task") == "gsm8k" and "solve" in r and "error" not in r["solve"]]
+    solved = [r for r in read_runs(args.runs) if r.get("task") == "gsm8k" and "solve" in r]
+    records = [r for r in solved if "error" not in r["solve"]]
     usable = [r for r in records if has_confidence(r)]
     choose = drafts_chooser(*parse_drafts(args.drafts))
     problems = [(choose(r), r["gold"]) for r in usable]
