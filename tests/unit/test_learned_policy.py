@@ -18,7 +18,7 @@ def test_the_shipped_artefact_is_valid_and_says_what_it_was_fitted_on():
     assert weights.weights and all(isinstance(v, float | int) for v in weights.weights.values())
     assert weights.trained_on["runs"].endswith(".runs.jsonl") and len(weights.trained_on["sha256"]) == 64
     assert weights.trained_on["problems"] > 0
-    assert weights.command.startswith("python -m deliberate_bench.eval.fit_policy ")
+    assert weights.command.startswith("deliberate bench fit-policy ")
     assert "learned" in POLICIES and POLICIES["learned"].competitors == "valid"
 
 
