@@ -142,7 +142,8 @@ eval-tuning eval-tuning-2 eval-tuning-3:
 ## The accuracy-latency frontier (issue 40, docs/models.md#the-frontier-which-model-where), recorded: the first $(FRONTIER_LIMIT) problems
 ## of the tuning block solved with each embedded model as Drafter and Refiner (one greedy prose and one greedy
 ## program pass, pipeline@3 and @5 with today's defaults), each problem's selected drafts refined again by the
-## other model's Refiner (the mixed deployments); bench/results/frontier-<model>.*; resumable.
+## other model's Refiner (the mixed deployments); bench/runs/frontier-<model>.runs.jsonl, summarized in
+## bench/results/frontier-<model>.*; resumable.
 FRONTIER_LIMIT ?= 20
 FRONTIER_MODELS := qwen2.5-coder-0.5b qwen2.5-coder-1.5b
 frontier-runs: install

@@ -3,11 +3,12 @@
 `make frontier-runs` records, per embedded model as Drafter, one `deliberate eval` run on the same tuning problems:
 a greedy prose pass, a greedy program pass, the pipeline at N = 5 (and N = 3 by refining the first 3 drafts), and
 the same selected drafts refined again by the other model's Refiner (`cross_refine`: the mixed deployments).
-This reads those runs and writes bench/results/frontier.{json,md,png}: one row per configuration with accuracy
-(Wilson interval), median and p95 latency per solve, tokens and peak memory; the frontier (no configuration is
-both faster and more accurate); and the default chosen by RULE, which was fixed before any run was scored.
+This reads those runs (bench/runs/frontier-<model>.runs.jsonl) and writes bench/results/frontier.{json,md,png}: one
+row per configuration with accuracy (Wilson interval), median and p95 latency per solve, tokens and peak memory; the
+frontier (no configuration is both faster and more accurate); and the default chosen by RULE, which was fixed before
+any run was scored.
 
-    python -m deliberate_bench.eval.frontier      (make frontier)
+    deliberate bench frontier      (make frontier)
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from deliberate_bench.eval.outcomes import SERVICES_USED, Outcome, outcome_of, outcomes, peak_memory
 from deliberate_bench.eval.stats import percentile, wilson
-from deliberate_bench.results import RESULTS, read_runs
+from deliberate_bench.results import RESULTS, RUNS, read_runs
 
 MODELS = ("qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")
 TODAY = "pipeline@5:0.5b"  # the shipped default when the frontier was measured: 0.5B drafts (3 prose + 2 programs)
@@ -140,8 +141,8 @@ def chosen_default(configs: list[dict]) -> tuple[str, float]:
     return best["name"], round(limit, 2)
 
 
-def frontier(results: Path) -> dict:
-    runs = {model: read_runs(results / f"frontier-{model}.runs.jsonl") for model in MODELS}
+def frontier(runs_dir: Path) -> dict:
+    runs = {model: read_runs(runs_dir / f"frontier-{model}.runs.jsonl") for model in MODELS}
     memory = {model: peak_memory(records) or {} for model, records in runs.items()}
     ids = [{r["id"] for r in records if r.get("task") == "gsm8k"} for records in runs.values()]
     common = set.intersection(*ids)  # the same problems for every row
@@ -235,9 +236,10 @@ def plot(result: dict, path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--results-dir", type=Path, default=RESULTS)
+    parser.add_argument("--runs-dir", type=Path, default=RUNS, help="where make frontier-runs recorded (bench/runs)")
+    parser.add_argument("--results-dir", type=Path, default=RESULTS, help="frontier.{json,md,png} (bench/results)")
     args = parser.parse_args(argv)
-    result = frontier(args.results_dir)
+    result = frontier(args.runs_dir)
     (args.results_dir / "frontier.json").write_text(json.dumps(result, indent=2) + "\n")
     (args.results_dir / "frontier.md").write_text(markdown(result))
     plot(result, args.results_dir / "frontier.png")
