@@ -45,6 +45,8 @@ SPEED = "models.md#speed-where-the-time-goes"
 PROGRAM_DRAFTS = "scheduler.md#program-drafts"
 ONE_PROBLEM = "eval.md#what-one-problem-costs"
 BUDGETS = "models.md#prompts-and-budgets-for-the-default-model"
+FRONTIER = "models.md#the-frontier-which-model-where"
+FRONTIER_RUNS = tuple(f"frontier-qwen2.5-coder-{size}" for size in ("0.5b", "1.5b"))
 
 FILES: dict[Path, tuple[Entry, ...]] = {
     RUNS: (
@@ -69,6 +71,7 @@ FILES: dict[Path, tuple[Entry, ...]] = {
               "deliberate bench early-stop --compare previous", CHEAPER_ROUND),
         Entry(("confidence_stop_live.runs.jsonl",), "deliberate bench early-stop --compare confidence",
               "experiments/early-stopping.md#the-confidence-stop-replayed-and-live"),
+        Entry(tuple(f"{name}.runs.jsonl" for name in FRONTIER_RUNS), "make frontier-runs", FRONTIER),
         Entry(("consensus.runs.jsonl",), "make bench-consensus", "refiner.md#consensus-benchmark"),
         Entry(("stream_prefix.runs.jsonl",), "make bench-stream-prefix", "refiner.md#consensus-benchmark"),
     ),
@@ -86,6 +89,8 @@ FILES: dict[Path, tuple[Entry, ...]] = {
               BUDGETS),
         Entry(summaries("judge-compare-rules", "judge-compare-trained", "judge-compare-untrained")
               + ("judge-compare.json", "judge-compare.md"), "make eval-judges", JUDGE),
+        Entry(summaries(*FRONTIER_RUNS), "make frontier-runs", FRONTIER),
+        Entry(("frontier.json", "frontier.md", "frontier.png"), "make frontier", FRONTIER),
         Entry(("judge-training.json",), "make train-judge", JUDGE),
         Entry(("judge-signal",), "make judge-signal", "judge.md#the-judge-as-a-selection-signal"),
         Entry(summaries("business", "business-tuning"), "make eval-business", BUSINESS),
