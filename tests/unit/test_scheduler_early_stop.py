@@ -138,8 +138,9 @@ def test_a_draft_stopped_on_its_confidence_leaves_the_vote_saying_why():
     assert stopped_verdict("d1", pb.DraftAbort(reason="quorum")).rule_results[0].rule_id == "quorum"
 
 
-def test_the_default_models_profile_has_calibrated_floors_and_a_bad_floor_fails_at_start_up():
-    assert confidence_floors("embedded") == {"prose": 6.351, "program": 6.397}
+def test_the_0_5b_models_profile_has_calibrated_floors_and_a_bad_floor_fails_at_start_up():
+    assert confidence_floors("qwen2.5-coder-0.5b") == {"prose": 6.351, "program": 6.397}
+    assert confidence_floors("embedded") == {}  # the 1.5B model: not calibrated yet, the stop abstains
     assert confidence_floors("smollm2-135m") == {} and confidence_floors("/models/mine.gguf") == {}
     assert SchedulerSettings(confidence_floors="prose=6.4").confidence_floors_of_kind == {"prose": 6.4}
     with pytest.raises(ValueError, match="kind=number"):

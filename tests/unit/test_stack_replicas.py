@@ -53,10 +53,3 @@ def test_refiner_env_gives_the_refiner_its_own_model_and_nothing_else(monkeypatc
     assert stack.service_env("refiner")["DELIBERATE_MODEL"] == "large"
     assert {stack.service_env(d)["DELIBERATE_MODEL"] for d in stack.drafter_replicas} == {"small"}
     assert stack.service_env("scheduler")["DELIBERATE_MODEL"] == "inherited"
-
-
-def test_up_gives_the_refiner_the_drafters_model_unless_told_another():
-    from deliberate.cli.up import model_env
-
-    assert model_env(None) == {}
-    assert model_env("qwen2.5-coder-1.5b") == {"DELIBERATE_MODEL": "qwen2.5-coder-1.5b"}

