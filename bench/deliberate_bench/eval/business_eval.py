@@ -42,7 +42,8 @@ from deliberate_bench.eval.business_summary import ROWS, markdown, rounded, writ
 from deliberate_bench.eval.calls import strip_trace
 from deliberate_bench.eval.services import (
     Services,
-    engine_and_model,
+    deployment,
+    engine_and_models,
     error_text,
     interrupted,
     neighbour,
@@ -74,8 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.summarize:
         return print_summary(paths, args.split)
     if args.model:
-        os.environ["DELIBERATE_MODEL"] = args.model  # read by the stack's services and by engine_and_model
-    engine, model = engine_and_model()
+        os.environ["DELIBERATE_MODEL"] = args.model  # read by the stack's services and by engine_and_models
+    engine, drafter_model, refiner_model = engine_and_models()
+    model = deployment(drafter_model, refiner_model)
     s = Settings(args.seed, args.max_new_tokens, args.refine_max_new_tokens, args.pipeline_drafts, args.timeout,
                  engine, model)  # fmt: skip
     if args.fresh and paths.runs.exists():

@@ -11,7 +11,7 @@ import grpc
 from deliberate.verifier.parsing import extract_final_answer
 from deliberate.verifier.program import check_program
 from deliberate_api.common.v1 import common_pb2
-from deliberate_api.drafter.v1 import drafter_service_pb2
+from deliberate_api.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
 from deliberate_api.refiner.v1 import refiner_service_pb2, refiner_service_pb2_grpc
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_bench.eval.outcomes import STAGES
@@ -64,8 +64,12 @@ class Settings:
     # --early-stop: "on" (the Scheduler's defaults), "off" (streaming verification and quorum switched off per
     # request) or "both" (each problem solved both ways).
     early_stop: str = "on"
+    # The Refiner's model, when it is not `model` (the Drafter's).
+    refiner_model: str = ""
     # --cross-refiner-model: a second Refiner on this model refines the same selected drafts (mixed deployments).
     cross_refiner_model: str = ""
+    # --cross-drafter-model: a second Drafter on this model makes its own greedy single passes.
+    cross_drafter_model: str = ""
 
     @property
     def largest(self) -> int:
@@ -87,7 +91,15 @@ class Settings:
             }
             | self.judge_fingerprint()
             | self.early_stop_fingerprint()
-            | ({"cross_refiner_model": self.cross_refiner_model} if self.cross_refiner_model else {})
+            | {
+                name: value
+                for name, value in (
+                    ("refiner_model", self.refiner_model if self.refiner_model != self.model else ""),
+                    ("cross_refiner_model", self.cross_refiner_model),
+                    ("cross_drafter_model", self.cross_drafter_model),
+                )
+                if value
+            }
         )
 
     def early_stop_fingerprint(self) -> dict:
@@ -114,7 +126,13 @@ class Settings:
 
 
 def single_pass(
-    services: Services, s: Settings, request_id: str, prompt: str, output_schema: str = "", program: bool = False
+    services: Services,
+    s: Settings,
+    request_id: str,
+    prompt: str,
+    output_schema: str = "",
+    program: bool = False,
+    drafter: drafter_service_pb2_grpc.DrafterServiceStub | None = None,
 ) -> dict:
     """One greedy draft from the Drafter, no verification; with `program`, one greedy program draft whose answer
     is what its program prints, run in the Verifier's sandbox here (no other check)."""
@@ -131,7 +149,8 @@ def single_pass(
     )
     started = time.perf_counter()
     try:
-        drafts = [m.draft for m in services.drafter.GenerateDrafts(request, timeout=s.timeout_s)]
+        calls = (drafter or services.drafter).GenerateDrafts(request, timeout=s.timeout_s)
+        drafts = [m.draft for m in calls]
     except grpc.RpcError as error:
         return {"error": error_text(error), "answer": None, "latency_s": time.perf_counter() - started}
     latency = time.perf_counter() - started
@@ -363,6 +382,18 @@ def run_problem(services: Services, s: Settings, problem: Problem) -> dict:
     cross = {}
     if services.cross_refiner is not None and response is not None:
         cross = {"cross_refine": refine_subset(services.cross_refiner, s, request, response, solved, s.largest)}
+    if services.cross_drafter is not None:
+        cross |= {
+            f"cross_{name}": single_pass(
+                services,
+                s,
+                f"eval-{problem.id}-cross-{name}",
+                problem.question,
+                program=program,
+                drafter=services.cross_drafter,
+            )  # fmt: skip
+            for name, program in (("single", False), ("single_program", True))
+        }
     return (
         {
             "task": "gsm8k",

@@ -44,10 +44,10 @@ from deliberate_bench.eval.progress import Progress, peak_rss
 from deliberate_bench.eval.report import markdown
 from deliberate_bench.eval.services import (
     Services,
-    engine_and_model,
+    engine_and_models,
     interrupted,
     neighbour,
-    started_refiner,
+    started_alone,
     started_stack,
 )
 from deliberate_bench.eval.summary import Paths, Tally, summary, write_all
@@ -129,6 +129,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default on)",
     )
     parser.add_argument(
+        "--cross-drafter-model",
+        default="",
+        help="also start a Drafter on this model and record its greedy prose and program passes on each problem "
+        "(records `cross_single`, `cross_single_program`): the single passes of another model on the same problems",
+    )
+    parser.add_argument(
         "--cross-refiner-model",
         default="",
         help="also start a Refiner on this model and refine each problem's selected drafts with it too "
@@ -147,6 +153,7 @@ def unavailable(record: dict) -> str | None:
     """The error of a call that found a service unreachable (not a result of the problem), if any."""
     parts = [record.get("single", {}), record.get("single_program", {}), record.get("solve", {}),
              record.get("solve_without_early_stop", {}), record.get("cross_refine", {}),
+             record.get("cross_single", {}), record.get("cross_single_program", {}),
              *record.get("subsets", {}).values()]  # fmt: skip
     return next((p["error"] for p in parts if str(p.get("error", "")).startswith("UNAVAILABLE")), None)
 
@@ -159,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
     if not sizes or min(sizes) < 1 or max(sizes) > 8:
         print("error: --sizes must be draft counts in 1..8", file=sys.stderr)
         return 2
-    engine, model = engine_and_model()
+    engine, model, refiner_model = engine_and_models()
     s = Settings(
         sizes=sizes,
         max_new_tokens=args.max_new_tokens,
@@ -172,8 +179,10 @@ def run(args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
         engine=engine,
         model=model,
+        refiner_model=refiner_model,
         early_stop=args.early_stop,
         cross_refiner_model=args.cross_refiner_model,
+        cross_drafter_model=args.cross_drafter_model,
     )
     if args.judges:
         return compare_judges(args, s)
@@ -251,15 +260,18 @@ def evaluate(
         if stack is None:
             return 1
         scheduler, drafter, refiner = (stack.address_of(x) for x in ("scheduler", "drafter", "refiner"))
-    cross = None
-    if s.cross_refiner_model:
-        cross = started_refiner(args.log_dir, s.cross_refiner_model)
-        if cross is None:
-            if stack is not None:
-                stack.down()
-            return 1
+    crosses = {}
+    for service, model in (("refiner", s.cross_refiner_model), ("drafter", s.cross_drafter_model)):
+        if model:
+            crosses[service] = started_alone(service, args.log_dir, model)
+            if crosses[service] is None:
+                for started in (stack, *crosses.values()):
+                    if started is not None:
+                        started.down()
+                return 1
+    cross_address = {service: started.address_of(service) for service, started in crosses.items()}
 
-    services = Services(scheduler, drafter, refiner, cross.address_of("refiner") if cross else None)
+    services = Services(scheduler, drafter, refiner, cross_address.get("refiner"), cross_address.get("drafter"))
     progress = Progress(total, total - len(todo) - len(ads_todo))
     tally = Tally(records)
     try:
@@ -286,7 +298,7 @@ def evaluate(
     finally:
         progress.close()
         services.close()
-        for started in (stack, cross):
+        for started in (stack, *crosses.values()):
             if started is not None:
                 started.down()
     code = summarize(paths) if paths.runs.exists() else 0

@@ -16,16 +16,30 @@ from deliberate_api.scheduler.v1 import scheduler_service_pb2_grpc
 
 
 class Services:
-    """Stubs of the Scheduler, Drafter and Refiner, and of a Refiner on the other model (--cross-refiner-model)."""
+    """Stubs of the Scheduler, Drafter and Refiner, and of a Refiner and a Drafter on another model
+    (--cross-refiner-model, --cross-drafter-model)."""
 
-    def __init__(self, scheduler: str, drafter: str, refiner: str, cross_refiner: str | None = None):
+    def __init__(
+        self,
+        scheduler: str,
+        drafter: str,
+        refiner: str,
+        cross_refiner: str | None = None,
+        cross_drafter: str | None = None,
+    ):
         options = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
-        addresses = [scheduler, drafter, refiner] + ([cross_refiner] if cross_refiner else [])
-        self.channels = [grpc.insecure_channel(a, options=options) for a in addresses]
+        self.channels = [grpc.insecure_channel(a, options=options) for a in (scheduler, drafter, refiner)]
         self.scheduler = scheduler_service_pb2_grpc.SchedulerServiceStub(self.channels[0])
         self.drafter = drafter_service_pb2_grpc.DrafterServiceStub(self.channels[1])
         self.refiner = refiner_service_pb2_grpc.RefinerServiceStub(self.channels[2])
-        self.cross_refiner = refiner_service_pb2_grpc.RefinerServiceStub(self.channels[3]) if cross_refiner else None
+        self.cross_refiner = self._stub(cross_refiner, refiner_service_pb2_grpc.RefinerServiceStub, options)
+        self.cross_drafter = self._stub(cross_drafter, drafter_service_pb2_grpc.DrafterServiceStub, options)
+
+    def _stub(self, address: str | None, stub, options):
+        if not address:
+            return None
+        self.channels.append(grpc.insecure_channel(address, options=options))
+        return stub(self.channels[-1])
 
     def close(self) -> None:
         for channel in self.channels:
@@ -36,16 +50,28 @@ def error_text(error: grpc.RpcError) -> str:
     return f"{error.code().name}: {error.details()}"
 
 
-def engine_and_model() -> tuple[str, str]:
-    """What DELIBERATE_ENGINE / DELIBERATE_MODEL select (the services read the same variables)."""
+def engine_and_models() -> tuple[str, str, str]:
+    """The engine and the Drafter's and Refiner's models that DELIBERATE_ENGINE / DELIBERATE_MODEL and the services'
+    defaults select, `embedded` spelled out (its meaning changed with issue 40)."""
     try:
         from deliberate.core.config import parse_settings
+        from deliberate.engines.models import DEFAULT_EMBEDDED
         from deliberate.engines.settings import EngineSettings
+        from deliberate.refiner.settings import RefinerSettings
 
-        settings = parse_settings(EngineSettings, [])
-        return settings.engine, settings.model
+        def spelled(model: str) -> str:
+            return DEFAULT_EMBEDDED if model == "embedded" else model
+
+        drafter = parse_settings(EngineSettings, [])
+        return drafter.engine, spelled(drafter.model), spelled(parse_settings(RefinerSettings, []).model)
     except Exception:  # the server package may be absent where only the client is installed
-        return os.environ.get("DELIBERATE_ENGINE", "unknown"), os.environ.get("DELIBERATE_MODEL", "unknown")
+        model = os.environ.get("DELIBERATE_MODEL", "unknown")
+        return os.environ.get("DELIBERATE_ENGINE", "unknown"), model, model
+
+
+def deployment(drafter_model: str, refiner_model: str) -> str:
+    """The models of a stack in one name: the model, or the Drafter's and the Refiner's when they differ."""
+    return drafter_model if refiner_model == drafter_model else f"{drafter_model} (Refiner: {refiner_model})"
 
 
 def interrupted(*_: object) -> None:
@@ -71,15 +97,16 @@ def started_stack(log_dir: Path, prefix: str, what: str, **options) -> Stack | N
     return stack
 
 
-def started_refiner(log_dir: Path, model: str) -> Stack | None:
-    """A Refiner alone on `model` (free ports, logs in log_dir/cross-refiner/), up; None (said why) when not."""
-    refiner = Stack(ports=Ports.free(), env={"DELIBERATE_MODEL": model}, log_dir=log_dir / "cross-refiner")
-    print(f"starting a second Refiner on {model} …", file=sys.stderr)
+def started_alone(service: str, log_dir: Path, model: str) -> Stack | None:
+    """A Drafter or Refiner alone on `model` (free ports, logs in log_dir/cross-<service>/), up; None (said why)
+    when not."""
+    alone = Stack(ports=Ports.free(), env={"DELIBERATE_MODEL": model}, log_dir=log_dir / f"cross-{service}")
+    print(f"starting a second {service} on {model} …", file=sys.stderr)
     try:
-        refiner.start("refiner")
-        refiner.wait_healthy(600, services=("refiner",))
+        alone.start(service)
+        alone.wait_healthy(600, services=(service,))
     except (RuntimeError, TimeoutError, KeyboardInterrupt) as error:
         print(f"error: {error or 'interrupted'}", file=sys.stderr)
-        refiner.down()
+        alone.down()
         return None
-    return refiner
+    return alone
