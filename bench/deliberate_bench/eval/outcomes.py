@@ -17,7 +17,8 @@ from deliberate_bench.eval.replay import (
     replay,
 )
 
-# What DELIBERATE_MODEL=embedded named when the runs were made (deliberate.engines.models.DEFAULT_EMBEDDED).
+# What DELIBERATE_MODEL=embedded named when the committed runs recording it were made (before issue 40 changed
+# deliberate.engines.models.DEFAULT_EMBEDDED; runs since record the model by name).
 EMBEDDED_MODEL = "qwen2.5-coder-0.5b"
 
 
