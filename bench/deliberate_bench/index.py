@@ -44,7 +44,7 @@ CONFIDENCE_STOP = "scheduler.md#the-confidence-stop-deepconf-live"
 SPEED = "models.md#speed-where-the-time-goes"
 PROGRAM_DRAFTS = "scheduler.md#program-drafts"
 ONE_PROBLEM = "eval.md#what-one-problem-costs"
-BUDGETS = "models.md#prompts-and-budgets-for-the-default-model"
+BUDGETS = "models.md#prompts-and-budgets-measured-on-the-05b-model"
 FRONTIER = "models.md#the-frontier-which-model-where"
 FRONTIER_RUNS = tuple(f"frontier-qwen2.5-coder-{size}" for size in ("0.5b", "1.5b"))
 
