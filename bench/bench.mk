@@ -1,7 +1,7 @@
 # The lab's targets (bench/, docs/eval.md): each calls `deliberate bench <name>` or `deliberate eval`; included by the
 # Makefile, so `make <target>` runs them from the repository's root. `make help` lists them with the Makefile's.
 
-.PHONY: bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-confidence bench-confidence-stop bench-overhead bench-consensus bench-stream-prefix bench-early-stop bench-adaptive bench-early-stop-bound bench-adaptive-stop bench-scale bench-index soak soak-quick eval eval-quick eval-tuning eval-tuning-2 eval-tuning-3 eval-200 eval-headline eval-business eval-business-quick frontier-runs frontier learned-policy replay dataset train-judge eval-judges judge-signal eval-lm-harness
+.PHONY: bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-confidence bench-confidence-stop bench-overhead bench-consensus bench-stream-prefix bench-early-stop bench-adaptive bench-early-stop-bound bench-adaptive-stop bench-scale bench-index soak soak-quick eval eval-quick eval-tuning eval-tuning-2 eval-tuning-3 eval-200 eval-headline eval-default eval-business eval-business-quick frontier-runs frontier learned-policy replay dataset train-judge eval-judges judge-signal eval-lm-harness
 
 ## The quick benchmarks; each prints its figures and writes bench/results/<name>.json.
 bench: bench-engines bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus
@@ -108,6 +108,15 @@ replay: install
 HEADLINE_RUNS ?= bench/runs/eval-gsm8k-200.runs.jsonl
 eval-headline: install
 	$(VENV)/bin/deliberate bench headline $(HEADLINE_RUNS)
+
+## The 200-problem evaluation on the default deployment (issue 40; docs/eval.md): eval-200's 200 problems (seed
+## 2027), the default round live (5 drafts by the 1.5B model, the 0.5B Refiner, early stopping and one re-draft), with
+## both embedded models' greedy prose and program passes beside it (bench/runs/eval-gsm8k-200-default.runs.jsonl;
+## about a minute per problem on 2 cores; resumable), then its headline (bench/results/eval-gsm8k-default.*).
+eval-default: install
+	DELIBERATE_MAX_REDRAFTS=$(EVAL_MAX_REDRAFTS) $(VENV)/bin/deliberate eval --limit 200 --seed 2027 --sizes 3,5 \
+		--ads 0 --max-new-tokens 384 --cross-drafter-model qwen2.5-coder-0.5b --name eval-gsm8k-200-default $(EVAL_ARGS)
+	$(VENV)/bin/deliberate bench default-headline bench/runs/eval-gsm8k-200-default.runs.jsonl
 
 ## The learned selection policy's weights (docs/selection.md#the-learned-policy), fitted on the tuning block's
 ## recorded drafts (make eval-tuning) and written to services/deliberate/selection/learned_policy.json.

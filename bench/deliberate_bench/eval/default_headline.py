@@ -1,0 +1,169 @@
+"""The headline on the default deployment (issue 40): a live run of the default round on the evaluation's 200
+problems (`make eval-default`: the default Drafter and Refiner, early stopping and re-drafts as served), with the
+greedy single passes of every embedded model beside it — what a user would pick instead — and the figures the
+default is held to.
+
+    deliberate bench default-headline bench/runs/eval-gsm8k-200-default.runs.jsonl   # → bench/results/<name>.*
+
+Rows: `single:<model>` and `single:program:<model>` (one greedy prose draft, one greedy program, each model),
+`majority@5` (a plain vote over the round's drafts, replayed), `pipeline@3` (the Scheduler's selection among the
+first 3 drafts refined, no re-draft), `pipeline@5` (the live Solve: the default row), `pass@5` (an oracle).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from deliberate_bench.eval.outcomes import Outcome, outcome_of, outcomes, peak_memory, rounded
+from deliberate_bench.eval.report import markdown, plot
+from deliberate_bench.eval.stats import paired_bootstrap
+from deliberate_bench.eval.summary import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, config_summary
+from deliberate_bench.results import RESULTS, read_runs
+
+SIZE = 5
+DEFAULT_ROW = f"pipeline@{SIZE}"
+REPLAYED_ROWS = ("majority@5", "pipeline@3", DEFAULT_ROW, "pass@5")
+TARGET_ACCURACY = 0.65
+MARGIN_OVER_SINGLE = 0.08
+TARGET_PRECISION = 0.80
+MEMORY_LIMIT_MB = 6 * 1024
+
+
+def rows_of(records: list[dict]) -> dict[str, list[Outcome]]:
+    """Each row's outcome per problem, on the problems every row has."""
+    settings = records[0]["settings"]
+    model, other = settings["model"], settings.get("cross_drafter_model")
+    rows: dict[str, list[Outcome]] = {}
+    for record in records:
+        found = outcomes(record, settings["sizes"])
+        named = {f"single:{model}": found["single"], f"single:program:{model}": found["single:program"]}
+        if other:
+            for kind, field in (("single", "cross_single"), ("single:program", "cross_single_program")):
+                one = record.get(field) or {}
+                named[f"{kind}:{other}"] = outcome_of(
+                    one.get("answer"), record["gold"], one.get("latency_s"), one.get("completion_tokens", 0),
+                    cut=one.get("finish_reason") == "LENGTH",
+                )  # fmt: skip
+        named |= {name: found[name] for name in REPLAYED_ROWS if name in found}
+        for name, outcome in named.items():
+            rows.setdefault(name, []).append(outcome)
+    return rows
+
+
+def paired(better: list[Outcome], worse: list[Outcome]) -> dict:
+    diff, low, high = paired_bootstrap(
+        [o.correct for o in better], [o.correct for o in worse], seed=BOOTSTRAP_SEED, resamples=BOOTSTRAP_RESAMPLES
+    )
+    return {"points": rounded(100 * diff, 1), "ci_low": rounded(100 * low, 1), "ci_high": rounded(100 * high, 1)}
+
+
+def targets(by_name: dict[str, dict], rows: dict[str, list[Outcome]], memory_mb: float | None) -> list[dict]:
+    """Issue 40's figures, each with the value reached and whether it is met."""
+    default = by_name[DEFAULT_ROW]
+    singles = [c for name, c in by_name.items() if name.startswith("single")]
+    best_single = max(singles, key=lambda c: c["accuracy"])
+    vs_single = paired(rows[DEFAULT_ROW], rows[best_single["name"]])
+    faster_and_better = [
+        c["name"] for c in singles
+        if c["latency_p50_s"] is not None and c["latency_p50_s"] <= default["latency_p50_s"]
+        and c["accuracy"] > default["accuracy"]
+    ]  # fmt: skip
+    precision, rest = default["verified_precision"], default["unverified_accuracy"]
+    return [
+        {
+            "target": f"{DEFAULT_ROW} ≥ {TARGET_ACCURACY:.0%}",
+            "value": default["accuracy"],
+            "met": default["accuracy"] >= TARGET_ACCURACY,
+        },
+        {
+            "target": f"{DEFAULT_ROW} ≥ the best single pass ({best_single['name']}) + 8 points, paired interval "
+            "above 0",
+            "value": vs_single,
+            "met": vs_single["points"] >= 100 * MARGIN_OVER_SINGLE and vs_single["ci_low"] > 0,
+        },
+        {
+            "target": f"no single pass at {DEFAULT_ROW}'s median latency or less is more accurate",
+            "value": faster_and_better,
+            "met": not faster_and_better,
+        },
+        {
+            "target": f"VERIFIED ≥ {TARGET_PRECISION:.0%} right and ≥ 2× the accuracy of the rest",
+            "value": {"verified_precision": precision, "rest_accuracy": rest},
+            "met": precision is not None and precision >= TARGET_PRECISION and (not rest or precision >= 2 * rest),
+        },
+        {
+            "target": "peak resident memory of the default stack ≤ 6 GB",
+            "value": memory_mb,
+            "met": memory_mb is not None and memory_mb <= MEMORY_LIMIT_MB,
+        },
+    ]
+
+
+def default_headline(records: list[dict], source: str) -> dict:
+    gsm8k = [r for r in records if r.get("task") == "gsm8k"]
+    settings = gsm8k[0]["settings"]
+    memory = peak_memory(gsm8k)
+    rows = rows_of(gsm8k)
+    single = rows[f"single:{settings['model']}"]
+    configs = [config_summary(name, per, single, memory, SIZE) for name, per in rows.items()]
+    other = settings.get("cross_drafter_model")
+    for config in configs:
+        if other and config["name"].endswith(f":{other}"):
+            config["peak_rss_mb"] = None  # its Drafter ran beside the stack, not measured
+    by_name = {c["name"]: c for c in configs}
+    stack_mb = by_name[DEFAULT_ROW]["peak_rss_mb"]
+    return {
+        "problems": len(gsm8k),
+        "model": settings["model"],
+        "refiner_model": settings.get("refiner_model", settings["model"]),
+        "engine": settings.get("engine"),
+        "seed": settings.get("seed"),
+        "source": source,
+        "default_row": DEFAULT_ROW,
+        "configs": configs,
+        "targets": targets(by_name, rows, stack_mb),
+        "bootstrap": {"seed": BOOTSTRAP_SEED, "resamples": BOOTSTRAP_RESAMPLES},
+        "summarized_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def default_markdown(result: dict) -> str:
+    lines = [
+        markdown(result).rstrip("\n"),
+        "",
+        f"Drafts by `{result['model']}`, the final answer by `{result['refiner_model']}`; `{DEFAULT_ROW}` is the live "
+        f"Solve of the default round recorded in `{result['source']}` (the default row), `pass@{SIZE}` an oracle.",
+        "",
+        "| target | reached | met |",
+        "|---|---|---|",
+    ]
+    for target in result["targets"]:
+        lines.append(f"| {target['target']} | `{json.dumps(target['value'], ensure_ascii=False)}` | "
+                     f"{'yes' if target['met'] else 'no'} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", type=Path, help="a runs file of the default round (make eval-default)")
+    parser.add_argument("--name", default="eval-gsm8k-default", help="writes <results-dir>/<name>.{json,md,png}")
+    parser.add_argument("--results-dir", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    records = read_runs(args.runs)
+    if not any(r.get("task") == "gsm8k" for r in records):
+        parser.error(f"{args.runs}: no GSM8K problems recorded")
+    result = default_headline(records, args.runs.name)
+    base = args.results_dir / args.name
+    base.with_suffix(".json").write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    base.with_suffix(".md").write_text(default_markdown(result))
+    plot(result, base.with_suffix(".png"))
+    for target in result["targets"]:
+        print(f"{'met   ' if target['met'] else 'missed'}  {target['target']}: {target['value']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
