@@ -19,7 +19,7 @@ from deliberate.cli.stack import Ports, Stack
 from deliberate.drafter.prompts import DEFAULT_STRATEGIES
 from deliberate.selection import POLICIES
 from deliberate.selection.answers import answer_key
-from deliberate_bench.eval import evaluation
+from deliberate_bench.eval import calls
 from deliberate_bench.eval.replay import replay
 from deliberate_client.client import DeliberateClient, build_request
 
@@ -90,7 +90,7 @@ def solved(stack) -> dict[tuple[str, str], tuple[dict, object]]:
     """(problem id, policy) → (the evaluation's record of the Solve, the SolveResponse)."""
     results = {}
     with DeliberateClient(stack.address) as client:
-        # evaluation.solve() calls `services.scheduler.Solve` and turns the response into runs-file records:
+        # calls.solve() calls `services.scheduler.Solve` and turns the response into runs-file records:
         # given the client's own stub, its records are built from this client's call by the evaluation's code.
         services = SimpleNamespace(scheduler=client.stub)
         settings = SimpleNamespace(timeout_s=60.0)
@@ -106,7 +106,7 @@ def solved(stack) -> dict[tuple[str, str], tuple[dict, object]]:
                 request.disable_quorum = True  # every draft is generated to its end
                 request.disable_consensus_prefix = True
                 request.program_drafts = 0  # the recorded drafts are prose
-                record, response = evaluation.solve(services, settings, request)
+                record, response = calls.solve(services, settings, request)
                 assert response is not None, record.get("error")
                 results[problem_id, policy] = record, response
     return results
