@@ -1,5 +1,5 @@
 """The learned selection policy's weights: a logistic regression of "this valid draft's answer is right" on the
-selection signals, fitted on labelled drafts by `make learned-policy` (`deliberate_bench.fit_policy`) and shipped
+selection signals, fitted on labelled drafts by `make learned-policy` (`deliberate bench fit-policy`) and shipped
 as a small versioned file beside this module (`learned_policy.json`: the weights, the training command, the runs
 file it was fitted on with its SHA-256, how many problems and drafts).
 
