@@ -30,6 +30,7 @@ def summaries(*names: str, replay: bool = False) -> tuple[str, ...]:
 
 
 EVAL_200 = "eval.md#the-200-problem-evaluation"
+EVAL_DEFAULT = "eval.md#the-default-deployment-15b-drafts-the-05b-refiner"
 EARLY_STOP = "experiments/early-stopping.md#early-stopping-live-and-replayed"
 CHEAPER_ROUND = "experiments/early-stopping.md#a-cheaper-round-more-programs-chosen-on-the-tuning-blocks"
 BUSINESS = "business-cases.md#results-on-the-default-model-far-from-the-targets"
@@ -52,6 +53,7 @@ FILES: dict[Path, tuple[Entry, ...]] = {
     RUNS: (
         Entry(("eval-gsm8k-100.runs.jsonl",), "make eval", EVAL_100),
         Entry(("eval-gsm8k-200.runs.jsonl",), "make eval-200", EVAL_200),
+        Entry(("eval-gsm8k-200-default.runs.jsonl",), "make eval-default", EVAL_DEFAULT),
         Entry(("eval-tuning.runs.jsonl",), "make eval-tuning (the learned policy's drafts)", LEARNED),
         Entry(("eval-tuning-2.runs.jsonl", "eval-tuning-3.runs.jsonl"), "make eval-tuning-2, eval-tuning-3",
               CHEAPER_ROUND),
@@ -80,6 +82,7 @@ FILES: dict[Path, tuple[Entry, ...]] = {
               EVAL_100),
         Entry(summaries("eval-gsm8k-200", replay=True), "make eval-200; deliberate eval --replay", EVAL_200),
         Entry(summaries("eval-gsm8k"), "make eval-headline", EVAL_200),
+        Entry(summaries("eval-gsm8k-200-default", "eval-gsm8k-default"), "make eval-default", EVAL_DEFAULT),
         Entry(summaries("eval-tuning", replay=True), "make eval-tuning; deliberate eval --replay",
               PROGRAM_DRAFTS),
         Entry(summaries("eval-tuning-2", "eval-tuning-3"), "make eval-tuning-2, eval-tuning-3", CHEAPER_ROUND),

@@ -77,7 +77,11 @@ def env(objects: list[dict], service: str) -> dict[str, str]:
         name = source["configMapRef"]["name"]
         assert name in configmaps, f"{service} reads ConfigMap {name}, which is not rendered"
         values.update(configmaps[name]["data"])
-    values.update({item["name"]: item.get("value", "<valueFrom>") for item in spec.get("env", [])})
+    for item in spec.get("env", []):
+        reference = item.get("valueFrom", {}).get("configMapKeyRef")
+        values[item["name"]] = (
+            configmaps[reference["name"]]["data"][reference["key"]] if reference else item.get("value", "<valueFrom>")
+        )
     return values
 
 
@@ -540,8 +544,10 @@ def test_gpu_overlay_puts_the_engines_on_gpus_with_vllm(rendered):
 def test_base_engines_stay_on_cpu(rendered):
     for name in ENGINE_SERVICES:
         assert env(rendered["base"], name)["DELIBERATE_ENGINE"] == "llamacpp"
-        assert env(rendered["base"], name)["DELIBERATE_MODEL"] == "embedded"  # the Qwen GGUF the image holds
         assert container(rendered["base"], name)["image"] == f"deliberate-{name}:0.1.0"
+    # The Qwen GGUFs the image holds: 1.5B drafts, the 0.5B Refiner (docs/models.md#the-frontier-which-model-where).
+    assert env(rendered["base"], "drafter")["DELIBERATE_MODEL"] == "embedded"
+    assert env(rendered["base"], "refiner")["DELIBERATE_MODEL"] == "qwen2.5-coder-0.5b"
 
 
 # --- the validator rejects what it should ------------------------------------------------------------------------

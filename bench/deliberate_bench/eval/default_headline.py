@@ -12,16 +12,12 @@ first 3 drafts refined, no re-draft), `pipeline@5` (the live Solve: the default 
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
-from pathlib import Path
 
-from deliberate_bench.eval.outcomes import Outcome, outcome_of, outcomes, peak_memory, rounded
-from deliberate_bench.eval.report import markdown, plot
-from deliberate_bench.eval.stats import paired_bootstrap
+from deliberate_bench.eval.headline import paired, run_headline, targets_table
+from deliberate_bench.eval.outcomes import Outcome, outcome_of, outcomes, peak_memory
+from deliberate_bench.eval.report import markdown
 from deliberate_bench.eval.summary import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, config_summary
-from deliberate_bench.results import RESULTS, read_runs
 
 SIZE = 5
 DEFAULT_ROW = f"pipeline@{SIZE}"
@@ -51,13 +47,6 @@ def rows_of(records: list[dict]) -> dict[str, list[Outcome]]:
         for name, outcome in named.items():
             rows.setdefault(name, []).append(outcome)
     return rows
-
-
-def paired(better: list[Outcome], worse: list[Outcome]) -> dict:
-    diff, low, high = paired_bootstrap(
-        [o.correct for o in better], [o.correct for o in worse], seed=BOOTSTRAP_SEED, resamples=BOOTSTRAP_RESAMPLES
-    )
-    return {"points": rounded(100 * diff, 1), "ci_low": rounded(100 * low, 1), "ci_high": rounded(100 * high, 1)}
 
 
 def targets(by_name: dict[str, dict], rows: dict[str, list[Outcome]], memory_mb: float | None) -> list[dict]:
@@ -137,32 +126,14 @@ def default_markdown(result: dict) -> str:
         f"Drafts by `{result['model']}`, the final answer by `{result['refiner_model']}`; `{DEFAULT_ROW}` is the live "
         f"Solve of the default round recorded in `{result['source']}` (the default row), `pass@{SIZE}` an oracle.",
         "",
-        "| target | reached | met |",
-        "|---|---|---|",
+        *targets_table(result["targets"]),
     ]
-    for target in result["targets"]:
-        lines.append(f"| {target['target']} | `{json.dumps(target['value'], ensure_ascii=False)}` | "
-                     f"{'yes' if target['met'] else 'no'} |")  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs", type=Path, help="a runs file of the default round (make eval-default)")
-    parser.add_argument("--name", default="eval-gsm8k-default", help="writes <results-dir>/<name>.{json,md,png}")
-    parser.add_argument("--results-dir", type=Path, default=RESULTS)
-    args = parser.parse_args(argv)
-    records = read_runs(args.runs)
-    if not any(r.get("task") == "gsm8k" for r in records):
-        parser.error(f"{args.runs}: no GSM8K problems recorded")
-    result = default_headline(records, args.runs.name)
-    base = args.results_dir / args.name
-    base.with_suffix(".json").write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
-    base.with_suffix(".md").write_text(default_markdown(result))
-    plot(result, base.with_suffix(".png"))
-    for target in result["targets"]:
-        print(f"{'met   ' if target['met'] else 'missed'}  {target['target']}: {target['value']}")
-    return 0
+    return run_headline(argv, __doc__, "a runs file of the default round (make eval-default)", "eval-gsm8k-default",
+                        default_headline, default_markdown)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -218,13 +218,18 @@ def headline_markdown(result: dict) -> str:
         "",
         missed_sentence(result["missed_by_selection"]),
         "",
-        "| target | reached | met |",
-        "|---|---|---|",
+        *targets_table(result["targets"]),
     ]
-    for target in result["targets"]:
-        lines.append(f"| {target['target']} | `{json.dumps(target['value'], ensure_ascii=False)}` | "
-                     f"{'yes' if target['met'] else 'no'} |")  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def targets_table(targets: list[dict]) -> list[str]:
+    """The figures a headline is held to, as Markdown rows: the target, the value reached, whether it is met."""
+    rows = ["| target | reached | met |", "|---|---|---|"]
+    for target in targets:
+        rows.append(f"| {target['target']} | `{json.dumps(target['value'], ensure_ascii=False)}` | "
+                    f"{'yes' if target['met'] else 'no'} |")  # fmt: skip
+    return rows
 
 
 def missed_sentence(missed: dict) -> str:
@@ -239,19 +244,25 @@ def missed_sentence(missed: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs", type=Path, help="a runs file of a mixed-draft evaluation (make eval-200)")
-    parser.add_argument("--name", default="eval-gsm8k", help="writes <results-dir>/<name>.{json,md,png}")
+    return run_headline(argv, __doc__, "a runs file of a mixed-draft evaluation (make eval-200)", "eval-gsm8k",
+                        headline, headline_markdown)  # fmt: skip
+
+
+def run_headline(argv, doc: str, runs_help: str, name: str, summarize, write_markdown) -> int:
+    """A headline command: a runs file in, `<results-dir>/<name>.{json,md,png}` out, each target printed."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("runs", type=Path, help=runs_help)
+    parser.add_argument("--name", default=name, help="writes <results-dir>/<name>.{json,md,png}")
     parser.add_argument("--results-dir", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     records = read_runs(args.runs)
     if not any(r.get("task") == "gsm8k" for r in records):
         parser.error(f"{args.runs}: no GSM8K problems recorded")
-    result = headline(records, args.runs.name)
+    result = summarize(records, args.runs.name)
     args.results_dir.mkdir(parents=True, exist_ok=True)
     base = args.results_dir / args.name
     base.with_suffix(".json").write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
-    base.with_suffix(".md").write_text(headline_markdown(result))
+    base.with_suffix(".md").write_text(write_markdown(result))
     plot(result, base.with_suffix(".png"))
     for target in result["targets"]:
         print(f"{'met   ' if target['met'] else 'missed'}  {target['target']}: {target['value']}")
