@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 from deliberate_bench.command import BENCHMARKS
+from tests.import_graph import assert_acyclic
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 PACKAGE = BENCH / "deliberate_bench"
@@ -40,19 +41,7 @@ IMPORTS = {name: imports(path) - {name} for name, path in MODULES.items()}
 
 
 def test_no_import_cycles():
-    done: set[str] = set()
-
-    def visit(module: str, path: tuple[str, ...]) -> None:
-        if module in path:
-            raise AssertionError(f"import cycle: {' → '.join(path[path.index(module) :] + (module,))}")
-        if module in done:
-            return
-        for target in sorted(IMPORTS[module]):
-            visit(target, (*path, module))
-        done.add(module)
-
-    for module in sorted(MODULES):
-        visit(module, ())
+    assert_acyclic(IMPORTS)
 
 
 def test_the_cycle_check_sees_an_import():

@@ -7,6 +7,8 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests.import_graph import assert_acyclic
+
 PACKAGE = Path(__file__).resolve().parents[2] / "services" / "deliberate"
 MAX_LINES = 450
 
@@ -79,19 +81,7 @@ def test_no_room_imports_a_room_on_a_higher_floor():
 
 
 def test_no_import_cycles():
-    done: set[str] = set()
-
-    def visit(module: str, path: tuple[str, ...]) -> None:
-        if module in path:
-            raise AssertionError(f"import cycle: {' → '.join(path[path.index(module) :] + (module,))}")
-        if module in done:
-            return
-        for target in sorted(IMPORTS[module]):
-            visit(target, (*path, module))
-        done.add(module)
-
-    for module in sorted(MODULES):
-        visit(module, ())
+    assert_acyclic(IMPORTS)
 
 
 def test_no_file_over_the_line_limit():
