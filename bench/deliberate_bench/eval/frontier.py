@@ -32,16 +32,8 @@ RULE = (
     f"today's default ({TODAY}, measured in the same runs); a tie goes to the lower median latency. Fixed before "
     "any run was scored."
 )
-# The rows read from each run's outcomes (outcomes.outcomes), as kind -> the outcome's name.
-FROM_OUTCOMES = {
-    "single": "single",
-    "single:program": "single:program",
-    "majority@3": "majority@3",
-    "majority@5": "majority@5",
-    "pipeline@3": "pipeline@3",
-    "pipeline@5": "pipeline@5",
-    "pass@5": "pass@5",
-}
+# The rows read from each run's outcomes (eval_summary.outcomes), by their names there.
+FROM_OUTCOMES = ("single", "single:program", "majority@3", "majority@5", "pipeline@3", "pipeline@5", "pass@5")
 
 
 def short(model: str) -> str:
@@ -65,8 +57,8 @@ def rows_of(model: str, records: list[dict], memory: dict, other_refiner_mb: flo
     per_name: dict[str, list[Outcome]] = {}
     for record in records:
         found = outcomes(record, [3, 5])
-        for kind, name in FROM_OUTCOMES.items():
-            per_name.setdefault(kind, []).append(found[name])
+        for name in FROM_OUTCOMES:
+            per_name.setdefault(name, []).append(found[name])
         cross = record.get("cross_refine") or {}
         per_name.setdefault("cross", []).append(
             outcome_of(cross.get("answer"), record["gold"], cross.get("latency_s"), cross.get("completion_tokens", 0))
