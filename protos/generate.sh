@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Generates the Python code of the contract (messages, .pyi, gRPC stubs) for every proto under protos/ into the
 # `deliberate_api` package under $1 (default: protos/python/, the deliberate-api distribution). `make proto` writes
-# them in place; tests/unit/test_contract.py generates into a temporary folder and fails when the committed files
+# them in place; tests/repo/test_contract.py generates into a temporary folder and fails when the committed files
 # differ.
 #
 # protoc names a generated module after its proto file's path (deliberate/common/v1/common.proto ->

@@ -1,6 +1,6 @@
 """The make targets and what each does, read from the `##` lines above them in the Makefile and bench/bench.mk: `make
 help` prints them, `make make-targets` writes them into docs/development.md's table (`--write`), and
-tests/unit/test_make_targets.py fails when the page is out of date. Standard library only: `make help` works before
+tests/repo/test_make_targets.py fails when the page is out of date. Standard library only: `make help` works before
 `make install`."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 # Generates the Go code of the contract (every proto under protos/) into $1/gen (default: clients/go/gen) with
 # `buf generate` and the plugins installed on this machine: protoc-gen-go and protoc-gen-go-grpc (Debian's
 # packages of the same names, or `go install` of the versions below). `make proto-go` writes them in place;
-# tests/unit/test_go_client.py generates into a temporary folder and fails when the committed files differ.
+# tests/repo/test_go_client.py generates into a temporary folder and fails when the committed files differ.
 # Other plugin versions write other code, so they are refused rather than producing a drift.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)

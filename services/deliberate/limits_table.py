@@ -1,6 +1,6 @@
 """Writes the request limits declared in each service's limits.py into the protos' field comments
 (`// Limits: …`) and docs/limits.md's table: `python -m deliberate.limits_table --write` (`make limits`).
-Without --write it prints the table; tests/unit/test_limits.py fails when protos or the page are out of date."""
+Without --write it prints the table; tests/repo/test_limits.py fails when protos or the page are out of date."""
 
 from __future__ import annotations
 

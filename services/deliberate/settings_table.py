@@ -1,6 +1,6 @@
 """docs/configuration.md's table of every setting, from the settings models: `python -m deliberate.settings_table
 --write` (`make config-table`) writes it into the page; without --write it prints the table.
-tests/unit/test_config_table.py fails when the page is out of date."""
+tests/repo/test_config_table.py fails when the page is out of date."""
 
 from __future__ import annotations
 

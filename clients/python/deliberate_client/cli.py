@@ -28,7 +28,7 @@ from .client import DeliberateClient, build_request, to_json
 COMMANDS_GROUP = "deliberate.commands"
 # The servers' and the lab's commands, named here so that the client alone can say what they need: the source of
 # their names and purposes, which their `deliberate.commands` entry points must match
-# (tests/unit/test_commands_declared.py).
+# (tests/repo/test_commands_declared.py).
 SERVER_COMMANDS = {
     "up": "start drafter, verifier, refiner, scheduler and the OpenAI-compatible gateway as local processes",
     "eval": "compare single pass, self-consistency, best-of-N and the pipeline on GSM8K (docs/eval.md)",

@@ -1,6 +1,6 @@
 """Every service's default ports, declared once: the settings' defaults, the local stack (`deliberate up`) and the
 Scheduler's default downstream addresses read them here. deploy/compose.yaml, the Kubernetes manifests and the
-Containerfiles cannot import Python: tests/unit/test_ports_declared_once.py checks that they agree with this table.
+Containerfiles cannot import Python: tests/repo/test_ports_declared_once.py checks that they agree with this table.
 """
 
 from __future__ import annotations

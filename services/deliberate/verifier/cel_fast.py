@@ -9,7 +9,7 @@ The fast path must never change a verdict, so it is narrow: it parses a small su
 it only on plain JSON values (ints within int64, doubles, strings, bools, null, lists, maps with string keys). Wherever
 CEL could do something it does not model — an error (a missing key, a type mismatch), a double compared, a map
 iterated — it gives up (`Unsure`) and the library evaluates the expression as before. An expression outside the
-subset is never tried (`compile_fast` returns None). tests/unit/test_verifier_cel_fast.py checks it against the
+subset is never tried (`compile_fast` returns None). tests/unit/verifier/test_verifier_cel_fast.py checks it against the
 library on generated expressions and values.
 """
 

@@ -47,7 +47,7 @@ def as_draft(code: str) -> str:
 
 # Hostile decision programs (a structured request's program, `ctx` bound to the request's data) the Verifier must
 # refuse, each with what the verdict's messages must say; run on `DECISION_DATA` against `DECISION_CHECKS`
-# (tests/unit/test_decision_programs.py, tests/integration/test_program_check.py).
+# (tests/unit/verifier/test_decision_programs.py, tests/integration/test_program_check.py).
 DECISION_DATA = {
     "catalog": [
         {"id": i, "cost": 400 + 20 * (37 * i % 60), "ctr": round(0.01 + 0.001 * i, 4), "category": f"c{i % 7}"}

@@ -19,7 +19,7 @@ from deliberate.core.tls import aio_channel, channel_credentials, server_credent
 from deliberate.scheduler.settings import SchedulerSettings
 
 DRAFTER = "deliberate.drafter.v1.DrafterService"
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ from deliberate.verifier.packs import ENTRY_POINT_GROUP
 from deliberate.verifier.reference import ReferenceStore
 from deliberate_client.examples import ads
 
-VERIFIER = Path(__file__).resolve().parents[2] / "services/deliberate/verifier"
+VERIFIER = Path(__file__).resolve().parents[3] / "services/deliberate/verifier"
 SERVERS = VERIFIER.parent
 
 

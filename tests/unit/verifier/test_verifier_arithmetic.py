@@ -19,7 +19,7 @@ from deliberate.verifier.arithmetic import (
     format_wrong,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GSM8K = [ROOT.parent / "shared/data/gsm8k/train.jsonl", ROOT / "tests/data/gsm8k_sample.jsonl"]
 
 SENTENCES = st.sampled_from(
