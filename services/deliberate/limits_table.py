@@ -4,11 +4,10 @@ Without --write it prints the table; tests/repo/test_limits.py fails when protos
 
 from __future__ import annotations
 
-import argparse
 import re
 from pathlib import Path
 
-from .core.config import with_block
+from .core.config import with_block, write_generated_pages
 from .core.limits import MessageLimits
 from .drafter.limits import GENERATE_DRAFTS
 from .refiner.limits import REFINE
@@ -81,15 +80,14 @@ def written() -> dict[Path, str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m deliberate.limits_table", description=__doc__)
-    parser.add_argument("--write", action="store_true", help="rewrite the protos' comments and docs/limits.md's table")
-    if not parser.parse_args().write:
-        print(markdown_table())
-        return
-    for path, content in written().items():
-        if path.read_text() != content:
-            path.write_text(content)
-            print(f"wrote {path.relative_to(ROOT)}")
+    write_generated_pages(
+        "python -m deliberate.limits_table",
+        __doc__,
+        "rewrite the protos' comments and docs/limits.md's table",
+        markdown_table,
+        written,
+        ROOT,
+    )
 
 
 if __name__ == "__main__":

@@ -4,12 +4,11 @@ tests/repo/test_config_table.py fails when the page is out of date."""
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from pydantic import BaseModel
 
-from .core.config import CommonSettings, markdown_table, with_block
+from .core.config import CommonSettings, markdown_table, with_block, write_generated_pages
 from .drafter.settings import DrafterSettings
 from .gateway.settings import GatewaySettings
 from .refiner.settings import RefinerSettings
@@ -41,15 +40,14 @@ def written() -> dict[Path, str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m deliberate.settings_table", description=__doc__)
-    parser.add_argument("--write", action="store_true", help="rewrite the table in docs/configuration.md")
-    if not parser.parse_args().write:
-        print(table())
-        return
-    for path, content in written().items():
-        if path.read_text() != content:
-            path.write_text(content)
-            print(f"wrote {path.relative_to(ROOT)}")
+    write_generated_pages(
+        "python -m deliberate.settings_table",
+        __doc__,
+        "rewrite the table in docs/configuration.md",
+        table,
+        written,
+        ROOT,
+    )
 
 
 if __name__ == "__main__":

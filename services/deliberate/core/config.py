@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TypeVar
 
 from pydantic import BaseModel, Field
@@ -129,3 +130,24 @@ def with_block(page: str, start: str, end: str, body: str) -> str:
     if not (found_start and found_end):
         raise ValueError(f"the page has no {start!r} … {end!r} block to write the table into")
     return f"{before}{start}\n{body}\n{end}{after}"
+
+
+def write_generated_pages(
+    prog: str,
+    description: str,
+    write_help: str,
+    table: Callable[[], str],
+    written: Callable[[], dict[Path, str]],
+    root: Path,
+) -> None:
+    """The command line of a generated page (`python -m deliberate.settings_table`, `… .limits_table`): without
+    --write it prints the table; with it, each file whose content differs from what `written` says is rewritten."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--write", action="store_true", help=write_help)
+    if not parser.parse_args().write:
+        print(table())
+        return
+    for path, content in written().items():
+        if path.read_text() != content:
+            path.write_text(content)
+            print(f"wrote {path.relative_to(root)}")

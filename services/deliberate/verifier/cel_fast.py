@@ -314,29 +314,27 @@ def negation(operand: Evaluator) -> Evaluator:
 
 
 def both(left: Evaluator, right: Evaluator) -> Evaluator:
-    def conjunction(variables: dict):
-        a = left(variables)
-        if a is False:
-            return False
-        b = right(variables)
-        if a is not True or type(b) is not bool:
-            raise Unsure("not bools")
-        return b
-
-    return conjunction
+    return short_circuit(left, right, deciding=False)
 
 
 def either(left: Evaluator, right: Evaluator) -> Evaluator:
-    def disjunction(variables: dict):
+    return short_circuit(left, right, deciding=True)
+
+
+def short_circuit(left: Evaluator, right: Evaluator, deciding: bool) -> Evaluator:
+    """`&&` (False decides) or `||` (True decides): the left operand alone decides when it is `deciding`; otherwise
+    both must be bools and the right one is the value."""
+
+    def logical(variables: dict):
         a = left(variables)
-        if a is True:
-            return True
+        if a is deciding:
+            return deciding
         b = right(variables)
-        if a is not False or type(b) is not bool:
+        if a is not (not deciding) or type(b) is not bool:
             raise Unsure("not bools")
         return b
 
-    return disjunction
+    return logical
 
 
 def comprehension(kind: str, target: Evaluator, name: str, predicate: Evaluator) -> Evaluator:
