@@ -36,7 +36,8 @@ class LocalRedis:
         return self.data_dir / "redis.log"
 
     def start(self, timeout_s: float = 15.0) -> LocalRedis:
-        """Starts redis-server and returns once it answers PING; raises with its log's tail if it does not."""
+        """Starts redis-server and returns once it has loaded its data and answers PING; raises with its log's tail
+        if it does not."""
         binary = shutil.which(self.executable)
         if binary is None:
             raise FileNotFoundError(f"{self.executable} not found; install it (Debian: apt-get install redis-server)")
@@ -59,8 +60,9 @@ class LocalRedis:
             start_new_session=True,
         )  # fmt: skip
         deadline = time.monotonic() + timeout_s
-        # Ours must answer: on a port taken by another Redis, that one would.
-        while self.serving_pid() != self.process.pid:
+        # Ours must answer: on a port taken by another Redis, that one would. INFO answers while the append-only
+        # file is still loading; PING says -LOADING until then, so both must answer before a client may write.
+        while self.serving_pid() != self.process.pid or not self.answers_ping():
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError(f"redis-server on port {self.port} did not start: {self.log_tail()}")
