@@ -30,13 +30,11 @@ def otlp_receiver():
 @pytest.fixture(scope="session")
 def stack(otlp_receiver, tmp_path_factory):
     log_dir = tmp_path_factory.mktemp("service-logs")
-    # The consensus prefix is off by default; on for streams here, so the tests of its event and order can see it.
     # The test model's profile has no confidence floors, so the confidence stop never fires on its own; here it is
     # off unless a request asks, with a prose floor above any token confidence and no program floor, so a request
     # that asks stops every prose draft at its first judged token (test_early_stop).
     env = {
         **otlp_receiver.exporter_env(),
-        "DELIBERATE_CONSENSUS_PREFIX": "stream",
         "DELIBERATE_CONFIDENCE_STOP": "false",
         "DELIBERATE_CONFIDENCE_FLOORS": "prose=1000",
     }

@@ -14,6 +14,7 @@ import pytest
 
 from deliberate.selection.consensus import Step, consensus
 from deliberate.verifier.arithmetic import computations
+from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_client.client import DeliberateClient, build_request
 
 pytestmark = pytest.mark.model
@@ -29,6 +30,7 @@ def solve_streamed(stack, disable: bool) -> tuple[list, object]:
     request = build_request(
         QUESTION, num_drafts=3, max_new_tokens=32, refine_max_new_tokens=8, temperature=0.0, strategy_hints=HINTS
     )
+    request.final_text = pb.FINAL_TEXT_CONSENSUS_PREFIX
     request.disable_consensus_prefix = disable
     request.program_drafts = 0  # three prose drafts: a program shares no lines with them
     with DeliberateClient(stack.address) as client:
@@ -70,10 +72,9 @@ def test_a_consensus_prefix_is_streamed_before_the_refiner_s_first_token(stack, 
     prefix = events[at].consensus_prefix
     assert prefix.text and prefix.text == final.consensus_prefix
     assert prefix.basis in ("lines", "computations") and len(prefix.supporting_draft_ids) == 3
-    # The Refiner continued from it: the answer is the trace marker, the prefix, then the model's own text.
-    assert final.answer.startswith(f"{final.thinking_trace}\n{prefix.text}") or "refinement rejected" in (
-        final.status_reason
-    )
+    # The Refiner continued from it: the answer is the prefix, then the model's own text; the trace is beside it.
+    assert final.answer.startswith(prefix.text) or "refinement rejected" in final.status_reason
+    assert final.thinking_trace and final.thinking_trace not in final.answer
     assert prefix.source_draft_id == final.selected_draft_ids[0]  # identical drafts: the best-ranked one's words
     verified = [r for r in final.drafts if not r.aborted.reason]  # a draft stopped early has the Scheduler's verdict
     for report in verified:  # the Verifier reported each draft's computations, as arithmetic finds them

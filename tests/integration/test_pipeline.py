@@ -7,7 +7,7 @@ import time
 import grpc
 import pytest
 
-from deliberate.scheduler.verdicts import with_computed_answer
+from deliberate.scheduler.decisions import best_draft_answer
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_client.client import DeliberateClient, build_request
 
@@ -56,8 +56,9 @@ def test_solve_gsm8k_question_through_four_processes(stack, otlp_receiver):
     assert response.status_reason
     assert set(response.selected_draft_ids) <= {r.draft.id for r in response.drafts}
     assert response.selected_draft_ids
-    if response.thinking_trace:
-        assert response.answer.startswith(response.thinking_trace)
+    # The answer is what a person reads; the trace that says why is beside it, never in it.
+    assert response.thinking_trace.startswith("[THINKING_TRACE: Draft#")
+    assert "THINKING_TRACE" not in response.answer and response.final_text == pb.FINAL_TEXT_REFINE
     assert response.timings.total.ToTimedelta().total_seconds() > 0
     assert response.usage.completion_tokens >= sum(r.draft.usage.completion_tokens for r in response.drafts)
     assert response.selection_policy == "weighted"
@@ -124,6 +125,7 @@ def test_solve_stream_orders_stage_events(stack):
     decisions = kinds[last_verdict + 1 : first_chunk]
     if decisions[-1:] == ["consensus_prefix"]:  # the drafts' shared opening, streamed before refinement
         decisions.pop()
+    assert decisions.pop() == "thinking_trace"  # why this answer, right after selection and before its text
     assert all(k in ("draft_selected", "draft_discarded") for k in decisions)
     assert kinds[last_verdict + 1 : first_chunk], "every draft is selected or discarded before refinement"
     assert kinds.count("refine_chunk") > 1, "the answer streams in several chunks"
@@ -131,7 +133,7 @@ def test_solve_stream_orders_stage_events(stack):
     final = events[-1].final
     if "refinement rejected" in final.status_reason:  # the safety net answered with the best verified draft
         best = next(r for r in final.drafts if r.draft.id == final.selected_draft_ids[0])
-        assert final.answer == f"{final.thinking_trace}\n{with_computed_answer(best.draft.text, best.verdict)}"
+        assert final.answer == best_draft_answer(best, pb.SolveRequest())
     else:
         assert streamed == final.answer
 
@@ -232,4 +234,4 @@ def test_a_refinement_that_breaks_the_hard_rules_is_replaced_by_the_best_verifie
     best = next(r for r in response.drafts if r.draft.id == response.selected_draft_ids[0])
     assert best.verdict.valid
     # A program draft is answered with the value it printed after it.
-    assert response.answer == f"{response.thinking_trace}\n{with_computed_answer(best.draft.text, best.verdict)}"
+    assert response.answer == best_draft_answer(best, pb.SolveRequest())

@@ -23,7 +23,7 @@ PLAN = '{"items": [{"sku": "TEA-100", "discount_percent": 10, "quantity": 50}], 
 def final_response(request_id: str = "req-42") -> pb.SolveResponse:
     return pb.SolveResponse(
         request_id=request_id,
-        answer=f"Thinking: drafts agreed.\n{PLAN}",
+        answer=PLAN,
         thinking_trace="Thinking: drafts agreed.",
         status=pb.SOLVE_STATUS_VERIFIED,
         status_reason="best draft passed every hard rule",

@@ -1,9 +1,9 @@
-"""What the consensus prefix buys a streaming caller: `SolveStream` with the prefix (the default) against without
-(`disable_consensus_prefix`), side by side on the same problems, request and seed (`make bench-stream-prefix`).
+"""What the consensus prefix buys a streaming caller: `SolveStream` with the prefix (`final_text` consensus prefix)
+against without (`final_text` refine), side by side on the same problems, request and seed (`make bench-stream-prefix`).
 
     deliberate bench stream-prefix [--limit 12] [--drafts 5] [--max-new-tokens 256] [--runs FILE]
 
-One local stack (the services' defaults, with `--consensus-prefix stream`). Each GSM8K problem (a fixed
+One local stack (the services' defaults; each request says its way to the final text). Each GSM8K problem (a fixed
 sample of --data) is streamed twice, the order alternating from problem to problem. For each side it records the
 time to first content — the first answer text a caller can show: the `consensus_prefix` event or the first
 `refine_chunk`, whichever comes first —, the time to the final answer, the refinement's tokens and whether the
@@ -22,6 +22,7 @@ from pathlib import Path
 from deliberate.cli.stack import Ports, Stack
 from deliberate.selection import same_answer
 from deliberate.verifier.parsing import extract_final_answer
+from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_bench.eval.problems import load_problems
 from deliberate_bench.inputs import add_data_argument
 from deliberate_bench.results import RUNS, append_run, read_runs_by_id, write_result
@@ -29,13 +30,12 @@ from deliberate_client.client import DeliberateClient, build_request
 
 SEED = 1
 SIDES = ("with", "without")
-PREFIX_ON_FOR_STREAMS = {"DELIBERATE_CONSENSUS_PREFIX": "stream"}  # off by default
 
 
 def stream_once(client: DeliberateClient, problem, args, prefix: bool) -> dict:
     """One streamed solve; times are seconds from the call."""
     request = build_request(problem.question, num_drafts=args.drafts, seed=SEED, max_new_tokens=args.max_new_tokens)
-    request.disable_consensus_prefix = not prefix
+    request.final_text = pb.FINAL_TEXT_CONSENSUS_PREFIX if prefix else pb.FINAL_TEXT_REFINE
     started = time.perf_counter()
     prefix_s = first_chunk_s = None
     final = None
@@ -48,7 +48,7 @@ def stream_once(client: DeliberateClient, problem, args, prefix: bool) -> dict:
         elif kind == "final":
             final = event.final
     total_s = time.perf_counter() - started
-    answer = final.answer.removeprefix(final.thinking_trace).lstrip("\n")
+    answer = final.answer
     draft_tokens = sum(d.draft.usage.completion_tokens for d in final.drafts)
     return {
         "first_content_s": round(min(s for s in (prefix_s, first_chunk_s, total_s) if s is not None), 3),
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> None:
     done = read_runs_by_id(args.runs)
     todo = [p for p in chosen if p.id not in done]
     if todo:
-        with Stack(ports=Ports.free(), env=PREFIX_ON_FOR_STREAMS) as stack, DeliberateClient(stack.address) as client:
+        with Stack(ports=Ports.free()) as stack, DeliberateClient(stack.address) as client:
             for problem in todo:
                 order = (True, False) if len(done) % 2 == 0 else (False, True)
                 sides = {prefix: stream_once(client, problem, args, prefix) for prefix in order}

@@ -26,7 +26,7 @@ from deliberate.drafter.prompts import draft_user_message, strategies_for
 from deliberate.engines import Engine, load_engine
 from deliberate.engines.base import Completion, SamplingParams, TextDelta
 from deliberate.refiner.prompts import SYSTEM_PROMPT as REFINE_SYSTEM
-from deliberate.refiner.prompts import SelectedDraft, refine_user_message, thinking_trace
+from deliberate.refiner.prompts import SelectedDraft, refine_user_message, thinking_trace_of
 from deliberate.selection import Candidate, select
 from deliberate.verifier.constraints import ConstraintSpec, compile_rules
 from deliberate.verifier.rules import verify
@@ -69,7 +69,7 @@ def in_process_solve(engine: Engine, question: str, drafts: int, tokens: int, se
     completion = engine.generate([prompt], refine_params, lambda e: isinstance(e, TextDelta) and text.append(e.text),
                                  threading.Event())[0]  # fmt: skip
     assert isinstance(completion, Completion)
-    return f"{thinking_trace(chosen[0])}\n{''.join(text)}"
+    return f"{thinking_trace_of(chosen[0])}\n{''.join(text)}"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -381,10 +381,12 @@ class ProgressView:
                 f"  consensus prefix: {len(c.supporting_draft_ids)} drafts agree on {agreed}, in the words of draft"
                 f" #{self.index.get(c.source_draft_id, '?')}: {c.text.strip()[:120]!r}"
             )
+        elif kind == "thinking_trace":
+            self.say(f"  {event.thinking_trace.text}")
         elif kind == "refine_chunk":
             if not self.refining:
                 self.refining = True
-                self.say("\nanswer (streaming from the refiner):")
+                self.say("\nanswer:")
             self.streamed += event.refine_chunk.text
             self.say(event.refine_chunk.text, end="")
         elif kind == "final":
@@ -420,7 +422,10 @@ class ProgressView:
                 + placement_note(report)
             )
             self.say("      " + "; ".join(x.message for x in v.rule_results))
-        self.say(f"refine  budget {r.refine_token_budget} tokens ({r.refine_budget_reason})")
+        if r.final_text == pb.FINAL_TEXT_PASS_THROUGH:
+            self.say("refine  none: the best draft passed through, its final line in plain text")
+        else:
+            self.say(f"refine  budget {r.refine_token_budget} tokens ({r.refine_budget_reason})")
         if r.consensus_prefix:
             self.say(f"        started from the drafts' consensus prefix: {r.consensus_prefix.strip()[:120]!r}")
         self.say(f"tokens  prompt {r.usage.prompt_tokens}, completion {r.usage.completion_tokens}")

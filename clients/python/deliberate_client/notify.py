@@ -56,7 +56,7 @@ def check_url(url: str) -> str:
 def payload(response: pb.SolveResponse) -> dict:
     """What the webhook receives: generic JSON any receiver can route on `status` (check it: an UNVERIFIED
     answer is a best attempt, not a checked one)."""
-    answer = without_thinking_trace(response)
+    answer = response.answer.strip()  # what a person reads; the thinking trace is beside it
     try:
         structured = json.loads(answer)
     except ValueError:
@@ -71,14 +71,6 @@ def payload(response: pb.SolveResponse) -> dict:
         "trace_id": response.trace_id,
         "timestamp": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
     }
-
-
-def without_thinking_trace(response: pb.SolveResponse) -> str:
-    """The answer without the thinking trace the Refiner puts before it."""
-    answer = response.answer
-    if response.thinking_trace and answer.startswith(response.thinking_trace):
-        answer = answer[len(response.thinking_trace) :]
-    return answer.strip()
 
 
 class NoRedirects(urllib.request.HTTPRedirectHandler):

@@ -53,14 +53,14 @@ def status_name(status: int) -> str:
 
 
 def answer_text(response: pb.SolveResponse, include_thinking_trace: bool) -> str:
-    """The answer without its leading thinking-trace marker (unless asked for it)."""
-    if include_thinking_trace or not response.thinking_trace:
-        return response.answer
-    return response.answer.removeprefix(response.thinking_trace).lstrip("\n")
+    """The answer as a person reads it; under its thinking-trace line where the request asked for the trace."""
+    if include_thinking_trace and response.thinking_trace:
+        return f"{response.thinking_trace}\n{response.answer}"
+    return response.answer
 
 
 def final_content(response: pb.SolveResponse, chat: ChatRequest) -> str:
-    """Choice 0's content: the answer, its thinking trace taken off (unless asked for), cut at a stop sequence."""
+    """Choice 0's content: the answer (under its thinking trace only if asked for), cut at a stop sequence."""
     return apply_stop(answer_text(response, chat.include_thinking_trace), chat.stop)
 
 

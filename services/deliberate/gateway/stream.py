@@ -16,7 +16,7 @@ class StreamTranslator:
     """SolveStream events → chat.completion.chunk objects (dicts) and SSE comments (str, for stage events
     before the answer: they keep the connection alive and show progress without breaking OpenAI's parsers).
 
-    The refinement streams as choice 0's content; its first chunk is the thinking-trace marker, which goes to
+    The answer streams as choice 0's content; the thinking-trace marker, sent before it, goes to
     `delta.reasoning_content` unless the request asked for it in the content. The final event adds the draft
     choices, the `deliberate` field and, with stream_options.include_usage, a usage chunk."""
 
@@ -25,7 +25,6 @@ class StreamTranslator:
         self.created = created
         self.cut = StopFilter(chat.stop)
         self.streamed = ""
-        self.trace_pending = not chat.include_thinking_trace
 
     def chunk(self, choices: list[dict], **extra: object) -> dict:
         base = {"id": self.chat.completion_id, "object": "chat.completion.chunk", "created": self.created,
@@ -39,12 +38,14 @@ class StreamTranslator:
         kind = event.WhichOneof("event")
         if kind == "final":
             return self.finish(event.final)
-        if kind != "refine_chunk":
+        if kind == "thinking_trace" and not self.chat.include_thinking_trace:
+            return [self.content_chunk({"reasoning_content": event.thinking_trace.text})]
+        if kind == "thinking_trace":
+            text = event.thinking_trace.text + "\n"
+        elif kind == "refine_chunk":
+            text = event.refine_chunk.text
+        else:
             return [kind]
-        text = event.refine_chunk.text
-        if self.trace_pending:
-            self.trace_pending = False
-            return [self.content_chunk({"reasoning_content": text.rstrip("\n")})]
         out = self.cut.feed(text)
         return [self.content_chunk({"content": out})] if out else []
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from ..selection.final_text import thinking_trace
+
 SYSTEM_PROMPT = "You turn checked candidate solutions into one clear, correct final answer."
+# A free-text answer is a short worked solution a person can follow, not the bare result (docs/refiner.md).
+WORKED_ANSWER = (
+    "Show the steps in plain text, one short line each with its computation, then end with a last line of the form "
+    "'Final answer: <answer>', the answer in plain text (no LaTeX, no \\boxed)."
+)
 
 
 @dataclass(frozen=True)
@@ -18,18 +25,8 @@ class SelectedDraft:
     failed_rules: tuple[str, ...]
 
 
-def thinking_trace(best: SelectedDraft) -> str:
-    """`[THINKING_TRACE: Draft#3 scored 0.92, passed budget_check and category_check]`, naming the real rules."""
-    parts = [f"Draft#{best.index} scored {best.score:.2f}"]
-    if best.passed_rules:
-        parts.append(f"passed {join_words(best.passed_rules)}")
-    if best.failed_rules:
-        parts.append(f"failed {join_words(best.failed_rules)}")
-    return f"[THINKING_TRACE: {', '.join(parts)}]"
-
-
-def join_words(words: tuple[str, ...]) -> str:
-    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+def thinking_trace_of(best: SelectedDraft) -> str:
+    return thinking_trace(best.index, best.score, best.passed_rules, best.failed_rules)
 
 
 def refine_user_message(question: str, selected: list[SelectedDraft], output_schema: dict | None) -> str:
@@ -40,7 +37,7 @@ def refine_user_message(question: str, selected: list[SelectedDraft], output_sch
     ending = (
         f"Give the answer as one JSON object matching this JSON Schema:\n{json.dumps(output_schema)}"
         if output_schema
-        else "End with a last line of the form 'Final answer: <answer>'."
+        else WORKED_ANSWER
     )
     return (
         f"Question:\n{question.strip()}\n\n{candidates}\n\n"

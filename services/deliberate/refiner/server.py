@@ -1,4 +1,4 @@
-"""gRPC edge of the Refiner: streams the thinking trace, then the final answer token by token."""
+"""gRPC edge of the Refiner: streams the final answer token by token; the thinking trace comes beside it."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from ..engines.service import EngineServicer
 from ..selection.consensus import consensus
 from .budget import Budget, BudgetTable, token_budget
 from .limits import REFINE
-from .prompts import SYSTEM_PROMPT, SelectedDraft, refine_user_message, thinking_trace
+from .prompts import SYSTEM_PROMPT, SelectedDraft, refine_user_message, thinking_trace_of
 from .settings import RefinerSettings
 
 log = logging.getLogger("deliberate.refiner")
@@ -39,7 +39,7 @@ class RefinerServicer(EngineServicer, refiner_service_pb2_grpc.RefinerServiceSer
     async def Refine(self, request, context: grpc.aio.ServicerContext):  # noqa: N802 (gRPC naming)
         sampling, schema = await self.validated(self.validate, request, context)
         selected = [selected_draft(item) for item in request.selected]
-        trace_marker = "" if request.disable_thinking_trace else thinking_trace(selected[0])
+        trace_marker = "" if request.disable_thinking_trace else thinking_trace_of(selected[0])
         # Where the engine can, a structured answer is decoded under its schema (as the Drafter's drafts are), so
         # it is the JSON object alone; free text before it (a consensus prefix) would break it.
         constrained = schema is not None and self.engine.capabilities.output_schema
@@ -58,8 +58,6 @@ class RefinerServicer(EngineServicer, refiner_service_pb2_grpc.RefinerServiceSer
         with tracer.start_as_current_span(
             "refiner.generate", attributes={telemetry.REQUEST_ID: request.request_id}
         ) as span:
-            if trace_marker:
-                yield chunk(trace_marker + "\n")
             if prefix:
                 yield chunk(prefix)
             completion = None
@@ -76,11 +74,9 @@ class RefinerServicer(EngineServicer, refiner_service_pb2_grpc.RefinerServiceSer
                         completion = event
             span.set_attribute("deliberate.refine.completion_tokens", completion.completion_tokens)
 
-        answer = prefix + completion.text
-        text = f"{trace_marker}\n{answer}" if trace_marker else answer
         yield refiner_service_pb2.RefineResponse(
             final=refiner_service_pb2.RefineFinal(
-                text=text,
+                text=prefix + completion.text,
                 thinking_trace=trace_marker,
                 consensus_prefix=prefix,
                 token_budget=budget.tokens,

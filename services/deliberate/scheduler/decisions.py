@@ -14,6 +14,7 @@ from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 
 from ..core.convert import struct_to_dict
 from ..core.limits import MAX_DECISION_DATA_BYTES
+from ..selection.final_text import with_plain_final_line
 from ..verifier.packs import decision_data
 from .settings import SchedulerSettings
 from .verdicts import with_computed_answer
@@ -73,9 +74,13 @@ def add_plan_quality(
 
 def best_draft_answer(state, request: pb.SolveRequest) -> str:
     """The best draft as the answer, where no refined one replaces it: a decision program's plan (`as_plan`), any
-    other program with the value it printed, else the draft's text."""
+    other program with the value it printed, else the draft's text ending with its answer as a plain final line."""
     plan = as_plan(state, request)
-    return plan.text if plan is not state.draft else with_computed_answer(state.draft.text, state.verdict)
+    if plan is not state.draft:
+        return plan.text
+    if state.draft.kind == "program" or request.output_schema.strip():
+        return with_computed_answer(state.draft.text, state.verdict)
+    return with_plain_final_line(state.draft.text, state.verdict.extracted_answer if state.verdict else "")
 
 
 def as_plan(state, request: pb.SolveRequest) -> common_pb2.Draft:

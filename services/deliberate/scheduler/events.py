@@ -38,6 +38,10 @@ def refine_chunk(text: str) -> pb.SolveStreamResponse:
     return pb.SolveStreamResponse(refine_chunk=pb.RefineChunk(text=text))
 
 
+def thinking_trace(text: str) -> pb.SolveStreamResponse:
+    return pb.SolveStreamResponse(thinking_trace=pb.ThinkingTrace(text=text))
+
+
 def consensus_prefix(found: Consensus, draft_ids: list[str]) -> pb.SolveStreamResponse:
     """`found` over the drafts `draft_ids` (in the order `consensus` was given them)."""
     return pb.SolveStreamResponse(

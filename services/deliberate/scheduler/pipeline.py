@@ -34,7 +34,7 @@ from ..core import metrics, telemetry
 from ..engines.interface import SamplingParams
 from ..selection import Selection, select
 from ..selection.consensus import Consensus, Step, consensus
-from . import decisions, events
+from . import decisions, events, final_text
 from .downstream import Checks, Deadline, Downstream, StageError
 from .drafter_load import Decision, LoadMonitor
 from .events import Emit
@@ -44,7 +44,7 @@ from .learning.weights import DecisionFeatures
 from .rounds import run_round
 from .rounds.draft_stages import DraftStages, announce, candidate
 from .settings import SchedulerSettings
-from .solve import DraftState, Solve, wants_consensus
+from .solve import DraftState, Solve
 from .verdicts import (
     computed_answer_line,
     effective_constraints,
@@ -81,16 +81,6 @@ def steps_of(solve: Solve, state: DraftState) -> list[Step]:
     if state.duplicate_of and state.draft.text != solve.drafts[state.duplicate_of].draft.text:
         return []
     return [Step(c.key, c.line) for c in state.verdict.computations]
-
-
-def refined_text(refined: refiner_service_pb2.RefineFinal) -> str:
-    """The refined answer without its thinking-trace line."""
-    return refined.text.removeprefix(refined.thinking_trace).lstrip("\n")
-
-
-def with_trace(refined: refiner_service_pb2.RefineFinal, text: str) -> str:
-    """`text` under the refinement's thinking-trace line, when it has one."""
-    return f"{refined.thinking_trace}\n{text}" if refined.thinking_trace else text
 
 
 def drop_event(event: pb.SolveStreamResponse) -> None:
@@ -134,6 +124,7 @@ class Pipeline:
         """One request through the stages. `emit`: the stream's event sink (SolveStream); None for a unary Solve."""
         decision = self.draft_count(request.num_drafts)  # before the checks: a round without programs skips theirs
         programs = decisions.first_round_programs(request, decision.num_drafts, self.settings)
+        way = final_text.way_of(request, self.settings.final_text)
         solve = Solve(
             request=request,
             request_id=request.request_id or uuid.uuid4().hex[:REQUEST_ID_HEX_CHARS],
@@ -145,7 +136,8 @@ class Pipeline:
                 request.context,
             ),
             emit=emit or drop_event,
-            consensus_prefix=wants_consensus(request, streamed=emit is not None, where=self.settings.consensus_prefix),
+            final_text=way,
+            consensus_prefix=final_text.starts_from_consensus(request, way),
         )
         span = trace.get_current_span()
         span.set_attribute(telemetry.REQUEST_ID, solve.request_id)
@@ -244,14 +236,23 @@ class Pipeline:
                 status_reason="the drafter returned no drafts",
             )
         selection = await self.select(solve)
-        trace.get_current_span().set_attribute(telemetry.SELECTION_POLICY, selection.policy)
+        span = trace.get_current_span()
+        span.set_attribute(telemetry.SELECTION_POLICY, selection.policy)
+        span.set_attribute(telemetry.FINAL_TEXT, solve.final_text)
         announce(solve, selection)
+        best = solve.drafts[selection.selected[0].draft_id]
+        trace_marker = final_text.trace_of(best, solve.request)
+        if trace_marker:
+            solve.emit(events.thinking_trace(trace_marker))
         prefix = self.find_consensus(solve, selection) if solve.consensus_prefix else None
         solve.timings.select = time.perf_counter() - started
 
         started = time.perf_counter()
-        best = solve.drafts[selection.selected[0].draft_id]
-        refined, refinement_lost = await self.refine_or_best(solve, selection, prefix, best)
+        if solve.final_text == "pass_through":  # streamed whole, right after selection
+            refined, refinement_lost = final_text.passed_through(best, solve.request), ""
+            solve.emit(events.refine_chunk(refined.text))
+        else:
+            refined, refinement_lost = await self.refine_or_best(solve, selection, prefix, best)
         solve.timings.refine = time.perf_counter() - started
 
         drafts = [state.draft for state in solve.drafts.values()]
@@ -268,13 +269,14 @@ class Pipeline:
             verified_by=selection.verified_by,
             drafts=solve.reports(),
             selected_draft_ids=[d.draft_id for d in selection.selected],
-            thinking_trace=refined.thinking_trace,
+            thinking_trace=trace_marker,
             usage=usage,
             consensus_prefix=refined.consensus_prefix,
             refine_token_budget=refined.token_budget,
             refine_budget_reason=refined.budget_reason,
             early_stop=solve.early_stop,
             selection_policy=selection.policy,
+            final_text=final_text.ENUM[solve.final_text],
             redraft_feedback=solve.redraft_feedback,
         )
         decisions.add_plan_quality(response, best.verdict, solve.reference_plan)
@@ -306,10 +308,10 @@ class Pipeline:
         answer, replaced = refined.text, ""
         if refinement_lost:
             replaced = f"refinement unavailable ({refinement_lost}); answering with the best draft #{best.draft.index}"
-        elif selection.status != "unverified":
+        elif selection.status != "unverified" and solve.final_text != "pass_through":  # passed through: checked
             broken, checked = await self.recheck_refined(solve, refined, best.verdict)
             if broken:  # the refined answer may never be worse than the best verified draft
-                answer = with_trace(refined, decisions.best_draft_answer(best, solve.request))
+                answer = decisions.best_draft_answer(best, solve.request)
                 replaced = f"refinement rejected ({broken}); answering with the best draft #{best.draft.index}"
             elif line := computed_answer_line(checked):  # a refined program: the value it printed, streamed last
                 answer += line
@@ -345,8 +347,9 @@ class Pipeline:
         """Verifies the refined answer against the request's hard rules; returns why it may not replace the
         best draft ("" when it may) and its verdict. An answer that cannot be checked counts as failing: the
         verified draft is the safe answer."""
-        text = refined_text(refined)
-        draft = common_pb2.Draft(id=f"{solve.request_id}-refined", text=text, finish_reason=refined.finish_reason)
+        draft = common_pb2.Draft(
+            id=f"{solve.request_id}-refined", text=refined.text, finish_reason=refined.finish_reason
+        )
         try:
             verdict = await self.downstream.verify(
                 solve.request_id, draft, solve.checks, solve.deadline, "re-verification"
@@ -402,7 +405,7 @@ class Pipeline:
             all_drafts=[decisions.as_plan(state, request) for state in solve.drafts.values() if state.abort is None],
             sampling=request.refine_sampling,
             output_schema=request.output_schema,
-            disable_thinking_trace=request.disable_thinking_trace,
+            disable_thinking_trace=True,  # the Scheduler makes the marker, whichever way the text is made
             disable_consensus_prefix=request.disable_consensus_prefix or not solve.consensus_prefix,
         )
         if prefix is not None:

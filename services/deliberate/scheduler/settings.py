@@ -103,13 +103,13 @@ class SchedulerSettings(DraftLimits, GenerationLimits, PromptLimits, DownstreamT
         "once, the quorum of agreeing valid drafts, +x: a prose draft and a program agreeing settle too. The "
         "default is the one chosen on the tuning problems' replay (make bench-adaptive-stop).",
     )
-    consensus_prefix: Literal["off", "stream", "on"] = Field(
-        "off",
-        description="Where refinement starts from the drafts' consensus prefix: `off`, `stream` (SolveStream only, "
-        "where the prefix is streamed as soon as it is found) or `on` (Solve too). Off by default: with it, "
-        "refinement took 3.5x the tokens and 7x the time at the same accuracy (make bench-consensus), and a "
-        "streamed solve found none on 12 of 12 problems (make bench-stream-prefix). A request's "
-        "disable_consensus_prefix still turns it off.",
+    final_text: Literal["pass_through", "refine", "prefix"] = Field(
+        "refine",
+        description="How the selected drafts become the answer a person reads, unless the request says "
+        "(SolveRequest.final_text): `pass_through` (the best draft, its final line in plain text, no Refiner "
+        "call), `refine` (the Refiner writes a short worked solution) or `prefix` (the Refiner continues the "
+        "drafts' consensus prefix, streamed right after selection). docs/refiner.md, \"Three ways to the final "
+        'text".',
     )
     consensus_min_support: int = Field(
         3, description="Drafts that must agree (lines or computations) for a consensus prefix (clamped to N)."

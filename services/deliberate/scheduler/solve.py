@@ -118,7 +118,8 @@ class Solve:
     rounds: int = 0
     early_stop: pb.EarlyStop = field(default_factory=pb.EarlyStop)
     adaptive_note: str = ""  # how the last adaptive round went (`rounds.adaptive`); "" for none
-    consensus_prefix: bool = False  # refinement starts from the drafts' consensus prefix (`wants_consensus`)
+    final_text: str = "refine"  # how the final text is made (`final_text.way_of`)
+    consensus_prefix: bool = False  # refinement starts from the drafts' consensus prefix (`starts_from_consensus`)
     # Streamed rounds whose calls are ended when the request ends (`StreamedRound.close`).
     open_streams: list = field(default_factory=list)
     # A plan a rule pack computed itself (CheckConstraints), offered only beside an UNVERIFIED answer.
@@ -130,11 +131,3 @@ class Solve:
 
     def reports(self) -> list[pb.DraftReport]:
         return [state.to_report() for state in self.drafts.values()]
-
-
-def wants_consensus(request: pb.SolveRequest, streamed: bool, where: str) -> bool:
-    """Whether the Scheduler looks for a consensus prefix: where the deployment wants it (`where`: "on", "stream"
-    for a streamed solve only, "off"), not when the request turns it off, nor for a structured answer (a JSON
-    object does not start with the drafts' reasoning lines)."""
-    wanted = where == "on" or (where == "stream" and streamed)
-    return wanted and not request.disable_consensus_prefix and not request.output_schema

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from deliberate.drafter.prompts import DEFAULT_STRATEGIES, draft_user_message, strategies_for
-from deliberate.refiner.prompts import SelectedDraft, refine_user_message, thinking_trace
+from deliberate.refiner.prompts import SelectedDraft, refine_user_message, thinking_trace_of
 from deliberate.selection import Candidate as Scored
 from deliberate.selection import select
 
@@ -59,9 +59,9 @@ def test_selection_needs_drafts():
 
 def test_thinking_trace_names_the_real_draft_score_and_rules():
     best = SelectedDraft(3, "text", 0.92, True, ("budget_check", "category_check"), ())
-    assert thinking_trace(best) == "[THINKING_TRACE: Draft#3 scored 0.92, passed budget_check and category_check]"
+    assert thinking_trace_of(best) == "[THINKING_TRACE: Draft#3 scored 0.92, passed budget_check and category_check]"
     partial = SelectedDraft(1, "t", 0.5, False, ("a", "b", "c"), ("d",))
-    assert thinking_trace(partial) == "[THINKING_TRACE: Draft#1 scored 0.50, passed a, b and c, failed d]"
+    assert thinking_trace_of(partial) == "[THINKING_TRACE: Draft#1 scored 0.50, passed a, b and c, failed d]"
 
 
 def test_refine_prompt_lists_candidates_best_first():

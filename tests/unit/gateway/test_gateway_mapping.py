@@ -206,7 +206,7 @@ def draft(index: int, valid: bool, score: float, selected: bool, tokens: int) ->
 
 def solved() -> pb.SolveResponse:
     return pb.SolveResponse(
-        request_id="r", answer=f"{TRACE}\nIt is 4.\n\nDone", thinking_trace=TRACE, status=pb.SOLVE_STATUS_VERIFIED,
+        request_id="r", answer="It is 4.\n\nDone", thinking_trace=TRACE, status=pb.SOLVE_STATUS_VERIFIED,
         status_reason="best draft passed", trace_id="ab" * 16, verified_by=["arithmetic"],
         drafts=[draft(0, False, 0.2, False, 20), draft(1, True, 0.9, True, 30), draft(2, True, 0.7, False, 25)],
         selected_draft_ids=["r-0-1"], usage=common_pb2.TokenUsage(prompt_tokens=50, completion_tokens=100),
@@ -254,6 +254,7 @@ def stream_of(chat, response: pb.SolveResponse, pieces: list[str]) -> list[dict 
     translator = StreamTranslator(chat, created=1)
     items = translator.start()
     items += translator.on_event(pb.SolveStreamResponse(round_started=pb.RoundStarted(round=0, num_drafts=3)))
+    items += translator.on_event(pb.SolveStreamResponse(thinking_trace=pb.ThinkingTrace(text=TRACE)))
     for piece in pieces:
         items += translator.on_event(pb.SolveStreamResponse(refine_chunk=pb.RefineChunk(text=piece)))
     return items + translator.on_event(pb.SolveStreamResponse(final=response))
@@ -261,7 +262,7 @@ def stream_of(chat, response: pb.SolveResponse, pieces: list[str]) -> list[dict 
 
 def test_a_stream_sends_role_progress_trace_content_drafts_summary_and_usage_in_order():
     chat = parse_chat_request(body(n=2, request_id="r", stream=True, stream_options={"include_usage": True}), MODEL)
-    items = stream_of(chat, solved(), [TRACE + "\n", "It is", " 4.\n\nDone"])
+    items = stream_of(chat, solved(), ["It is", " 4.\n\nDone"])
     role, progress, trace, *content, draft_choice, final, usage = items
     assert role["choices"][0]["delta"] == {"role": "assistant", "content": ""} and role["id"] == "chatcmpl-r"
     assert progress == "round_started"  # an SSE comment
@@ -275,10 +276,19 @@ def test_a_stream_sends_role_progress_trace_content_drafts_summary_and_usage_in_
     assert usage["choices"] == [] and usage["usage"]["total_tokens"] == 150
 
 
+def test_a_stream_that_asked_for_the_trace_gets_it_as_the_content_s_first_line():
+    chat = parse_chat_request(body(stream=True, include_thinking_trace=True), MODEL)
+    items = stream_of(chat, solved(), ["It is", " 4.\n\nDone"])
+    deltas = [i["choices"][0]["delta"] for i in items if isinstance(i, dict) and i["choices"]]
+    assert "".join(delta.get("content", "") for delta in deltas) == f"{TRACE}\nIt is 4.\n\nDone"
+    assert not any("reasoning_content" in delta for delta in deltas)
+    assert "answer_replaced" not in items[-1]["deliberate"]
+
+
 def test_a_stream_whose_refinement_was_rejected_says_so_and_carries_the_answer():
     response = solved()
-    response.answer = f"{TRACE}\ndraft 1. The answer is 4."  # the best draft replaced the refinement
-    *_, final = stream_of(parse_chat_request(body(stream=True), MODEL), response, [TRACE + "\n", "It is 5."])
+    response.answer = "draft 1. The answer is 4."  # the best draft replaced the refinement
+    *_, final = stream_of(parse_chat_request(body(stream=True), MODEL), response, ["It is 5."])
     assert final["deliberate"]["answer_replaced"] is True
     assert final["deliberate"]["answer"] == "draft 1. The answer is 4."
 

@@ -191,18 +191,15 @@ def test_without_shared_computations_the_line_prefix_stands():
     assert (found.basis, found.text) == ("lines", "Same start.\n")
 
 
-def test_the_consensus_prefix_is_off_by_default_and_stream_turns_it_on_for_streamed_solves():
-    from deliberate.scheduler.settings import SchedulerSettings
-    from deliberate.scheduler.solve import wants_consensus
+def test_the_scheduler_looks_for_a_consensus_prefix_only_for_the_prefix_way():
+    from deliberate.scheduler.final_text import starts_from_consensus, way_of
     from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 
     plain = pb.SolveRequest(prompt="q")
-    # Off: 3.5x the refine tokens where found (bench-consensus), found on 0 of 12 streams (bench-stream-prefix).
-    assert SchedulerSettings().consensus_prefix == "off"
-    assert not any(wants_consensus(plain, streamed=streamed, where="off") for streamed in (True, False))
-    assert wants_consensus(plain, streamed=True, where="stream")
-    assert not wants_consensus(plain, streamed=False, where="stream")
-    assert wants_consensus(plain, streamed=False, where="on")
-    assert not wants_consensus(plain, streamed=True, where="off")
-    assert not wants_consensus(pb.SolveRequest(prompt="q", disable_consensus_prefix=True), streamed=True, where="on")
-    assert not wants_consensus(pb.SolveRequest(prompt="q", output_schema="{}"), streamed=True, where="on")
+    assert way_of(plain, "refine") == "refine"
+    assert way_of(pb.SolveRequest(prompt="q", final_text=pb.FINAL_TEXT_CONSENSUS_PREFIX), "refine") == "prefix"
+    assert way_of(pb.SolveRequest(prompt="q", final_text=pb.FINAL_TEXT_PASS_THROUGH), "prefix") == "pass_through"
+    assert starts_from_consensus(plain, "prefix")
+    assert not any(starts_from_consensus(plain, way) for way in ("refine", "pass_through"))
+    assert not starts_from_consensus(pb.SolveRequest(prompt="q", disable_consensus_prefix=True), "prefix")
+    assert not starts_from_consensus(pb.SolveRequest(prompt="q", output_schema="{}"), "prefix")

@@ -13,6 +13,13 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class FinalText(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FINAL_TEXT_UNSPECIFIED: _ClassVar[FinalText]
+    FINAL_TEXT_PASS_THROUGH: _ClassVar[FinalText]
+    FINAL_TEXT_REFINE: _ClassVar[FinalText]
+    FINAL_TEXT_CONSENSUS_PREFIX: _ClassVar[FinalText]
+
 class DraftCount(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     DRAFT_COUNT_UNSPECIFIED: _ClassVar[DraftCount]
@@ -33,6 +40,10 @@ class Outcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OUTCOME_UNSPECIFIED: _ClassVar[Outcome]
     OUTCOME_ACCEPTED: _ClassVar[Outcome]
     OUTCOME_REJECTED: _ClassVar[Outcome]
+FINAL_TEXT_UNSPECIFIED: FinalText
+FINAL_TEXT_PASS_THROUGH: FinalText
+FINAL_TEXT_REFINE: FinalText
+FINAL_TEXT_CONSENSUS_PREFIX: FinalText
 DRAFT_COUNT_UNSPECIFIED: DraftCount
 DRAFT_COUNT_ALL_AT_ONCE: DraftCount
 DRAFT_COUNT_ADAPTIVE: DraftCount
@@ -47,7 +58,7 @@ OUTCOME_ACCEPTED: Outcome
 OUTCOME_REJECTED: Outcome
 
 class SolveRequest(_message.Message):
-    __slots__ = ("prompt", "output_schema", "constraints", "context", "num_drafts", "sampling", "strategy_hints", "request_id", "refine_sampling", "disable_thinking_trace", "disable_consensus_prefix", "disable_default_arithmetic", "disable_streaming_verification", "disable_quorum", "quorum", "replace_aborted_drafts", "selection_policy", "program_drafts", "draft_count", "confidence_stop")
+    __slots__ = ("prompt", "output_schema", "constraints", "context", "num_drafts", "sampling", "strategy_hints", "request_id", "refine_sampling", "disable_thinking_trace", "disable_consensus_prefix", "disable_default_arithmetic", "disable_streaming_verification", "disable_quorum", "quorum", "replace_aborted_drafts", "selection_policy", "program_drafts", "draft_count", "confidence_stop", "final_text")
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     CONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
@@ -68,6 +79,7 @@ class SolveRequest(_message.Message):
     PROGRAM_DRAFTS_FIELD_NUMBER: _ClassVar[int]
     DRAFT_COUNT_FIELD_NUMBER: _ClassVar[int]
     CONFIDENCE_STOP_FIELD_NUMBER: _ClassVar[int]
+    FINAL_TEXT_FIELD_NUMBER: _ClassVar[int]
     prompt: str
     output_schema: str
     constraints: _containers.RepeatedCompositeFieldContainer[_common_pb2.Constraint]
@@ -88,7 +100,8 @@ class SolveRequest(_message.Message):
     program_drafts: int
     draft_count: DraftCount
     confidence_stop: bool
-    def __init__(self, prompt: _Optional[str] = ..., output_schema: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[_common_pb2.Constraint, _Mapping]]] = ..., context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., num_drafts: _Optional[int] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., strategy_hints: _Optional[_Iterable[str]] = ..., request_id: _Optional[str] = ..., refine_sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., disable_thinking_trace: _Optional[bool] = ..., disable_consensus_prefix: _Optional[bool] = ..., disable_default_arithmetic: _Optional[bool] = ..., disable_streaming_verification: _Optional[bool] = ..., disable_quorum: _Optional[bool] = ..., quorum: _Optional[int] = ..., replace_aborted_drafts: _Optional[bool] = ..., selection_policy: _Optional[str] = ..., program_drafts: _Optional[int] = ..., draft_count: _Optional[_Union[DraftCount, str]] = ..., confidence_stop: _Optional[bool] = ...) -> None: ...
+    final_text: FinalText
+    def __init__(self, prompt: _Optional[str] = ..., output_schema: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[_common_pb2.Constraint, _Mapping]]] = ..., context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., num_drafts: _Optional[int] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., strategy_hints: _Optional[_Iterable[str]] = ..., request_id: _Optional[str] = ..., refine_sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., disable_thinking_trace: _Optional[bool] = ..., disable_consensus_prefix: _Optional[bool] = ..., disable_default_arithmetic: _Optional[bool] = ..., disable_streaming_verification: _Optional[bool] = ..., disable_quorum: _Optional[bool] = ..., quorum: _Optional[int] = ..., replace_aborted_drafts: _Optional[bool] = ..., selection_policy: _Optional[str] = ..., program_drafts: _Optional[int] = ..., draft_count: _Optional[_Union[DraftCount, str]] = ..., confidence_stop: _Optional[bool] = ..., final_text: _Optional[_Union[FinalText, str]] = ...) -> None: ...
 
 class ScoreComponents(_message.Message):
     __slots__ = ("score", "agreement", "latency", "answer_share", "final", "alpha", "beta", "gamma", "delta", "signals")
@@ -198,7 +211,7 @@ class StageTimings(_message.Message):
     def __init__(self, draft: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., verify: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., select: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., refine: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., total: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class SolveResponse(_message.Message):
-    __slots__ = ("request_id", "answer", "status", "status_reason", "drafts", "selected_draft_ids", "thinking_trace", "trace_id", "timings", "usage", "num_drafts", "num_drafts_reason", "rounds", "consensus_prefix", "refine_token_budget", "refine_budget_reason", "verified_by", "early_stop", "selection_policy", "quality", "reference_plan", "redraft_feedback")
+    __slots__ = ("request_id", "answer", "status", "status_reason", "drafts", "selected_draft_ids", "thinking_trace", "trace_id", "timings", "usage", "num_drafts", "num_drafts_reason", "rounds", "consensus_prefix", "refine_token_budget", "refine_budget_reason", "verified_by", "early_stop", "selection_policy", "quality", "reference_plan", "redraft_feedback", "final_text")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     ANSWER_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -221,6 +234,7 @@ class SolveResponse(_message.Message):
     QUALITY_FIELD_NUMBER: _ClassVar[int]
     REFERENCE_PLAN_FIELD_NUMBER: _ClassVar[int]
     REDRAFT_FEEDBACK_FIELD_NUMBER: _ClassVar[int]
+    FINAL_TEXT_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     answer: str
     status: SolveStatus
@@ -243,7 +257,8 @@ class SolveResponse(_message.Message):
     quality: _common_pb2.PlanQuality
     reference_plan: _common_pb2.ReferencePlan
     redraft_feedback: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, request_id: _Optional[str] = ..., answer: _Optional[str] = ..., status: _Optional[_Union[SolveStatus, str]] = ..., status_reason: _Optional[str] = ..., drafts: _Optional[_Iterable[_Union[DraftReport, _Mapping]]] = ..., selected_draft_ids: _Optional[_Iterable[str]] = ..., thinking_trace: _Optional[str] = ..., trace_id: _Optional[str] = ..., timings: _Optional[_Union[StageTimings, _Mapping]] = ..., usage: _Optional[_Union[_common_pb2.TokenUsage, _Mapping]] = ..., num_drafts: _Optional[int] = ..., num_drafts_reason: _Optional[str] = ..., rounds: _Optional[int] = ..., consensus_prefix: _Optional[str] = ..., refine_token_budget: _Optional[int] = ..., refine_budget_reason: _Optional[str] = ..., verified_by: _Optional[_Iterable[str]] = ..., early_stop: _Optional[_Union[EarlyStop, _Mapping]] = ..., selection_policy: _Optional[str] = ..., quality: _Optional[_Union[_common_pb2.PlanQuality, _Mapping]] = ..., reference_plan: _Optional[_Union[_common_pb2.ReferencePlan, _Mapping]] = ..., redraft_feedback: _Optional[_Iterable[str]] = ...) -> None: ...
+    final_text: FinalText
+    def __init__(self, request_id: _Optional[str] = ..., answer: _Optional[str] = ..., status: _Optional[_Union[SolveStatus, str]] = ..., status_reason: _Optional[str] = ..., drafts: _Optional[_Iterable[_Union[DraftReport, _Mapping]]] = ..., selected_draft_ids: _Optional[_Iterable[str]] = ..., thinking_trace: _Optional[str] = ..., trace_id: _Optional[str] = ..., timings: _Optional[_Union[StageTimings, _Mapping]] = ..., usage: _Optional[_Union[_common_pb2.TokenUsage, _Mapping]] = ..., num_drafts: _Optional[int] = ..., num_drafts_reason: _Optional[str] = ..., rounds: _Optional[int] = ..., consensus_prefix: _Optional[str] = ..., refine_token_budget: _Optional[int] = ..., refine_budget_reason: _Optional[str] = ..., verified_by: _Optional[_Iterable[str]] = ..., early_stop: _Optional[_Union[EarlyStop, _Mapping]] = ..., selection_policy: _Optional[str] = ..., quality: _Optional[_Union[_common_pb2.PlanQuality, _Mapping]] = ..., reference_plan: _Optional[_Union[_common_pb2.ReferencePlan, _Mapping]] = ..., redraft_feedback: _Optional[_Iterable[str]] = ..., final_text: _Optional[_Union[FinalText, str]] = ...) -> None: ...
 
 class SubmitFeedbackRequest(_message.Message):
     __slots__ = ("request_id", "outcome")
@@ -345,7 +360,7 @@ class SolveStreamRequest(_message.Message):
     def __init__(self, request: _Optional[_Union[SolveRequest, _Mapping]] = ...) -> None: ...
 
 class SolveStreamResponse(_message.Message):
-    __slots__ = ("draft_generated", "draft_verified", "draft_selected", "draft_discarded", "refine_chunk", "final", "round_started", "consensus_prefix")
+    __slots__ = ("draft_generated", "draft_verified", "draft_selected", "draft_discarded", "refine_chunk", "final", "round_started", "consensus_prefix", "thinking_trace")
     DRAFT_GENERATED_FIELD_NUMBER: _ClassVar[int]
     DRAFT_VERIFIED_FIELD_NUMBER: _ClassVar[int]
     DRAFT_SELECTED_FIELD_NUMBER: _ClassVar[int]
@@ -354,6 +369,7 @@ class SolveStreamResponse(_message.Message):
     FINAL_FIELD_NUMBER: _ClassVar[int]
     ROUND_STARTED_FIELD_NUMBER: _ClassVar[int]
     CONSENSUS_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    THINKING_TRACE_FIELD_NUMBER: _ClassVar[int]
     draft_generated: DraftGenerated
     draft_verified: DraftVerified
     draft_selected: DraftSelected
@@ -362,7 +378,8 @@ class SolveStreamResponse(_message.Message):
     final: SolveResponse
     round_started: RoundStarted
     consensus_prefix: ConsensusPrefix
-    def __init__(self, draft_generated: _Optional[_Union[DraftGenerated, _Mapping]] = ..., draft_verified: _Optional[_Union[DraftVerified, _Mapping]] = ..., draft_selected: _Optional[_Union[DraftSelected, _Mapping]] = ..., draft_discarded: _Optional[_Union[DraftDiscarded, _Mapping]] = ..., refine_chunk: _Optional[_Union[RefineChunk, _Mapping]] = ..., final: _Optional[_Union[SolveResponse, _Mapping]] = ..., round_started: _Optional[_Union[RoundStarted, _Mapping]] = ..., consensus_prefix: _Optional[_Union[ConsensusPrefix, _Mapping]] = ...) -> None: ...
+    thinking_trace: ThinkingTrace
+    def __init__(self, draft_generated: _Optional[_Union[DraftGenerated, _Mapping]] = ..., draft_verified: _Optional[_Union[DraftVerified, _Mapping]] = ..., draft_selected: _Optional[_Union[DraftSelected, _Mapping]] = ..., draft_discarded: _Optional[_Union[DraftDiscarded, _Mapping]] = ..., refine_chunk: _Optional[_Union[RefineChunk, _Mapping]] = ..., final: _Optional[_Union[SolveResponse, _Mapping]] = ..., round_started: _Optional[_Union[RoundStarted, _Mapping]] = ..., consensus_prefix: _Optional[_Union[ConsensusPrefix, _Mapping]] = ..., thinking_trace: _Optional[_Union[ThinkingTrace, _Mapping]] = ...) -> None: ...
 
 class ConsensusPrefix(_message.Message):
     __slots__ = ("text", "source_draft_id", "supporting_draft_ids", "basis", "lines", "computations")
@@ -423,6 +440,12 @@ class DraftDiscarded(_message.Message):
     def __init__(self, draft_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class RefineChunk(_message.Message):
+    __slots__ = ("text",)
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    def __init__(self, text: _Optional[str] = ...) -> None: ...
+
+class ThinkingTrace(_message.Message):
     __slots__ = ("text",)
     TEXT_FIELD_NUMBER: _ClassVar[int]
     text: str

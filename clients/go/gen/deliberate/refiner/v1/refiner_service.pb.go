@@ -94,7 +94,7 @@ type RefineRequest struct {
 	Sampling *v1.SamplingParams `protobuf:"bytes,5,opt,name=sampling,proto3" json:"sampling,omitempty"`
 	// JSON Schema (as JSON text) the final answer should follow; empty for free text.
 	OutputSchema string `protobuf:"bytes,6,opt,name=output_schema,json=outputSchema,proto3" json:"output_schema,omitempty"`
-	// When true, no thinking-trace marker starts the answer.
+	// When true, no thinking-trace marker is made (RefineFinal.thinking_trace stays empty).
 	DisableThinkingTrace bool `protobuf:"varint,7,opt,name=disable_thinking_trace,json=disableThinkingTrace,proto3" json:"disable_thinking_trace,omitempty"`
 	// When true, the answer does not start from the drafts' consensus prefix.
 	DisableConsensusPrefix bool `protobuf:"varint,8,opt,name=disable_consensus_prefix,json=disableConsensusPrefix,proto3" json:"disable_consensus_prefix,omitempty"`
@@ -334,9 +334,9 @@ type RefineFinal struct {
 	sizeCache     protoimpl.SizeCache
 	unknownFields protoimpl.UnknownFields
 
-	// The whole final answer, thinking trace included.
+	// The whole final answer as a person reads it: the chunks' concatenation, without the thinking trace.
 	Text string `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
-	// The thinking-trace marker alone (empty when disabled).
+	// The thinking-trace marker, beside the answer and never in it (empty when disabled).
 	ThinkingTrace string          `protobuf:"bytes,2,opt,name=thinking_trace,json=thinkingTrace,proto3" json:"thinking_trace,omitempty"`
 	Usage         *v1.TokenUsage  `protobuf:"bytes,3,opt,name=usage,proto3" json:"usage,omitempty"`
 	FinishReason  v1.FinishReason `protobuf:"varint,4,opt,name=finish_reason,json=finishReason,proto3,enum=deliberate.common.v1.FinishReason" json:"finish_reason,omitempty"`

@@ -84,7 +84,7 @@ export type RefineRequest = Message<"deliberate.refiner.v1.RefineRequest"> & {
   outputSchema: string;
 
   /**
-   * When true, no thinking-trace marker starts the answer.
+   * When true, no thinking-trace marker is made (RefineFinal.thinking_trace stays empty).
    *
    * @generated from field: bool disable_thinking_trace = 7;
    */
@@ -168,14 +168,14 @@ export const RefineChunkSchema: GenMessage<RefineChunk> = /*@__PURE__*/
  */
 export type RefineFinal = Message<"deliberate.refiner.v1.RefineFinal"> & {
   /**
-   * The whole final answer, thinking trace included.
+   * The whole final answer as a person reads it: the chunks' concatenation, without the thinking trace.
    *
    * @generated from field: string text = 1;
    */
   text: string;
 
   /**
-   * The thinking-trace marker alone (empty when disabled).
+   * The thinking-trace marker, beside the answer and never in it (empty when disabled).
    *
    * @generated from field: string thinking_trace = 2;
    */

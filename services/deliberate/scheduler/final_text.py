@@ -1,0 +1,45 @@
+"""How the selected drafts become the text a person reads (`SolveRequest.final_text`, `--final-text`): the best
+draft passed through, a worked solution the Refiner writes, or the Refiner continuing the drafts' consensus prefix;
+and the thinking-trace marker that goes beside the answer (docs/refiner.md, "Three ways to the final text")."""
+
+from __future__ import annotations
+
+from deliberate_api.refiner.v1 import refiner_service_pb2
+from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
+
+from ..selection.final_text import thinking_trace
+from . import decisions
+from .solve import DraftState
+
+WAYS = {
+    pb.FINAL_TEXT_PASS_THROUGH: "pass_through",
+    pb.FINAL_TEXT_REFINE: "refine",
+    pb.FINAL_TEXT_CONSENSUS_PREFIX: "prefix",
+}
+ENUM = {way: value for value, way in WAYS.items()}
+
+
+def way_of(request: pb.SolveRequest, default: str) -> str:
+    """The request's way, else the deployment's (`default`)."""
+    return WAYS.get(request.final_text, default)
+
+
+def starts_from_consensus(request: pb.SolveRequest, way: str) -> bool:
+    """Whether the Scheduler looks for a consensus prefix: for the prefix way, not when the request turns it off,
+    nor for a structured answer (a JSON object does not start with the drafts' reasoning lines)."""
+    return way == "prefix" and not request.disable_consensus_prefix and not request.output_schema
+
+
+def trace_of(best: DraftState, request: pb.SolveRequest) -> str:
+    """The thinking-trace marker of the best selected draft; "" where the request turns it off."""
+    if request.disable_thinking_trace or best.verdict is None:
+        return ""
+    rules = best.verdict.rule_results
+    # An abstained rule checked nothing: the trace names only rules that passed a real check.
+    passed = [r.rule_id for r in rules if r.passed and not r.abstained]
+    return thinking_trace(best.draft.index, best.verdict.score, passed, [r.rule_id for r in rules if not r.passed])
+
+
+def passed_through(best: DraftState, request: pb.SolveRequest) -> refiner_service_pb2.RefineFinal:
+    """The best draft as the final text, no Refiner call: its answer line in plain text (`best_draft_answer`)."""
+    return refiner_service_pb2.RefineFinal(text=decisions.best_draft_answer(best, request))
