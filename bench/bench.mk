@@ -1,7 +1,7 @@
 # The lab's targets (bench/, docs/eval.md): each calls `deliberate bench <name>` or `deliberate eval`; included by the
 # Makefile, so `make <target>` runs them from the repository's root. `make help` lists them with the Makefile's.
 
-.PHONY: bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-confidence bench-confidence-stop bench-overhead bench-consensus bench-stream-prefix bench-early-stop bench-adaptive bench-early-stop-bound bench-adaptive-stop bench-scale bench-index soak soak-quick eval eval-quick eval-tuning eval-tuning-2 eval-tuning-3 eval-200 eval-headline eval-default eval-business eval-business-quick frontier-runs frontier learned-policy replay dataset train-judge eval-judges judge-signal eval-lm-harness
+.PHONY: bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-confidence bench-confidence-stop bench-overhead bench-consensus bench-stream-prefix refine-drafts refine-ways bench-early-stop bench-adaptive bench-early-stop-bound bench-adaptive-stop bench-scale bench-index soak soak-quick eval eval-quick eval-tuning eval-tuning-2 eval-tuning-3 eval-200 eval-headline eval-default eval-business eval-business-quick frontier-runs frontier learned-policy replay dataset train-judge eval-judges judge-signal eval-lm-harness
 
 ## The quick benchmarks; each prints its figures and writes bench/results/<name>.json.
 bench: bench-engines bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus
@@ -48,6 +48,17 @@ bench-consensus: install
 ## SolveStream with the consensus prefix against without: time to first content and to the answer, same problems.
 bench-stream-prefix: install
 	$(VENV)/bin/deliberate bench stream-prefix $(ARGS)
+
+## The drafts the three ways to the final text are measured on (docs/refiner.md#three-ways-to-the-final-text): the
+## default Drafter's first rounds on 60 tuning problems (blocks 1 and 2), every draft whole (resumable).
+refine-drafts: install
+	DELIBERATE_MAX_REDRAFTS=0 $(VENV)/bin/deliberate eval --limit 60 --sizes 5 --ads 0 --no-refine-subsets \
+		--max-new-tokens 384 --early-stop off --exclude bench/eval/tuning_blocks_1_2_only.txt --name refine-drafts $(EVAL_ARGS)
+
+## Three ways to the final text on those drafts (passed through, refined, refined from the consensus prefix), each
+## through SolveStream and the gateway's stream; the default chosen by the rule fixed before the run. ARGS="--limit 2".
+refine-ways: install
+	$(VENV)/bin/deliberate bench refine-ways $(ARGS)
 
 ## Early stopping (streaming verification, aborting failed drafts, quorum) with against without, side by side:
 ## 50 GSM8K questions and 10 ad-selection instances, N=5, the default model (hours on 2 cores; resumable, the

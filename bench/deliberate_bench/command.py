@@ -34,6 +34,7 @@ BENCHMARKS = {
     "early-stop": "deliberate_bench.live.early_stop",
     "consensus": "deliberate_bench.live.consensus",
     "stream-prefix": "deliberate_bench.live.stream_prefix",
+    "refine-ways": "deliberate_bench.live.refine_ways",
     "soak": "deliberate_bench.live.soak",
     "reconnect": "deliberate_bench.live.reconnect",
     "lm-eval-gateway": "deliberate_bench.live.lm_eval_gateway",

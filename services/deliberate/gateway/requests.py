@@ -37,8 +37,14 @@ EARLY_STOP_SWITCHES = ("disable_streaming_verification", "disable_quorum", "repl
 EXTENSION_FIELDS = {
     "num_drafts", "max_draft_tokens", "constraints", "rule_packs", "context", "strategy_hints", "request_id",
     "include_thinking_trace", "disable_consensus_prefix", "disable_default_arithmetic",
-    *EARLY_STOP_SWITCHES, "quorum", "confidence_stop",
+    *EARLY_STOP_SWITCHES, "quorum", "confidence_stop", "final_text",
 }  # fmt: skip
+# `final_text`'s values: how the selected drafts become the answer (SolveRequest.final_text, docs/refiner.md).
+FINAL_TEXTS = {
+    "pass_through": pb.FINAL_TEXT_PASS_THROUGH,
+    "refine": pb.FINAL_TEXT_REFINE,
+    "prefix": pb.FINAL_TEXT_CONSENSUS_PREFIX,
+}
 # SolveRequest field paths in the Scheduler's errors → the body's fields (more per request: ChatRequest.renames).
 RENAMES = {
     "prompt": "messages",
@@ -135,6 +141,10 @@ def parse_chat_request(body: object, model_name: str) -> ChatRequest:
     solve.quorum = optional(body, "quorum", int) or 0
     if (confidence_stop := optional(body, "confidence_stop", bool)) is not None:  # unset: the Scheduler's default
         solve.confidence_stop = confidence_stop
+    if (way := optional(body, "final_text", str)) is not None:  # unset: the Scheduler's --final-text
+        if way not in FINAL_TEXTS:
+            raise invalid("final_text", f"must be one of {', '.join(FINAL_TEXTS)}")
+        solve.final_text = FINAL_TEXTS[way]
 
     chat.include_thinking_trace = optional(body, "include_thinking_trace", bool) or False
     chat.stream = optional(body, "stream", bool) or False

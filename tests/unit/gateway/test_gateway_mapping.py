@@ -276,6 +276,15 @@ def test_a_stream_sends_role_progress_trace_content_drafts_summary_and_usage_in_
     assert usage["choices"] == [] and usage["usage"]["total_tokens"] == 150
 
 
+def test_final_text_names_the_way_and_refuses_an_unknown_one():
+    assert parse_chat_request(body(final_text="pass_through"), MODEL).solve.final_text == pb.FINAL_TEXT_PASS_THROUGH
+    assert parse_chat_request(body(final_text="prefix"), MODEL).solve.final_text == pb.FINAL_TEXT_CONSENSUS_PREFIX
+    assert parse_chat_request(body(), MODEL).solve.final_text == pb.FINAL_TEXT_UNSPECIFIED
+    with pytest.raises(ApiError) as refused:
+        parse_chat_request(body(final_text="poem"), MODEL)
+    assert refused.value.param == "final_text"
+
+
 def test_a_stream_that_asked_for_the_trace_gets_it_as_the_content_s_first_line():
     chat = parse_chat_request(body(stream=True, include_thinking_trace=True), MODEL)
     items = stream_of(chat, solved(), ["It is", " 4.\n\nDone"])
