@@ -7,7 +7,7 @@ import (
 )
 
 // Event is one stage event of a SolveStream, as the contract's oneof: RoundStarted, DraftGenerated,
-// DraftVerified, DraftSelected, DraftDiscarded, ConsensusPrefix, RefineChunk, Final, or UnknownEvent for an event newer than
+// DraftVerified, DraftSelected, DraftDiscarded, ThinkingTrace, ConsensusPrefix, RefineChunk, Final, or UnknownEvent for an event newer than
 // this client. Each embeds the generated message, so its fields read directly (event.Round, event.Draft.Text).
 // The order they arrive in is documented in docs/scheduler.md ("SolveStream event order").
 type Event interface {
@@ -25,6 +25,8 @@ type (
 	DraftSelected struct{ *schedulerv1.DraftSelected }
 	// DraftDiscarded: a draft does not go to refinement, and why.
 	DraftDiscarded struct{ *schedulerv1.DraftDiscarded }
+	// ThinkingTrace: why this answer, sent once right after selection; beside the answer, never part of it.
+	ThinkingTrace struct{ *schedulerv1.ThinkingTrace }
 	// ConsensusPrefix: the opening enough drafts agree on, before refinement; the answer starts with it.
 	ConsensusPrefix struct{ *schedulerv1.ConsensusPrefix }
 	// RefineChunk: the next piece of the final answer's text.
@@ -42,6 +44,7 @@ func (DraftGenerated) isEvent()  {}
 func (DraftVerified) isEvent()   {}
 func (DraftSelected) isEvent()   {}
 func (DraftDiscarded) isEvent()  {}
+func (ThinkingTrace) isEvent()   {}
 func (ConsensusPrefix) isEvent() {}
 func (RefineChunk) isEvent()     {}
 func (Final) isEvent()           {}
@@ -83,6 +86,8 @@ func event(message *schedulerv1.SolveStreamResponse) Event {
 		return DraftSelected{e.DraftSelected}
 	case *schedulerv1.SolveStreamResponse_DraftDiscarded:
 		return DraftDiscarded{e.DraftDiscarded}
+	case *schedulerv1.SolveStreamResponse_ThinkingTrace:
+		return ThinkingTrace{e.ThinkingTrace}
 	case *schedulerv1.SolveStreamResponse_ConsensusPrefix:
 		return ConsensusPrefix{e.ConsensusPrefix}
 	case *schedulerv1.SolveStreamResponse_RefineChunk:

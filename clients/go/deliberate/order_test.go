@@ -13,7 +13,8 @@ import (
 //	per round: round_started (rounds 0, 1, … in turn), then its drafts' draft_generated and draft_verified,
 //	interleaved, each draft generated before it is verified, all num_drafts of them verified before the next
 //	round; then one draft_selected or draft_discarded per draft of every round (at least one selected, ranks
-//	0..k-1); then refine_chunk events; then one final, the last event, agreeing with what was streamed.
+//	0..k-1); then the thinking trace; then refine_chunk events; then one final, the last event, agreeing with what
+//	was streamed.
 type orderCheck struct {
 	phase               int
 	rounds              int
@@ -24,6 +25,7 @@ type orderCheck struct {
 	selected            map[int32]string
 	refined             strings.Builder
 	consensus           bool
+	trace               string // the thinking trace event's text
 }
 
 const (
@@ -81,8 +83,13 @@ func (c *orderCheck) next(event deliberate.Event) error {
 		return c.settle(e.DraftId)
 	case deliberate.DraftDiscarded:
 		return c.settle(e.DraftId)
+	case deliberate.ThinkingTrace:
+		if c.phase != settling || len(c.settled) != len(c.drafts) || c.trace != "" || e.Text == "" {
+			return fmt.Errorf("thinking trace before every draft was selected or discarded, after refinement began, twice or empty")
+		}
+		c.trace = e.Text
 	case deliberate.ConsensusPrefix:
-		if c.phase != settling || len(c.settled) != len(c.drafts) || c.consensus {
+		if c.phase != settling || c.trace == "" || len(c.settled) != len(c.drafts) || c.consensus {
 			return fmt.Errorf("consensus prefix before every draft was selected or discarded, after refinement began, or twice")
 		}
 		c.consensus = true
@@ -139,6 +146,9 @@ func (c *orderCheck) agrees(final *deliberate.SolveResponse) error {
 		if c.selected[int32(rank)] != id {
 			return fmt.Errorf("final ranks %s at %d; the stream ranked %v", id, rank, c.selected)
 		}
+	}
+	if final.ThinkingTrace != c.trace || strings.Contains(final.Answer, "THINKING_TRACE") {
+		return fmt.Errorf("final trace %q, streamed %q; the answer must not hold it", final.ThinkingTrace, c.trace)
 	}
 	// The refined text is the answer unless the re-check rejected it in favour of the best draft.
 	if !strings.Contains(final.StatusReason, "refinement rejected") && final.Answer != c.refined.String() {

@@ -21,9 +21,10 @@ func orderedEvents() []deliberate.Event {
 		generated("r-0-0"), generated("r-0-1"), verified("r-0-1"), verified("r-0-0"),
 		deliberate.DraftDiscarded{DraftDiscarded: &schedulerv1.DraftDiscarded{DraftId: "r-0-0"}},
 		deliberate.DraftSelected{DraftSelected: &schedulerv1.DraftSelected{DraftId: "r-0-1", Rank: 0}},
+		deliberate.ThinkingTrace{ThinkingTrace: &schedulerv1.ThinkingTrace{Text: "[THINKING_TRACE: Draft#1 scored 0.90]"}},
 		deliberate.RefineChunk{RefineChunk: &schedulerv1.RefineChunk{Text: "72"}},
 		deliberate.Final{SolveResponse: &schedulerv1.SolveResponse{
-			Answer: "72", Rounds: 1, SelectedDraftIds: []string{"r-0-1"},
+			Answer: "72", ThinkingTrace: "[THINKING_TRACE: Draft#1 scored 0.90]", Rounds: 1, SelectedDraftIds: []string{"r-0-1"},
 			Drafts: []*schedulerv1.DraftReport{{}, {}},
 		}},
 	}
@@ -49,11 +50,12 @@ func TestOrderCheckRejectsEachBreak(t *testing.T) {
 	cases := map[string][]deliberate.Event{
 		"verified before generated":     swap(2, 3),
 		"selected before all verified":  swap(4, 5),
-		"refine chunk before selection": swap(6, 7),
-		"no final":                      without(8),
+		"refine chunk before selection": swap(6, 8),
+		"trace before selection":        swap(6, 7),
+		"no final":                      without(9),
 		"no round_started":              without(0),
 		"a draft never verified":        without(3),
-		"final before the refine chunk": swap(7, 8),
+		"final before the refine chunk": swap(8, 9),
 	}
 	for name, events := range cases {
 		if err := checkEventOrder(events); err == nil {

@@ -30,8 +30,8 @@ export type SolveRequestInit = MessageInitShape<typeof SolveRequestSchema>;
 /**
  * One stage event of SolveStream: the proto's `event` oneof, discriminated by `case`. In the documented order
  * (docs/scheduler.md, "SolveStream event order"): roundStarted, then draftGenerated / draftVerified interleaved,
- * then draftSelected / draftDiscarded, then consensusPrefix (when drafts share an opening), then refineChunk, and
- * last exactly one final.
+ * then draftSelected / draftDiscarded, then thinkingTrace, then consensusPrefix (when drafts share an opening), then
+ * refineChunk, and last exactly one final.
  */
 export type SolveEvent = Exclude<SolveStreamResponse["event"], { case: undefined }>;
 

@@ -96,14 +96,18 @@ describe("SchedulerService through the TypeScript client", { skip: SKIP }, () =>
     assert.equal(generated.size, 2 * rounds);
     assert.equal(kinds.filter((kind) => kind === "draftVerified").length, 2 * rounds);
 
-    // Then every draft once, selected or discarded; then the refined answer in chunks; then final.
+    // Then every draft once, selected or discarded; the thinking trace; then the answer in chunks; then final.
     const lastVerified = kinds.lastIndexOf("draftVerified");
     const firstChunk = kinds.indexOf("refineChunk");
     assert.ok(firstChunk > lastVerified, "refinement streams after verification");
     // The drafts' consensus prefix, when they share an opening, comes last before refinement.
     const consensusAt = kinds.indexOf("consensusPrefix");
     assert.ok(consensusAt === -1 || consensusAt === firstChunk - 1, `${kinds}`);
-    const verdicts = events.slice(lastVerified + 1, consensusAt === -1 ? firstChunk : consensusAt);
+    // The thinking trace right after selection, beside the answer: never one of its chunks.
+    const traceAt = kinds.indexOf("thinkingTrace");
+    assert.equal(traceAt, (consensusAt === -1 ? firstChunk : consensusAt) - 1, `${kinds}`);
+    assert.ok(final.value.thinkingTrace.startsWith("[THINKING_TRACE:") && !final.value.answer.includes("THINKING_TRACE"));
+    const verdicts = events.slice(lastVerified + 1, traceAt);
     assert.ok(verdicts.every((event) => event.case === "draftSelected" || event.case === "draftDiscarded"), `${kinds}`);
     const decided = verdicts.map((event) => (event.case === "draftSelected" || event.case === "draftDiscarded" ? event.value.draftId : ""));
     assert.deepEqual(new Set(decided), new Set(generated.keys()), "every draft is selected or discarded, once");

@@ -105,6 +105,8 @@ func solveStreaming(ctx context.Context, client *deliberate.Client, request *del
 			fmt.Printf("  draft #%d selected   rank %d\n", index[e.DraftId], e.Rank)
 		case deliberate.DraftDiscarded:
 			fmt.Printf("  draft #%d discarded  %s\n", index[e.DraftId], e.Reason)
+		case deliberate.ThinkingTrace:
+			fmt.Printf("  %s\n", e.Text)
 		case deliberate.RefineChunk:
 			fmt.Print(e.Text)
 		case deliberate.Final:
