@@ -57,6 +57,9 @@ try {
       case "draftDiscarded":
         console.log(`  discarded ${event.value.draftId}: ${event.value.reason}`);
         break;
+      case "thinkingTrace":
+        console.log(`  ${event.value.text}`);
+        break;
       case "refineChunk":
         process.stdout.write(event.value.text);
         break;

@@ -8,7 +8,8 @@ console.log(response.answer);
 await client.submitFeedback(response.requestId, true); // the selection weights learn from it
 
 for await (const event of client.solveStream(request)) {
-  // event.case: roundStarted | draftGenerated | draftVerified | draftSelected | draftDiscarded | refineChunk | final
+  // event.case: roundStarted | draftGenerated | draftVerified | draftSelected | draftDiscarded | thinkingTrace |
+  //   consensusPrefix | refineChunk | final
   if (event.case === "refineChunk") process.stdout.write(event.value.text);
   if (event.case === "final") console.log(`\n${event.value.status === SolveStatus.VERIFIED ? "verified" : "not verified"}`);
 }
