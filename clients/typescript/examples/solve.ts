@@ -58,7 +58,7 @@ try {
         console.log(`  discarded ${event.value.draftId}: ${event.value.reason}`);
         break;
       case "thinkingTrace":
-        console.log(`  ${event.value.text}`);
+        console.log(event.value.text);
         break;
       case "refineChunk":
         process.stdout.write(event.value.text);

@@ -106,7 +106,7 @@ func solveStreaming(ctx context.Context, client *deliberate.Client, request *del
 		case deliberate.DraftDiscarded:
 			fmt.Printf("  draft #%d discarded  %s\n", index[e.DraftId], e.Reason)
 		case deliberate.ThinkingTrace:
-			fmt.Printf("  %s\n", e.Text)
+			fmt.Println(e.Text)
 		case deliberate.RefineChunk:
 			fmt.Print(e.Text)
 		case deliberate.Final:
