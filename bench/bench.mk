@@ -114,8 +114,8 @@ REPLAY_RUNS ?= bench/runs/eval-gsm8k-100.runs.jsonl bench/runs/eval-early-stop.r
 replay: install
 	for runs in $(REPLAY_RUNS); do $(VENV)/bin/deliberate eval --replay $$runs >/dev/null || exit 1; done
 
-## The headline table (docs/eval.md#results): eval-200's recorded drafts read as the default round (5 drafts, the
-## default number of programs and policy) with the project's targets; writes bench/results/eval-gsm8k.{json,md,png}.
+## The previous default model's headline (docs/eval.md#results): eval-200's recorded 0.5B drafts read as the default
+## round (5 drafts, the default number of programs and policy) with the targets; bench/results/eval-gsm8k-0.5b.*.
 HEADLINE_RUNS ?= bench/runs/eval-gsm8k-200.runs.jsonl
 eval-headline: install
 	$(VENV)/bin/deliberate bench headline $(HEADLINE_RUNS)
@@ -123,7 +123,7 @@ eval-headline: install
 ## The 200-problem evaluation on the default deployment (issue 40; docs/eval.md): eval-200's 200 problems (seed
 ## 2027), the default round live (5 drafts by the 1.5B model, the 0.5B Refiner, early stopping and one re-draft), with
 ## both embedded models' greedy prose and program passes beside it (bench/runs/eval-gsm8k-200-default.runs.jsonl;
-## about a minute per problem on 2 cores; resumable), then its headline (bench/results/eval-gsm8k-default.*).
+## about a minute per problem on 2 cores; resumable), then the project's headline (bench/results/eval-gsm8k.*).
 eval-default: install
 	DELIBERATE_MAX_REDRAFTS=$(EVAL_MAX_REDRAFTS) $(VENV)/bin/deliberate eval --limit 200 --seed 2027 --sizes 3,5 \
 		--ads 0 --max-new-tokens 384 --cross-drafter-model qwen2.5-coder-0.5b --name eval-gsm8k-200-default $(EVAL_ARGS)

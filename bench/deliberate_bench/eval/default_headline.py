@@ -132,7 +132,7 @@ def default_markdown(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_headline(argv, __doc__, "a runs file of the default round (make eval-default)", "eval-gsm8k-default",
+    return run_headline(argv, __doc__, "a runs file of the default round (make eval-default)", "eval-gsm8k",
                         default_headline, default_markdown)  # fmt: skip
 
 

@@ -244,7 +244,7 @@ def missed_sentence(missed: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_headline(argv, __doc__, "a runs file of a mixed-draft evaluation (make eval-200)", "eval-gsm8k",
+    return run_headline(argv, __doc__, "a runs file of a mixed-draft evaluation (make eval-200)", "eval-gsm8k-0.5b",
                         headline, headline_markdown)  # fmt: skip
 
 
