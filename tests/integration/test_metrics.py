@@ -20,7 +20,7 @@ from deliberate.cli.stack import SERVICES
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_client.client import DeliberateClient, build_request
 from tests.metrics import has, scrape, value
-from tests.unit.test_dashboard import dashboard_expressions
+from tests.repo.test_dashboard import dashboard_expressions
 
 pytestmark = pytest.mark.model
 
