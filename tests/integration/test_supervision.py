@@ -12,6 +12,8 @@ import pytest
 
 from deliberate.cli.stack import Ports, Stack
 from deliberate.cli.supervisor import Supervisor
+from deliberate.scheduler.decisions import best_draft_answer
+from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_client.client import DeliberateClient, build_request
 
 pytestmark = pytest.mark.model
@@ -61,7 +63,9 @@ def test_a_dead_refiner_costs_the_polish_not_the_answer(tmp_path):
         with DeliberateClient(stack.address) as client:
             request = build_request("What is 2 + 3?", num_drafts=2, max_new_tokens=24, refine_max_new_tokens=8)
             response = client.solve(request, timeout=90)
-    best = next(r.draft for r in response.drafts if r.draft.id == response.selected_draft_ids[0])
-    assert response.answer == best.text
+    report = next(r for r in response.drafts if r.draft.id == response.selected_draft_ids[0])
+    best = report.draft
+    # The best draft is the answer, its final line in plain text (as a passed-through answer is).
+    assert response.answer == best_draft_answer(report, pb.SolveRequest())
     assert "refinement unavailable (refiner unavailable" in response.status_reason
     assert f"answering with the best draft #{best.index}" in response.status_reason
