@@ -16,6 +16,7 @@ from ..core.requests import parse_output_schema
 from ..engines.base import Completion, Engine, TextDelta
 from ..engines.service import EngineServicer
 from ..selection.consensus import consensus
+from ..selection.final_text import passed_and_failed
 from .budget import Budget, BudgetTable, token_budget
 from .limits import REFINE
 from .prompts import SYSTEM_PROMPT, SelectedDraft, refine_user_message, thinking_trace_of
@@ -103,13 +104,12 @@ def chunk(text: str) -> refiner_service_pb2.RefineResponse:
 
 
 def selected_draft(item: refiner_service_pb2.VerifiedDraft) -> SelectedDraft:
-    rules = item.verdict.rule_results
+    passed, failed = passed_and_failed(item.verdict.rule_results)
     return SelectedDraft(
         index=item.draft.index,
         text=item.draft.text,
         score=item.verdict.score,
         valid=item.verdict.valid,
-        # An abstained rule checked nothing: the trace names only rules that passed a real check.
-        passed_rules=tuple(r.rule_id for r in rules if r.passed and not r.abstained),
-        failed_rules=tuple(r.rule_id for r in rules if not r.passed),
+        passed_rules=passed,
+        failed_rules=failed,
     )

@@ -7,7 +7,7 @@ from __future__ import annotations
 from deliberate_api.refiner.v1 import refiner_service_pb2
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 
-from ..selection.final_text import thinking_trace
+from ..selection.final_text import passed_and_failed, thinking_trace
 from . import decisions
 from .solve import DraftState
 
@@ -34,10 +34,8 @@ def trace_of(best: DraftState, request: pb.SolveRequest) -> str:
     """The thinking-trace marker of the best selected draft; "" where the request turns it off."""
     if request.disable_thinking_trace or best.verdict is None:
         return ""
-    rules = best.verdict.rule_results
-    # An abstained rule checked nothing: the trace names only rules that passed a real check.
-    passed = [r.rule_id for r in rules if r.passed and not r.abstained]
-    return thinking_trace(best.draft.index, best.verdict.score, passed, [r.rule_id for r in rules if not r.passed])
+    passed, failed = passed_and_failed(best.verdict.rule_results)
+    return thinking_trace(best.draft.index, best.verdict.score, passed, failed)
 
 
 def passed_through(best: DraftState, request: pb.SolveRequest) -> refiner_service_pb2.RefineFinal:

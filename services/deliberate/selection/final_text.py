@@ -4,7 +4,7 @@ the thinking-trace marker that says why — beside the answer, never inside it."
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from .answers import delatex
 
@@ -20,6 +20,14 @@ def thinking_trace(index: int, score: float, passed_rules: Sequence[str], failed
     if failed_rules:
         parts.append(f"failed {join_words(failed_rules)}")
     return f"[THINKING_TRACE: {', '.join(parts)}]"
+
+
+def passed_and_failed(rule_results: Iterable) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The ids of the rules that passed a real check and of those that failed: an abstained rule checked nothing,
+    so the trace names it in neither."""
+    results = list(rule_results)
+    passed = tuple(r.rule_id for r in results if r.passed and not r.abstained)
+    return passed, tuple(r.rule_id for r in results if not r.passed)
 
 
 def join_words(words: Sequence[str]) -> str:

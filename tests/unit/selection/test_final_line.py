@@ -24,3 +24,14 @@ def test_the_trace_names_the_draft_its_score_and_the_rules_that_really_ran():
         "[THINKING_TRACE: Draft#2 scored 0.88, passed arithmetic and program]"
     )
     assert thinking_trace(0, 0.4, [], ["final_answer"]) == "[THINKING_TRACE: Draft#0 scored 0.40, failed final_answer]"
+
+
+def test_an_abstained_rule_is_named_neither_passed_nor_failed():
+    from types import SimpleNamespace as Result
+
+    from deliberate.selection.final_text import passed_and_failed
+
+    results = [Result(rule_id="arithmetic", passed=True, abstained=False),
+               Result(rule_id="program", passed=True, abstained=True),
+               Result(rule_id="final_answer", passed=False, abstained=False)]  # fmt: skip
+    assert passed_and_failed(results) == (("arithmetic",), ("final_answer",))
