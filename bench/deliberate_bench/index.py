@@ -33,7 +33,11 @@ EVAL_200 = "eval.md#the-200-problem-evaluation"
 EVAL_DEFAULT = "eval.md#the-default-deployment-15b-drafts-the-05b-refiner"
 EARLY_STOP = "experiments/early-stopping.md#early-stopping-live-and-replayed"
 CHEAPER_ROUND = "experiments/early-stopping.md#a-cheaper-round-more-programs-chosen-on-the-tuning-blocks"
-BUSINESS = "business-cases.md#results-on-the-default-model-far-from-the-targets"
+BUSINESS = "business-cases.md#results-on-the-05b-model-far-from-the-targets"
+BUSINESS_DEFAULT_COMMAND = "deliberate bench business-eval --limit 3 --max-new-tokens 320 --name business-default"
+BUSINESS_DEFAULT = (
+    "business-cases.md#results-on-the-new-default-15b-drafts-the-05b-refiner-better-still-far-from-the-targets"
+)
 JUDGE = "judge.md#results"
 EVAL_100 = "eval.md#the-100-problem-run-prose-drafts-only-the-previous-round"
 LEARNED = "selection.md#the-learned-policy"
@@ -46,6 +50,7 @@ SPEED = "models.md#speed-where-the-time-goes"
 PROGRAM_DRAFTS = "scheduler.md#program-drafts"
 ONE_PROBLEM = "eval.md#what-one-problem-costs"
 BUDGETS = "models.md#prompts-and-budgets-measured-on-the-05b-model"
+REFINE_WAYS = "refiner.md#three-ways-to-the-final-text"
 FRONTIER = "models.md#the-frontier-which-model-where"
 FRONTIER_RUNS = tuple(f"frontier-qwen2.5-coder-{size}" for size in ("0.5b", "1.5b"))
 
@@ -66,9 +71,7 @@ FILES: dict[Path, tuple[Entry, ...]] = {
         Entry(("judge-dataset", "judge-dataset-qwen"), "make dataset", "judge.md#the-records-deliberate-dataset"),
         Entry(("business.runs.jsonl", "business-tuning.runs.jsonl"), 'make eval-business (EVAL_ARGS="--split tuning")',
               BUSINESS),
-        Entry(("business-default.runs.jsonl",),
-              "deliberate bench business-eval --limit 3 --max-new-tokens 320 --name business-default (in progress)",
-              BUSINESS),
+        Entry(("business-default.runs.jsonl",), BUSINESS_DEFAULT_COMMAND, BUSINESS_DEFAULT),
         Entry(("early_stop.runs.jsonl", "early_stop_cross_modal.runs.jsonl"), "make bench-early-stop", EARLY_STOP),
         Entry(("early_stop_aa.runs.jsonl",), "deliberate bench early-stop --same-both-sides", EARLY_STOP),
         Entry(("adaptive.runs.jsonl",), "make bench-adaptive", ADAPTIVE_LIVE),
@@ -77,6 +80,7 @@ FILES: dict[Path, tuple[Entry, ...]] = {
         Entry(("confidence_stop_live.runs.jsonl",), "deliberate bench early-stop --compare confidence",
               "experiments/early-stopping.md#the-confidence-stop-replayed-and-live"),
         Entry(tuple(f"{name}.runs.jsonl" for name in FRONTIER_RUNS), "make frontier-runs", FRONTIER),
+        Entry(("refine-drafts.runs.jsonl",), "make refine-drafts", REFINE_WAYS),
         Entry(("consensus.runs.jsonl",), "make bench-consensus", "refiner.md#consensus-benchmark"),
         Entry(("stream_prefix.runs.jsonl",), "make bench-stream-prefix", "refiner.md#consensus-benchmark"),
     ),
@@ -100,6 +104,7 @@ FILES: dict[Path, tuple[Entry, ...]] = {
         Entry(("judge-training.json",), "make train-judge", JUDGE),
         Entry(("judge-signal",), "make judge-signal", "judge.md#the-judge-as-a-selection-signal"),
         Entry(summaries("business", "business-tuning"), "make eval-business", BUSINESS),
+        Entry(summaries("business-default"), BUSINESS_DEFAULT_COMMAND, BUSINESS_DEFAULT),
         Entry(("early_stop.json", "early_stop_cross_modal.json"), "make bench-early-stop", EARLY_STOP),
         Entry(("early_stop_aa.json",), "deliberate bench early-stop --same-both-sides", EARLY_STOP),
         Entry(("adaptive.json",), "make bench-adaptive", ADAPTIVE_LIVE),
