@@ -66,3 +66,14 @@ def test_the_default_is_the_cheapest_way_within_the_allowance_of_the_best():
     lost = summary(records({"pass_through": 6, "refine": 7, "prefix": 7}))  # 10 points below on 10 problems
     assert lost["default"] == "refine" and lost["prefix_token_ratio"] == 1.5
     assert lost["ways"]["refine"]["accuracy"] == 70.0 and lost["same_selection_share"] == 1.0
+
+
+def test_the_prefix_is_the_default_only_where_it_meets_its_targets():
+    def records(prefix_tokens: float) -> list[dict]:
+        rows = {"pass_through": way(5, 0), "refine": way(7, 100), "prefix": way(7, prefix_tokens)}
+        return [{"ways": {w: {"grpc": rows[w][i]} for w in rows}} for i in range(10)]
+
+    cheap = summary(records(60))  # passing through loses 20 points; the prefix saves 40 % of the tokens
+    assert cheap["default"] == "prefix" and cheap["prefix_meets_targets"]
+    dear = summary(records(80))  # saves 20 %: not enough, however much cheaper than refining from nothing
+    assert dear["default"] == "refine" and not dear["prefix_meets_targets"]
