@@ -47,12 +47,17 @@ def test_an_answer_that_left_a_checked_plan_is_counted_and_a_plain_final_line_is
     assert changed["refine_tokens"] == 30 and changed["selected"] == "d1"
     unchecked = outcome(final("Final answer: \\boxed{8}", pb.SOLVE_STATUS_UNCHECKED, [], "7", 0), "8")
     assert not unchecked["checked_answer_changed"] and not unchecked["final_line"]
+    currency = outcome(final("Final answer: $8.00", pb.SOLVE_STATUS_UNCHECKED, [], "7", 0), "8")
+    assert currency["final_line"] and currency["selected_answer"] == "7"
+    inline_latex = outcome(final("Final answer: $8$", pb.SOLVE_STATUS_UNCHECKED, [], "7", 0), "8")
+    assert not inline_latex["final_line"]
 
 
 def way(good: int, tokens: float, n: int = 10) -> list[dict]:
     return [{"good": i < good, "refine_tokens": tokens, "refine_latency_s": tokens / 10,
              "first_content_after_drafts_s": 0.1, "final_line": True, "checked_answer_changed": False,
-             "replaced": False, "prefix_chars": 0, "selected": "d0"} for i in range(n)]  # fmt: skip
+             "replaced": False, "prefix_chars": 0, "selected": "d0", "selected_answer": "7"}
+            for i in range(n)]  # fmt: skip
 
 
 def test_the_default_is_the_cheapest_way_within_the_allowance_of_the_best():

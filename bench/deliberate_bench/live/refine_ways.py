@@ -59,7 +59,8 @@ RULE = (
 LABELS = {("grpc", "pass_through"): "A", ("grpc", "refine"): "B", ("grpc", "prefix"): "C",
           ("gateway", "pass_through"): "D", ("gateway", "refine"): "E", ("gateway", "prefix"): "F"}  # fmt: skip
 PLAN_CHECKS = ("program", "cross_check")  # a draft with these checked its plan: its answer may not change
-FINAL_LINE = re.compile(r"^Final answer: [^\\$]+$")
+# A plain final line: no LaTeX (no backslash, no $…$ pair); a currency sign alone ("$110") is plain text.
+FINAL_LINE = re.compile(r"^Final answer: (?!.*\\)(?!.*\$.*\$).+$")
 SEED = 7
 
 
@@ -132,6 +133,7 @@ def outcome(final: pb.SolveResponse, gold: str) -> dict:
         "good": same_answer(stated, gold),
         "status": pb.SolveStatus.Name(final.status).removeprefix("SOLVE_STATUS_").lower(),
         "selected": final.selected_draft_ids[0].rsplit("-", 1)[-1],
+        "selected_answer": best.verdict.extracted_answer,
         "refine_tokens": final.usage.completion_tokens - sum(r.draft.usage.completion_tokens for r in final.drafts),
         "refine_latency_s": round(final.timings.refine.ToTimedelta().total_seconds(), 3),
         "final_line": bool(lines) and bool(FINAL_LINE.match(lines[-1].strip())),
@@ -208,7 +210,14 @@ def summary(records: list[dict]) -> dict:
         way for way in WAYS if ways[way]["accuracy"] >= best - ALLOWANCE_POINTS and (way != "prefix" or prefix_earns_it)
     ]
     default = min(eligible, key=lambda way: (ways[way]["refine_tokens_mean"], ways[way]["refine_latency_p50_s"]))
-    same_selection = sum(len({r["ways"][way]["grpc"]["selected"] for way in WAYS}) == 1 for r in records)
+    # Tied drafts may be ranked in another order from one call to the next ("54" and "54 cubic feet"): compare answers.
+    same_selection = sum(
+        all(
+            same_answer(r["ways"][way]["grpc"]["selected_answer"], r["ways"]["refine"]["grpc"]["selected_answer"])
+            for way in WAYS
+        )
+        for r in records
+    )
     n = len(records)
     return {
         "problems": n,
@@ -226,7 +235,8 @@ def markdown(figures: dict) -> str:
     rows = ["| way | accuracy | refine tokens (mean) | refine p50 / p95 | first content after drafts (gRPC / gateway) "
             "| final line | checked answers changed |", "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
     for way, f in figures["ways"].items():
-        gateway = f"{f['gateway_first_content_after_drafts_s']} s" if f["gateway_first_content_after_drafts_s"] else "—"
+        gateway = f["gateway_first_content_after_drafts_s"]
+        gateway = "—" if gateway is None else f"{gateway} s"
         mark = " (default)" if way == figures["default"] else ""
         rows.append(
             f"| {way}{mark} | {f['accuracy']} % | {f['refine_tokens_mean']} | {f['refine_latency_p50_s']} s / "
@@ -239,7 +249,7 @@ def markdown(figures: dict) -> str:
         + f"\n\nRule: {figures['rule']}. Default: **{figures['default']}**. Prefix against refine: tokens "
         f"{figures['prefix_token_ratio']}×, latency p95 {figures['prefix_latency_p95_ratio']}×, accuracy "
         f"{figures['prefix_accuracy_change_points']:+} points (a prefix found on "
-        f"{100 * figures['prefix_found_share']:.0f} % of problems). Every way selected the same draft on "
+        f"{100 * figures['prefix_found_share']:.0f} % of problems). Every way selected a draft of the same answer on "
         f"{100 * figures['same_selection_share']:.0f} % of problems.\n"
     )
 
