@@ -27,8 +27,18 @@ def otlp_receiver():
         yield receiver
 
 
+@pytest.fixture(scope="session", autouse=True)
+def refined_answers():
+    """The integration tests exercise all four services, so their Schedulers refine (`--final-text refine`): the
+    deployed default, `pass_through`, calls no Refiner. test_final_text_ways asks for each way by request, and
+    tests/bench/test_refine_ways.py checks that the default is the way the measurement chose."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DELIBERATE_FINAL_TEXT", "refine")
+        yield
+
+
 @pytest.fixture(scope="session")
-def stack(otlp_receiver, tmp_path_factory):
+def stack(refined_answers, otlp_receiver, tmp_path_factory):
     log_dir = tmp_path_factory.mktemp("service-logs")
     # The test model's profile has no confidence floors, so the confidence stop never fires on its own; here it is
     # off unless a request asks, with a prose floor above any token confidence and no program floor, so a request

@@ -4,11 +4,10 @@ whichever the way, the thinking trace arrives as its own event before the answer
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from deliberate.scheduler.decisions import best_draft_answer
+from deliberate.selection.final_text import PLAIN_FINAL_LINE
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_client.client import DeliberateClient, build_request
 
@@ -44,7 +43,7 @@ def test_a_passed_through_answer_is_the_best_draft_streamed_whole_right_after_se
     assert final.refine_token_budget == 0 and final.timings.refine.ToTimedelta().total_seconds() < 1.0
     if best.verdict.extracted_answer:  # the Verifier read an answer: it ends the text as a plain final line
         last_line = final.answer.strip().splitlines()[-1]
-        assert re.fullmatch(r"Final answer: [^\\$]+", last_line), last_line
+        assert PLAIN_FINAL_LINE.fullmatch(last_line), last_line
 
 
 def test_a_refined_answer_streams_after_the_trace_event_and_never_contains_it(stack):

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import statistics
 import tempfile
 import time
@@ -35,6 +34,7 @@ from deliberate.cli.stack import Ports, Stack
 from deliberate.drafter.prompts import PROGRAM, PROGRAM_PREFILL, draft_plans
 from deliberate.engines.models import DEFAULT_REFINER_MODEL
 from deliberate.selection import same_answer
+from deliberate.selection.final_text import PLAIN_FINAL_LINE
 from deliberate.verifier.parsing import extract_final_answer
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_bench.results import RESULTS, RUNS, append_run, read_runs, read_runs_by_id, write_result
@@ -59,8 +59,6 @@ RULE = (
 LABELS = {("grpc", "pass_through"): "A", ("grpc", "refine"): "B", ("grpc", "prefix"): "C",
           ("gateway", "pass_through"): "D", ("gateway", "refine"): "E", ("gateway", "prefix"): "F"}  # fmt: skip
 PLAN_CHECKS = ("program", "cross_check")  # a draft with these checked its plan: its answer may not change
-# A plain final line: no LaTeX (no backslash, no $…$ pair); a currency sign alone ("$110") is plain text.
-FINAL_LINE = re.compile(r"^Final answer: (?!.*\\)(?!.*\$.*\$).+$")
 SEED = 7
 
 
@@ -136,10 +134,11 @@ def outcome(final: pb.SolveResponse, gold: str) -> dict:
         "selected_answer": best.verdict.extracted_answer,
         "refine_tokens": final.usage.completion_tokens - sum(r.draft.usage.completion_tokens for r in final.drafts),
         "refine_latency_s": round(final.timings.refine.ToTimedelta().total_seconds(), 3),
-        "final_line": bool(lines) and bool(FINAL_LINE.match(lines[-1].strip())),
+        "final_line": bool(lines) and bool(PLAIN_FINAL_LINE.match(lines[-1].strip())),
         "checked_answer_changed": checked and not same_answer(stated, best.verdict.extracted_answer),
         "prefix_chars": len(final.consensus_prefix),
         "replaced": "refinement rejected" in final.status_reason,
+        "status_reason": final.status_reason,
     }
 
 

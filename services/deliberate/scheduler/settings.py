@@ -104,12 +104,12 @@ class SchedulerSettings(DraftLimits, GenerationLimits, PromptLimits, DownstreamT
         "default is the one chosen on the tuning problems' replay (make bench-adaptive-stop).",
     )
     final_text: Literal["pass_through", "refine", "prefix"] = Field(
-        "refine",
+        "pass_through",
         description="How the selected drafts become the answer a person reads, unless the request says "
         "(SolveRequest.final_text): `pass_through` (the best draft, its final line in plain text, no Refiner "
         "call), `refine` (the Refiner writes a short worked solution) or `prefix` (the Refiner continues the "
-        "drafts' consensus prefix, streamed right after selection). docs/refiner.md, \"Three ways to the final "
-        'text".',
+        "drafts' consensus prefix, streamed right after selection). The default is the way `make refine-ways` "
+        'chose on tuning problems (docs/refiner.md, "Three ways to the final text").',
     )
     consensus_min_support: int = Field(
         3, description="Drafts that must agree (lines or computations) for a consensus prefix (clamped to N)."

@@ -10,6 +10,8 @@ from .answers import delatex
 
 # A stated final line, however the model marked it up: "Final answer: \(\boxed{72}\)", "**Final Answer:** 72".
 FINAL_LINE = re.compile(r"^[ \t>*#_]*final answer\b.*$", re.IGNORECASE | re.MULTILINE)
+# The final line as a person should read it: no LaTeX (no backslash, no $…$ pair); "$110" is plain text.
+PLAIN_FINAL_LINE = re.compile(r"^Final answer: (?!.*\\)(?!.*\$.*\$).+$")
 
 
 def thinking_trace(index: int, score: float, passed_rules: Sequence[str], failed_rules: Sequence[str]) -> str:
