@@ -199,7 +199,7 @@ def remove_containers() -> None:
 
 
 def ad_selection_request(request_id: str) -> pb.SolveRequest:
-    return build_request(
+    request = build_request(
         **example_ad_selection(),
         num_drafts=3,
         max_new_tokens=96,
@@ -207,6 +207,8 @@ def ad_selection_request(request_id: str) -> pb.SolveRequest:
         seed=11,
         request_id=request_id,
     )
+    request.final_text = pb.FINAL_TEXT_REFINE  # through the Refiner's container too (the default passes through)
+    return request
 
 
 def apples_request(request_id: str, **options) -> pb.SolveRequest:

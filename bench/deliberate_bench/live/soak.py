@@ -151,12 +151,16 @@ class Soak:
             client.solve(self.request(0), timeout=self.args.deadline * 3)
 
     def request(self, n: int) -> pb.SolveRequest:
-        return build_request(
+        request = build_request(
             f"What is {17 + n % 83} + {n % 41}?",
             num_drafts=self.args.drafts,
             max_new_tokens=self.args.max_new_tokens,
             refine_max_new_tokens=self.args.max_new_tokens,
         )
+        # Refined, so every solve needs all four services and the Refiner's fault meets requests (the deployed
+        # default passes the best draft through and calls no Refiner).
+        request.final_text = pb.FINAL_TEXT_REFINE
+        return request
 
     def run(self, faults: list[str], schedule: list[float]) -> None:
         self.begun = time.monotonic()
