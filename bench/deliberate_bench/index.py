@@ -35,6 +35,10 @@ EARLY_STOP = "experiments/early-stopping.md#early-stopping-live-and-replayed"
 CHEAPER_ROUND = "experiments/early-stopping.md#a-cheaper-round-more-programs-chosen-on-the-tuning-blocks"
 BUSINESS = "business-cases.md#results-on-the-05b-model-far-from-the-targets"
 BUSINESS_DEFAULT_COMMAND = "deliberate bench business-eval --limit 3 --max-new-tokens 320 --name business-default"
+BUSINESS_TUNING_DEFAULT_COMMAND = (
+    "deliberate bench business-eval --split tuning --limit 4 --rows single,single:program --max-new-tokens 320 "
+    "--name business-tuning-default"
+)
 BUSINESS_DEFAULT = (
     "business-cases.md#results-on-the-new-default-15b-drafts-the-05b-refiner-better-still-far-from-the-targets"
 )
@@ -72,6 +76,7 @@ FILES: dict[Path, tuple[Entry, ...]] = {
         Entry(("business.runs.jsonl", "business-tuning.runs.jsonl"), 'make eval-business (EVAL_ARGS="--split tuning")',
               BUSINESS),
         Entry(("business-default.runs.jsonl",), BUSINESS_DEFAULT_COMMAND, BUSINESS_DEFAULT),
+        Entry(("business-tuning-default.runs.jsonl",), BUSINESS_TUNING_DEFAULT_COMMAND, BUSINESS_DEFAULT),
         Entry(("early_stop.runs.jsonl", "early_stop_cross_modal.runs.jsonl"), "make bench-early-stop", EARLY_STOP),
         Entry(("early_stop_aa.runs.jsonl",), "deliberate bench early-stop --same-both-sides", EARLY_STOP),
         Entry(("adaptive.runs.jsonl",), "make bench-adaptive", ADAPTIVE_LIVE),
@@ -108,6 +113,7 @@ FILES: dict[Path, tuple[Entry, ...]] = {
         Entry(("judge-signal",), "make judge-signal", "judge.md#the-judge-as-a-selection-signal"),
         Entry(summaries("business", "business-tuning"), "make eval-business", BUSINESS),
         Entry(summaries("business-default"), BUSINESS_DEFAULT_COMMAND, BUSINESS_DEFAULT),
+        Entry(summaries("business-tuning-default"), BUSINESS_TUNING_DEFAULT_COMMAND, BUSINESS_DEFAULT),
         Entry(("early_stop.json", "early_stop_cross_modal.json"), "make bench-early-stop", EARLY_STOP),
         Entry(("early_stop_aa.json",), "deliberate bench early-stop --same-both-sides", EARLY_STOP),
         Entry(("adaptive.json",), "make bench-adaptive", ADAPTIVE_LIVE),
