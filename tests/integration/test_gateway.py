@@ -54,7 +54,7 @@ def test_a_chat_completion_is_the_staged_answer_with_its_drafts_as_further_choic
         n=2,
         temperature=0.4,
         seed=7,
-        extra_body={"num_drafts": 3, **SHORT},
+        extra_body={"num_drafts": 3, "final_text": "refine", **SHORT},  # refined: every stage spends tokens
     )
     summary = reply.model_extra["deliberate"]
     assert summary["status"] in STATUSES and summary["status_reason"]
