@@ -31,6 +31,7 @@ import urllib.request
 from pathlib import Path
 
 from deliberate.cli.stack import Ports, Stack
+from deliberate.core.requests import FINAL_TEXTS
 from deliberate.drafter.prompts import PROGRAM, PROGRAM_PREFILL, draft_plans
 from deliberate.engines.models import DEFAULT_REFINER_MODEL
 from deliberate.selection import same_answer
@@ -40,11 +41,7 @@ from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_bench.results import RESULTS, RUNS, append_run, read_runs, read_runs_by_id, write_result
 from deliberate_client.client import DeliberateClient, build_request
 
-WAYS = {
-    "pass_through": pb.FINAL_TEXT_PASS_THROUGH,
-    "refine": pb.FINAL_TEXT_REFINE,
-    "prefix": pb.FINAL_TEXT_CONSENSUS_PREFIX,
-}
+WAYS = FINAL_TEXTS  # name → SolveRequest.final_text
 ALLOWANCE_POINTS = 1.0  # the default: the cheapest way within this many points of the most accurate
 # The consensus prefix's targets against `refine` (the seed: -37 % tokens, P99 1.8 -> 1.1 s): it may be the
 # default only where it meets them.

@@ -4,8 +4,16 @@ themselves are declared in each service's limits.py and checked by core/limits.p
 from __future__ import annotations
 
 from deliberate_api.common.v1 import common_pb2
+from deliberate_api.scheduler.v1 import scheduler_service_pb2
 
 from .schemas import check_schema
+
+# The ways to the final text by the names the flags, the gateway and the lab use (SolveRequest.final_text).
+FINAL_TEXTS = {
+    "pass_through": scheduler_service_pb2.FINAL_TEXT_PASS_THROUGH,
+    "refine": scheduler_service_pb2.FINAL_TEXT_REFINE,
+    "prefix": scheduler_service_pb2.FINAL_TEXT_CONSENSUS_PREFIX,
+}
 
 
 class InvalidArgument(ValueError):

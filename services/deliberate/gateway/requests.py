@@ -16,6 +16,7 @@ from google.protobuf import json_format
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 
+from ..core.requests import FINAL_TEXTS
 from .errors import ApiError, invalid
 
 # Drafting sampling: these OpenAI fields keep their names in SolveRequest.sampling.
@@ -40,11 +41,6 @@ EXTENSION_FIELDS = {
     *EARLY_STOP_SWITCHES, "quorum", "confidence_stop", "final_text",
 }  # fmt: skip
 # `final_text`'s values: how the selected drafts become the answer (SolveRequest.final_text, docs/refiner.md).
-FINAL_TEXTS = {
-    "pass_through": pb.FINAL_TEXT_PASS_THROUGH,
-    "refine": pb.FINAL_TEXT_REFINE,
-    "prefix": pb.FINAL_TEXT_CONSENSUS_PREFIX,
-}
 # SolveRequest field paths in the Scheduler's errors → the body's fields (more per request: ChatRequest.renames).
 RENAMES = {
     "prompt": "messages",

@@ -7,16 +7,13 @@ from __future__ import annotations
 from deliberate_api.refiner.v1 import refiner_service_pb2
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 
+from ..core.requests import FINAL_TEXTS
 from ..selection.final_text import passed_and_failed, thinking_trace
 from . import decisions
 from .solve import DraftState
 
-WAYS = {
-    pb.FINAL_TEXT_PASS_THROUGH: "pass_through",
-    pb.FINAL_TEXT_REFINE: "refine",
-    pb.FINAL_TEXT_CONSENSUS_PREFIX: "prefix",
-}
-ENUM = {way: value for value, way in WAYS.items()}
+ENUM = FINAL_TEXTS
+WAYS = {value: way for way, value in ENUM.items()}
 
 
 def way_of(request: pb.SolveRequest, default: str) -> str:
