@@ -39,6 +39,11 @@ BUSINESS_TUNING_DEFAULT_COMMAND = (
     "deliberate bench business-eval --split tuning --limit 4 --rows single,single:program --max-new-tokens 320 "
     "--name business-tuning-default"
 )
+ADS_PROGRAMS = ("ads-programs-baseline", "ads-programs-prefill")
+ADS_PROGRAMS_COMMAND = (
+    "deliberate bench business-eval --split tuning --cases ads --rows single:program --max-new-tokens 320 "
+    "--name ads-programs-{baseline,prefill} (before and after the program's opening lines changed)"
+)
 BUSINESS_DEFAULT = (
     "business-cases.md#results-on-the-new-default-15b-drafts-the-05b-refiner-better-still-far-from-the-targets"
 )
@@ -77,6 +82,7 @@ FILES: dict[Path, tuple[Entry, ...]] = {
               BUSINESS),
         Entry(("business-default.runs.jsonl",), BUSINESS_DEFAULT_COMMAND, BUSINESS_DEFAULT),
         Entry(("business-tuning-default.runs.jsonl",), BUSINESS_TUNING_DEFAULT_COMMAND, BUSINESS_DEFAULT),
+        Entry(tuple(f"{name}.runs.jsonl" for name in ADS_PROGRAMS), ADS_PROGRAMS_COMMAND, BUSINESS_DEFAULT),
         Entry(("early_stop.runs.jsonl", "early_stop_cross_modal.runs.jsonl"), "make bench-early-stop", EARLY_STOP),
         Entry(("early_stop_aa.runs.jsonl",), "deliberate bench early-stop --same-both-sides", EARLY_STOP),
         Entry(("adaptive.runs.jsonl",), "make bench-adaptive", ADAPTIVE_LIVE),
@@ -114,6 +120,7 @@ FILES: dict[Path, tuple[Entry, ...]] = {
         Entry(summaries("business", "business-tuning"), "make eval-business", BUSINESS),
         Entry(summaries("business-default"), BUSINESS_DEFAULT_COMMAND, BUSINESS_DEFAULT),
         Entry(summaries("business-tuning-default"), BUSINESS_TUNING_DEFAULT_COMMAND, BUSINESS_DEFAULT),
+        Entry(summaries(*ADS_PROGRAMS), ADS_PROGRAMS_COMMAND, BUSINESS_DEFAULT),
         Entry(("early_stop.json", "early_stop_cross_modal.json"), "make bench-early-stop", EARLY_STOP),
         Entry(("early_stop_aa.json",), "deliberate bench early-stop --same-both-sides", EARLY_STOP),
         Entry(("adaptive.json",), "make bench-adaptive", ADAPTIVE_LIVE),

@@ -106,16 +106,25 @@ def skeleton(schema: dict, depth: int = 0) -> str:
 
 
 def decision_prefill(data: dict) -> str:
-    """DECISION_PREFILL, then each of `data`'s top-level entries read into a variable of its name, a table's with
-    its rows' fields, e.g. ``catalog = ctx["catalog"]  # each row has: id, cost, ctr, category``: the program
-    starts from the request's data, not data it makes up, and from the data's own field names."""
+    """DECISION_PREFILL, then each of `data`'s top-level entries read into a variable of its name, with what it
+    holds, e.g. ``catalog = ctx["catalog"]  # a list of 100 rows; each row has: id, cost, ctr, category``, and for
+    a table with ids its rows by id (``catalog_by_id = {row["id"]: row for row in catalog}``): the program starts
+    from the request's data, not data it makes up, from the data's own field names, and with a list of rows never
+    mistaken for a mapping from ids (`catalog[id]`, the commonest failure of the programs recorded)."""
     lines = []
     for key, value in list(data.items())[:MAX_PREFILL_NAMES]:
         if not key.isidentifier() or key == "ctx" or keyword.iskeyword(key):
             continue
         line = f"{key} = ctx[{json.dumps(key)}]"
-        if isinstance(value, list) and value and all(isinstance(row, dict) for row in value):
-            line += f"  # each row has: {', '.join(dict.fromkeys(field for row in value for field in row))}"
+        table = isinstance(value, list) and value and all(isinstance(row, dict) for row in value)
+        if table:
+            fields = list(dict.fromkeys(field for row in value for field in row))
+            lines.append(f"{line}  # a list of {len(value)} rows; each row has: {', '.join(fields)}")
+            if "id" in fields and f"{key}_by_id" not in data:
+                lines.append(f'{key}_by_id = {{row["id"]: row for row in {key}}}  # the rows of {key} by their id')
+            continue
+        if isinstance(value, list) and value:
+            line += f"  # a list of {len(value)} {type_name(value[0])}s"
         elif isinstance(value, dict) and value:
             line += f"  # keys: {', '.join(map(str, value))}"
         lines.append(line)

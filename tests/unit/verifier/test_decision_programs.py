@@ -117,8 +117,9 @@ def test_the_drafter_describes_the_data_s_shape_not_its_rows():
     assert str(first["ctr"]) not in message  # … and no row is shown
     assert '`answer` looks like {"selected_ids": [<int>, ...]}' in message
     assert decision_prefill(data).endswith(
-        'catalog = ctx["catalog"]  # each row has: id, cost, ctr, category\npool = ctx["pool"]\n'
-        'budget = ctx["budget"]\npicks = ctx["picks"]\n'
+        'catalog = ctx["catalog"]  # a list of 100 rows; each row has: id, cost, ctr, category\n'
+        'catalog_by_id = {row["id"]: row for row in catalog}  # the rows of catalog by their id\n'
+        'pool = ctx["pool"]  # a list of 100 ints\nbudget = ctx["budget"]\npicks = ctx["picks"]\n'
     )
 
 
