@@ -204,7 +204,9 @@ def test_the_credit_offer_example_runs_from_the_cli_through_the_whole_stack(stac
     solved = subprocess.run(
         [
             sys.executable, "-m", "deliberate_client.cli", "solve", "--example", "credit-offer",
-            "--address", stack.address, "--num-drafts", "2", "--max-new-tokens", "180",
+            # 3 drafts, 2 of them JSON: in one run of the whole suite the single JSON draft of 2 never reached
+            # the risk check (the small model's draft; the cause was not recorded), leaving no offer to look at.
+            "--address", stack.address, "--num-drafts", "3", "--max-new-tokens", "180",
             # A refinement cut this short is no valid answer: the best draft is answered as drafted.
             "--refine-max-new-tokens", "16", "--seed", "1", "--timeout", "600", "--json",
         ],
