@@ -12,8 +12,7 @@ from ..selection.final_text import passed_and_failed, thinking_trace
 from . import decisions
 from .solve import DraftState
 
-ENUM = FINAL_TEXTS
-WAYS = {value: way for way, value in ENUM.items()}
+WAYS = {value: way for way, value in FINAL_TEXTS.items()}  # SolveRequest.final_text → the way's name
 
 
 def way_of(request: pb.SolveRequest, default: str) -> str:

@@ -31,6 +31,7 @@ from deliberate_api.refiner.v1 import refiner_service_pb2
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 
 from ..core import metrics, telemetry
+from ..core.requests import FINAL_TEXTS
 from ..engines.interface import SamplingParams
 from ..selection import Selection, select
 from ..selection.consensus import Consensus, Step, consensus
@@ -276,7 +277,7 @@ class Pipeline:
             refine_budget_reason=refined.budget_reason,
             early_stop=solve.early_stop,
             selection_policy=selection.policy,
-            final_text=final_text.ENUM[solve.final_text],
+            final_text=FINAL_TEXTS[solve.final_text],
             redraft_feedback=solve.redraft_feedback,
         )
         decisions.add_plan_quality(response, best.verdict, solve.reference_plan)
