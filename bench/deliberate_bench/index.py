@@ -39,10 +39,13 @@ BUSINESS_TUNING_DEFAULT_COMMAND = (
     "deliberate bench business-eval --split tuning --limit 4 --rows single,single:program --max-new-tokens 320 "
     "--name business-tuning-default"
 )
-ADS_PROGRAMS = ("ads-programs-baseline", "ads-programs-prefill", "ads-programs-size")
+ADS_PROGRAMS = (
+    "ads-programs-baseline", "ads-programs-prefill", "ads-programs-size", "ads-programs-picks", "ads-programs-swap"
+)  # fmt: skip
 ADS_PROGRAMS_COMMAND = (
     "deliberate bench business-eval --split tuning --cases ads --rows single:program --max-new-tokens 320 "
-    "--name ads-programs-{baseline,prefill,size} (the program's opening lines before and after; the plan's size shown)"
+    "--name ads-programs-{baseline,prefill,size,picks,swap} (the program's opening lines before and after; the "
+    "plan's size shown; the rule's numbers in ctx; a plan that fits, then swaps)"
 )
 BUSINESS_DEFAULT = (
     "business-cases.md#results-on-the-new-default-15b-drafts-the-05b-refiner-better-still-far-from-the-targets"

@@ -80,7 +80,8 @@ def test_an_ad_decision_runs_its_program_over_the_request_s_data_and_never_answe
     programs = [r for r in response.drafts if r.draft.kind == "program" and not r.duplicate_of]
     opening = "```python\nimport json\n\n"
     assert programs and all(r.draft.text.startswith(opening) for r in programs)
-    assert all('catalog = ctx["catalog"]  # a list of 100 rows; each row has: ' in r.draft.text for r in programs)
+    described = 'catalog = ctx["catalog"]  # a list of 100 dicts; each dict has the keys '
+    assert all(described in r.draft.text for r in programs)
     for report in programs:
         if report.aborted.reason:
             continue

@@ -47,3 +47,22 @@ def _integral(value):
     if isinstance(value, dict):
         return {k: _integral(v) for k, v in value.items()}
     return value
+
+
+def in_reading_order(data: dict) -> list[tuple[str, object]]:
+    """`data`'s entries tables first, then other lists, then the rest, each group by name. The order a client wrote
+    is lost in the protobuf Struct the data travels in; a stable one keeps the prompt the same for the same data."""
+
+    def group(entry: tuple[str, object]) -> tuple[int, str]:
+        key, value = entry
+        if isinstance(value, list) and value and all(isinstance(row, dict) for row in value):
+            return 0, key
+        return (1 if isinstance(value, list) else 2 if isinstance(value, dict) else 3), key
+
+    return sorted(data.items(), key=group)
+
+
+def field_names(rows: list[dict]) -> list[str]:
+    """The keys of a table's rows, `id` first and the rest by name (see `in_reading_order`)."""
+    names = sorted({field for row in rows for field in row})
+    return sorted(names, key=lambda name: name != "id")

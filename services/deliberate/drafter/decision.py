@@ -13,37 +13,57 @@ import json
 import keyword
 import re
 
+from ..core.convert import field_names, in_reading_order
+
 # Strategy hints of decision programs, one per draft, cycling.
 # "The field the question maximizes", not "value": a small model reads a word in a hint as a key of the rows.
+# Each builds a plan of the size asked: a greedy pass that spends the budget on its first rows comes up short
+# (most failed programs recorded on the tuning catalogs printed too few ids).
 DECISION_STRATEGIES = (
-    "Sort the rows by the field the question maximizes, highest first, and add each row only if every rule still "
-    "holds after adding it.",
-    "Sort the rows by the field the question maximizes divided by their cost, highest first, and add each row "
-    "only if every rule still holds after adding it.",
-    "Write a function that checks every rule of the question, then build the plan greedily, keeping a row only "
-    "when the function accepts the plan.",
-    "Start from the rows best for the question's goal, then swap out the worst one while a rule is broken; check "
-    "every rule in code before printing.",
+    "Start from a plan that fits every rule (the cheapest rows), then swap a row for a better one while the plan "
+    "still fits.",
+    "Write a function that checks every rule of the question; start from the cheapest plan it accepts, then swap "
+    "in rows with a higher value of the field the question maximizes divided by their cost while it still accepts.",
+    "Sort the rows by the field the question maximizes divided by their cost, highest first; add a row only if "
+    "every rule still holds and enough budget is left for the rows still to pick.",
+    "Sort the rows by the field the question maximizes, highest first; add a row only if every rule still holds "
+    "and enough budget is left for the rows still to pick. Check every rule in code before printing.",
 )
 
 # One worked example on a made-up problem (boxes, not any request's domain): a small model copies the pattern —
-# read `ctx`, rank, add under every rule, print the JSON — far better than it follows a description of it.
+# read `ctx`, a function for the rules, a plan that fits, swaps that improve it, print the JSON — far better than
+# it follows a description of it.
 DECISION_EXAMPLE = """Example. Question: pick 2 boxes with the highest total value; total weight at most 10; \
-no two boxes of one color. The data: ctx["boxes"], a list of dicts; ctx["limit"] = 10.
+no two boxes of one color. The data: ctx["boxes"], a list of dicts; ctx["limit"] = 10; ctx["count"] = 2.
 ```python
 import json
 
-boxes = ctx["boxes"]  # each row has: id, weight, value, color
-limit = ctx["limit"]
+boxes = ctx["boxes"]  # a list of dicts; each dict has the keys id, color, value, weight
+limit = ctx["limit"]  # 10
+count = ctx["count"]  # 2
 
-ranked = sorted(boxes, key=lambda b: b["value"] / b["weight"], reverse=True)
-chosen, weight, colors = [], 0, set()
-for b in ranked:
-    if len(chosen) < 2 and weight + b["weight"] <= limit and b["color"] not in colors:
-        chosen.append(b["id"])
-        weight += b["weight"]
-        colors.add(b["color"])
-answer = {"box_ids": chosen}
+
+def fits(plan):  # every rule of the question
+    colors = [b["color"] for b in plan]
+    return len(plan) == count and sum(b["weight"] for b in plan) <= limit and len(set(colors)) == len(colors)
+
+
+# a plan that fits: the lightest boxes, one per color
+plan = []
+for b in sorted(boxes, key=lambda b: b["weight"]):
+    if len(plan) < count and b["color"] not in [p["color"] for p in plan]:
+        plan.append(b)
+# a better plan: swap a box for one of higher value while the plan still fits
+improved = True
+while improved:
+    improved = False
+    for i in range(len(plan)):
+        for b in sorted(boxes, key=lambda b: b["value"], reverse=True):
+            trial = plan[:i] + [b] + plan[i + 1 :]
+            if b not in plan and b["value"] > plan[i]["value"] and fits(trial):
+                plan, improved = trial, True
+                break
+answer = {"box_ids": [b["id"] for b in plan]}
 print(json.dumps(answer))
 ```"""
 
@@ -65,6 +85,7 @@ DECISION_PREFILL = "```python\nimport json\n\n"
 # How the prompt shows the data: a few rows of each list, values of a few scalars, nesting to this depth.
 MAX_DESCRIPTION_CHARS = 1500
 MAX_DEPTH = 3
+MAX_SHOWN_TEXT = 40  # a text scalar's value shown beside its variable up to this length
 MAX_PREFILL_NAMES = 8  # top-level entries of `ctx` the program's opening reads into variables
 # A run of at least this many table-like lines in the question is data the program reads from `ctx` instead.
 MIN_DATA_RUN = 6
@@ -107,19 +128,20 @@ def skeleton(schema: dict, depth: int = 0) -> str:
 
 def decision_prefill(data: dict) -> str:
     """DECISION_PREFILL, then each of `data`'s top-level entries read into a variable of its name, with what it
-    holds, e.g. ``catalog = ctx["catalog"]  # a list of 100 rows; each row has: id, cost, ctr, category``, and for
-    a table with ids its rows by id (``catalog_by_id = {row["id"]: row for row in catalog}``): the program starts
+    holds, e.g. ``catalog = ctx["catalog"]  # a list of 100 dicts; each dict has the keys id, category, cost, ctr``,
+    a scalar's value (``picks = ctx["picks"]  # 5``), in a fixed order (`in_reading_order`), and for a table with
+    ids its rows by id (``catalog_by_id = {row["id"]: row for row in catalog}``): the program starts
     from the request's data, not data it makes up, from the data's own field names, and with a list of rows never
     mistaken for a mapping from ids (`catalog[id]`, the commonest failure of the programs recorded)."""
     lines = []
-    for key, value in list(data.items())[:MAX_PREFILL_NAMES]:
+    for key, value in in_reading_order(data)[:MAX_PREFILL_NAMES]:
         if not key.isidentifier() or key == "ctx" or keyword.iskeyword(key):
             continue
         line = f"{key} = ctx[{json.dumps(key)}]"
         table = isinstance(value, list) and value and all(isinstance(row, dict) for row in value)
         if table:
-            fields = list(dict.fromkeys(field for row in value for field in row))
-            lines.append(f"{line}  # a list of {len(value)} rows; each row has: {', '.join(fields)}")
+            fields = field_names(value)
+            lines.append(f"{line}  # a list of {len(value)} dicts; each dict has the keys {', '.join(fields)}")
             if "id" in fields and f"{key}_by_id" not in data:
                 lines.append(f'{key}_by_id = {{row["id"]: row for row in {key}}}  # the rows of {key} by their id')
             continue
@@ -127,6 +149,8 @@ def decision_prefill(data: dict) -> str:
             line += f"  # a list of {len(value)} {type_name(value[0])}s"
         elif isinstance(value, dict) and value:
             line += f"  # keys: {', '.join(map(str, value))}"
+        elif isinstance(value, (bool, int, float)) or (isinstance(value, str) and len(value) <= MAX_SHOWN_TEXT):
+            line += f"  # {value!r}"  # a rule's number is one the program reads, and can see
         lines.append(line)
     return DECISION_PREFILL + "".join(f"{line}\n" for line in lines)
 
@@ -139,12 +163,12 @@ def decision_strategies_for(count: int, round_: int = 0, start: int = 0) -> list
 
 def describe_data(data: dict) -> str:
     """`ctx`'s shape as lines a small model can code against, e.g.
-    ``ctx["catalog"]: a list of 100 dicts with keys id (int), cost (int), ctr (float), category (str); the first 3:``
-    followed by those rows as JSON. Bounded by MAX_DESCRIPTION_CHARS."""
+    ``ctx["catalog"]: a list of 100 dicts, each {"id": <int>, "category": <str>, "cost": <int>, "ctr": <float>}``
+    (keys and types, never rows). Bounded by MAX_DESCRIPTION_CHARS."""
     if not data:
         return "ctx = {} (the request carries no data)"
     lines = []
-    for key, value in data.items():
+    for key, value in in_reading_order(data):
         lines += describe_value(f"ctx[{json.dumps(key)}]", value, depth=1)
     text = "\n".join(lines)
     return text if len(text) <= MAX_DESCRIPTION_CHARS else text[: MAX_DESCRIPTION_CHARS - 1] + "…"
@@ -164,7 +188,7 @@ def describe_value(path: str, value: object, depth: int) -> list[str]:
             return [f"{path} = []"]
         if all(isinstance(row, dict) for row in value):
             # Keys and types, no rows: a small model copies rows it is shown into its program as data of its own.
-            keys = list(dict.fromkeys(k for row in value for k in row))
+            keys = field_names(value)
             typed = ", ".join(f"{json.dumps(k)}: <{type_name(value[0].get(k))}>" for k in keys)
             return [f"{path}: a list of {len(value)} dicts, each {{{typed}}}"]
         return [f"{path}: a list of {len(value)} {type_name(value[0])}s"]

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
+from ..core.convert import field_names
 from ..core.schemas import shorten
 from ..selection.answers import answer_key, answer_value
 from .parsing import parse_json
@@ -219,11 +220,11 @@ def decision_program_rule(data: dict) -> Rule:
 
 def key_hint(detail: str, data: dict) -> str:
     """For a KeyError, the keys the program could have read — feedback a re-draft can act on: "(ctx has keys
-    catalog, pool, budget; the rows of ctx["catalog"] have id, cost, ctr, category)"."""
+    catalog, pool, budget; the rows of ctx["catalog"] have id, category, cost, ctr)"."""
     if not detail.startswith("KeyError"):
         return ""
     tables = [
-        f'the rows of ctx["{key}"] have {", ".join(dict.fromkeys(f for row in value for f in row))}'
+        f'the rows of ctx["{key}"] have {", ".join(field_names(value))}'
         for key, value in data.items()
         if isinstance(value, list) and value and all(isinstance(row, dict) for row in value)
     ]

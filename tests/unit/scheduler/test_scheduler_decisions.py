@@ -24,9 +24,10 @@ def test_a_decision_program_reads_the_context_and_the_packs_data_params():
     request = decision()
     request.context.update({"budget": 500})
     pack = request.constraints.add(rule_pack="ad_selection")
-    pack.params.update({"budget": 500, "catalog": CATALOG})
+    pack.params.update({"budget": 600, "catalog": CATALOG, "picks": 1, "unknown": 2})
     request.constraints.add(cel_expression="size(plan.selected_ids) == 1")
-    assert decision_data_of(request) == {"budget": 500, "catalog": CATALOG}
+    # the rule's numbers too (the program counts to `picks`); a param the pack does not declare as data stays out
+    assert decision_data_of(request) == {"budget": 500, "catalog": CATALOG, "picks": 1}
     request.context.update({"catalog": []})  # the context's own entry wins
     assert decision_data_of(request)["catalog"] == []
 

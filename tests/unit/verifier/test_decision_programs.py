@@ -113,13 +113,16 @@ def test_the_drafter_describes_the_data_s_shape_not_its_rows():
     first = data["catalog"][0]
     assert f"{first['id']} {first['cost']} " not in message  # the prompt's table is gone …
     assert "[100 data lines omitted: the program reads the same data from `ctx`]" in message
-    assert 'ctx["catalog"]: a list of 100 dicts, each {"id": <int>, "cost": <int>, "ctr": <float>' in message
+    assert (
+        'ctx["catalog"]: a list of 100 dicts, each {"id": <int>, "category": <str>, "cost": <int>, "ctr": <float>}'
+        in message
+    )
     assert str(first["ctr"]) not in message  # … and no row is shown
     assert '`answer` looks like {"selected_ids": [<int>, ...]}' in message
     assert decision_prefill(data).endswith(
-        'catalog = ctx["catalog"]  # a list of 100 rows; each row has: id, cost, ctr, category\n'
+        'catalog = ctx["catalog"]  # a list of 100 dicts; each dict has the keys id, category, cost, ctr\n'
         'catalog_by_id = {row["id"]: row for row in catalog}  # the rows of catalog by their id\n'
-        'pool = ctx["pool"]  # a list of 100 ints\nbudget = ctx["budget"]\npicks = ctx["picks"]\n'
+        'pool = ctx["pool"]  # a list of 100 ints\nbudget = ctx["budget"]  # 5000\npicks = ctx["picks"]  # 5\n'
     )
 
 
@@ -129,3 +132,11 @@ def test_short_tables_and_prose_lines_stay_in_the_question():
     assert skeleton({"type": "object", "properties": {"a": {"enum": ["x"]}, "b": {"type": "number"}}}) == (
         '{"a": "x", "b": <number>}'
     )
+
+
+def test_the_program_s_opening_is_the_same_whatever_order_the_data_arrived_in():
+    data = ads.context()  # a protobuf Struct does not keep the client's order of keys: rows or entries
+    reordered = {key: data[key] for key in reversed(list(data))}
+    reordered["catalog"] = [dict(reversed(list(row.items()))) for row in data["catalog"]]
+    assert decision_prefill(reordered) == decision_prefill(data)
+    assert decision_user_message("q", reordered, "s", None) == decision_user_message("q", data, "s", None)

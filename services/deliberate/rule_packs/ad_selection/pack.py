@@ -51,7 +51,9 @@ class AdSelectionPack(RulePack):
     answer_model = AdPlan
     params_model = AdSelectionParams
     uses = ("reference",)
-    data_params = ("catalog",)  # a decision program reads a catalog given in params as ctx["catalog"]
+    # A decision program reads a catalog given in params as ctx["catalog"], and the rule's numbers beside it: a plan
+    # of `ctx["picks"]` ads is one the program can count to (the recorded programs' commonest failure was the size).
+    data_params = ("catalog", "budget", "picks", "one_per_category")
 
     @property
     def reference(self) -> ReferenceStore | None:
