@@ -39,6 +39,9 @@ BUSINESS_TUNING_DEFAULT_COMMAND = (
     "deliberate bench business-eval --split tuning --limit 4 --rows single,single:program --max-new-tokens 320 "
     "--name business-tuning-default"
 )
+BUSINESS_TUNING_SWAP_COMMAND = BUSINESS_TUNING_DEFAULT_COMMAND.replace(
+    "business-tuning-default", "business-tuning-swap"
+)
 ADS_PROGRAMS = (
     "ads-programs-baseline", "ads-programs-prefill", "ads-programs-size", "ads-programs-picks", "ads-programs-swap"
 )  # fmt: skip
@@ -85,6 +88,7 @@ FILES: dict[Path, tuple[Entry, ...]] = {
               BUSINESS),
         Entry(("business-default.runs.jsonl",), BUSINESS_DEFAULT_COMMAND, BUSINESS_DEFAULT),
         Entry(("business-tuning-default.runs.jsonl",), BUSINESS_TUNING_DEFAULT_COMMAND, BUSINESS_DEFAULT),
+        Entry(("business-tuning-swap.runs.jsonl",), BUSINESS_TUNING_SWAP_COMMAND, BUSINESS_DEFAULT),
         Entry(tuple(f"{name}.runs.jsonl" for name in ADS_PROGRAMS), ADS_PROGRAMS_COMMAND, BUSINESS_DEFAULT),
         Entry(("early_stop.runs.jsonl", "early_stop_cross_modal.runs.jsonl"), "make bench-early-stop", EARLY_STOP),
         Entry(("early_stop_aa.runs.jsonl",), "deliberate bench early-stop --same-both-sides", EARLY_STOP),
@@ -123,6 +127,7 @@ FILES: dict[Path, tuple[Entry, ...]] = {
         Entry(summaries("business", "business-tuning"), "make eval-business", BUSINESS),
         Entry(summaries("business-default"), BUSINESS_DEFAULT_COMMAND, BUSINESS_DEFAULT),
         Entry(summaries("business-tuning-default"), BUSINESS_TUNING_DEFAULT_COMMAND, BUSINESS_DEFAULT),
+        Entry(summaries("business-tuning-swap"), BUSINESS_TUNING_SWAP_COMMAND, BUSINESS_DEFAULT),
         Entry(summaries(*ADS_PROGRAMS), ADS_PROGRAMS_COMMAND, BUSINESS_DEFAULT),
         Entry(("early_stop.json", "early_stop_cross_modal.json"), "make bench-early-stop", EARLY_STOP),
         Entry(("early_stop_aa.json",), "deliberate bench early-stop --same-both-sides", EARLY_STOP),
