@@ -50,6 +50,12 @@ ADS_PROGRAMS_COMMAND = (
     "--name ads-programs-{baseline,prefill,size,picks,swap} (the program's opening lines before and after; the "
     "plan's size shown; the rule's numbers in ctx; a plan that fits, then swaps)"
 )
+ADS_PIPELINE = ("ads-pipeline-swap",)
+ADS_PIPELINE_COMMAND = (
+    "deliberate bench business-eval --split tuning --cases ads --rows pipeline --max-new-tokens 320 "
+    "--name ads-pipeline-{swap,ranked} (the default round before and after: no quorum for a decision whose pack "
+    "scores plans, swaps by value per cost)"
+)
 BUSINESS_DEFAULT = (
     "business-cases.md#results-on-the-new-default-15b-drafts-the-05b-refiner-better-still-far-from-the-targets"
 )
@@ -90,6 +96,7 @@ FILES: dict[Path, tuple[Entry, ...]] = {
         Entry(("business-tuning-default.runs.jsonl",), BUSINESS_TUNING_DEFAULT_COMMAND, BUSINESS_DEFAULT),
         Entry(("business-tuning-swap.runs.jsonl",), BUSINESS_TUNING_SWAP_COMMAND, BUSINESS_DEFAULT),
         Entry(tuple(f"{name}.runs.jsonl" for name in ADS_PROGRAMS), ADS_PROGRAMS_COMMAND, BUSINESS_DEFAULT),
+        Entry(tuple(f"{name}.runs.jsonl" for name in ADS_PIPELINE), ADS_PIPELINE_COMMAND, BUSINESS_DEFAULT),
         Entry(("early_stop.runs.jsonl", "early_stop_cross_modal.runs.jsonl"), "make bench-early-stop", EARLY_STOP),
         Entry(("early_stop_aa.runs.jsonl",), "deliberate bench early-stop --same-both-sides", EARLY_STOP),
         Entry(("adaptive.runs.jsonl",), "make bench-adaptive", ADAPTIVE_LIVE),
@@ -129,6 +136,7 @@ FILES: dict[Path, tuple[Entry, ...]] = {
         Entry(summaries("business-tuning-default"), BUSINESS_TUNING_DEFAULT_COMMAND, BUSINESS_DEFAULT),
         Entry(summaries("business-tuning-swap"), BUSINESS_TUNING_SWAP_COMMAND, BUSINESS_DEFAULT),
         Entry(summaries(*ADS_PROGRAMS), ADS_PROGRAMS_COMMAND, BUSINESS_DEFAULT),
+        Entry(summaries(*ADS_PIPELINE), ADS_PIPELINE_COMMAND, BUSINESS_DEFAULT),
         Entry(("early_stop.json", "early_stop_cross_modal.json"), "make bench-early-stop", EARLY_STOP),
         Entry(("early_stop_aa.json",), "deliberate bench early-stop --same-both-sides", EARLY_STOP),
         Entry(("adaptive.json",), "make bench-adaptive", ADAPTIVE_LIVE),
