@@ -50,7 +50,7 @@ ADS_PROGRAMS_COMMAND = (
     "--name ads-programs-{baseline,prefill,size,picks,swap} (the program's opening lines before and after; the "
     "plan's size shown; the rule's numbers in ctx; a plan that fits, then swaps)"
 )
-ADS_PIPELINE = ("ads-pipeline-swap",)
+ADS_PIPELINE = ("ads-pipeline-swap", "ads-pipeline-ranked")
 ADS_PIPELINE_COMMAND = (
     "deliberate bench business-eval --split tuning --cases ads --rows pipeline --max-new-tokens 320 "
     "--name ads-pipeline-{swap,ranked} (the default round before and after: no quorum for a decision whose pack "
