@@ -55,11 +55,16 @@ def in_reading_order(data: dict) -> list[tuple[str, object]]:
 
     def group(entry: tuple[str, object]) -> tuple[int, str]:
         key, value = entry
-        if isinstance(value, list) and value and all(isinstance(row, dict) for row in value):
+        if is_table(value):
             return 0, key
         return (1 if isinstance(value, list) else 2 if isinstance(value, dict) else 3), key
 
     return sorted(data.items(), key=group)
+
+
+def is_table(value: object) -> bool:
+    """A non-empty list of dicts: rows a decision program reads by their keys."""
+    return isinstance(value, list) and bool(value) and all(isinstance(row, dict) for row in value)
 
 
 def field_names(rows: list[dict]) -> list[str]:

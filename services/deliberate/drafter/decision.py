@@ -13,7 +13,7 @@ import json
 import keyword
 import re
 
-from ..core.convert import field_names, in_reading_order
+from ..core.convert import field_names, in_reading_order, is_table
 
 # Strategy hints of decision programs, one per draft, cycling.
 # "The field the question maximizes", not "value": a small model reads a word in a hint as a key of the rows.
@@ -138,8 +138,7 @@ def decision_prefill(data: dict) -> str:
         if not key.isidentifier() or key == "ctx" or keyword.iskeyword(key):
             continue
         line = f"{key} = ctx[{json.dumps(key)}]"
-        table = isinstance(value, list) and value and all(isinstance(row, dict) for row in value)
-        if table:
+        if is_table(value):
             fields = field_names(value)
             lines.append(f"{line}  # a list of {len(value)} dicts; each dict has the keys {', '.join(fields)}")
             if "id" in fields and f"{key}_by_id" not in data:
@@ -186,7 +185,7 @@ def describe_value(path: str, value: object, depth: int) -> list[str]:
     if isinstance(value, list):
         if not value:
             return [f"{path} = []"]
-        if all(isinstance(row, dict) for row in value):
+        if is_table(value):
             # Keys and types, no rows: a small model copies rows it is shown into its program as data of its own.
             keys = field_names(value)
             typed = ", ".join(f"{json.dumps(k)}: <{type_name(value[0].get(k))}>" for k in keys)

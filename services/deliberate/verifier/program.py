@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
-from ..core.convert import field_names
+from ..core.convert import field_names, is_table
 from ..core.schemas import shorten
 from ..selection.answers import answer_key, answer_value
 from .parsing import parse_json
@@ -226,7 +226,7 @@ def key_hint(detail: str, data: dict) -> str:
     tables = [
         f'the rows of ctx["{key}"] have {", ".join(field_names(value))}'
         for key, value in data.items()
-        if isinstance(value, list) and value and all(isinstance(row, dict) for row in value)
+        if is_table(value)
     ]
     return f" (ctx has keys {', '.join(data)}{''.join('; ' + t for t in tables)})"
 
