@@ -3,8 +3,9 @@
 The model writes the method and the Verifier's sandbox does the arithmetic over the rows: the request's data is
 bound there as the variable `ctx` (the same object the Drafter receives in `GenerateDraftsRequest.context`), and
 the program prints the JSON plan last. The prompt describes the data's shape — keys, sizes, a few example rows —
-never all of it, and carries the strategies the seed names for selection problems (top by value, by value per
-cost, greedy under the budget, try and check).
+never all of it. For a selection problem the program may state the question's rules as the arguments of an exact
+engine, `best_rows` (the model writes the formulation, the solver computes: LLM-Modulo, OptiMUS), or compute a plan
+itself (the seed's strategies: a plan that fits, swaps for a higher value).
 """
 
 from __future__ import annotations
@@ -15,64 +16,60 @@ import re
 
 from ..core.convert import field_names, in_reading_order, is_table
 
-# Strategy hints of decision programs, one per draft, cycling.
+# Strategy hints of decision programs, one per draft, cycling. The first three formulate the question for the
+# exact engine, `best_rows` (`verifier.program.SolverCalls`), in different words; the last computes a plan by
+# itself, for a question the engine does not fit.
 # "The field the question maximizes", not "value": a small model reads a word in a hint as a key of the rows.
-# Each builds a plan of the size asked: a greedy pass that spends the budget on its first rows comes up short
-# (most failed programs recorded on the tuning catalogs printed too few ids).
 DECISION_STRATEGIES = (
-    "Start from a plan that fits every rule (the cheapest rows), then swap a row for a better one while the plan "
-    "still fits.",
-    "Write a function that checks every rule of the question; start from the cheapest plan it accepts, then swap "
-    "in rows with a higher value of the field the question maximizes divided by their cost while it still accepts.",
-    "Sort the rows by the field the question maximizes divided by their cost, highest first; add a row only if "
-    "every rule still holds and enough budget is left for the rows still to pick.",
-    "Sort the rows by the field the question maximizes, highest first; add a row only if every rule still holds "
-    "and enough budget is left for the rows still to pick. Check every rule in code before printing.",
+    "Call best_rows with the field the question maximizes, the number of rows it asks for, each limit on a total "
+    "(at_most) and its one-per rule, then print the plan.",
+    "Write a function that checks every rule of the question; get the plan from best_rows, check it with the "
+    "function, and print it.",
+    "Read the question's rules one by one and turn each into an argument of best_rows: what to maximize, how many "
+    "rows, which totals are capped (at_most), which field may not repeat (one_per).",
+    "Start from a plan that fits every rule (the cheapest rows), then swap a row for one with a higher value of "
+    "the field the question maximizes while the plan still fits.",
 )
 
 # One worked example on a made-up problem (boxes, not any request's domain): a small model copies the pattern —
-# read `ctx`, a function for the rules, a plan that fits, swaps that improve it, print the JSON — far better than
-# it follows a description of it.
+# read `ctx`, state the rules as best_rows's arguments, print the JSON — far better than it follows a description.
 DECISION_EXAMPLE = """Example. Question: pick 2 boxes with the highest total value; total weight at most 10; \
-no two boxes of one color. The data: ctx["boxes"], a list of dicts; ctx["limit"] = 10; ctx["count"] = 2.
+no two boxes of one color. The data: ctx["boxes"], a list of dicts; ctx["limit"] = 10; ctx["count"] = 2; \
+ctx["one_per_color"] = True.
 ```python
 import json
 
 boxes = ctx["boxes"]  # a list of dicts; each dict has the keys id, color, value, weight
-limit = ctx["limit"]  # 10
 count = ctx["count"]  # 2
+limit = ctx["limit"]  # 10
+one_per_color = ctx["one_per_color"]  # True
 
-
-def fits(plan):  # every rule of the question
-    colors = [b["color"] for b in plan]
-    return len(plan) == count and sum(b["weight"] for b in plan) <= limit and len(set(colors)) == len(colors)
-
-
-# a plan that fits: the lightest boxes, one per color
-plan = []
-for b in sorted(boxes, key=lambda b: b["weight"]):
-    if len(plan) < count and b["color"] not in [p["color"] for p in plan]:
-        plan.append(b)
-# a better plan: swap a box for one of higher value while the plan still fits
-improved = True
-while improved:
-    improved = False
-    for i in range(len(plan)):
-        for b in sorted(boxes, key=lambda b: b["value"], reverse=True):
-            trial = plan[:i] + [b] + plan[i + 1 :]
-            if b not in plan and b["value"] > plan[i]["value"] and fits(trial):
-                plan, improved = trial, True
-                break
+# the boxes of highest total value: exactly `count`, total weight at most `limit`, at most one box of a color
+plan = best_rows(
+    boxes,
+    maximize="value",
+    count=count,
+    at_most={"weight": limit},
+    one_per="color" if one_per_color else None,
+)
 answer = {"box_ids": [b["id"] for b in plan]}
 print(json.dumps(answer))
 ```"""
+
+# The exact engine, as the program sees it (the Verifier's sandbox defines it; `core.solver.best_rows` solves).
+BEST_ROWS_HELP = (
+    "`best_rows(rows, maximize, count=None, at_most=None, one_per=None)` is already defined: it returns the list of "
+    "rows (dicts) with the highest total of the field `maximize`, exactly `count` of them, the total of each field "
+    "in `at_most` (a dict: field -> limit) at most its limit, and at most one row for each value of the field "
+    "`one_per`. It raises ValueError when no choice fits."
+)
 
 DECISION_SYSTEM_PROMPT = (
     "You make business decisions by writing a short Python program. The request's data is already loaded in the "
     "variable `ctx` (a dict): read every number from it; never assign `ctx` and never type data in. Plain "
     "Python; `import json` is the only import. Use the variables the program starts with and the field names "
     "of the data. Check each rule of the question in code. `answer` is one JSON object (a dict), and the last line "
-    "is print(json.dumps(answer)).\n\n" + DECISION_EXAMPLE
+    "is print(json.dumps(answer)).\n" + BEST_ROWS_HELP + "\n\n" + DECISION_EXAMPLE
 )
 DECISION_ENDING = (
     "Write only the program, in one ```python block, without defining ctx. `answer` looks like {skeleton}. "

@@ -57,7 +57,7 @@ class ProgramLimits:
     recursion_depth: int = 200
     output_bytes: int = 64 * 2**10
     program_chars: int = 16_000
-    # Host round trips (name lookups the sandbox asks the host about); no host function is granted.
+    # Host round trips: name lookups the sandbox asks the host about, and calls of a decision program's `best_rows`.
     suspensions: int = 10
     # Waiting for a free worker when every one is busy; past it the draft fails (closed).
     checkout_s: float = 5.0
@@ -107,9 +107,12 @@ def check_program(text: str, limits: ProgramLimits = LIMITS) -> ProgramResult | 
     return read_answer(ran)
 
 
-def run_block(text: str, limits: ProgramLimits, inputs: dict | None = None) -> str | ProgramResult | None:
+def run_block(
+    text: str, limits: ProgramLimits, inputs: dict | None = None, host: dict | None = None
+) -> str | ProgramResult | None:
     """What the draft's last ```python block printed, a failed `ProgramResult` saying why it did not run to its end,
-    or None when the draft has no such block. `inputs`: globals bound before the program runs (`ctx`)."""
+    or None when the draft has no such block. `inputs`: globals bound before the program runs (`ctx`); `host`:
+    functions of this process the program may call (`best_rows`)."""
     block = find_program(text)
     if block is None:
         return None
@@ -121,7 +124,7 @@ def run_block(text: str, limits: ProgramLimits, inputs: dict | None = None) -> s
         )
     if not block.code.strip():
         return ProgramResult(False, "the ```python block is empty")
-    output, error = sandbox(limits).run(block.code, inputs)
+    output, error = sandbox(limits).run(block.code, inputs, host)
     if error is not None:
         return ProgramResult(False, error)
     return output
@@ -202,7 +205,7 @@ def decision_program_rule(data: dict) -> Rule:
                 f"{PROGRAM} failed: line {line} assigns ctx; the program must read the request's data in ctx, "
                 "not data of its own"
             )
-        ran = run_block(draft.text, DECISION_LIMITS, {"ctx": data})
+        ran = run_block(draft.text, DECISION_LIMITS, {"ctx": data}, {BEST_ROWS: SolverCalls().best_rows})
         if ran is None:
             return False, f"{PROGRAM} failed: a program draft without a ```python block"
         if isinstance(ran, ProgramResult):
@@ -216,6 +219,49 @@ def decision_program_rule(data: dict) -> Rule:
         return True, f"{PROGRAM} passed: printed {shorten(draft.extracted_answer, 80)}"
 
     return Rule(PROGRAM, True, check, substantive=True, waits_on_network=True)
+
+
+# The exact engine a decision program may call: `best_rows(rows, maximize, count=None, at_most=None, one_per=None)`
+# returns the rows of highest total `maximize` within the limits (`core.solver.best_rows`). The model writes the
+# formulation from the question's words; the rules check the plan it prints as any other plan.
+BEST_ROWS = "best_rows"
+
+
+@dataclass(frozen=True)
+class SolverLimits:
+    calls: int = 3  # per program run: a formulation, and a retry or two
+    rows: int = 2_000  # a table bigger than any request's data is a hostile program's
+    time_s: float = 0.5  # per solve; 100-120 rows take a few milliseconds
+
+
+SOLVER_LIMITS = SolverLimits()
+
+
+class SolverCalls:
+    """`best_rows` for one program run, counting its calls against SOLVER_LIMITS. Runs in the Verifier's process on
+    values the sandbox converted (plain lists, dicts, numbers), returns copies of the chosen rows."""
+
+    def __init__(self, limits: SolverLimits = SOLVER_LIMITS):
+        self.limits = limits
+        self.calls = 0
+
+    def best_rows(self, rows, maximize, count=None, at_most=None, one_per=None):
+        from ..core.solver import SelectionError, best_rows
+
+        self.calls += 1
+        if self.calls > self.limits.calls:
+            raise RuntimeError(f"best_rows was called more than {self.limits.calls} times")
+        if not isinstance(rows, list):
+            raise TypeError(f"best_rows: rows must be a list of dicts, not {type(rows).__name__}")
+        if len(rows) > self.limits.rows:
+            raise ValueError(f"best_rows: {len(rows):,} rows; the limit is {self.limits.rows:,}")
+        if at_most is not None and not isinstance(at_most, dict):
+            raise TypeError(f"best_rows: at_most must be a dict of field -> limit, e.g. {{'cost': 5000}}, not {at_most!r}")
+        try:
+            chosen = best_rows(rows, maximize, count, at_most, one_per, self.limits.time_s)
+        except SelectionError as error:
+            raise ValueError(f"best_rows: {error}") from None
+        return [rows[i] for i in chosen]
 
 
 def key_hint(detail: str, data: dict) -> str:
@@ -303,8 +349,9 @@ class Sandbox:
                 self.pool = pool
             return self.pool
 
-    def run(self, code: str, inputs: dict | None = None) -> tuple[str, str | None]:
-        """(what the program printed, None) or (what it printed, why it failed). `inputs`: globals bound first."""
+    def run(self, code: str, inputs: dict | None = None, host: dict | None = None) -> tuple[str, str | None]:
+        """(what the program printed, None) or (what it printed, why it failed). `inputs`: globals bound first;
+        `host`: functions the program may call, run in this process."""
         from pydantic_monty import CollectString, MontyCrashedError, MontyError, MontyRuntimeError, MontySyntaxError
 
         limits = self.limits
@@ -320,7 +367,7 @@ class Sandbox:
                 os_policy={"sleep": "zero", "random_start": {"seed": 0}},
             )
             with session:
-                session.feed_run(code, inputs=inputs, print_callback=output)
+                session.feed_run(code, inputs=inputs, external_lookup=host, print_callback=output)
         except (MontyRuntimeError, MontySyntaxError) as error:
             return output.output, describe_error(error, limits)
         except MontyCrashedError as error:
