@@ -3,7 +3,7 @@ failure message must say. Kept beside the check so the tests and the benchmark r
 
 from __future__ import annotations
 
-from .program import DECISION_LIMITS, LIMITS
+from .program import DECISION_LIMITS, LIMITS, SOLVER_LIMITS
 
 MEMORY_REFUSAL = "MiB of memory"
 TIME_REFUSAL = f"exceeded {LIMITS.time_s:g} s"
@@ -74,6 +74,19 @@ DECISION_HOSTILE_PROGRAMS: dict[str, tuple[str, str]] = {
         f"exceeded {DECISION_LIMITS.time_s:g} s",
     ),
     "another_requests_data": ("print(json.dumps({'selected_ids': leaked_ids}))\n", "NameError at line 2"),
+    # The exact engine is bounded: calls per run, rows per call, and only a list of dicts with numbers.
+    "solver_called_in_a_loop": (
+        'for i in range(1000):\n    best_rows(ctx["catalog"], "ctr", 3)\nprint(1)\n',
+        f"best_rows was called more than {SOLVER_LIMITS.calls} times",
+    ),
+    "solver_given_a_huge_table": (
+        'rows = [{"id": i, "ctr": i} for i in range(5_000)]\nprint(best_rows(rows, "ctr", 3))\n',
+        f"the limit is {SOLVER_LIMITS.rows:,}",
+    ),
+    "solver_given_text_to_maximize": (
+        'print(best_rows([{"id": 1, "ctr": "__import__"}], "ctr", 1))\n',
+        "is '__import__', not a number",
+    ),
 }
 
 

@@ -61,6 +61,27 @@ def test_a_decision_program_s_printed_plan_is_checked_by_every_rule_and_scored_a
     assert sum(ad["ctr"] for ad in DECISION_DATA["catalog"] if ad["id"] in best) == pytest.approx(quality.bound)
 
 
+def test_a_program_that_formulates_the_question_for_best_rows_prints_the_optimum():
+    """The exact engine in the sandbox: the plan the rules check is the solver's, so it scores the bound itself; a
+    formulation the engine cannot read fails with a message naming the argument."""
+    code = (
+        'plan = best_rows(ctx["catalog"], maximize="ctr", count=3, at_most={"cost": ctx["budget"]}, one_per="category")'
+        '\nprint(json.dumps({"selected_ids": [row["id"] for row in plan]}))\n'
+    )
+    verdict = verify_program(code)
+    assert verdict.valid, messages(verdict)
+    assert verdict.quality.objective == pytest.approx(verdict.quality.bound)
+    assert sorted(json.loads(verdict.extracted_answer)["selected_ids"]) == rule_set().reference_plan()[1]["selected_ids"]
+    wrong_field = verify_program(code.replace('maximize="ctr"', 'maximize="value"'))
+    assert not wrong_field.valid
+    assert "best_rows: maximize: rows[0] has no key 'value' (it has id, cost, ctr, category)" in messages(wrong_field)
+    impossible = verify_program(code.replace('ctx["budget"]', "100"))
+    assert "best_rows: no choice of rows satisfies the count and the limits" in messages(impossible)
+    # A formulation that forgets a rule prints a plan the pack refuses: the engine is no check of its own.
+    miscounted = verify_program(code.replace("count=3", "count=4"))
+    assert not miscounted.valid and "size_check failed" in messages(miscounted)
+
+
 def test_a_program_printing_a_python_literal_is_read_as_json():
     verdict = verify_program(GREEDY.replace("print(json.dumps(", "print((").replace("}))", "}))"))
     assert verdict.valid, messages(verdict)
