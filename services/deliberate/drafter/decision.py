@@ -17,16 +17,17 @@ import re
 from ..core.convert import field_names, in_reading_order, is_table
 
 # Strategy hints of decision programs, one per draft, cycling. The first three formulate the question for the
-# exact engine, `best_rows` (`verifier.program.SolverCalls`), in different words; the last computes a plan by
-# itself, for a question the engine does not fit.
+# exact engine, `best_rows` (`verifier.program.SolverCalls`), as the worked example does, each stressing what the
+# recorded programs got wrong (a cap on the wrong field, the one-per rule inverted, ids read from dicts as keys);
+# the last computes a plan by itself, for a question the engine does not fit.
 # "The field the question maximizes", not "value": a small model reads a word in a hint as a key of the rows.
 DECISION_STRATEGIES = (
-    "Call best_rows with the field the question maximizes, the number of rows it asks for, each limit on a total "
-    "(at_most) and its one-per rule, then print the plan.",
-    "Write a function that checks every rule of the question; get the plan from best_rows, check it with the "
-    "function, and print it.",
-    "Read the question's rules one by one and turn each into an argument of best_rows: what to maximize, how many "
-    "rows, which totals are capped (at_most), which field may not repeat (one_per).",
+    "Do as the example does: one call of best_rows with the field the question maximizes, the numbers read from "
+    "ctx and the data's own field names; print the ids of the rows it returns.",
+    "Call best_rows once, as the example does: the total the question caps goes in at_most with its limit from "
+    "ctx, and the field that may not repeat in one_per (None when the question allows repeats).",
+    "As in the example, plan = best_rows(...); the rows it returns are dicts, so the answer lists row[\"id\"] for "
+    "each row of the plan.",
     "Start from a plan that fits every rule (the cheapest rows), then swap a row for one with a higher value of "
     "the field the question maximizes while the plan still fits.",
 )
@@ -126,10 +127,9 @@ def skeleton(schema: dict, depth: int = 0) -> str:
 def decision_prefill(data: dict) -> str:
     """DECISION_PREFILL, then each of `data`'s top-level entries read into a variable of its name, with what it
     holds, e.g. ``catalog = ctx["catalog"]  # a list of 100 dicts; each dict has the keys id, category, cost, ctr``,
-    a scalar's value (``picks = ctx["picks"]  # 5``), in a fixed order (`in_reading_order`), and for a table with
-    ids its rows by id (``catalog_by_id = {row["id"]: row for row in catalog}``): the program starts
-    from the request's data, not data it makes up, from the data's own field names, and with a list of rows never
-    mistaken for a mapping from ids (`catalog[id]`, the commonest failure of the programs recorded)."""
+    a scalar's value (``picks = ctx["picks"]  # 5``), in a fixed order (`in_reading_order`): the program starts
+    from the request's data, not data it makes up, and from the data's own field names. (A table's rows by id,
+    once given here against `catalog[id]`, led programs calling `best_rows` to look its returned rows up as ids.)"""
     lines = []
     for key, value in in_reading_order(data)[:MAX_PREFILL_NAMES]:
         if not key.isidentifier() or key == "ctx" or keyword.iskeyword(key):
@@ -137,11 +137,8 @@ def decision_prefill(data: dict) -> str:
         line = f"{key} = ctx[{json.dumps(key)}]"
         if is_table(value):
             fields = field_names(value)
-            lines.append(f"{line}  # a list of {len(value)} dicts; each dict has the keys {', '.join(fields)}")
-            if "id" in fields and f"{key}_by_id" not in data:
-                lines.append(f'{key}_by_id = {{row["id"]: row for row in {key}}}  # the rows of {key} by their id')
-            continue
-        if isinstance(value, list) and value:
+            line += f"  # a list of {len(value)} dicts; each dict has the keys {', '.join(fields)}"
+        elif isinstance(value, list) and value:
             line += f"  # a list of {len(value)} {type_name(value[0])}s"
         elif isinstance(value, dict) and value:
             line += f"  # keys: {', '.join(map(str, value))}"

@@ -75,6 +75,11 @@ DECISION_HOSTILE_PROGRAMS: dict[str, tuple[str, str]] = {
     ),
     "another_requests_data": ("print(json.dumps({'selected_ids': leaked_ids}))\n", "NameError at line 2"),
     # The exact engine is bounded: calls per run, rows per call, and only a list of dicts with numbers.
+    "solver_replaced_by_a_stub": (
+        'def best_rows(rows, maximize, count=None, at_most=None, one_per=None):\n    return rows[:3]\n'
+        'print(json.dumps({"selected_ids": [a["id"] for a in best_rows(ctx["catalog"], "ctr")]}))\n',
+        "line 2 defines best_rows; it is already defined: call it",
+    ),
     "solver_called_in_a_loop": (
         'for i in range(1000):\n    best_rows(ctx["catalog"], "ctr", 3)\nprint(1)\n',
         f"best_rows was called more than {SOLVER_LIMITS.calls} times",

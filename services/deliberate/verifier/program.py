@@ -200,11 +200,14 @@ def decision_program_rule(data: dict) -> Rule:
 
     def check(draft: Draft) -> tuple[bool, str]:
         block = find_program(draft.text)
-        if block is not None and block.code is not None and (line := assigns_ctx(block.code)):
+        code = block.code if block is not None else None
+        if code is not None and (line := binds(code, "ctx")):
             return False, (
                 f"{PROGRAM} failed: line {line} assigns ctx; the program must read the request's data in ctx, "
                 "not data of its own"
             )
+        if code is not None and (line := binds(code, BEST_ROWS)):
+            return False, f"{PROGRAM} failed: line {line} defines {BEST_ROWS}; it is already defined: call it"
         ran = run_block(draft.text, DECISION_LIMITS, {"ctx": data}, {BEST_ROWS: SolverCalls().best_rows})
         if ran is None:
             return False, f"{PROGRAM} failed: a program draft without a ```python block"
@@ -277,16 +280,19 @@ def key_hint(detail: str, data: dict) -> str:
     return f" (ctx has keys {', '.join(data)}{''.join('; ' + t for t in tables)})"
 
 
-def assigns_ctx(code: str) -> int | None:
-    """The line of the first statement that binds the name `ctx` (a program that types in data of its own computes
-    a plan for data that is not the request's); None when none does or the code is not Python the check can read
+def binds(code: str, name: str) -> int | None:
+    """The line of the first statement that binds `name` — assigns it or defines a function of that name (a program
+    that types in `ctx` computes a plan for data that is not the request's; one that writes its own `best_rows`
+    replaces the exact engine with a stub) —; None when none does or the code is not Python the check can read
     (the sandbox then reports why)."""
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id == "ctx" and isinstance(node.ctx, ast.Store):
+        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store):
+            return node.lineno
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
             return node.lineno
     return None
 

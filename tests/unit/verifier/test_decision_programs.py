@@ -142,7 +142,6 @@ def test_the_drafter_describes_the_data_s_shape_not_its_rows():
     assert '`answer` looks like {"selected_ids": [<int>, ...]}' in message
     assert decision_prefill(data).endswith(
         'catalog = ctx["catalog"]  # a list of 100 dicts; each dict has the keys id, category, cost, ctr\n'
-        'catalog_by_id = {row["id"]: row for row in catalog}  # the rows of catalog by their id\n'
         'pool = ctx["pool"]  # a list of 100 ints\nbudget = ctx["budget"]  # 5000\npicks = ctx["picks"]  # 5\n'
     )
 
