@@ -24,8 +24,8 @@ from ..core.convert import field_names, in_reading_order, is_table
 DECISION_STRATEGIES = (
     "Do as the example does: one call of best_rows with the field the question maximizes, the numbers read from "
     "ctx and the data's own field names; print the ids of the rows it returns.",
-    "Call best_rows once, as the example does: the total the question caps goes in at_most with its limit from "
-    "ctx, and the field that may not repeat in one_per (None when the question allows repeats).",
+    "Call best_rows once, as the example does: at_most maps the field whose total the question limits (a cost, a "
+    "weight) to its limit read from ctx; one_per is the field that may not repeat (None when repeats are allowed).",
     "As in the example, plan = best_rows(...); the rows it returns are dicts, so the answer lists row[\"id\"] for "
     "each row of the plan.",
     "Start from a plan that fits every rule (the cheapest rows), then swap a row for one with a higher value of "
@@ -35,19 +35,20 @@ DECISION_STRATEGIES = (
 # One worked example on a made-up problem (boxes, not any request's domain): a small model copies the pattern —
 # read `ctx`, state the rules as best_rows's arguments, print the JSON — far better than it follows a description.
 DECISION_EXAMPLE = """Example. Question: pick 2 boxes with the highest total value; total weight at most 10; \
-no two boxes of one color. The data: ctx["boxes"], a list of dicts; ctx["limit"] = 10; ctx["count"] = 2; \
-ctx["one_per_color"] = True.
+no two boxes of one color; only boxes whose id is allowed. The data: ctx["boxes"], a list of dicts; \
+ctx["allowed"], a list of ids; ctx["limit"] = 10; ctx["count"] = 2; ctx["one_per_color"] = True.
 ```python
 import json
 
-boxes = ctx["boxes"]  # a list of dicts; each dict has the keys id, color, value, weight
+boxes = ctx["boxes"]  # a list of 8 dicts; each dict has the keys id, color, value, weight
+allowed = ctx["allowed"]  # a list of 6 ints
 count = ctx["count"]  # 2
 limit = ctx["limit"]  # 10
 one_per_color = ctx["one_per_color"]  # True
 
 # the boxes of highest total value: exactly `count`, total weight at most `limit`, at most one box of a color
 plan = best_rows(
-    boxes,
+    [b for b in boxes if b["id"] in allowed],  # rows: the dicts that may be chosen
     maximize="value",
     count=count,
     at_most={"weight": limit},
@@ -59,8 +60,8 @@ print(json.dumps(answer))
 
 # The exact engine, as the program sees it (the Verifier's sandbox defines it; `core.solver.best_rows` solves).
 BEST_ROWS_HELP = (
-    "`best_rows(rows, maximize, count=None, at_most=None, one_per=None)` is already defined: it returns the list of "
-    "rows (dicts) with the highest total of the field `maximize`, exactly `count` of them, the total of each field "
+    "`best_rows(rows, maximize, count=None, at_most=None, one_per=None)` is already defined: from `rows`, the list "
+    "of dicts that may be chosen, it returns the list of rows with the highest total of the field `maximize`, exactly `count` of them, the total of each field "
     "in `at_most` (a dict: field -> limit) at most its limit, and at most one row for each value of the field "
     "`one_per`. It raises ValueError when no choice fits."
 )

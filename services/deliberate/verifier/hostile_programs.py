@@ -53,6 +53,7 @@ DECISION_DATA = {
         {"id": i, "cost": 400 + 20 * (37 * i % 60), "ctr": round(0.01 + 0.001 * i, 4), "category": f"c{i % 7}"}
         for i in range(1, 121)
     ],
+    "pool": list(range(1, 121)),
     "budget": 3600,
 }
 DECISION_HOSTILE_PROGRAMS: dict[str, tuple[str, str]] = {
@@ -87,6 +88,10 @@ DECISION_HOSTILE_PROGRAMS: dict[str, tuple[str, str]] = {
     "solver_given_a_huge_table": (
         'rows = [{"id": i, "ctr": i} for i in range(5_000)]\nprint(best_rows(rows, "ctr", 3))\n',
         f"the limit is {SOLVER_LIMITS.rows:,}",
+    ),
+    "solver_given_ids_for_rows": (
+        'print(best_rows(ctx["pool"], "ctr", 3))\n',
+        'rows must be a list of dicts such as ctx["catalog"], not a list of ints',
     ),
     "solver_given_text_to_maximize": (
         'print(best_rows([{"id": 1, "ctr": "__import__"}], "ctr", 1))\n',

@@ -208,7 +208,7 @@ def decision_program_rule(data: dict) -> Rule:
             )
         if code is not None and (line := binds(code, BEST_ROWS)):
             return False, f"{PROGRAM} failed: line {line} defines {BEST_ROWS}; it is already defined: call it"
-        ran = run_block(draft.text, DECISION_LIMITS, {"ctx": data}, {BEST_ROWS: SolverCalls().best_rows})
+        ran = run_block(draft.text, DECISION_LIMITS, {"ctx": data}, {BEST_ROWS: SolverCalls(data).best_rows})
         if ran is None:
             return False, f"{PROGRAM} failed: a program draft without a ```python block"
         if isinstance(ran, ProgramResult):
@@ -244,7 +244,8 @@ class SolverCalls:
     """`best_rows` for one program run, counting its calls against SOLVER_LIMITS. Runs in the Verifier's process on
     values the sandbox converted (plain lists, dicts, numbers), returns copies of the chosen rows."""
 
-    def __init__(self, limits: SolverLimits = SOLVER_LIMITS):
+    def __init__(self, data: dict, limits: SolverLimits = SOLVER_LIMITS):
+        self.tables = [key for key, value in data.items() if is_table(value)]  # named when `rows` is no table
         self.limits = limits
         self.calls = 0
 
@@ -254,8 +255,13 @@ class SolverCalls:
         self.calls += 1
         if self.calls > self.limits.calls:
             raise RuntimeError(f"best_rows was called more than {self.limits.calls} times")
-        if not isinstance(rows, list):
-            raise TypeError(f"best_rows: rows must be a list of dicts, not {type(rows).__name__}")
+        if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+            such_as = "".join(f' such as ctx["{table}"]' for table in self.tables[:1])
+            if isinstance(rows, list):
+                given = "a list of " + type(next(r for r in rows if not isinstance(r, dict))).__name__ + "s"
+            else:
+                given = f"a {type(rows).__name__}"
+            raise TypeError(f"best_rows: rows must be a list of dicts{such_as}, not {given}")
         if len(rows) > self.limits.rows:
             raise ValueError(f"best_rows: {len(rows):,} rows; the limit is {self.limits.rows:,}")
         if at_most is not None and not isinstance(at_most, dict):
