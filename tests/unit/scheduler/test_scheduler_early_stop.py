@@ -11,8 +11,10 @@ from deliberate.engines.models import confidence_floors
 from deliberate.scheduler.rounds.stopping_rules import (
     ConfidenceStops,
     cancel_came_too_late,
+    decision_reason,
     options_of,
     quorum_reason,
+    scored_against_bound,
     stopped_verdict,
 )
 from deliberate.scheduler.settings import SchedulerSettings
@@ -36,6 +38,27 @@ def test_a_lead_the_drafts_still_generating_cannot_overturn_ends_the_round():
 
 def test_drafts_without_an_answer_are_no_votes():
     assert quorum_reason(["", ""], generating=0, quorum=1) == ""
+
+
+def plan_verdict(objective: float, bound: float | None, valid: bool = True) -> common_pb2.DraftVerdict:
+    quality = common_pb2.PlanQuality(name="total ctr", objective=objective, description=f"total ctr {objective}")
+    if bound is not None:
+        quality.bound = bound
+    return common_pb2.DraftVerdict(valid=valid, quality=quality)
+
+
+def test_a_decision_scored_against_a_bound_ends_on_a_plan_at_the_bound_not_on_agreement():
+    agreeing = [plan_verdict(0.1546, 0.3426)] * 4  # four prose plans at 0.45 of the optimum (ads-001)
+    assert scored_against_bound(agreeing) and decision_reason(scored_against_bound(agreeing)) == ""
+    at_bound = scored_against_bound([*agreeing, plan_verdict(0.3426, 0.3426)])
+    assert decision_reason(at_bound) == "optimum: a valid plan reaches the bound (total ctr 0.3426)"
+    # The optimum's sum in another order differs in the last bits: still at the bound.
+    assert decision_reason(scored_against_bound([plan_verdict(0.1 + 0.2 + 0.3, 0.3 + 0.2 + 0.1)]))
+    # Invalid plans, and plans with no bound (credit, promotion), are not scored against one: the quorum applies.
+    assert scored_against_bound([plan_verdict(0.5, 0.5, valid=False), plan_verdict(0.5, None)]) == []
+    default, named = options_of(pb.SolveRequest(), 5), options_of(pb.SolveRequest(quorum=3), 5)
+    assert default.default_quorum and not named.default_quorum, "a quorum the request names is kept as asked"
+    assert not options_of(pb.SolveRequest(disable_quorum=True), 5).default_quorum
 
 
 def test_every_behaviour_is_switchable_per_request():

@@ -19,7 +19,7 @@ from deliberate.scheduler.verdicts import (
 )
 from deliberate.selection import Candidate as Scored
 from deliberate.selection import answer_key, select
-from deliberate.selection.duplicates import structural_signature
+from deliberate.selection.duplicates import duplicate_key, structural_signature
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 
@@ -218,6 +218,20 @@ def test_structural_signature_ignores_wording_but_not_numbers():
     assert a == b != c
     assert structural_signature("costs 1,200.50") == structural_signature("costs 1200.5")
     assert structural_signature("no numbers here") != structural_signature("other words")
+
+
+def test_programs_and_structured_plans_are_duplicates_only_when_their_text_is_the_same():
+    """Recorded (ads-pipeline-solver, ads-014): a program passing ctx["pool"] as rows failed; two later programs with
+    the same numbers and operators, one of which found a feasible plan, shared its verdict and were lost."""
+    failed = 'plan = best_rows(pool, maximize="ctr", count=picks, at_most={"cost": budget})'
+    feasible = 'plan = best_rows([a for a in catalog if a["id"] in pool], maximize="ctr", count=picks, at_most={"cost": budget})'
+    assert structural_signature(failed) == structural_signature(feasible), "the old key: numbers and operators"
+    assert duplicate_key(failed, "program", True) != duplicate_key(feasible, "program", True)
+    assert duplicate_key(failed, "program", True) == duplicate_key(failed.replace(", ", ",  "), "program", True)
+    fair = '{"items": [{"sku": "A-1", "discount_percent": 10}], "message": "Ten percent off this week"}'
+    claim = '{"items": [{"sku": "A-1", "discount_percent": 10}], "message": "Lowest prices ever, ten percent off"}'
+    assert duplicate_key(fair, "prose", True) != duplicate_key(claim, "prose", True)
+    assert duplicate_key("48 / 2 = 24. Final answer: 24", "prose", False) == duplicate_key("48/2=24, so 24", "", False)
 
 
 def verdict_of(draft_id: str, *messages: str) -> common_pb2.DraftVerdict:

@@ -20,7 +20,7 @@ from deliberate_api.common.v1 import common_pb2
 from ...core import metrics, telemetry
 from ...selection import Candidate, Selection
 from ...selection.confidence import ConfidenceSummary
-from ...selection.duplicates import structural_signature
+from ...selection.duplicates import duplicate_key
 from .. import events
 from ..downstream import Downstream, StageError
 from ..learning.weights import latency_fraction
@@ -77,7 +77,8 @@ class DraftStages:
         solve.emit(events.draft_generated(draft))
         if round_.settled_on_arrival(state):
             return
-        original = solve.signatures.setdefault(structural_signature(draft.text), draft.id)
+        structured = bool(solve.request.output_schema.strip())
+        original = solve.signatures.setdefault(duplicate_key(draft.text, draft.kind, structured), draft.id)
         if original == draft.id:
             round_.verify(state)
         else:

@@ -25,6 +25,9 @@ class Options:
     streaming: bool  # verify while drafting; abort a draft at its first failed hard rule
     quorum: int  # agreeing valid drafts that end the round; 0: wait for every draft
     replace: bool  # start a replacement for an aborted draft
+    # The quorum is the default one (the request named none): a decision whose plans are scored against a bound then
+    # ends on a plan at the bound rather than on agreement (`decision_reason`).
+    default_quorum: bool = False
     cross_modal: bool = False  # a valid prose draft and a valid program agreeing end the round too
     confidence_stop: bool = False  # stop a draft whose token confidence falls below its kind's floor
     # The deployment's floors per kind (--confidence-floors); empty: those the Drafter sends, its model's.
@@ -59,6 +62,7 @@ def options_of(
         quorum=quorum,
         replace=streaming and request.replace_aborted_drafts,
         cross_modal=cross_modal and quorum > 0 and not request.quorum,
+        default_quorum=quorum > 0 and not request.quorum,
         confidence_stop=confidence_stop,
         confidence_floors=dict(confidence_floors or {}),
     )
@@ -80,6 +84,27 @@ def quorum_reason(valid_answers: list[str], generating: int, quorum: int, kinds:
     if generating and votes > second + generating:
         return f"quorum: {votes} drafts agree on {answer!r}; the {generating} still generating cannot overturn it"
     return ""
+
+
+# A plan whose objective is within this share of its bound is at the bound (the objective and the bound are sums
+# of the same floats, added in other orders).
+AT_BOUND = 1 - 1e-9
+
+
+def scored_against_bound(verdicts: Sequence[common_pb2.DraftVerdict]) -> list[common_pb2.PlanQuality]:
+    """The qualities of the valid plans that a rule pack scored against a bound (the ad pack's exact optimum)."""
+    return [v.quality for v in verdicts if v.valid and v.HasField("quality") and v.quality.HasField("bound")]
+
+
+def decision_reason(qualities: Sequence[common_pb2.PlanQuality]) -> str:
+    """Why a round whose plans are scored against a bound may end now ("" when it may not): a valid plan reaches the
+    bound, so no draft still generating can beat it. Agreement is no such reason: the plans small models agree on
+    are the popular ones, not the best (recorded: four prose drafts agreeing on a plan at 0.45 of the optimum
+    stopped the program that computes the optimum, ads-pipeline-solver)."""
+    best = max(qualities, key=lambda q: q.objective, default=None)
+    if best is None or best.objective < best.bound * AT_BOUND:
+        return ""
+    return f"optimum: a valid plan reaches the bound ({best.description or best.name})"
 
 
 # Stops that are not a verdict on the draft's text: a draft that finished whole before its cancel arrived is

@@ -43,7 +43,15 @@ from ..solve import DraftState, Solve
 from .draft_stages import DraftStages
 from .drafter_calls import DrafterCalls
 from .failover import Failover
-from .stopping_rules import ConfidenceStops, Options, cancel_came_too_late, quorum_reason, stopped_verdict
+from .stopping_rules import (
+    ConfidenceStops,
+    Options,
+    cancel_came_too_late,
+    decision_reason,
+    quorum_reason,
+    scored_against_bound,
+    stopped_verdict,
+)
 
 # A replacement draft is not started with less time than this left of the deadline: it could not finish.
 REPLACEMENT_MIN_LEFT_S = 10.0
@@ -381,12 +389,15 @@ class StreamedRound(Failover):
         if not self.options.quorum or self.stopping:
             return ""
         passed = [s for s in self.states if s.verdict is not None and s.verdict.valid]
-        valid = [s.verdict.extracted_answer for s in passed]
-        kinds = [s.draft.kind or "prose" for s in passed] if self.options.cross_modal else []
         started = sum(not s.finished and s.abort is None for s in self.states)
         generating = started + len(self.unstarted())
         if not generating:  # nothing left to stop: the round ends by itself
             return ""
+        scored = scored_against_bound([s.verdict for s in passed])
+        if scored and self.options.default_quorum:
+            return decision_reason(scored)
+        valid = [s.verdict.extracted_answer for s in passed]
+        kinds = [s.draft.kind or "prose" for s in passed] if self.options.cross_modal else []
         return quorum_reason(valid, generating, self.options.quorum, kinds)
 
     def unstarted(self) -> list[int]:
