@@ -47,7 +47,10 @@ def best_rows(
     values = column(rows, maximize, "maximize")
     if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
         raise SelectionError(f"count must be a whole number of rows, not {count!r}")
-    limits = {field: (column(rows, field, "at_most"), number(limit, f"at_most[{field!r}]")) for field, limit in at_most.items()}
+    limits = {
+        field: (column(rows, field, "at_most"), number(limit, f"at_most[{field!r}]"))
+        for field, limit in at_most.items()
+    }
     groups = [row.get(one_per) for row in rows] if one_per is not None else None
     if one_per is not None and all(group is None for group in groups):
         raise SelectionError(f"one_per: no row has the key {one_per!r}")
@@ -104,7 +107,9 @@ def column(rows: Sequence[Mapping], field: str, argument: str) -> list[float]:
         if not isinstance(row, Mapping):
             raise SelectionError(f"rows[{position}] is a {type(row).__name__}, not a dict")
         if field not in row:
-            raise SelectionError(f"{argument}: rows[{position}] has no key {field!r} (it has {', '.join(map(str, row))})")
+            raise SelectionError(
+                f"{argument}: rows[{position}] has no key {field!r} (it has {', '.join(map(str, row))})"
+            )
         values.append(number(row[field], f"rows[{position}][{field!r}]"))
     return values
 

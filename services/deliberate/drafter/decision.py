@@ -26,7 +26,7 @@ DECISION_STRATEGIES = (
     "ctx and the data's own field names; print the ids of the rows it returns.",
     "Call best_rows once, as the example does: at_most maps the field whose total the question limits (a cost, a "
     "weight) to its limit read from ctx; one_per is the field that may not repeat (None when repeats are allowed).",
-    "As in the example, plan = best_rows(...); the rows it returns are dicts, so the answer lists row[\"id\"] for "
+    'As in the example, plan = best_rows(...); the rows it returns are dicts, so the answer lists row["id"] for '
     "each row of the plan.",
     "Start from a plan that fits every rule (the cheapest rows), then swap a row for one with a higher value of "
     "the field the question maximizes while the plan still fits.",
@@ -61,9 +61,9 @@ print(json.dumps(answer))
 # The exact engine, as the program sees it (the Verifier's sandbox defines it; `core.solver.best_rows` solves).
 BEST_ROWS_HELP = (
     "`best_rows(rows, maximize, count=None, at_most=None, one_per=None)` is already defined: from `rows`, the list "
-    "of dicts that may be chosen, it returns the list of rows with the highest total of the field `maximize`, exactly `count` of them, the total of each field "
-    "in `at_most` (a dict: field -> limit) at most its limit, and at most one row for each value of the field "
-    "`one_per`. It raises ValueError when no choice fits."
+    "of dicts that may be chosen, it returns the list of rows with the highest total of the field `maximize`, "
+    "exactly `count` of them, the total of each field in `at_most` (a dict: field -> limit) at most its limit, "
+    "and at most one row for each value of the field `one_per`. It raises ValueError when no choice fits."
 )
 
 DECISION_SYSTEM_PROMPT = (

@@ -77,7 +77,7 @@ DECISION_HOSTILE_PROGRAMS: dict[str, tuple[str, str]] = {
     "another_requests_data": ("print(json.dumps({'selected_ids': leaked_ids}))\n", "NameError at line 2"),
     # The exact engine is bounded: calls per run, rows per call, and only a list of dicts with numbers.
     "solver_replaced_by_a_stub": (
-        'def best_rows(rows, maximize, count=None, at_most=None, one_per=None):\n    return rows[:3]\n'
+        "def best_rows(rows, maximize, count=None, at_most=None, one_per=None):\n    return rows[:3]\n"
         'print(json.dumps({"selected_ids": [a["id"] for a in best_rows(ctx["catalog"], "ctr")]}))\n',
         "line 2 defines best_rows; it is already defined: call it",
     ),

@@ -265,7 +265,9 @@ class SolverCalls:
         if len(rows) > self.limits.rows:
             raise ValueError(f"best_rows: {len(rows):,} rows; the limit is {self.limits.rows:,}")
         if at_most is not None and not isinstance(at_most, dict):
-            raise TypeError(f"best_rows: at_most must be a dict of field -> limit, e.g. {{'cost': 5000}}, not {at_most!r}")
+            raise TypeError(
+                f"best_rows: at_most must be a dict of field -> limit, e.g. {{'cost': 5000}}, not {at_most!r}"
+            )
         try:
             chosen = best_rows(rows, maximize, count, at_most, one_per, self.limits.time_s)
         except SelectionError as error:

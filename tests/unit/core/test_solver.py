@@ -29,8 +29,12 @@ def brute_force(rows, maximize, count, at_most, one_per):
 def test_best_rows_finds_the_brute_force_optimum(seed):
     rng = random.Random(seed)
     rows = [
-        {"value": round(rng.uniform(0, 5), 3), "cost": rng.randint(1, 9), "weight": rng.randint(1, 9),
-         "group": rng.choice("abc")}
+        {
+            "value": round(rng.uniform(0, 5), 3),
+            "cost": rng.randint(1, 9),
+            "weight": rng.randint(1, 9),
+            "group": rng.choice("abc"),
+        }
         for _ in range(rng.randint(3, 10))
     ]
     count = rng.choice([None, 1, 2, 3])

@@ -224,7 +224,10 @@ def test_programs_and_structured_plans_are_duplicates_only_when_their_text_is_th
     """Recorded (ads-pipeline-solver, ads-014): a program passing ctx["pool"] as rows failed; two later programs with
     the same numbers and operators, one of which found a feasible plan, shared its verdict and were lost."""
     failed = 'plan = best_rows(pool, maximize="ctr", count=picks, at_most={"cost": budget})'
-    feasible = 'plan = best_rows([a for a in catalog if a["id"] in pool], maximize="ctr", count=picks, at_most={"cost": budget})'
+    feasible = (
+        'plan = best_rows([a for a in catalog if a["id"] in pool], maximize="ctr", count=picks, '
+        'at_most={"cost": budget})'
+    )
     assert structural_signature(failed) == structural_signature(feasible), "the old key: numbers and operators"
     assert duplicate_key(failed, "program", True) != duplicate_key(feasible, "program", True)
     assert duplicate_key(failed, "program", True) == duplicate_key(failed.replace(", ", ",  "), "program", True)

@@ -71,7 +71,9 @@ def test_a_program_that_formulates_the_question_for_best_rows_prints_the_optimum
     verdict = verify_program(code)
     assert verdict.valid, messages(verdict)
     assert verdict.quality.objective == pytest.approx(verdict.quality.bound)
-    assert sorted(json.loads(verdict.extracted_answer)["selected_ids"]) == rule_set().reference_plan()[1]["selected_ids"]
+    assert (
+        sorted(json.loads(verdict.extracted_answer)["selected_ids"]) == rule_set().reference_plan()[1]["selected_ids"]
+    )
     wrong_field = verify_program(code.replace('maximize="ctr"', 'maximize="value"'))
     assert not wrong_field.valid
     assert "best_rows: maximize: rows[0] has no key 'value' (it has id, cost, ctr, category)" in messages(wrong_field)
