@@ -42,20 +42,27 @@ BUSINESS_TUNING_DEFAULT_COMMAND = (
 BUSINESS_TUNING_SWAP_COMMAND = BUSINESS_TUNING_DEFAULT_COMMAND.replace(
     "business-tuning-default", "business-tuning-swap"
 )
+BUSINESS_TUNING_SOLVER_COMMAND = BUSINESS_TUNING_DEFAULT_COMMAND.replace(
+    "business-tuning-default", "business-tuning-solver"
+)
 ADS_PROGRAMS = (
-    "ads-programs-baseline", "ads-programs-prefill", "ads-programs-size", "ads-programs-picks", "ads-programs-swap"
+    "ads-programs-baseline", "ads-programs-prefill", "ads-programs-size", "ads-programs-picks", "ads-programs-swap",
+    "ads-programs-solver", "ads-programs-solver-pool",
 )  # fmt: skip
 ADS_PROGRAMS_COMMAND = (
     "deliberate bench business-eval --split tuning --cases ads --rows single:program --max-new-tokens 320 "
-    "--name ads-programs-{baseline,prefill,size,picks,swap} (the program's opening lines before and after; the "
-    "plan's size shown; the rule's numbers in ctx; a plan that fits, then swaps)"
+    "--name ads-programs-{baseline,prefill,size,picks,swap,solver,solver-pool} (the program's opening lines before "
+    "and after; the plan's size shown; the rule's numbers in ctx; a plan that fits, then swaps; the exact engine "
+    "best_rows; its example filtering allowed ids)"
 )
-ADS_PIPELINE = ("ads-pipeline-swap", "ads-pipeline-ranked")
+ADS_PIPELINE = ("ads-pipeline-swap", "ads-pipeline-ranked", "ads-pipeline-solver", "ads-pipeline-bound")
 ADS_PIPELINE_COMMAND = (
     "deliberate bench business-eval --split tuning --cases ads --rows pipeline --max-new-tokens 320 "
-    "--name ads-pipeline-{swap,ranked} (the default round before and after: no quorum for a decision whose pack "
-    "scores plans, swaps by value per cost)"
+    "--name ads-pipeline-{swap,ranked,solver,bound} (the default round before and after: no quorum for a decision "
+    "whose pack scores plans, swaps by value per cost; programs calling best_rows (stopped after 8 catalogs); with "
+    "the stop at the bound and duplicates by text)"
 )
+BUSINESS_ENGINE = "business-cases.md#an-exact-engine-for-decision-programs"
 BUSINESS_DEFAULT = (
     "business-cases.md#results-on-the-new-default-15b-drafts-the-05b-refiner-better-still-far-from-the-targets"
 )
@@ -95,6 +102,7 @@ FILES: dict[Path, tuple[Entry, ...]] = {
         Entry(("business-default.runs.jsonl",), BUSINESS_DEFAULT_COMMAND, BUSINESS_DEFAULT),
         Entry(("business-tuning-default.runs.jsonl",), BUSINESS_TUNING_DEFAULT_COMMAND, BUSINESS_DEFAULT),
         Entry(("business-tuning-swap.runs.jsonl",), BUSINESS_TUNING_SWAP_COMMAND, BUSINESS_DEFAULT),
+        Entry(("business-tuning-solver.runs.jsonl",), BUSINESS_TUNING_SOLVER_COMMAND, BUSINESS_ENGINE),
         Entry(tuple(f"{name}.runs.jsonl" for name in ADS_PROGRAMS), ADS_PROGRAMS_COMMAND, BUSINESS_DEFAULT),
         Entry(tuple(f"{name}.runs.jsonl" for name in ADS_PIPELINE), ADS_PIPELINE_COMMAND, BUSINESS_DEFAULT),
         Entry(("early_stop.runs.jsonl", "early_stop_cross_modal.runs.jsonl"), "make bench-early-stop", EARLY_STOP),
@@ -135,6 +143,7 @@ FILES: dict[Path, tuple[Entry, ...]] = {
         Entry(summaries("business-default"), BUSINESS_DEFAULT_COMMAND, BUSINESS_DEFAULT),
         Entry(summaries("business-tuning-default"), BUSINESS_TUNING_DEFAULT_COMMAND, BUSINESS_DEFAULT),
         Entry(summaries("business-tuning-swap"), BUSINESS_TUNING_SWAP_COMMAND, BUSINESS_DEFAULT),
+        Entry(summaries("business-tuning-solver"), BUSINESS_TUNING_SOLVER_COMMAND, BUSINESS_ENGINE),
         Entry(summaries(*ADS_PROGRAMS), ADS_PROGRAMS_COMMAND, BUSINESS_DEFAULT),
         Entry(summaries(*ADS_PIPELINE), ADS_PIPELINE_COMMAND, BUSINESS_DEFAULT),
         Entry(("early_stop.json", "early_stop_cross_modal.json"), "make bench-early-stop", EARLY_STOP),

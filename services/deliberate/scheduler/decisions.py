@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from types import SimpleNamespace
 
 from google.protobuf import json_format
@@ -16,6 +17,7 @@ from ..core.convert import struct_to_dict
 from ..core.limits import MAX_DECISION_DATA_BYTES
 from ..selection.final_text import with_plain_final_line
 from ..verifier.packs import decision_data
+from ..verifier.program import PROGRAM
 from .settings import SchedulerSettings
 from .verdicts import with_computed_answer
 
@@ -50,14 +52,25 @@ def decision_data_bytes(request: pb.SolveRequest) -> int:
     return json_format.ParseDict(data, pb.SolveRequest().context).ByteSize() if data else 0
 
 
-def shifted_to_programs(request: pb.SolveRequest, programs: int, num_drafts: int) -> int:
+def shifted_to_programs(
+    request: pb.SolveRequest, programs: int, num_drafts: int, verdicts: Sequence[common_pb2.DraftVerdict] = ()
+) -> int:
     """The next re-draft round's programs of a decision whose round failed (no draft passed): half of the prose
-    drafts, rounded up, become programs — the seed's "higher weight for simulator calls". A request that set its
-    own count, and a free-text question, keep theirs."""
+    drafts, rounded up, become programs — the seed's "higher weight for simulator calls" — unless the round's
+    programs all failed to run to a plan (no `program` rule passed in `verdicts`): programs that crash or run past
+    the budget are no better a bet than prose told its numbers (recorded: promotion rounds of programs only, every
+    one cut off). A request that set its own count, and a free-text question, keep theirs."""
     if not request.output_schema.strip() or request.HasField("program_drafts"):
+        return programs
+    if programs and not any(program_ran(v) for v in verdicts):
         return programs
     prose = num_drafts - programs
     return min(num_drafts, programs + math.ceil(prose / 2))
+
+
+def program_ran(verdict: common_pb2.DraftVerdict) -> bool:
+    """The draft's program ran to its end and printed a plan (the `program` rule passed)."""
+    return any(r.rule_id == PROGRAM and r.passed for r in verdict.rule_results)
 
 
 def add_plan_quality(

@@ -195,7 +195,7 @@ class Pipeline:
             if any(v.valid for v in verdicts) or not verdicts:
                 return
             feedback = verifier_feedback(verdicts)
-            programs = decisions.shifted_to_programs(solve.request, programs, decision.num_drafts)
+            programs = decisions.shifted_to_programs(solve.request, programs, decision.num_drafts, verdicts)
 
     def round_sampling(self, request: pb.SolveRequest, round_: int) -> common_pb2.SamplingParams:
         """The client's sampling; a re-draft explores more, at a higher temperature."""

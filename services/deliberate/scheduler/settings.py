@@ -66,8 +66,9 @@ class SchedulerSettings(DraftLimits, GenerationLimits, PromptLimits, DownstreamT
         description="How many of each round's drafts are decision programs (a program that reads the request's data "
         "as `ctx` and prints the JSON plan) for a request with an output schema that does not say "
         "(SolveRequest.program_drafts): the round's last ones, at most N - 1. A re-draft round of a decision moves "
-        "half its prose drafts to programs. 0: prose only. The default 1 is the rule's choice on the tuning instances "
-        "of make eval-business (programs were not more often feasible than prose: docs/business-cases.md).",
+        "half its prose drafts to programs, unless its programs all failed to run to a plan. 0: prose only. The "
+        "default 1 is the rule's choice on the tuning instances of make eval-business (programs were not more often "
+        "feasible than prose: docs/business-cases.md).",
     )
     cross_modal_quorum: bool = Field(
         True,

@@ -32,12 +32,28 @@ def test_a_decision_program_reads_the_context_and_the_packs_data_params():
     assert decision_data_of(request)["catalog"] == []
 
 
+def program_verdict(message: str, ran: bool) -> common_pb2.DraftVerdict:
+    program = common_pb2.RuleResult(rule_id="program", passed=ran, message=message, hard=True)
+    return common_pb2.DraftVerdict(rule_results=[program])
+
+
+# A failed round whose program printed a plan that broke a rule, and one whose programs never ran to a plan.
+PROGRAM_RAN = [program_verdict('program passed: printed {"selected_ids":[1,2]}', ran=True)]
+PROGRAMS_FAILED = [program_verdict("program failed: the ```python block opened on line 1 is never closed", ran=False)]
+
+
 def test_a_failed_decision_round_moves_half_its_prose_drafts_to_programs():
-    assert shifted_to_programs(decision(), 2, 5) == 4  # 3 prose: 2 of them become programs
-    assert shifted_to_programs(decision(), 4, 5) == 5
-    assert shifted_to_programs(decision(), 5, 5) == 5
-    assert shifted_to_programs(decision(program_drafts=1), 1, 5) == 1  # the client's count is kept
-    assert shifted_to_programs(pb.SolveRequest(prompt="q"), 2, 5) == 2  # free text: the tuned mix stays
+    assert shifted_to_programs(decision(), 2, 5, PROGRAM_RAN) == 4  # 3 prose: 2 of them become programs
+    assert shifted_to_programs(decision(), 4, 5, PROGRAM_RAN) == 5
+    assert shifted_to_programs(decision(), 5, 5, PROGRAM_RAN) == 5
+    assert shifted_to_programs(decision(), 0, 5) == 3  # no program yet: prose failed, programs are tried
+    assert shifted_to_programs(decision(program_drafts=1), 1, 5, PROGRAM_RAN) == 1  # the client's count is kept
+    assert shifted_to_programs(pb.SolveRequest(prompt="q"), 2, 5, PROGRAM_RAN) == 2  # free text: the tuned mix stays
+
+
+def test_a_round_whose_programs_never_ran_to_a_plan_keeps_its_mix():
+    assert shifted_to_programs(decision(), 1, 3, PROGRAMS_FAILED) == 1
+    assert shifted_to_programs(decision(), 1, 3, [*PROGRAMS_FAILED, *PROGRAM_RAN]) == 2
 
 
 def quality(objective: float, bound: float | None = None) -> common_pb2.PlanQuality:
