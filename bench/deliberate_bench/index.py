@@ -62,6 +62,7 @@ ADS_PIPELINE_COMMAND = (
     "whose pack scores plans, swaps by value per cost; programs calling best_rows (stopped after 8 catalogs); with "
     "the stop at the bound and duplicates by text)"
 )
+BUSINESS_FULL = "business-cases.md#the-full-evaluation-make-eval-business"
 BUSINESS_ENGINE = "business-cases.md#an-exact-engine-for-decision-programs"
 BUSINESS_DEFAULT = (
     "business-cases.md#results-on-the-new-default-15b-drafts-the-05b-refiner-better-still-far-from-the-targets"
@@ -97,8 +98,10 @@ FILES: dict[Path, tuple[Entry, ...]] = {
         Entry(tuple(f"judge-compare-{label}.runs.jsonl" for label in ("rules", "trained", "untrained")),
               "make eval-judges", JUDGE),
         Entry(("judge-dataset", "judge-dataset-qwen"), "make dataset", "judge.md#the-records-deliberate-dataset"),
-        Entry(("business.runs.jsonl", "business-tuning.runs.jsonl"), 'make eval-business (EVAL_ARGS="--split tuning")',
-              BUSINESS),
+        Entry(("business.runs.jsonl",), "make eval-business", BUSINESS_FULL),
+        Entry(("business-05b.runs.jsonl", "business-tuning.runs.jsonl"),
+              'deliberate bench business-eval --limit 3 --max-new-tokens 320 --name business (renamed business-05b); '
+              'make eval-business (EVAL_ARGS="--split tuning")', BUSINESS),
         Entry(("business-default.runs.jsonl",), BUSINESS_DEFAULT_COMMAND, BUSINESS_DEFAULT),
         Entry(("business-tuning-default.runs.jsonl",), BUSINESS_TUNING_DEFAULT_COMMAND, BUSINESS_DEFAULT),
         Entry(("business-tuning-swap.runs.jsonl",), BUSINESS_TUNING_SWAP_COMMAND, BUSINESS_DEFAULT),
@@ -139,7 +142,10 @@ FILES: dict[Path, tuple[Entry, ...]] = {
         Entry(("refine.json", "refine.md"), "make refine-ways", REFINE_WAYS),
         Entry(("judge-training.json",), "make train-judge", JUDGE),
         Entry(("judge-signal",), "make judge-signal", "judge.md#the-judge-as-a-selection-signal"),
-        Entry(summaries("business", "business-tuning"), "make eval-business", BUSINESS),
+        Entry(summaries("business"), "make eval-business", BUSINESS_FULL),
+        Entry(summaries("business-05b", "business-tuning"),
+              "deliberate bench business-eval --limit 3 --max-new-tokens 320 --name business (renamed business-05b); "
+              'make eval-business (EVAL_ARGS="--split tuning")', BUSINESS),
         Entry(summaries("business-default"), BUSINESS_DEFAULT_COMMAND, BUSINESS_DEFAULT),
         Entry(summaries("business-tuning-default"), BUSINESS_TUNING_DEFAULT_COMMAND, BUSINESS_DEFAULT),
         Entry(summaries("business-tuning-swap"), BUSINESS_TUNING_SWAP_COMMAND, BUSINESS_DEFAULT),
