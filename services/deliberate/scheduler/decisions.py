@@ -17,9 +17,8 @@ from ..core.convert import struct_to_dict
 from ..core.limits import MAX_DECISION_DATA_BYTES
 from ..selection.final_text import with_plain_final_line
 from ..verifier.packs import decision_data
-from ..verifier.program import PROGRAM
 from .settings import SchedulerSettings
-from .verdicts import with_computed_answer
+from .verdicts import DEFAULT_PROGRAM, with_computed_answer
 
 
 def first_round_programs(request: pb.SolveRequest, num_drafts: int, settings: SchedulerSettings) -> int:
@@ -69,8 +68,9 @@ def shifted_to_programs(
 
 
 def program_ran(verdict: common_pb2.DraftVerdict) -> bool:
-    """The draft's program ran to its end and printed a plan (the `program` rule passed)."""
-    return any(r.rule_id == PROGRAM and r.passed for r in verdict.rule_results)
+    """The draft's program ran to its end and printed a plan (the `program` rule passed). The rule's id is the
+    program pack's name; `verifier.program` itself is not imported here (the Scheduler's image lacks its parsers)."""
+    return any(r.rule_id == DEFAULT_PROGRAM.rule_pack and r.passed for r in verdict.rule_results)
 
 
 def add_plan_quality(
