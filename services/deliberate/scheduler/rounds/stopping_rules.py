@@ -57,12 +57,13 @@ def options_of(
         confidence_stop = request.confidence_stop
     quorum = 0 if request.disable_quorum else (request.quorum or default_quorum(num_drafts))
     streaming = not request.disable_streaming_verification
+    quorum_by_default = quorum > 0 and not request.quorum
     return Options(
         streaming=streaming,
         quorum=quorum,
         replace=streaming and request.replace_aborted_drafts,
-        cross_modal=cross_modal and quorum > 0 and not request.quorum,
-        default_quorum=quorum > 0 and not request.quorum,
+        cross_modal=cross_modal and quorum_by_default,
+        default_quorum=quorum_by_default,
         confidence_stop=confidence_stop,
         confidence_floors=dict(confidence_floors or {}),
     )
