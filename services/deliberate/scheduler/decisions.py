@@ -16,7 +16,7 @@ from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from ..core.convert import struct_to_dict
 from ..core.limits import MAX_DECISION_DATA_BYTES
 from ..selection.final_text import with_plain_final_line
-from ..verifier.packs import decision_data
+from ..verifier.packs import decision_data, solves_exactly
 from .settings import SchedulerSettings
 from .verdicts import DEFAULT_PROGRAM, with_computed_answer
 
@@ -24,25 +24,32 @@ from .verdicts import DEFAULT_PROGRAM, with_computed_answer
 def first_round_programs(request: pb.SolveRequest, num_drafts: int, settings: SchedulerSettings) -> int:
     """How many of the first round's drafts are programs: the request's count (at most N), else the deployment's
     (at most N - 1: one draft stays prose) — for a structured answer its decision programs'
-    (`--decision-program-drafts`), none where the request's data is too large for the sandbox."""
+    (`--decision-program-drafts`, or `--bounded-decision-program-drafts` where a rule pack solves the question
+    exactly), none where the request's data is too large for the sandbox."""
     if request.HasField("program_drafts"):
         return min(request.program_drafts, num_drafts)
     if not request.output_schema.strip():
         return min(settings.program_drafts, num_drafts - 1)
     if decision_data_bytes(request) > MAX_DECISION_DATA_BYTES:
         return 0
+    if solves_exactly(rule_pack_constraints(request)):
+        return min(settings.bounded_decision_program_drafts, num_drafts - 1)
     return min(settings.decision_program_drafts, num_drafts - 1)
 
 
 def decision_data_of(request: pb.SolveRequest) -> dict:
     """What the request's decision programs read as `ctx` — the object the Verifier binds (`decision_data`): the
     context, plus the data params of its rule packs (the ad pack's `catalog`)."""
-    constraints = [
+    return decision_data(struct_to_dict(request.context), rule_pack_constraints(request))
+
+
+def rule_pack_constraints(request: pb.SolveRequest) -> list[SimpleNamespace]:
+    """The request's rule packs as the Verifier's pack functions take them (kind, source, params)."""
+    return [
         SimpleNamespace(kind="rule_pack", source=c.rule_pack, params=struct_to_dict(c.params))
         for c in request.constraints
         if c.WhichOneof("kind") == "rule_pack"
     ]
-    return decision_data(struct_to_dict(request.context), constraints)
 
 
 def decision_data_bytes(request: pb.SolveRequest) -> int:

@@ -70,6 +70,15 @@ class SchedulerSettings(DraftLimits, GenerationLimits, PromptLimits, DownstreamT
         "default 1 is the rule's choice on the tuning instances of make eval-business (programs were not more often "
         "feasible than prose: docs/business-cases.md).",
     )
+    bounded_decision_program_drafts: int = Field(
+        4,
+        ge=0,
+        description="--decision-program-drafts for a decision whose rule pack solves the question exactly (its "
+        "plans are scored against the optimum: the ad pack): a selection that decision programs hand to the exact "
+        "engine they call (best_rows). At most N - 1. The default 4 (N - 1 of the default 5) is the same rule's "
+        "choice on the ad tuning instances (one program feasible on 20 of 20, one prose draft on 2 of 4: "
+        "docs/business-cases.md).",
+    )
     cross_modal_quorum: bool = Field(
         True,
         description="With early stopping, a valid prose draft and a valid program that agree end the round too, "

@@ -7,7 +7,14 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-from deliberate.scheduler.decisions import add_plan_quality, as_plan, decision_data_of, shifted_to_programs
+from deliberate.scheduler.decisions import (
+    add_plan_quality,
+    as_plan,
+    decision_data_of,
+    first_round_programs,
+    shifted_to_programs,
+)
+from deliberate.scheduler.settings import SchedulerSettings
 from deliberate.selection import Candidate, select
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
@@ -30,6 +37,18 @@ def test_a_decision_program_reads_the_context_and_the_packs_data_params():
     assert decision_data_of(request) == {"budget": 500, "catalog": CATALOG, "picks": 1}
     request.context.update({"catalog": []})  # the context's own entry wins
     assert decision_data_of(request)["catalog"] == []
+
+
+def test_a_decision_a_pack_solves_exactly_gets_more_programs_than_one_it_does_not():
+    ads, credit = decision(), decision()
+    ads.constraints.add(rule_pack="ad_selection").params.update({"budget": 600, "catalog": CATALOG, "picks": 1})
+    credit.constraints.add(rule_pack="credit")
+    settings = SchedulerSettings(decision_program_drafts=1, bounded_decision_program_drafts=4)
+    assert first_round_programs(ads, 5, settings) == 4  # the ad pack scores plans against its optimum
+    assert first_round_programs(ads, 3, settings) == 2  # one draft stays prose
+    assert first_round_programs(credit, 5, settings) == 1
+    ads.program_drafts = 0
+    assert first_round_programs(ads, 5, settings) == 0  # the request's own count wins
 
 
 def program_verdict(message: str, ran: bool) -> common_pb2.DraftVerdict:

@@ -54,6 +54,7 @@ class AdSelectionPack(RulePack):
     # A decision program reads a catalog given in params as ctx["catalog"], and the rule's numbers beside it: a plan
     # of `ctx["picks"]` ads is one the program can count to (the recorded programs' commonest failure was the size).
     data_params = ("catalog", "budget", "picks", "one_per_category")
+    exact_optimum = True  # `optimum`: the best plan within the rules, solved by `core.solver`
 
     @property
     def reference(self) -> ReferenceStore | None:

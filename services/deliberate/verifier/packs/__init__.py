@@ -125,6 +125,10 @@ class RulePack:
     # Params that are request data (the ad pack's `catalog`): a decision program reads them in `ctx` beside the
     # request's context (`decision_data`).
     data_params: ClassVar[tuple[str, ...]] = ()
+    # The pack solves its request's question exactly (its quality has a bound: the ad pack's optimum). Such a
+    # question is a selection that an exact engine answers, and decision programs call one (`best_rows`), so the
+    # Scheduler gives them more of a round (`--bounded-decision-program-drafts`).
+    exact_optimum: ClassVar[bool] = False
 
     def __init__(self, params: BaseModel, context: PackContext | None = None):
         """`context`: what the Verifier resolved (`pack_rules`); None, as a test may make a pack that requires
@@ -166,6 +170,13 @@ class RulePack:
             for name, member in vars(klass).items()
             if hasattr(member, "rule_id")
         ]
+
+
+def solves_exactly(constraints) -> bool:
+    """Whether a requested pack computes the exact optimum of the request's question (`RulePack.exact_optimum`).
+    `constraints`: as `decision_data` takes them."""
+    packs = registry()
+    return any(c.kind == "rule_pack" and getattr(packs.get(c.source), "exact_optimum", False) for c in constraints)
 
 
 def decision_data(context: dict, constraints) -> dict:
