@@ -55,14 +55,20 @@ ADS_PROGRAMS_COMMAND = (
     "and after; the plan's size shown; the rule's numbers in ctx; a plan that fits, then swaps; the exact engine "
     "best_rows; its example filtering allowed ids)"
 )
-ADS_PIPELINE = ("ads-pipeline-swap", "ads-pipeline-ranked", "ads-pipeline-solver", "ads-pipeline-bound")
+ADS_PIPELINE = (
+    "ads-pipeline-swap", "ads-pipeline-ranked", "ads-pipeline-solver", "ads-pipeline-bound", "ads-pipeline-programs",
+)  # fmt: skip
 ADS_PIPELINE_COMMAND = (
     "deliberate bench business-eval --split tuning --cases ads --rows pipeline --max-new-tokens 320 "
-    "--name ads-pipeline-{swap,ranked,solver,bound} (the default round before and after: no quorum for a decision "
-    "whose pack scores plans, swaps by value per cost; programs calling best_rows (stopped after 8 catalogs); with "
-    "the stop at the bound and duplicates by text)"
+    "--name ads-pipeline-{swap,ranked,solver,bound,programs} (the default round before and after: no quorum for a "
+    "decision whose pack scores plans, swaps by value per cost; programs calling best_rows (stopped after 8 "
+    "catalogs); with the stop at the bound and duplicates by text; 4 programs of 5 where the pack solves the question)"
 )
 BUSINESS_FULL = "business-cases.md#the-full-evaluation-make-eval-business"
+BUSINESS_ONE_PROGRAM_COMMAND = (
+    "make eval-business, the pipeline rows of its first 24 ad catalogs run with one decision program a round "
+    "(before --bounded-decision-program-drafts), moved out of business.runs.jsonl"
+)
 BUSINESS_ENGINE = "business-cases.md#an-exact-engine-for-decision-programs"
 BUSINESS_DEFAULT = (
     "business-cases.md#results-on-the-new-default-15b-drafts-the-05b-refiner-better-still-far-from-the-targets"
@@ -99,6 +105,7 @@ FILES: dict[Path, tuple[Entry, ...]] = {
               "make eval-judges", JUDGE),
         Entry(("judge-dataset", "judge-dataset-qwen"), "make dataset", "judge.md#the-records-deliberate-dataset"),
         Entry(("business.runs.jsonl",), "make eval-business", BUSINESS_FULL),
+        Entry(("business-pipeline-one-program.runs.jsonl",), BUSINESS_ONE_PROGRAM_COMMAND, BUSINESS_FULL),
         Entry(("business-05b.runs.jsonl", "business-tuning.runs.jsonl"),
               'deliberate bench business-eval --limit 3 --max-new-tokens 320 --name business (renamed business-05b); '
               'make eval-business (EVAL_ARGS="--split tuning")', BUSINESS),
