@@ -10,7 +10,8 @@ to requests, not answers) until `--duration` has passed. Each request has a 120 
 the Refiner share the CPU, and 8 solves in flight take ~50 s each (prompt evaluation of 16 drafts and 8 refinements),
 so a 60 s deadline would measure the machine's throughput, not the faults. `--quick` keeps 4 in flight, so that
 requests (~25 s each) fit between its faults, 36 s apart. Faults are spread evenly
-over the run, after a fault-free steady start:
+over the run, after a fault-free steady start; the first waits (at most one deadline more, the rest moving with it)
+until `--concurrency` requests have ended, so the steady phase has requests to judge on a slower machine:
 
     full (make soak, 15 min):       5 Verifier SIGKILLs, 2 Verifier SIGSTOPs, 1 Drafter SIGKILL, 1 Refiner SIGKILL
     quick (make soak-quick, 3 min): 1 of each kind
@@ -169,10 +170,11 @@ class Soak:
         workers = [threading.Thread(target=self.ask_until_done, daemon=True) for _ in range(self.args.concurrency)]
         for worker in workers:
             worker.start()
+        shift = self.wait_for_steady_requests(schedule[0]) if schedule else 0.0
         for fault, at in zip(faults, schedule, strict=True):
-            time.sleep(max(0.0, at - self.now()))
+            time.sleep(max(0.0, at + shift - self.now()))
             self.inject(fault)
-        time.sleep(max(0.0, self.duration - self.now()))
+        time.sleep(max(0.0, self.duration + shift - self.now()))
         # No new requests; those in flight get their deadline plus the grace, then count as lost.
         self.stopping.set()
         until = time.monotonic() + self.args.deadline + LOST_AFTER_S
@@ -180,6 +182,19 @@ class Soak:
             worker.join(max(0.0, until - time.monotonic()))
         self.done.set()
         supervising.join(5)
+
+    def wait_for_steady_requests(self, first_fault_at: float) -> float:
+        """Hold the first fault until `concurrency` requests have ended in the steady phase (at most one deadline
+        more), so that the steady criterion judges requests even where solves are slower than the planned steady
+        stretch; returns by how much the whole schedule moves."""
+        time.sleep(max(0.0, first_fault_at - self.now()))
+        until = first_fault_at + self.args.deadline
+        while self.now() < until and sum(o.ended is not None for o in self.outcomes) < self.args.concurrency:
+            time.sleep(0.25)
+        shift = self.now() - first_fault_at
+        if shift >= 1.0:
+            print(f"[{self.now():6.1f}s] faults start {shift:.0f}s late: the steady requests were slower", flush=True)
+        return shift
 
     def supervise(self) -> None:
         while not self.done.wait(0.2):
