@@ -30,17 +30,21 @@ def first_round_programs(request: pb.SolveRequest, num_drafts: int, settings: Sc
         return min(request.program_drafts, num_drafts)
     if not request.output_schema.strip():
         return min(settings.program_drafts, num_drafts - 1)
-    if decision_data_bytes(request) > MAX_DECISION_DATA_BYTES:
+    packs = rule_pack_constraints(request)  # converted once: the catalog in a pack's params can be large
+    if decision_data_bytes(request, packs) > MAX_DECISION_DATA_BYTES:
         return 0
-    if solves_exactly(rule_pack_constraints(request)):
+    if solves_exactly(packs):
         return min(settings.bounded_decision_program_drafts, num_drafts - 1)
     return min(settings.decision_program_drafts, num_drafts - 1)
 
 
-def decision_data_of(request: pb.SolveRequest) -> dict:
+def decision_data_of(request: pb.SolveRequest, packs: list[SimpleNamespace] | None = None) -> dict:
     """What the request's decision programs read as `ctx` — the object the Verifier binds (`decision_data`): the
-    context, plus the data params of its rule packs (the ad pack's `catalog`)."""
-    return decision_data(struct_to_dict(request.context), rule_pack_constraints(request))
+    context, plus the data params of its rule packs (the ad pack's `catalog`). `packs`: `rule_pack_constraints`
+    of the request, where the caller has them already."""
+    if packs is None:
+        packs = rule_pack_constraints(request)
+    return decision_data(struct_to_dict(request.context), packs)
 
 
 def rule_pack_constraints(request: pb.SolveRequest) -> list[SimpleNamespace]:
@@ -52,9 +56,9 @@ def rule_pack_constraints(request: pb.SolveRequest) -> list[SimpleNamespace]:
     ]
 
 
-def decision_data_bytes(request: pb.SolveRequest) -> int:
+def decision_data_bytes(request: pb.SolveRequest, packs: list[SimpleNamespace] | None = None) -> int:
     """The serialized size of `decision_data_of(request)`, as the Drafter's limit on its `context` reads it."""
-    data = decision_data_of(request)
+    data = decision_data_of(request, packs)
     return json_format.ParseDict(data, pb.SolveRequest().context).ByteSize() if data else 0
 
 
