@@ -49,9 +49,9 @@ from .solve import DraftState, Solve
 from .verdicts import (
     computed_answer_line,
     effective_constraints,
-    redraft_feedback,
     refinement_problem,
     status_reason,
+    verifier_feedback,
 )
 from .watchdog.watchdog import Watchdog
 
@@ -194,7 +194,7 @@ class Pipeline:
                 verdicts = await self.draft_and_verify(solve, decision, round_, feedback, programs)
             if any(v.valid for v in verdicts) or not verdicts:
                 return
-            feedback = redraft_feedback(verdicts, structured=bool(solve.request.output_schema.strip()))
+            feedback = verifier_feedback(verdicts)
             programs = decisions.shifted_to_programs(solve.request, programs, decision.num_drafts, verdicts)
 
     def round_sampling(self, request: pb.SolveRequest, round_: int) -> common_pb2.SamplingParams:

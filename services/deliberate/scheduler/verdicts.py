@@ -13,7 +13,6 @@ from ..selection import Selection, answer_key
 
 # How many distinct Verifier messages a re-draft prompt carries.
 MAX_FEEDBACK_MESSAGES = 3
-MAX_REVISED_PLAN_CHARS = 800
 # The rule pack every request without an output schema gets, unless it sets disable_default_arithmetic.
 DEFAULT_ARITHMETIC = common_pb2.Constraint(rule_pack="arithmetic")
 DEFAULT_PROGRAM = common_pb2.Constraint(rule_pack="program")
@@ -40,38 +39,11 @@ def verifier_feedback(verdicts: list[common_pb2.DraftVerdict], limit: int | None
     "budget_check failed: total cost 5,023 is 23 over the budget 5,000"."""
     counts: dict[str, int] = {}
     for verdict in verdicts:
-        for message in failed_messages(verdict):
-            counts[message] = counts.get(message, 0) + 1
+        for rule in verdict.rule_results:
+            if rule.hard and not rule.passed:
+                counts[rule.message] = counts.get(rule.message, 0) + 1
     ordered = sorted(counts, key=lambda m: -counts[m])
     return "; ".join(ordered[:limit])
-
-
-def redraft_feedback(verdicts: list[common_pb2.DraftVerdict], structured: bool) -> str:
-    """A re-draft round's prompt: the failures (`verifier_feedback`), and for a request with an output schema the
-    closest failed plan with its own findings, to revise."""
-    feedback = verifier_feedback(verdicts)
-    plan = closest_failed_plan(verdicts) if structured else None
-    if plan is None:
-        return feedback
-    return (
-        f"{feedback}. The closest earlier plan was {plan.extracted_answer}; it broke: "
-        f"{'; '.join(failed_messages(plan))}. Revise that plan: change what broke a rule, keep the rest"
-    )
-
-
-def closest_failed_plan(verdicts: list[common_pb2.DraftVerdict]) -> common_pb2.DraftVerdict | None:
-    """The failed draft with a JSON plan that broke the fewest hard rules (then the higher score)."""
-    plans = [
-        v
-        for v in verdicts
-        if not v.valid and v.extracted_answer.startswith("{") and len(v.extracted_answer) <= MAX_REVISED_PLAN_CHARS
-    ]
-    plans = [v for v in plans if failed_messages(v)]
-    return min(plans, key=lambda v: (len(failed_messages(v)), -v.score), default=None)
-
-
-def failed_messages(verdict: common_pb2.DraftVerdict) -> list[str]:
-    return [rule.message for rule in verdict.rule_results if rule.hard and not rule.passed]
 
 
 def status_reason(
