@@ -5,8 +5,7 @@ open — the offer fails with the reason: nothing is approved unchecked (docs/bu
 
 The applicant and the disclosure sentence come from the request's context (or the constraint's params). Each
 breach states the figure, the limit and how far over it is (`probability of default 0.1017 is 0.0517 over the
-limit 0.05`), and the message ends with which way to move (`a smaller amount or a lower rate lowers the
-probability of default`): the re-draft's feedback.
+limit 0.05`): the re-draft's feedback.
 """
 
 from __future__ import annotations
@@ -21,13 +20,6 @@ from deliberate.verifier.packs import CheckResult, Quality, RulePack, check
 
 MAX_PROBABILITY_OF_DEFAULT = 0.05
 MAX_LOSS_GIVEN_DEFAULT = 0.4
-# Which way to move, said once after the breaches it applies to. Both hold for the risk model's formula
-# (`deliberate.risk.model`): PD rises with the amount and the rate (the payment, the loan-to-income and the rate
-# term), LGD with the amount (loan-to-income up, the collateral's cover down). The term moves PD both ways.
-LOWERS = {
-    "probability of default": "a smaller amount or a lower rate lowers the probability of default",
-    "loss given default": "a smaller amount lowers the loss given default",
-}
 
 
 class CreditOffer(BaseModel):
@@ -92,12 +84,11 @@ class CreditPack(RulePack):
         results = self.risk.score_all(applicant, offers)
         if all(isinstance(result, RiskUnavailable) for result in results):  # one reason, said once
             return False, f"none of the {len(offers)} offers scored, so none approved: {results[0]}"
-        failures, passes, breached = [], [], set()
+        failures, passes = [], []
         for number, (offer, result) in enumerate(zip(answer.offers, results, strict=True), start=1):
             line = f"offer {number} ({offer.describe()})"
             if isinstance(result, Score):
                 breaches = self.breaches(result)
-                breached |= {name for name in LOWERS if any(b.startswith(name) for b in breaches)}
                 figures = f"PD={result.probability_of_default:.4f}, LGD={result.loss_given_default:.4f}"
                 (failures if breaches else passes).append(f"{line}: {'; '.join(breaches) or figures}")
             elif isinstance(result, RiskRejected):
@@ -105,8 +96,7 @@ class CreditPack(RulePack):
             else:  # RiskUnavailable: fail closed
                 failures.append(f"{line}: not scored, so not approved: {result}")
         if failures:
-            hints = "".join(f"; {LOWERS[name]}" for name in LOWERS if name in breached)
-            return False, f"{len(failures)} of {len(offers)} offers rejected: " + " | ".join(failures) + hints
+            return False, f"{len(failures)} of {len(offers)} offers rejected: " + " | ".join(failures)
         version = results[0].model_version
         return True, f"all {len(offers)} offers within limits ({version}): " + " | ".join(passes)
 
