@@ -45,6 +45,12 @@ BUSINESS_TUNING_SWAP_COMMAND = BUSINESS_TUNING_DEFAULT_COMMAND.replace(
 BUSINESS_TUNING_SOLVER_COMMAND = BUSINESS_TUNING_DEFAULT_COMMAND.replace(
     "business-tuning-default", "business-tuning-solver"
 )
+BUSINESS_FEEDBACK = "business-cases.md#feedback-that-shows-the-plan-tuning-instances-measured-not-kept"
+FEEDBACK_RUNS = ("business-tuning-feedback-before", "business-tuning-feedback-hint", "business-tuning-feedback-revise")
+FEEDBACK_COMMAND = (
+    "deliberate bench business-eval --split tuning --cases credit,promotion --rows single "
+    "--name business-tuning-feedback-{before,hint,revise} (the deployed feedback; at b7713c7, credit only; at b7eae2c)"
+)
 ADS_PROGRAMS = (
     "ads-programs-baseline", "ads-programs-prefill", "ads-programs-size", "ads-programs-picks", "ads-programs-swap",
     "ads-programs-solver", "ads-programs-solver-pool",
@@ -113,6 +119,7 @@ FILES: dict[Path, tuple[Entry, ...]] = {
         Entry(("business-tuning-default.runs.jsonl",), BUSINESS_TUNING_DEFAULT_COMMAND, BUSINESS_DEFAULT),
         Entry(("business-tuning-swap.runs.jsonl",), BUSINESS_TUNING_SWAP_COMMAND, BUSINESS_DEFAULT),
         Entry(("business-tuning-solver.runs.jsonl",), BUSINESS_TUNING_SOLVER_COMMAND, BUSINESS_ENGINE),
+        Entry(tuple(f"{name}.runs.jsonl" for name in FEEDBACK_RUNS), FEEDBACK_COMMAND, BUSINESS_FEEDBACK),
         Entry(tuple(f"{name}.runs.jsonl" for name in ADS_PROGRAMS), ADS_PROGRAMS_COMMAND, BUSINESS_DEFAULT),
         Entry(tuple(f"{name}.runs.jsonl" for name in ADS_PIPELINE), ADS_PIPELINE_COMMAND, BUSINESS_DEFAULT),
         Entry(("early_stop.runs.jsonl", "early_stop_cross_modal.runs.jsonl"), "make bench-early-stop", EARLY_STOP),
@@ -157,6 +164,7 @@ FILES: dict[Path, tuple[Entry, ...]] = {
         Entry(summaries("business-tuning-default"), BUSINESS_TUNING_DEFAULT_COMMAND, BUSINESS_DEFAULT),
         Entry(summaries("business-tuning-swap"), BUSINESS_TUNING_SWAP_COMMAND, BUSINESS_DEFAULT),
         Entry(summaries("business-tuning-solver"), BUSINESS_TUNING_SOLVER_COMMAND, BUSINESS_ENGINE),
+        Entry(summaries(*FEEDBACK_RUNS), FEEDBACK_COMMAND, BUSINESS_FEEDBACK),
         Entry(summaries(*ADS_PROGRAMS), ADS_PROGRAMS_COMMAND, BUSINESS_DEFAULT),
         Entry(summaries(*ADS_PIPELINE), ADS_PIPELINE_COMMAND, BUSINESS_DEFAULT),
         Entry(("early_stop.json", "early_stop_cross_modal.json"), "make bench-early-stop", EARLY_STOP),
