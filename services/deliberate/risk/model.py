@@ -108,3 +108,71 @@ def score(applicant: Applicant, offer: Offer) -> Score:
     covered = min(applicant.collateral_value / offer.amount, 1.0)
     loss_given_default = unsecured * (1 - COLLATERAL_RECOVERY * covered)
     return Score(probability_of_default, loss_given_default, payment, debt_to_income)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """An offer is within them when PD < max_probability_of_default and LGD < max_loss_given_default."""
+
+    max_probability_of_default: float
+    max_loss_given_default: float
+
+    def admit(self, result: Score) -> bool:
+        return (
+            result.probability_of_default < self.max_probability_of_default
+            and result.loss_given_default < self.max_loss_given_default
+        )
+
+
+@dataclass(frozen=True)
+class Headroom:
+    """Per term of an offer, the values within the limits with the other two terms unchanged; None where none is."""
+
+    max_amount: float | None
+    max_annual_rate: float | None
+    term_months: tuple[int, int] | None  # the shortest and the longest
+    model_version: str = MODEL_VERSION
+
+
+MAX_AMOUNT_PER_INCOME = 1000  # the amount search's ceiling, in multiples of the annual income
+RATE_STEP = 0.0001  # 0.01 point
+
+
+def headroom(applicant: Applicant, offer: Offer, limits: Limits) -> Headroom:
+    """PD and LGD both rise with the amount and with the rate, so the values within the limits are everything up to
+    a threshold, found by bisection on whole units and on rate steps; z is convex in the term (the payment falls,
+    the term's own weight rises), so its months within the limits are one range, found by scanning them all."""
+    validate(applicant, offer)
+    for field, limit in vars(limits).items():
+        if not 0 < limit <= 1:
+            raise InvalidInput(field, "must be in (0, 1]")
+
+    def admits(amount: float, annual_rate: float, term_months: int) -> bool:
+        return limits.admit(score(applicant, Offer(amount, annual_rate, term_months)))
+
+    max_units = largest_admitted(
+        lambda units: admits(units, offer.annual_rate, offer.term_months),
+        low=1,
+        high=math.ceil(MAX_AMOUNT_PER_INCOME * applicant.annual_income),
+    )
+    max_steps = largest_admitted(
+        lambda steps: admits(offer.amount, steps * RATE_STEP, offer.term_months), low=0, high=round(1 / RATE_STEP)
+    )
+    terms = [months for months in range(1, 481) if admits(offer.amount, offer.annual_rate, months)]
+    return Headroom(
+        max_amount=None if max_units is None else float(max_units),
+        max_annual_rate=None if max_steps is None else round(max_steps * RATE_STEP, 4),
+        term_months=(terms[0], terms[-1]) if terms else None,
+    )
+
+
+def largest_admitted(admitted, low: int, high: int) -> int | None:
+    """The largest integer in [low, high] that `admitted` accepts, for a predicate true up to a threshold."""
+    if not admitted(low):
+        return None
+    if admitted(high):
+        return high
+    while high - low > 1:  # admitted(low) and not admitted(high)
+        middle = (low + high) // 2
+        low, high = (middle, high) if admitted(middle) else (low, middle)
+    return low

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from deliberate.risk.model import score
+from deliberate.risk.model import headroom, score
 from deliberate.rule_packs.credit import CreditOffers, CreditPack, CreditParams
 from deliberate.rule_packs.credit.pack import breach
 from deliberate.verifier.constraints import ConstraintSpec, compile_rules
@@ -31,6 +31,9 @@ class ScoresInProcess:
     def score_all(self, applicant, offers):
         self.scored += len(offers)
         return [score(applicant, offer) for offer in offers]
+
+    def headroom_all(self, applicant, offers, limits):
+        return [headroom(applicant, offer, limits) for offer in offers]
 
 
 def pack(risk: ScoresInProcess | None = None) -> CreditPack:
@@ -81,10 +84,26 @@ def test_a_breach_states_the_figure_the_excess_and_the_limit():
     assert not passed
     assert detail == (
         "1 of 3 offers rejected: offer 3 (40000 at 14.00 % for 60 months): probability of default 0.1017 is 0.0517 "
-        "over the limit 0.05; loss given default 0.4167 is 0.0167 over the limit 0.4"
+        "over the limit 0.05; loss given default 0.4167 is 0.0167 over the limit 0.4; within the limits with the rest "
+        "unchanged: amount up to 11927"
     )
     passed, detail = pack().offers_within_risk_limits(offers(*GOOD_OFFERS))
     assert passed and "offer 1 (10000 at 9.90 % for 36 months): PD=0.0326, LGD=0.2917" in detail
+
+
+def test_a_rejected_offer_says_which_amount_rate_or_term_would_pass_and_each_does():
+    over = {"amount": 30000, "annual_rate": 0.099, "term_months": 60}
+    passed, detail = pack().offers_within_risk_limits(offers(over))
+    assert not passed and detail.endswith(
+        "within the limits with the rest unchanged: amount up to 21939, or annual_rate up to 0.0684"
+    )
+    for way in ({"amount": 21939}, {"annual_rate": 0.0684}):
+        assert pack().offers_within_risk_limits(offers({**over, **way}))[0], way
+    one_month = {"amount": 5000, "annual_rate": 0.079, "term_months": 1}  # no rate pays 5000 back in a month
+    passed, detail = pack().offers_within_risk_limits(offers(one_month))
+    assert detail.endswith("unchanged: amount up to 1916, or term_months 3 to 130"), detail
+    for way in ({"amount": 1916}, {"term_months": 3}, {"term_months": 130}):
+        assert pack().offers_within_risk_limits(offers({**one_month, **way}))[0], way
 
 
 def test_a_figure_at_its_limit_fails_saying_it_must_be_under():

@@ -5,7 +5,8 @@ open — the offer fails with the reason: nothing is approved unchecked (docs/bu
 
 The applicant and the disclosure sentence come from the request's context (or the constraint's params). Each
 breach states the figure, the limit and how far over it is (`probability of default 0.1017 is 0.0517 over the
-limit 0.05`): the re-draft's feedback.
+limit 0.05`) and, asked of the same service (`Headroom`), which amount, rate or term alone would put the offer
+within the limits (`amount up to 3412, or annual_rate up to 0.0612`): the re-draft's feedback.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import re
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from deliberate.risk.client import RiskClient, RiskRejected, RiskUnavailable
-from deliberate.risk.model import Applicant, Offer, Score
+from deliberate.risk.model import Applicant, Headroom, Limits, Offer, Score
 from deliberate.verifier.packs import CheckResult, Quality, RulePack, check
 
 MAX_PROBABILITY_OF_DEFAULT = 0.05
@@ -84,21 +85,31 @@ class CreditPack(RulePack):
         results = self.risk.score_all(applicant, offers)
         if all(isinstance(result, RiskUnavailable) for result in results):  # one reason, said once
             return False, f"none of the {len(offers)} offers scored, so none approved: {results[0]}"
-        failures, passes = [], []
+        failures, passes, rejected = [], [], []
         for number, (offer, result) in enumerate(zip(answer.offers, results, strict=True), start=1):
             line = f"offer {number} ({offer.describe()})"
             if isinstance(result, Score):
                 breaches = self.breaches(result)
                 figures = f"PD={result.probability_of_default:.4f}, LGD={result.loss_given_default:.4f}"
                 (failures if breaches else passes).append(f"{line}: {'; '.join(breaches) or figures}")
+                if breaches:
+                    rejected.append((len(failures) - 1, offers[number - 1]))
             elif isinstance(result, RiskRejected):
                 failures.append(f"{line}: the risk model refused it: {result}")
             else:  # RiskUnavailable: fail closed
                 failures.append(f"{line}: not scored, so not approved: {result}")
+        headrooms = self.risk.headroom_all(applicant, [offer for _, offer in rejected], self.limits)
+        for (index, _), room in zip(rejected, headrooms, strict=True):
+            if isinstance(room, Headroom):  # without it the breach alone is the feedback
+                failures[index] += f"; {within_limits(room)}"
         if failures:
             return False, f"{len(failures)} of {len(offers)} offers rejected: " + " | ".join(failures)
         version = results[0].model_version
         return True, f"all {len(offers)} offers within limits ({version}): " + " | ".join(passes)
+
+    @property
+    def limits(self) -> Limits:
+        return Limits(self.params.max_probability_of_default, self.params.max_loss_given_default)
 
     def breaches(self, score: Score) -> list[str]:
         p = self.params
@@ -141,6 +152,23 @@ def breach(name: str, value: float, limit: float) -> str:
         return f"{name} {value:.4f} is at the limit {limit:g}; it must be under it"
     over = f"{value - limit:.4f}"
     return f"{name} {value:.4f} is {'just' if float(over) == 0 else over} over the limit {limit:g}"
+
+
+def within_limits(room: Headroom) -> str:
+    """What the risk model admits when one term of the offer changes, in the answer's own fields, so a re-draft can
+    write it down: `within the limits with the rest unchanged: amount up to 3412, or annual_rate up to 0.0612, or
+    term_months 6 to 24`."""
+    ways = []
+    if room.max_amount is not None:
+        ways.append(f"amount up to {room.max_amount:.0f}")
+    if room.max_annual_rate is not None:
+        ways.append(f"annual_rate up to {room.max_annual_rate:.4f}")
+    if room.term_months is not None:
+        shortest, longest = room.term_months
+        ways.append(f"term_months {shortest} to {longest}" if shortest < longest else f"term_months {shortest}")
+    if not ways:
+        return "no amount, rate or term alone brings it within the limits"
+    return "within the limits with the rest unchanged: " + ", or ".join(ways)
 
 
 def normalized(text: str) -> str:
