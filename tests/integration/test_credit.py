@@ -101,7 +101,7 @@ def test_an_offer_over_the_limits_fails_with_its_pd_and_lgd(services):
     assert messages(verdict)["risk_check"] == (
         "risk_check failed: 1 of 3 offers rejected: offer 3 (40000 at 14.00 % for 60 months): "
         "probability of default 0.1017 is 0.0517 over the limit 0.05; loss given default 0.4167 is 0.0167 over the "
-        "limit 0.4; within the limits with the rest unchanged: amount up to 11927"
+        'limit 0.4; within the limits, changing one term: {"amount": 11927, "annual_rate": 0.14, "term_months": 60}'
     )
 
 

@@ -6,11 +6,12 @@ open — the offer fails with the reason: nothing is approved unchecked (docs/bu
 The applicant and the disclosure sentence come from the request's context (or the constraint's params). Each
 breach states the figure, the limit and how far over it is (`probability of default 0.1017 is 0.0517 over the
 limit 0.05`) and, asked of the same service (`Headroom`), which amount, rate or term alone would put the offer
-within the limits (`amount up to 3412, or annual_rate up to 0.0612`): the re-draft's feedback.
+within the limits (`{"amount": 2943, "annual_rate": 0.079, "term_months": 36}`): the re-draft's feedback.
 """
 
 from __future__ import annotations
 
+import json
 import re
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
@@ -99,9 +100,9 @@ class CreditPack(RulePack):
             else:  # RiskUnavailable: fail closed
                 failures.append(f"{line}: not scored, so not approved: {result}")
         headrooms = self.risk.headroom_all(applicant, [offer for _, offer in rejected], self.limits)
-        for (index, _), room in zip(rejected, headrooms, strict=True):
+        for (index, offer), room in zip(rejected, headrooms, strict=True):
             if isinstance(room, Headroom):  # without it the breach alone is the feedback
-                failures[index] += f"; {within_limits(room)}"
+                failures[index] += f"; {within_limits(offer, room)}"
         if failures:
             return False, f"{len(failures)} of {len(offers)} offers rejected: " + " | ".join(failures)
         version = results[0].model_version
@@ -154,21 +155,24 @@ def breach(name: str, value: float, limit: float) -> str:
     return f"{name} {value:.4f} is {'just' if float(over) == 0 else over} over the limit {limit:g}"
 
 
-def within_limits(room: Headroom) -> str:
-    """What the risk model admits when one term of the offer changes, in the answer's own fields, so a re-draft can
-    write it down: `within the limits with the rest unchanged: amount up to 3412, or annual_rate up to 0.0612, or
-    term_months 6 to 24`."""
-    ways = []
+def within_limits(offer: Offer, room: Headroom) -> str:
+    """The offers the risk model admits that change one term of `offer`, written as the answer writes an offer so a
+    re-draft can copy one into its place: `within the limits, changing one term: {"amount": 2943, "annual_rate":
+    0.079, "term_months": 36} or {"amount": 5000, "annual_rate": 0.0704, "term_months": 36}`. The term is the one
+    in range nearest the offer's."""
+    changes = []
     if room.max_amount is not None:
-        ways.append(f"amount up to {room.max_amount:.0f}")
+        changes.append({"amount": round(room.max_amount)})
     if room.max_annual_rate is not None:
-        ways.append(f"annual_rate up to {room.max_annual_rate:.4f}")
+        changes.append({"annual_rate": room.max_annual_rate})
     if room.term_months is not None:
         shortest, longest = room.term_months
-        ways.append(f"term_months {shortest} to {longest}" if shortest < longest else f"term_months {shortest}")
-    if not ways:
+        changes.append({"term_months": min(max(offer.term_months, shortest), longest)})
+    if not changes:
         return "no amount, rate or term alone brings it within the limits"
-    return "within the limits with the rest unchanged: " + ", or ".join(ways)
+    amount = int(offer.amount) if offer.amount == int(offer.amount) else offer.amount  # 5000, not 5000.0
+    terms = {"amount": amount, "annual_rate": offer.annual_rate, "term_months": offer.term_months}
+    return "within the limits, changing one term: " + " or ".join(json.dumps(terms | change) for change in changes)
 
 
 def normalized(text: str) -> str:
