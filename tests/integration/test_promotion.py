@@ -83,11 +83,13 @@ def test_the_real_verifier_rejects_and_accepts_plans_naming_sku_and_figures(stac
         "plan_total passed: 3 products, 140 units, revenue 1266.00, gross profit 424.00 (33.5%)"
     )
     assert not over_stock.valid
-    assert results(over_stock)["stock_check"] == "stock_check failed: GRD-01: quantity 20 is 8 over the stock 12"
+    assert results(over_stock)["stock_check"].startswith(
+        "stock_check failed: GRD-01: quantity 20 is 8 over the stock 12, so use {"
+    )
     assert not thin_margin.valid
     assert results(thin_margin)["margin_check"] == (
         "margin_check failed: COF-1KG: margin 18.3% is 1.7 points under the floor 20% (price 16.00 −25% = 12.00, "
-        "unit cost 9.80; at most 23.43% off meets the floor)"
+        'unit cost 9.80), so use {"sku": "COF-1KG", "discount_percent": 23.43, "quantity": 20}'
     )
     assert not forbidden.valid
     assert results(forbidden)["claims_check"] == (

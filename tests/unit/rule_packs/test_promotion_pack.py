@@ -70,7 +70,10 @@ def test_a_plan_within_every_term_passes_with_its_true_figures():
 def test_a_quantity_above_stock_fails_naming_the_sku_both_figures_and_the_excess():
     verdict = check(plan(**{"GRD-01": {"quantity": 13}}))
     assert not verdict.valid
-    assert messages(verdict)["stock_check"] == "stock_check failed: GRD-01: quantity 13 is 1 over the stock 12"
+    assert messages(verdict)["stock_check"] == (
+        'stock_check failed: GRD-01: quantity 13 is 1 over the stock 12, so use {"sku": "GRD-01", "discount_percent": '
+        '15, "quantity": 12}'
+    )
     assert verdict.outcomes[-1].rule_id == "stock_check", "fast-fail: nothing runs after the first hard failure"
 
 
@@ -82,7 +85,7 @@ def test_a_margin_under_the_floor_fails_with_the_gap_the_figures_and_the_discoun
     # rounded down so that the discount offered meets it.
     assert messages(verdict)["margin_check"] == (
         "margin_check failed: COF-1KG: margin 18.3% is 1.7 points under the floor 20% (price 16.00 −25% = 12.00, "
-        "unit cost 9.80; at most 23.43% off meets the floor)"
+        'unit cost 9.80), so use {"sku": "COF-1KG", "discount_percent": 23.43, "quantity": 20}'
     )
 
 
@@ -92,7 +95,7 @@ def test_a_margin_no_discount_can_meet_says_so():
     verdict = check(plan(items, "Coffee week."), {"min_margin_percent": 40}, schema=False)
     assert messages(verdict)["margin_check"] == (
         "margin_check failed: COF-1KG: margin 35.5% is 4.5 points under the floor 40% (price 16.00 −5% = 15.20, "
-        "unit cost 9.80; no discount meets the floor: undiscounted, its margin is 38.8%)"
+        "unit cost 9.80), so leave COF-1KG out: no discount meets the floor (undiscounted, its margin is 38.8%)"
     )
 
 
@@ -130,10 +133,13 @@ def test_the_plan_margin_is_revenue_weighted_over_every_promoted_unit():
 def test_a_discount_above_its_category_cap_fails_naming_sku_category_cap_and_excess():
     verdict = check(plan(**{"GRD-01": {"discount_percent": 20}}))
     assert messages(verdict)["discount_cap_check"] == (
-        "discount_cap_check failed: GRD-01: discount 20% is 5 points over the appliances cap 15%"
+        'discount_cap_check failed: GRD-01: discount 20% is 5 points over the appliances cap 15%, so use {"sku": '
+        '"GRD-01", "discount_percent": 15, "quantity": 10}'
     )
     verdict = check(plan(**{"GRD-01": {"discount_percent": 16}}))
-    assert messages(verdict)["discount_cap_check"].endswith("discount 16% is 1 point over the appliances cap 15%")
+    assert messages(verdict)["discount_cap_check"].startswith(
+        "discount_cap_check failed: GRD-01: discount 16% is 1 point over the appliances cap 15%, so use"
+    )
 
 
 def test_every_offending_product_is_listed_up_to_five():
@@ -143,9 +149,13 @@ def test_every_offending_product_is_listed_up_to_five():
     ]
     verdict = check(plan(items), {}, schema=False)  # seven products: more than the schema allows
     assert messages(verdict)["stock_check"] == (
-        "stock_check failed: TEA-100: quantity 1000 is 760 over the stock 240; COF-1KG: quantity 1000 is 940 over the"
-        " stock 60; SYR-25: quantity 1000 is 910 over the stock 90; MUG-12: quantity 1000 is 850 over the stock 150;"
-        " PRS-08: quantity 1000 is 920 over the stock 80 (+2 more)"
+        "stock_check failed: "
+        + "; ".join(
+            f'{sku}: quantity 1000 is {1000 - stock} over the stock {stock}, so use {{"sku": "{sku}", '
+            f'"discount_percent": 0, "quantity": {stock}}}'
+            for sku, stock in (("TEA-100", 240), ("COF-1KG", 60), ("SYR-25", 90), ("MUG-12", 150), ("PRS-08", 80))
+        )
+        + " (+2 more)"
     )
 
 

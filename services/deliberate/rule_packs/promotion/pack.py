@@ -7,13 +7,15 @@ the discounted price left after the unit cost, `(price·(1 − d/100) − unit_c
 product; the plan's is the same over its whole promoted quantity (revenue-weighted). Arithmetic is exact
 (fractions of the decimals as written), so a plan exactly at a floor or a cap passes.
 
-Every failure names the product's sku, the figures and by how much the plan misses (`GRD-01: discount 20% is 5
-points over the appliances cap 15%`): the re-draft's feedback. A check whose policy the request does not give
-abstains, saying so, rather than passing.
+Every failure names the product's sku, the figures, by how much the plan misses and the item as the check would
+admit it (`GRD-01: discount 20% is 5 points over the appliances cap 15%, so use {"sku": "GRD-01",
+"discount_percent": 15, "quantity": 12}`), or that the product cannot be promoted at all: the re-draft's feedback.
+A check whose policy the request does not give abstains, saying so, rather than passing.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import unicodedata
@@ -153,7 +155,7 @@ class PromotionPack(RulePack):
             return NO_KNOWN_SKU
         over = [
             f"{x.sku}: quantity {x.item.quantity} is {x.item.quantity - x.product.stock} over the stock"
-            f" {x.product.stock}"
+            f" {x.product.stock}, so {repaired(x, quantity=x.product.stock)}"
             for x in lines
             if x.item.quantity > x.product.stock
         ]
@@ -173,7 +175,8 @@ class PromotionPack(RulePack):
             if x.discount > cap:
                 gap = points(x.discount - cap)
                 over.append(
-                    f"{x.sku}: discount {fmt(x.discount)}% is {gap} over the {x.product.category} cap {fmt(cap)}%"
+                    f"{x.sku}: discount {fmt(x.discount)}% is {gap} over the {x.product.category} cap {fmt(cap)}%,"
+                    f" so {repaired(x, discount_percent=cap)}"
                 )
         if over:
             return False, listed(over)
@@ -190,7 +193,7 @@ class PromotionPack(RulePack):
         under = [
             f"{x.sku}: margin {fmt_below(x.margin_percent, floor)}% is {points(exact(floor) - x.margin_percent)} under"
             f" the floor {fmt(floor)}% (price {money(x.product.price)} −{fmt(x.discount)}% = {money(x.unit_price)},"
-            f" unit cost {money(x.product.unit_cost)}; {discount_meeting(x.product, exact(floor))})"
+            f" unit cost {money(x.product.unit_cost)}), so {margin_repair(x, exact(floor))}"
             for x in lines
             if x.margin_percent < exact(floor)
         ]
@@ -292,15 +295,31 @@ def points(gap: Fraction) -> str:
     return f"{shown} {'point' if shown == '1' else 'points'}"
 
 
-def discount_meeting(product: Product, floor: Fraction) -> str:
-    """The largest discount, rounded down to 0.01 %, at which `product`'s margin meets `floor`: what a re-draft may
-    offer. The discounted price must reach unit_cost / (1 − floor/100)."""
+def margin_repair(line: Line, floor: Fraction) -> str:
+    """The item at the largest discount, rounded down to 0.01 %, at which its product's margin meets `floor`, or why
+    the product cannot be promoted: the discounted price must reach unit_cost / (1 − floor/100)."""
+    product = line.product
     lowest_price = exact(product.unit_cost) / (1 - floor / 100)
     largest = 100 * (1 - lowest_price / exact(product.price))
     if largest < 0:
         undiscounted = margin_percent(exact(product.price), exact(product.unit_cost))
-        return f"no discount meets the floor: undiscounted, its margin is {fmt(undiscounted, 1)}%"
-    return f"at most {fmt(Fraction(math.floor(largest * 100), 100))}% off meets the floor"
+        return (
+            f"leave {line.sku} out: no discount meets the floor (undiscounted, its margin is {fmt(undiscounted, 1)}%)"
+        )
+    return repaired(line, discount_percent=Fraction(math.floor(largest * 100), 100))
+
+
+def repaired(line: Line, **change: int | float | Fraction) -> str:
+    """`use {"sku": "GRD-01", "discount_percent": 15, "quantity": 12}`: the item with one field changed to what the
+    check admits, written as the answer writes an item so a re-draft can copy it into its place."""
+    item = {"sku": line.sku, "discount_percent": line.item.discount_percent, "quantity": line.item.quantity} | change
+    item["discount_percent"] = number(item["discount_percent"])
+    return f"use {json.dumps(item)}"
+
+
+def number(value: float | Fraction) -> int | float:
+    """25, not 25.0 or Fraction(25); 23.43 as written."""
+    return int(value) if value == int(value) else float(value)
 
 
 def money(value: float | Fraction) -> str:
