@@ -11,7 +11,7 @@ import jsonschema
 from pydantic import ValidationError
 
 from deliberate.risk.client import RiskRejected
-from deliberate.risk.model import InvalidInput, headroom, score
+from deliberate.risk.model import InvalidInput, score
 from deliberate.verifier.packs import Abstained, PackContext, registry
 from deliberate.verifier.parsing import extract_json
 from deliberate_bench.eval import business_instances as bi
@@ -134,6 +134,3 @@ class RiskModelInProcess:
             except InvalidInput as error:  # what the service answers as INVALID_ARGUMENT
                 results.append(RiskRejected(str(error)))
         return results
-
-    def headroom_all(self, applicant, offers, limits) -> list:
-        return [headroom(applicant, offer, limits) for offer in offers]

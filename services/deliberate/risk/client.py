@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import grpc
 from opentelemetry.instrumentation.grpc import client_interceptor, grpcext
@@ -22,7 +22,7 @@ from opentelemetry.instrumentation.grpc import client_interceptor, grpcext
 from deliberate_api.risk.v1 import risk_model_service_pb2, risk_model_service_pb2_grpc
 
 from ..core.tls import sync_channel
-from .model import Applicant, Headroom, Limits, Offer, Score
+from .model import Applicant, Offer, Score
 
 # After a failed connection gRPC waits before it tries again, up to 120 s by default, and fails every call at once
 # meanwhile: a risk service that came back would stay unreachable long after the breaker's trial. Try every second.
@@ -111,33 +111,22 @@ class RiskClient:
     def score_all(self, applicant: Applicant, offers: Sequence[Offer]) -> list[Score | Exception]:
         """Scores every offer, the calls all at once (after a half-open breaker's trial call), each under the
         timeout: per offer its Score, or the RiskUnavailable / RiskRejected that says why there is none."""
-        requests = [risk_model_service_pb2.ScoreRequest(applicant=message_of(applicant), offer=message_of(offer))
-                    for offer in offers]  # fmt: skip
-        return self.call_all(self.stub.Score, requests, score_of)
-
-    def headroom_all(self, applicant: Applicant, offers: Sequence[Offer], limits: Limits) -> list[Headroom | Exception]:
-        """Per offer, its Headroom under `limits` (or why there is none), called as `score_all` calls."""
-        requests = [
-            risk_model_service_pb2.HeadroomRequest(
-                applicant=message_of(applicant), offer=message_of(offer), **vars(limits)
-            )
-            for offer in offers
-        ]
-        return self.call_all(self.stub.Headroom, requests, headroom_of)
-
-    def call_all(self, method, requests: list, convert: Callable) -> list:
-        calls: list = []
-        for request in requests:
+        calls: list[grpc.Future | Score | Exception] = []
+        for offer in offers:
             try:
                 trial = self.breaker.admit()
             except RiskUnavailable as refused:
                 calls.append(refused)
                 continue
-            call = method.future(request, timeout=self.timeout_s)
-            calls.append(self.result(call, convert) if trial else call)  # the trial's outcome decides on the next calls
-        return [self.result(call, convert) if isinstance(call, grpc.Future) else call for call in calls]
+            request = risk_model_service_pb2.ScoreRequest(
+                applicant=risk_model_service_pb2.Applicant(**vars(applicant)),
+                offer=risk_model_service_pb2.Offer(**vars(offer)),
+            )
+            call = self.stub.Score.future(request, timeout=self.timeout_s)
+            calls.append(self.result(call) if trial else call)  # the trial's outcome decides on the next calls
+        return [self.result(call) if isinstance(call, grpc.Future) else call for call in calls]
 
-    def result(self, call: grpc.Future, convert: Callable):
+    def result(self, call: grpc.Future) -> Score | Exception:
         try:
             response = call.result()
         except grpc.RpcError as error:
@@ -150,32 +139,13 @@ class RiskClient:
             self.breaker.failed(problem)
             return RiskUnavailable(f"risk model at {self.address}: {problem}")
         self.breaker.succeeded()
-        return convert(response)
+        return Score(
+            response.probability_of_default,
+            response.loss_given_default,
+            response.monthly_payment,
+            response.debt_to_income,
+            response.model_version,
+        )
 
     def close(self) -> None:
         self.channel.close()
-
-
-def message_of(value: Applicant | Offer):
-    kind = risk_model_service_pb2.Applicant if isinstance(value, Applicant) else risk_model_service_pb2.Offer
-    return kind(**vars(value))
-
-
-def score_of(response: risk_model_service_pb2.ScoreResponse) -> Score:
-    return Score(
-        response.probability_of_default,
-        response.loss_given_default,
-        response.monthly_payment,
-        response.debt_to_income,
-        response.model_version,
-    )
-
-
-def headroom_of(response: risk_model_service_pb2.HeadroomResponse) -> Headroom:
-    has = response.HasField
-    return Headroom(
-        max_amount=response.max_amount if has("max_amount") else None,
-        max_annual_rate=response.max_annual_rate if has("max_annual_rate") else None,
-        term_months=(response.min_term_months, response.max_term_months) if has("min_term_months") else None,
-        model_version=response.model_version,
-    )

@@ -10,14 +10,18 @@ from opentelemetry import trace
 from deliberate_api.risk.v1 import risk_model_service_pb2, risk_model_service_pb2_grpc
 
 from ..core import telemetry
-from .model import Applicant, InvalidInput, Limits, Offer, headroom, score
+from .model import Applicant, InvalidInput, Offer, score
 
 log = logging.getLogger("deliberate.risk")
 
 
 class RiskModelServicer(risk_model_service_pb2_grpc.RiskModelServiceServicer):
     async def Score(self, request, context: grpc.aio.ServicerContext):  # noqa: N802 (gRPC naming)
-        applicant, offer = await applicant_and_offer(request, context)
+        if not request.HasField("applicant") or not request.HasField("offer"):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "applicant and offer are required")
+        a, o = request.applicant, request.offer
+        applicant = Applicant(a.annual_income, a.monthly_debt_payments, a.credit_score, a.collateral_value)
+        offer = Offer(o.amount, o.annual_rate, o.term_months)
         try:
             result = score(applicant, offer)
         except InvalidInput as error:
@@ -40,29 +44,3 @@ class RiskModelServicer(risk_model_service_pb2_grpc.RiskModelServiceServicer):
             monthly_payment=result.monthly_payment,
             debt_to_income=result.debt_to_income,
         )
-
-    async def Headroom(self, request, context: grpc.aio.ServicerContext):  # noqa: N802 (gRPC naming)
-        applicant, offer = await applicant_and_offer(request, context)
-        limits = Limits(request.max_probability_of_default, request.max_loss_given_default)
-        try:
-            result = headroom(applicant, offer, limits)
-        except InvalidInput as error:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
-        if request.request_id:
-            trace.get_current_span().set_attribute(telemetry.REQUEST_ID, request.request_id)
-        shortest, longest = result.term_months or (None, None)
-        return risk_model_service_pb2.HeadroomResponse(
-            max_amount=result.max_amount,
-            max_annual_rate=result.max_annual_rate,
-            model_version=result.model_version,
-            min_term_months=shortest,
-            max_term_months=longest,
-        )
-
-
-async def applicant_and_offer(request, context: grpc.aio.ServicerContext) -> tuple[Applicant, Offer]:
-    if not request.HasField("applicant") or not request.HasField("offer"):
-        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "applicant and offer are required")
-    a, o = request.applicant, request.offer
-    applicant = Applicant(a.annual_income, a.monthly_debt_payments, a.credit_score, a.collateral_value)
-    return applicant, Offer(o.amount, o.annual_rate, o.term_months)

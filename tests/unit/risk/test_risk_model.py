@@ -1,12 +1,11 @@
-"""The risk model's documented figures and input checks, its headroom under limits, and the circuit breaker's
-states."""
+"""The risk model's documented figures and input checks, and the circuit breaker's states."""
 
 from __future__ import annotations
 
 import pytest
 
 from deliberate.risk.client import CircuitBreaker, RiskUnavailable
-from deliberate.risk.model import MODEL_VERSION, Applicant, InvalidInput, Limits, Offer, headroom, score
+from deliberate.risk.model import MODEL_VERSION, Applicant, InvalidInput, Offer, score
 
 APPLICANT = Applicant(annual_income=60000, monthly_debt_payments=500, credit_score=690)
 
@@ -47,37 +46,6 @@ def test_inputs_out_of_range_name_the_field(applicant, offer, field):
     with pytest.raises(InvalidInput) as raised:
         score(applicant, offer)
     assert raised.value.field == field
-
-
-LIMITS = Limits(max_probability_of_default=0.05, max_loss_given_default=0.4)
-
-
-def within(offer: Offer) -> bool:
-    return LIMITS.admit(score(APPLICANT, offer))
-
-
-def test_headroom_gives_the_last_amount_rate_and_terms_within_the_limits():
-    offer = Offer(30000, 0.099, 60)  # PD 0.0610: over
-    room = headroom(APPLICANT, offer, LIMITS)
-    assert (room.max_amount, room.max_annual_rate, room.term_months) == (21939, 0.0684, None)
-    assert within(Offer(21939, 0.099, 60)) and not within(Offer(21940, 0.099, 60))
-    assert within(Offer(30000, 0.0684, 60)) and not within(Offer(30000, 0.0685, 60))
-    assert not any(within(Offer(30000, 0.099, months)) for months in range(1, 481))
-
-
-def test_headroom_terms_are_one_range_and_an_lgd_breach_leaves_only_the_amount():
-    room = headroom(APPLICANT, Offer(5000, 0.079, 36), LIMITS)
-    assert room.term_months == (3, 130)
-    assert [within(Offer(5000, 0.079, m)) for m in (2, 3, 130, 131)] == [False, True, True, False]
-    # LGD 0.4167 depends on the amount alone: no rate or term fixes it.
-    room = headroom(APPLICANT, Offer(40000, 0.14, 60), LIMITS)
-    assert (room.max_amount, room.max_annual_rate, room.term_months) == (11927, None, None)
-
-
-def test_headroom_limits_out_of_range_name_the_field():
-    with pytest.raises(InvalidInput) as raised:
-        headroom(APPLICANT, Offer(1000, 0.1, 12), Limits(0.05, 1.5))
-    assert raised.value.field == "max_loss_given_default"
 
 
 class Clock:

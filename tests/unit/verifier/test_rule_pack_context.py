@@ -11,7 +11,7 @@ from google.protobuf import struct_pb2
 from pydantic import BaseModel
 
 from deliberate.core.requests import InvalidArgument
-from deliberate.risk.model import headroom, score
+from deliberate.risk.model import score
 from deliberate.verifier.constraints import ConstraintSpec, compile_rules
 from deliberate.verifier.pack_rules import resolve_services
 from deliberate.verifier.packs import PackContext, RulePack
@@ -33,9 +33,6 @@ class ScoresInProcess:
 
     def score_all(self, applicant, offers):
         return [score(applicant, offer) for offer in offers]
-
-    def headroom_all(self, applicant, offers, limits):
-        return [headroom(applicant, offer, limits) for offer in offers]
 
 
 class NoParams(BaseModel):

@@ -5,19 +5,17 @@ open — the offer fails with the reason: nothing is approved unchecked (docs/bu
 
 The applicant and the disclosure sentence come from the request's context (or the constraint's params). Each
 breach states the figure, the limit and how far over it is (`probability of default 0.1017 is 0.0517 over the
-limit 0.05`) and, asked of the same service (`Headroom`), which amount, rate or term alone would put the offer
-within the limits (`{"amount": 2943, "annual_rate": 0.079, "term_months": 36}`): the re-draft's feedback.
+limit 0.05`): the re-draft's feedback.
 """
 
 from __future__ import annotations
 
-import json
 import re
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from deliberate.risk.client import RiskClient, RiskRejected, RiskUnavailable
-from deliberate.risk.model import Applicant, Headroom, Limits, Offer, Score
+from deliberate.risk.model import Applicant, Offer, Score
 from deliberate.verifier.packs import CheckResult, Quality, RulePack, check
 
 MAX_PROBABILITY_OF_DEFAULT = 0.05
@@ -86,31 +84,21 @@ class CreditPack(RulePack):
         results = self.risk.score_all(applicant, offers)
         if all(isinstance(result, RiskUnavailable) for result in results):  # one reason, said once
             return False, f"none of the {len(offers)} offers scored, so none approved: {results[0]}"
-        failures, passes, rejected = [], [], []
+        failures, passes = [], []
         for number, (offer, result) in enumerate(zip(answer.offers, results, strict=True), start=1):
             line = f"offer {number} ({offer.describe()})"
             if isinstance(result, Score):
                 breaches = self.breaches(result)
                 figures = f"PD={result.probability_of_default:.4f}, LGD={result.loss_given_default:.4f}"
                 (failures if breaches else passes).append(f"{line}: {'; '.join(breaches) or figures}")
-                if breaches:
-                    rejected.append((len(failures) - 1, offers[number - 1]))
             elif isinstance(result, RiskRejected):
                 failures.append(f"{line}: the risk model refused it: {result}")
             else:  # RiskUnavailable: fail closed
                 failures.append(f"{line}: not scored, so not approved: {result}")
-        headrooms = self.risk.headroom_all(applicant, [offer for _, offer in rejected], self.limits)
-        for (index, offer), room in zip(rejected, headrooms, strict=True):
-            if isinstance(room, Headroom):  # without it the breach alone is the feedback
-                failures[index] += f"; {within_limits(offer, room)}"
         if failures:
             return False, f"{len(failures)} of {len(offers)} offers rejected: " + " | ".join(failures)
         version = results[0].model_version
         return True, f"all {len(offers)} offers within limits ({version}): " + " | ".join(passes)
-
-    @property
-    def limits(self) -> Limits:
-        return Limits(self.params.max_probability_of_default, self.params.max_loss_given_default)
 
     def breaches(self, score: Score) -> list[str]:
         p = self.params
@@ -153,26 +141,6 @@ def breach(name: str, value: float, limit: float) -> str:
         return f"{name} {value:.4f} is at the limit {limit:g}; it must be under it"
     over = f"{value - limit:.4f}"
     return f"{name} {value:.4f} is {'just' if float(over) == 0 else over} over the limit {limit:g}"
-
-
-def within_limits(offer: Offer, room: Headroom) -> str:
-    """The offers the risk model admits that change one term of `offer`, written as the answer writes an offer so a
-    re-draft can copy one into its place: `within the limits, changing one term: {"amount": 2943, "annual_rate":
-    0.079, "term_months": 36} or {"amount": 5000, "annual_rate": 0.0704, "term_months": 36}`. The term is the one
-    in range nearest the offer's."""
-    changes = []
-    if room.max_amount is not None:
-        changes.append({"amount": round(room.max_amount)})
-    if room.max_annual_rate is not None:
-        changes.append({"annual_rate": room.max_annual_rate})
-    if room.term_months is not None:
-        shortest, longest = room.term_months
-        changes.append({"term_months": min(max(offer.term_months, shortest), longest)})
-    if not changes:
-        return "no amount, rate or term alone brings it within the limits"
-    amount = int(offer.amount) if offer.amount == int(offer.amount) else offer.amount  # 5000, not 5000.0
-    terms = {"amount": amount, "annual_rate": offer.annual_rate, "term_months": offer.term_months}
-    return "within the limits, changing one term: " + " or ".join(json.dumps(terms | change) for change in changes)
 
 
 def normalized(text: str) -> str:

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n+deliberate/risk/v1/risk_model_service.proto\x12\x12\x64\x65liberate.risk.v1\"q\n\tApplicant\x12\x15\n\rannual_income\x18\x01 \x01(\x01\x12\x1d\n\x15monthly_debt_payments\x18\x02 \x01(\x01\x12\x14\n\x0c\x63redit_score\x18\x03 \x01(\x05\x12\x18\n\x10\x63ollateral_value\x18\x04 \x01(\x01\"A\n\x05Offer\x12\x0e\n\x06\x61mount\x18\x01 \x01(\x01\x12\x13\n\x0b\x61nnual_rate\x18\x02 \x01(\x01\x12\x13\n\x0bterm_months\x18\x03 \x01(\x05\"~\n\x0cScoreRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x30\n\tapplicant\x18\x02 \x01(\x0b\x32\x1d.deliberate.risk.v1.Applicant\x12(\n\x05offer\x18\x03 \x01(\x0b\x32\x19.deliberate.risk.v1.Offer\"\x93\x01\n\rScoreResponse\x12\x1e\n\x16probability_of_default\x18\x01 \x01(\x01\x12\x1a\n\x12loss_given_default\x18\x02 \x01(\x01\x12\x15\n\rmodel_version\x18\x03 \x01(\t\x12\x17\n\x0fmonthly_payment\x18\x04 \x01(\x01\x12\x16\n\x0e\x64\x65\x62t_to_income\x18\x05 \x01(\x01\"\xc5\x01\n\x0fHeadroomRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x30\n\tapplicant\x18\x02 \x01(\x0b\x32\x1d.deliberate.risk.v1.Applicant\x12(\n\x05offer\x18\x03 \x01(\x0b\x32\x19.deliberate.risk.v1.Offer\x12\"\n\x1amax_probability_of_default\x18\x04 \x01(\x01\x12\x1e\n\x16max_loss_given_default\x18\x05 \x01(\x01\"\xe7\x01\n\x10HeadroomResponse\x12\x17\n\nmax_amount\x18\x01 \x01(\x01H\x00\x88\x01\x01\x12\x1c\n\x0fmax_annual_rate\x18\x02 \x01(\x01H\x01\x88\x01\x01\x12\x1c\n\x0fmin_term_months\x18\x03 \x01(\x05H\x02\x88\x01\x01\x12\x1c\n\x0fmax_term_months\x18\x04 \x01(\x05H\x03\x88\x01\x01\x12\x15\n\rmodel_version\x18\x05 \x01(\tB\r\n\x0b_max_amountB\x12\n\x10_max_annual_rateB\x12\n\x10_min_term_monthsB\x12\n\x10_max_term_months2\xb7\x01\n\x10RiskModelService\x12L\n\x05Score\x12 .deliberate.risk.v1.ScoreRequest\x1a!.deliberate.risk.v1.ScoreResponse\x12U\n\x08Headroom\x12#.deliberate.risk.v1.HeadroomRequest\x1a$.deliberate.risk.v1.HeadroomResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n+deliberate/risk/v1/risk_model_service.proto\x12\x12\x64\x65liberate.risk.v1\"q\n\tApplicant\x12\x15\n\rannual_income\x18\x01 \x01(\x01\x12\x1d\n\x15monthly_debt_payments\x18\x02 \x01(\x01\x12\x14\n\x0c\x63redit_score\x18\x03 \x01(\x05\x12\x18\n\x10\x63ollateral_value\x18\x04 \x01(\x01\"A\n\x05Offer\x12\x0e\n\x06\x61mount\x18\x01 \x01(\x01\x12\x13\n\x0b\x61nnual_rate\x18\x02 \x01(\x01\x12\x13\n\x0bterm_months\x18\x03 \x01(\x05\"~\n\x0cScoreRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x30\n\tapplicant\x18\x02 \x01(\x0b\x32\x1d.deliberate.risk.v1.Applicant\x12(\n\x05offer\x18\x03 \x01(\x0b\x32\x19.deliberate.risk.v1.Offer\"\x93\x01\n\rScoreResponse\x12\x1e\n\x16probability_of_default\x18\x01 \x01(\x01\x12\x1a\n\x12loss_given_default\x18\x02 \x01(\x01\x12\x15\n\rmodel_version\x18\x03 \x01(\t\x12\x17\n\x0fmonthly_payment\x18\x04 \x01(\x01\x12\x16\n\x0e\x64\x65\x62t_to_income\x18\x05 \x01(\x01\x32`\n\x10RiskModelService\x12L\n\x05Score\x12 .deliberate.risk.v1.ScoreRequest\x1a!.deliberate.risk.v1.ScoreResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,10 +39,6 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SCOREREQUEST']._serialized_end=375
   _globals['_SCORERESPONSE']._serialized_start=378
   _globals['_SCORERESPONSE']._serialized_end=525
-  _globals['_HEADROOMREQUEST']._serialized_start=528
-  _globals['_HEADROOMREQUEST']._serialized_end=725
-  _globals['_HEADROOMRESPONSE']._serialized_start=728
-  _globals['_HEADROOMRESPONSE']._serialized_end=959
-  _globals['_RISKMODELSERVICE']._serialized_start=962
-  _globals['_RISKMODELSERVICE']._serialized_end=1145
+  _globals['_RISKMODELSERVICE']._serialized_start=527
+  _globals['_RISKMODELSERVICE']._serialized_end=623
 # @@protoc_insertion_point(module_scope)

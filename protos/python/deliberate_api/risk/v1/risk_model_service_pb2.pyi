@@ -50,31 +50,3 @@ class ScoreResponse(_message.Message):
     monthly_payment: float
     debt_to_income: float
     def __init__(self, probability_of_default: _Optional[float] = ..., loss_given_default: _Optional[float] = ..., model_version: _Optional[str] = ..., monthly_payment: _Optional[float] = ..., debt_to_income: _Optional[float] = ...) -> None: ...
-
-class HeadroomRequest(_message.Message):
-    __slots__ = ("request_id", "applicant", "offer", "max_probability_of_default", "max_loss_given_default")
-    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
-    APPLICANT_FIELD_NUMBER: _ClassVar[int]
-    OFFER_FIELD_NUMBER: _ClassVar[int]
-    MAX_PROBABILITY_OF_DEFAULT_FIELD_NUMBER: _ClassVar[int]
-    MAX_LOSS_GIVEN_DEFAULT_FIELD_NUMBER: _ClassVar[int]
-    request_id: str
-    applicant: Applicant
-    offer: Offer
-    max_probability_of_default: float
-    max_loss_given_default: float
-    def __init__(self, request_id: _Optional[str] = ..., applicant: _Optional[_Union[Applicant, _Mapping]] = ..., offer: _Optional[_Union[Offer, _Mapping]] = ..., max_probability_of_default: _Optional[float] = ..., max_loss_given_default: _Optional[float] = ...) -> None: ...
-
-class HeadroomResponse(_message.Message):
-    __slots__ = ("max_amount", "max_annual_rate", "min_term_months", "max_term_months", "model_version")
-    MAX_AMOUNT_FIELD_NUMBER: _ClassVar[int]
-    MAX_ANNUAL_RATE_FIELD_NUMBER: _ClassVar[int]
-    MIN_TERM_MONTHS_FIELD_NUMBER: _ClassVar[int]
-    MAX_TERM_MONTHS_FIELD_NUMBER: _ClassVar[int]
-    MODEL_VERSION_FIELD_NUMBER: _ClassVar[int]
-    max_amount: float
-    max_annual_rate: float
-    min_term_months: int
-    max_term_months: int
-    model_version: str
-    def __init__(self, max_amount: _Optional[float] = ..., max_annual_rate: _Optional[float] = ..., min_term_months: _Optional[int] = ..., max_term_months: _Optional[int] = ..., model_version: _Optional[str] = ...) -> None: ...

@@ -42,11 +42,6 @@ class RiskModelServiceStub:
                 request_serializer=deliberate_dot_risk_dot_v1_dot_risk__model__service__pb2.ScoreRequest.SerializeToString,
                 response_deserializer=deliberate_dot_risk_dot_v1_dot_risk__model__service__pb2.ScoreResponse.FromString,
                 _registered_method=True)
-        self.Headroom = channel.unary_unary(
-                '/deliberate.risk.v1.RiskModelService/Headroom',
-                request_serializer=deliberate_dot_risk_dot_v1_dot_risk__model__service__pb2.HeadroomRequest.SerializeToString,
-                response_deserializer=deliberate_dot_risk_dot_v1_dot_risk__model__service__pb2.HeadroomResponse.FromString,
-                _registered_method=True)
 
 
 class RiskModelServiceServicer:
@@ -62,15 +57,6 @@ class RiskModelServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def Headroom(self, request, context):
-        """The offer's headroom under risk limits: for each of its three terms, the values that keep the offer within the
-        limits while the other two stay as they are. The `credit` pack says them in a rejected offer's feedback, so a
-        re-draft learns which amount, rate or term would pass. INVALID_ARGUMENT names the field out of range.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
 
 def add_RiskModelServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -78,11 +64,6 @@ def add_RiskModelServiceServicer_to_server(servicer, server):
                     servicer.Score,
                     request_deserializer=deliberate_dot_risk_dot_v1_dot_risk__model__service__pb2.ScoreRequest.FromString,
                     response_serializer=deliberate_dot_risk_dot_v1_dot_risk__model__service__pb2.ScoreResponse.SerializeToString,
-            ),
-            'Headroom': grpc.unary_unary_rpc_method_handler(
-                    servicer.Headroom,
-                    request_deserializer=deliberate_dot_risk_dot_v1_dot_risk__model__service__pb2.HeadroomRequest.FromString,
-                    response_serializer=deliberate_dot_risk_dot_v1_dot_risk__model__service__pb2.HeadroomResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -115,33 +96,6 @@ class RiskModelService:
             '/deliberate.risk.v1.RiskModelService/Score',
             deliberate_dot_risk_dot_v1_dot_risk__model__service__pb2.ScoreRequest.SerializeToString,
             deliberate_dot_risk_dot_v1_dot_risk__model__service__pb2.ScoreResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def Headroom(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/deliberate.risk.v1.RiskModelService/Headroom',
-            deliberate_dot_risk_dot_v1_dot_risk__model__service__pb2.HeadroomRequest.SerializeToString,
-            deliberate_dot_risk_dot_v1_dot_risk__model__service__pb2.HeadroomResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -19,10 +19,6 @@ const _ = grpc.SupportPackageIsVersion7
 type RiskModelServiceClient interface {
 	// Scores the offer. INVALID_ARGUMENT names the field when an input is out of range.
 	Score(ctx context.Context, in *ScoreRequest, opts ...grpc.CallOption) (*ScoreResponse, error)
-	// The offer's headroom under risk limits: for each of its three terms, the values that keep the offer within the
-	// limits while the other two stay as they are. The `credit` pack says them in a rejected offer's feedback, so a
-	// re-draft learns which amount, rate or term would pass. INVALID_ARGUMENT names the field out of range.
-	Headroom(ctx context.Context, in *HeadroomRequest, opts ...grpc.CallOption) (*HeadroomResponse, error)
 }
 
 type riskModelServiceClient struct {
@@ -42,25 +38,12 @@ func (c *riskModelServiceClient) Score(ctx context.Context, in *ScoreRequest, op
 	return out, nil
 }
 
-func (c *riskModelServiceClient) Headroom(ctx context.Context, in *HeadroomRequest, opts ...grpc.CallOption) (*HeadroomResponse, error) {
-	out := new(HeadroomResponse)
-	err := c.cc.Invoke(ctx, "/deliberate.risk.v1.RiskModelService/Headroom", in, out, opts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 // RiskModelServiceServer is the server API for RiskModelService service.
 // All implementations must embed UnimplementedRiskModelServiceServer
 // for forward compatibility
 type RiskModelServiceServer interface {
 	// Scores the offer. INVALID_ARGUMENT names the field when an input is out of range.
 	Score(context.Context, *ScoreRequest) (*ScoreResponse, error)
-	// The offer's headroom under risk limits: for each of its three terms, the values that keep the offer within the
-	// limits while the other two stay as they are. The `credit` pack says them in a rejected offer's feedback, so a
-	// re-draft learns which amount, rate or term would pass. INVALID_ARGUMENT names the field out of range.
-	Headroom(context.Context, *HeadroomRequest) (*HeadroomResponse, error)
 	mustEmbedUnimplementedRiskModelServiceServer()
 }
 
@@ -70,9 +53,6 @@ type UnimplementedRiskModelServiceServer struct {
 
 func (UnimplementedRiskModelServiceServer) Score(context.Context, *ScoreRequest) (*ScoreResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Score not implemented")
-}
-func (UnimplementedRiskModelServiceServer) Headroom(context.Context, *HeadroomRequest) (*HeadroomResponse, error) {
-	return nil, status.Errorf(codes.Unimplemented, "method Headroom not implemented")
 }
 func (UnimplementedRiskModelServiceServer) mustEmbedUnimplementedRiskModelServiceServer() {}
 
@@ -105,24 +85,6 @@ func _RiskModelService_Score_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
-func _RiskModelService_Headroom_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(HeadroomRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(RiskModelServiceServer).Headroom(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: "/deliberate.risk.v1.RiskModelService/Headroom",
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(RiskModelServiceServer).Headroom(ctx, req.(*HeadroomRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
 var _RiskModelService_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "deliberate.risk.v1.RiskModelService",
 	HandlerType: (*RiskModelServiceServer)(nil),
@@ -130,10 +92,6 @@ var _RiskModelService_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Score",
 			Handler:    _RiskModelService_Score_Handler,
-		},
-		{
-			MethodName: "Headroom",
-			Handler:    _RiskModelService_Headroom_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file deliberate/risk/v1/risk_model_service.proto.
  */
 export const file_deliberate_risk_v1_risk_model_service: GenFile = /*@__PURE__*/
-  fileDesc("CitkZWxpYmVyYXRlL3Jpc2svdjEvcmlza19tb2RlbF9zZXJ2aWNlLnByb3RvEhJkZWxpYmVyYXRlLnJpc2sudjEicQoJQXBwbGljYW50EhUKDWFubnVhbF9pbmNvbWUYASABKAESHQoVbW9udGhseV9kZWJ0X3BheW1lbnRzGAIgASgBEhQKDGNyZWRpdF9zY29yZRgDIAEoBRIYChBjb2xsYXRlcmFsX3ZhbHVlGAQgASgBIkEKBU9mZmVyEg4KBmFtb3VudBgBIAEoARITCgthbm51YWxfcmF0ZRgCIAEoARITCgt0ZXJtX21vbnRocxgDIAEoBSJ+CgxTY29yZVJlcXVlc3QSEgoKcmVxdWVzdF9pZBgBIAEoCRIwCglhcHBsaWNhbnQYAiABKAsyHS5kZWxpYmVyYXRlLnJpc2sudjEuQXBwbGljYW50EigKBW9mZmVyGAMgASgLMhkuZGVsaWJlcmF0ZS5yaXNrLnYxLk9mZmVyIpMBCg1TY29yZVJlc3BvbnNlEh4KFnByb2JhYmlsaXR5X29mX2RlZmF1bHQYASABKAESGgoSbG9zc19naXZlbl9kZWZhdWx0GAIgASgBEhUKDW1vZGVsX3ZlcnNpb24YAyABKAkSFwoPbW9udGhseV9wYXltZW50GAQgASgBEhYKDmRlYnRfdG9faW5jb21lGAUgASgBIsUBCg9IZWFkcm9vbVJlcXVlc3QSEgoKcmVxdWVzdF9pZBgBIAEoCRIwCglhcHBsaWNhbnQYAiABKAsyHS5kZWxpYmVyYXRlLnJpc2sudjEuQXBwbGljYW50EigKBW9mZmVyGAMgASgLMhkuZGVsaWJlcmF0ZS5yaXNrLnYxLk9mZmVyEiIKGm1heF9wcm9iYWJpbGl0eV9vZl9kZWZhdWx0GAQgASgBEh4KFm1heF9sb3NzX2dpdmVuX2RlZmF1bHQYBSABKAEi5wEKEEhlYWRyb29tUmVzcG9uc2USFwoKbWF4X2Ftb3VudBgBIAEoAUgAiAEBEhwKD21heF9hbm51YWxfcmF0ZRgCIAEoAUgBiAEBEhwKD21pbl90ZXJtX21vbnRocxgDIAEoBUgCiAEBEhwKD21heF90ZXJtX21vbnRocxgEIAEoBUgDiAEBEhUKDW1vZGVsX3ZlcnNpb24YBSABKAlCDQoLX21heF9hbW91bnRCEgoQX21heF9hbm51YWxfcmF0ZUISChBfbWluX3Rlcm1fbW9udGhzQhIKEF9tYXhfdGVybV9tb250aHMytwEKEFJpc2tNb2RlbFNlcnZpY2USTAoFU2NvcmUSIC5kZWxpYmVyYXRlLnJpc2sudjEuU2NvcmVSZXF1ZXN0GiEuZGVsaWJlcmF0ZS5yaXNrLnYxLlNjb3JlUmVzcG9uc2USVQoISGVhZHJvb20SIy5kZWxpYmVyYXRlLnJpc2sudjEuSGVhZHJvb21SZXF1ZXN0GiQuZGVsaWJlcmF0ZS5yaXNrLnYxLkhlYWRyb29tUmVzcG9uc2ViBnByb3RvMw");
+  fileDesc("CitkZWxpYmVyYXRlL3Jpc2svdjEvcmlza19tb2RlbF9zZXJ2aWNlLnByb3RvEhJkZWxpYmVyYXRlLnJpc2sudjEicQoJQXBwbGljYW50EhUKDWFubnVhbF9pbmNvbWUYASABKAESHQoVbW9udGhseV9kZWJ0X3BheW1lbnRzGAIgASgBEhQKDGNyZWRpdF9zY29yZRgDIAEoBRIYChBjb2xsYXRlcmFsX3ZhbHVlGAQgASgBIkEKBU9mZmVyEg4KBmFtb3VudBgBIAEoARITCgthbm51YWxfcmF0ZRgCIAEoARITCgt0ZXJtX21vbnRocxgDIAEoBSJ+CgxTY29yZVJlcXVlc3QSEgoKcmVxdWVzdF9pZBgBIAEoCRIwCglhcHBsaWNhbnQYAiABKAsyHS5kZWxpYmVyYXRlLnJpc2sudjEuQXBwbGljYW50EigKBW9mZmVyGAMgASgLMhkuZGVsaWJlcmF0ZS5yaXNrLnYxLk9mZmVyIpMBCg1TY29yZVJlc3BvbnNlEh4KFnByb2JhYmlsaXR5X29mX2RlZmF1bHQYASABKAESGgoSbG9zc19naXZlbl9kZWZhdWx0GAIgASgBEhUKDW1vZGVsX3ZlcnNpb24YAyABKAkSFwoPbW9udGhseV9wYXltZW50GAQgASgBEhYKDmRlYnRfdG9faW5jb21lGAUgASgBMmAKEFJpc2tNb2RlbFNlcnZpY2USTAoFU2NvcmUSIC5kZWxpYmVyYXRlLnJpc2sudjEuU2NvcmVSZXF1ZXN0GiEuZGVsaWJlcmF0ZS5yaXNrLnYxLlNjb3JlUmVzcG9uc2ViBnByb3RvMw");
 
 /**
  * What the model knows of the applicant; amounts in the offer's currency.
@@ -165,96 +165,6 @@ export const ScoreResponseSchema: GenMessage<ScoreResponse> = /*@__PURE__*/
   messageDesc(file_deliberate_risk_v1_risk_model_service, 3);
 
 /**
- * @generated from message deliberate.risk.v1.HeadroomRequest
- */
-export type HeadroomRequest = Message<"deliberate.risk.v1.HeadroomRequest"> & {
-  /**
-   * The solve the offer belongs to, for logs.
-   *
-   * @generated from field: string request_id = 1;
-   */
-  requestId: string;
-
-  /**
-   * @generated from field: deliberate.risk.v1.Applicant applicant = 2;
-   */
-  applicant?: Applicant | undefined;
-
-  /**
-   * @generated from field: deliberate.risk.v1.Offer offer = 3;
-   */
-  offer?: Offer | undefined;
-
-  /**
-   * The limits, each in (0, 1]: an offer is within them when its probability of default is under the first and its
-   * loss given default under the second.
-   *
-   * @generated from field: double max_probability_of_default = 4;
-   */
-  maxProbabilityOfDefault: number;
-
-  /**
-   * @generated from field: double max_loss_given_default = 5;
-   */
-  maxLossGivenDefault: number;
-};
-
-/**
- * Describes the message deliberate.risk.v1.HeadroomRequest.
- * Use `create(HeadroomRequestSchema)` to create a new message.
- */
-export const HeadroomRequestSchema: GenMessage<HeadroomRequest> = /*@__PURE__*/
-  messageDesc(file_deliberate_risk_v1_risk_model_service, 4);
-
-/**
- * Each field is unset when no value of its term puts the offer within the limits (the other two unchanged).
- *
- * @generated from message deliberate.risk.v1.HeadroomResponse
- */
-export type HeadroomResponse = Message<"deliberate.risk.v1.HeadroomResponse"> & {
-  /**
-   * The largest amount, in whole units, at the offer's rate and term (searched up to 1,000 times the income).
-   *
-   * @generated from field: optional double max_amount = 1;
-   */
-  maxAmount?: number | undefined;
-
-  /**
-   * The highest annual rate, to 0.0001 (0.01 point), at the offer's amount and term.
-   *
-   * @generated from field: optional double max_annual_rate = 2;
-   */
-  maxAnnualRate?: number | undefined;
-
-  /**
-   * The shortest and the longest term in months (1 to 480) at the offer's amount and rate; the model's terms
-   * within the limits form one unbroken range.
-   *
-   * @generated from field: optional int32 min_term_months = 3;
-   */
-  minTermMonths?: number | undefined;
-
-  /**
-   * @generated from field: optional int32 max_term_months = 4;
-   */
-  maxTermMonths?: number | undefined;
-
-  /**
-   * Which model computed it, as in ScoreResponse.
-   *
-   * @generated from field: string model_version = 5;
-   */
-  modelVersion: string;
-};
-
-/**
- * Describes the message deliberate.risk.v1.HeadroomResponse.
- * Use `create(HeadroomResponseSchema)` to create a new message.
- */
-export const HeadroomResponseSchema: GenMessage<HeadroomResponse> = /*@__PURE__*/
-  messageDesc(file_deliberate_risk_v1_risk_model_service, 5);
-
-/**
  * Scores one credit offer for one applicant with a deterministic model (docs/business-cases.md): the
  * probability that the applicant defaults and the share of the amount lost if they do. The Verifier's
  * `credit` rule pack calls it for every offer a draft proposes.
@@ -271,18 +181,6 @@ export const RiskModelService: GenService<{
     methodKind: "unary";
     input: typeof ScoreRequestSchema;
     output: typeof ScoreResponseSchema;
-  },
-  /**
-   * The offer's headroom under risk limits: for each of its three terms, the values that keep the offer within the
-   * limits while the other two stay as they are. The `credit` pack says them in a rejected offer's feedback, so a
-   * re-draft learns which amount, rate or term would pass. INVALID_ARGUMENT names the field out of range.
-   *
-   * @generated from rpc deliberate.risk.v1.RiskModelService.Headroom
-   */
-  headroom: {
-    methodKind: "unary";
-    input: typeof HeadroomRequestSchema;
-    output: typeof HeadroomResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_deliberate_risk_v1_risk_model_service, 0);
