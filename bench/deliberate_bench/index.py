@@ -51,6 +51,17 @@ FEEDBACK_COMMAND = (
     "deliberate bench business-eval --split tuning --cases credit,promotion --rows single "
     "--name business-tuning-feedback-{before,hint,revise} (the deployed feedback; at b7713c7, credit only; at b7eae2c)"
 )
+BUSINESS_REPAIR = "business-cases.md#feedback-that-says-the-repair"
+REPAIR_RUNS = ("business-tuning-headroom", "business-tuning-headroom-offers", "business-tuning-repair-items")
+REPAIR_COMMAND = (
+    "deliberate bench business-eval --split tuning --cases credit --rows single --name business-tuning-headroom "
+    "(at 2105fc4), … --name business-tuning-headroom-offers (at a4b7e27), both reverted; … --cases promotion … "
+    "--name business-tuning-repair-items (at 656777a, kept)"
+)
+REPAIR_SCORED_COMMAND = (
+    "deliberate bench business-eval --cases promotion --rows pipeline --name business-repair, its runs file first "
+    "seeded with business.runs.jsonl's promotion pipeline solves that ended in round 1"
+)
 ADS_PROGRAMS = (
     "ads-programs-baseline", "ads-programs-prefill", "ads-programs-size", "ads-programs-picks", "ads-programs-swap",
     "ads-programs-solver", "ads-programs-solver-pool",
@@ -120,6 +131,8 @@ FILES: dict[Path, tuple[Entry, ...]] = {
         Entry(("business-tuning-swap.runs.jsonl",), BUSINESS_TUNING_SWAP_COMMAND, BUSINESS_DEFAULT),
         Entry(("business-tuning-solver.runs.jsonl",), BUSINESS_TUNING_SOLVER_COMMAND, BUSINESS_ENGINE),
         Entry(tuple(f"{name}.runs.jsonl" for name in FEEDBACK_RUNS), FEEDBACK_COMMAND, BUSINESS_FEEDBACK),
+        Entry(tuple(f"{name}.runs.jsonl" for name in REPAIR_RUNS), REPAIR_COMMAND, BUSINESS_REPAIR),
+        Entry(("business-repair.runs.jsonl",), REPAIR_SCORED_COMMAND, BUSINESS_REPAIR),
         Entry(tuple(f"{name}.runs.jsonl" for name in ADS_PROGRAMS), ADS_PROGRAMS_COMMAND, BUSINESS_DEFAULT),
         Entry(tuple(f"{name}.runs.jsonl" for name in ADS_PIPELINE), ADS_PIPELINE_COMMAND, BUSINESS_DEFAULT),
         Entry(("early_stop.runs.jsonl", "early_stop_cross_modal.runs.jsonl"), "make bench-early-stop", EARLY_STOP),
@@ -165,6 +178,8 @@ FILES: dict[Path, tuple[Entry, ...]] = {
         Entry(summaries("business-tuning-swap"), BUSINESS_TUNING_SWAP_COMMAND, BUSINESS_DEFAULT),
         Entry(summaries("business-tuning-solver"), BUSINESS_TUNING_SOLVER_COMMAND, BUSINESS_ENGINE),
         Entry(summaries(*FEEDBACK_RUNS), FEEDBACK_COMMAND, BUSINESS_FEEDBACK),
+        Entry(summaries(*REPAIR_RUNS), REPAIR_COMMAND, BUSINESS_REPAIR),
+        Entry(summaries("business-repair"), REPAIR_SCORED_COMMAND, BUSINESS_REPAIR),
         Entry(summaries(*ADS_PROGRAMS), ADS_PROGRAMS_COMMAND, BUSINESS_DEFAULT),
         Entry(summaries(*ADS_PIPELINE), ADS_PIPELINE_COMMAND, BUSINESS_DEFAULT),
         Entry(("early_stop.json", "early_stop_cross_modal.json"), "make bench-early-stop", EARLY_STOP),

@@ -77,6 +77,14 @@ def test_a_quantity_above_stock_fails_naming_the_sku_both_figures_and_the_excess
     assert verdict.outcomes[-1].rule_id == "stock_check", "fast-fail: nothing runs after the first hard failure"
 
 
+def test_a_product_out_of_stock_is_to_be_left_out():
+    products = [{**p, "stock": 0} if p["sku"] == "GRD-01" else p for p in promotion.PRODUCTS]
+    verdict = check(plan(**{"GRD-01": {"quantity": 2}}), {**promotion.POLICY, "products": products})
+    assert messages(verdict)["stock_check"] == (
+        "stock_check failed: GRD-01: quantity 2 is 2 over the stock 0, so leave GRD-01 out: it is out of stock"
+    )
+
+
 def test_a_margin_under_the_floor_fails_with_the_gap_the_figures_and_the_discount_that_meets_it():
     items = [*GOOD_ITEMS, {"sku": "COF-1KG", "discount_percent": 25, "quantity": 20}]
     verdict = check(plan(items))

@@ -155,7 +155,7 @@ class PromotionPack(RulePack):
             return NO_KNOWN_SKU
         over = [
             f"{x.sku}: quantity {x.item.quantity} is {x.item.quantity - x.product.stock} over the stock"
-            f" {x.product.stock}, so {repaired(x, quantity=x.product.stock)}"
+            f" {x.product.stock}, so {stock_repair(x)}"
             for x in lines
             if x.item.quantity > x.product.stock
         ]
@@ -307,6 +307,13 @@ def margin_repair(line: Line, floor: Fraction) -> str:
             f"leave {line.sku} out: no discount meets the floor (undiscounted, its margin is {fmt(undiscounted, 1)}%)"
         )
     return repaired(line, discount_percent=Fraction(math.floor(largest * 100), 100))
+
+
+def stock_repair(line: Line) -> str:
+    """The item at the whole stock, or, with none in stock, that the product cannot be promoted (a quantity is >= 1)."""
+    if line.product.stock == 0:
+        return f"leave {line.sku} out: it is out of stock"
+    return repaired(line, quantity=line.product.stock)
 
 
 def repaired(line: Line, **change: int | float | Fraction) -> str:
