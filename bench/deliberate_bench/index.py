@@ -59,8 +59,8 @@ REPAIR_COMMAND = (
     "--name business-tuning-repair-items (at 656777a, kept)"
 )
 REPAIR_SCORED_COMMAND = (
-    "deliberate bench business-eval --cases promotion --rows pipeline --name business-repair, its runs file first "
-    "seeded with business.runs.jsonl's promotion pipeline solves that ended in round 1"
+    "deliberate bench business-eval --cases promotion --rows pipeline --name business-repair (at 656777a: the 17 "
+    "solves that had re-drafted in business.runs.jsonl first, then the other 13)"
 )
 ADS_PROGRAMS = (
     "ads-programs-baseline", "ads-programs-prefill", "ads-programs-size", "ads-programs-picks", "ads-programs-swap",
