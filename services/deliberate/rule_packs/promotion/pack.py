@@ -319,7 +319,7 @@ def stock_repair(line: Line) -> str:
 def repaired(line: Line, **change: int | float | Fraction) -> str:
     """`use {"sku": "GRD-01", "discount_percent": 15, "quantity": 12}`: the item with one field changed to what the
     check admits, written as the answer writes an item so a re-draft can copy it into its place."""
-    item = {"sku": line.sku, "discount_percent": line.item.discount_percent, "quantity": line.item.quantity} | change
+    item = line.item.model_dump() | change
     item["discount_percent"] = number(item["discount_percent"])
     return f"use {json.dumps(item)}"
 
