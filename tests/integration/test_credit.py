@@ -61,11 +61,11 @@ def answer(offers: list[dict], disclosure: str = credit.DISCLOSURE) -> str:
     return json.dumps({"offers": offers, "disclosure": disclosure})
 
 
-def verify(stack: Stack, text: str, request_id: str = "credit-test") -> common_pb2.DraftVerdict:
+def verify(stack: Stack, text: str, request_id: str = "credit-test", kind: str = "") -> common_pb2.DraftVerdict:
     request = verifier_service_pb2.VerifyDraftsRequest(
         request_id=request_id,
         prompt=credit.prompt(),
-        drafts=[common_pb2.Draft(id=f"{request_id}-d0", text=text)],
+        drafts=[common_pb2.Draft(id=f"{request_id}-d0", text=text, kind=kind)],
         output_schema=json.dumps(credit.OUTPUT_SCHEMA),
         constraints=[common_pb2.Constraint(rule_pack="credit")],
         context=struct(credit.context()),
@@ -134,6 +134,33 @@ def test_risk_calls_are_spans_under_the_draft_in_the_same_trace(services, otlp_r
         0.0326,
         0.0426,
     ]
+
+
+def test_a_decision_program_searches_offers_with_the_real_risk_service(services, otlp_receiver):
+    """The credit pack's `score_offer` in a decision program: each call is a real Score call of the risk service
+    (server spans in the draft's trace), and the offers the program prints pass the risk check."""
+    program = (
+        "```python\nimport json\napplicant = ctx['applicant']\noffers = []\nfor term in [24, 36, 60]:\n"
+        "    amount = applicant['annual_income']\n    while not score_offer(amount, 0.069, term)['approved']:\n"
+        "        amount = amount - 2500\n"
+        "    offers.append({'amount': amount, 'annual_rate': 0.069, 'term_months': term})\n"
+        "print(json.dumps({'offers': offers, 'disclosure': ctx['disclosure']}))\n```"
+    )
+    verdict = verify(services, program, request_id="credit-program", kind="program")
+    assert verdict.valid, messages(verdict)
+    offers = json.loads(verdict.extracted_answer)["offers"]
+    assert [offer["term_months"] for offer in offers] == [24, 36, 60]
+    assert all(offer["amount"] < credit.APPLICANT["annual_income"] for offer in offers)  # the search stepped down
+    assert messages(verdict)["risk_check"].startswith("risk_check passed: all 3 offers within limits")
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        trace_id = otlp_receiver.trace_of_request("credit-program")
+        spans = otlp_receiver.trace(trace_id) if trace_id else []
+        served = [s for s in spans if s["service"] == "deliberate-risk"]
+        if len(served) > 3 + len(offers):
+            break
+        time.sleep(0.2)
+    assert len(served) > 3 + len(offers)  # the search's calls, then the risk check's three
 
 
 def test_with_the_risk_service_down_every_offer_fails_closed_then_it_recovers(services):

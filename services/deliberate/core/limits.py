@@ -257,6 +257,8 @@ CONSTRAINTS: dict[str, Rule] = {
 # The data a decision program reads as `ctx` in the Verifier's sandbox (and the Drafter describes): a request with
 # more has no program drafts by default, and one that asks for them is refused naming `context`.
 MAX_DECISION_DATA_BYTES = 256 * 1024
+# A rule pack's name where a request names one for the Drafter's decision prompt (GenerateDraftsRequest.rule_packs).
+MAX_RULE_PACK_NAME_CHARS = 128
 
 # deliberate.common.v1.SamplingParams, wherever a request carries one.
 SAMPLING: dict[str, Rule] = {

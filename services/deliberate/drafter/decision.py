@@ -15,11 +15,12 @@ import keyword
 import re
 
 from ..core.convert import field_names, in_reading_order, is_table
+from ..core.decision_prompts import DecisionPrompt
 
 # Strategy hints of decision programs, one per draft, cycling. The first three formulate the question for the
-# exact engine, `best_rows` (`verifier.program.SolverCalls`), as the worked example does, each stressing what the
-# recorded programs got wrong (a cap on the wrong field, the one-per rule inverted, ids read from dicts as keys);
-# the last computes a plan by itself, for a question the engine does not fit.
+# exact engine, `best_rows` (`verifier.decision_program.SolverCalls`), as the worked example does, each stressing
+# what the recorded programs got wrong (a cap on the wrong field, the one-per rule inverted, ids read from dicts as
+# keys); the last computes a plan by itself, for a question the engine does not fit.
 # "The field the question maximizes", not "value": a small model reads a word in a hint as a key of the rows.
 DECISION_STRATEGIES = (
     "Do as the example does: one call of best_rows with the field the question maximizes, the numbers read from "
@@ -66,13 +67,24 @@ BEST_ROWS_HELP = (
     "and at most one row for each value of the field `one_per`. It raises ValueError when no choice fits."
 )
 
-DECISION_SYSTEM_PROMPT = (
+DECISION_RULES = (
     "You make business decisions by writing a short Python program. The request's data is already loaded in the "
     "variable `ctx` (a dict): read every number from it; never assign `ctx` and never type data in. Plain "
     "Python; `import json` is the only import. Use the variables the program starts with and the field names "
     "of the data. Check each rule of the question in code. `answer` is one JSON object (a dict), and the last line "
-    "is print(json.dumps(answer)).\n" + BEST_ROWS_HELP + "\n\n" + DECISION_EXAMPLE
+    "is print(json.dumps(answer)).\n"
 )
+DECISION_SYSTEM_PROMPT = DECISION_RULES + BEST_ROWS_HELP + "\n\n" + DECISION_EXAMPLE
+
+
+def decision_system_prompt(pack_prompt: DecisionPrompt | None = None) -> str:
+    """The exact engine's help and example; a rule pack's own functions' (the credit pack's risk model) where the
+    request names a pack that gives its programs some."""
+    if pack_prompt is None:
+        return DECISION_SYSTEM_PROMPT
+    return DECISION_RULES + pack_prompt.help + "\n\n" + pack_prompt.example
+
+
 DECISION_ENDING = (
     "Write only the program, in one ```python block, without defining ctx. `answer` looks like {skeleton}. "
     "End with print(json.dumps(answer))."
@@ -149,10 +161,12 @@ def decision_prefill(data: dict) -> str:
     return DECISION_PREFILL + "".join(f"{line}\n" for line in lines)
 
 
-def decision_strategies_for(count: int, round_: int = 0, start: int = 0) -> list[str]:
+def decision_strategies_for(
+    count: int, round_: int = 0, start: int = 0, strategies: tuple[str, ...] = DECISION_STRATEGIES
+) -> list[str]:
     """`count` decision hints from the round's `start`-th program on; a re-draft round starts further along."""
     offset = start + round_ * max(count, 1)
-    return [DECISION_STRATEGIES[(offset + i) % len(DECISION_STRATEGIES)] for i in range(count)]
+    return [strategies[(offset + i) % len(strategies)] for i in range(count)]
 
 
 def describe_data(data: dict) -> str:

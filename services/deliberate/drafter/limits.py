@@ -5,7 +5,9 @@ from __future__ import annotations
 from deliberate_api.drafter.v1 import drafter_service_pb2
 
 from ..core.limits import (
+    MAX_CONSTRAINTS,
     MAX_DECISION_DATA_BYTES,
+    MAX_RULE_PACK_NAME_CHARS,
     SAMPLING,
     Count,
     JsonObject,
@@ -45,6 +47,8 @@ GENERATE_DRAFTS = GenerateDraftsLimits(
         "first_index": Range(0, MAX_FIRST_INDEX),
         "program_drafts": Range(0, Setting("max_drafts")),
         "context": JsonObject(MAX_DECISION_DATA_BYTES),
+        "rule_packs": Count(0, MAX_CONSTRAINTS),
+        "rule_packs[]": Text(MAX_RULE_PACK_NAME_CHARS),
         **nested("sampling", SAMPLING),
     },
 )

@@ -7,7 +7,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 import grpc
@@ -18,6 +18,7 @@ from deliberate_api.drafter.v1 import drafter_service_pb2, drafter_service_pb2_g
 
 from ..core import telemetry
 from ..core.convert import FINISH_REASONS, duration, struct_to_dict
+from ..core.decision_prompts import decision_prompt_of
 from ..core.gpu import GpuMonitor, GpuReading
 from ..core.requests import parse_output_schema
 from ..engines.base import Cancellation, Completion, Engine, SamplingParams, TextDelta
@@ -25,7 +26,13 @@ from ..engines.models import confidence_floors
 from ..engines.service import EngineServicer, open_engine_of
 from ..engines.workload import EngineLoad
 from ..selection.confidence import TokenTrace, summarize
-from .decision import DECISION_SYSTEM_PROMPT, decision_prefill, decision_strategies_for, decision_user_message
+from .decision import (
+    DECISION_STRATEGIES,
+    decision_prefill,
+    decision_strategies_for,
+    decision_system_prompt,
+    decision_user_message,
+)
 from .limits import GENERATE_DRAFTS
 from .prompts import (
     PROGRAM,
@@ -133,7 +140,7 @@ class DrafterServicer(EngineServicer, drafter_service_pb2_grpc.DrafterServiceSer
         )
         data = struct_to_dict(request.context) if schema is not None else {}
         if schema is not None:  # a decision: its programs read the request's data and print the plan
-            plans = decision_plans(plans, request.round, request.first_index, data)
+            plans = decision_plans(plans, request.round, request.first_index, data, request.rule_packs)
         # Where the engine constrains decoding to the schema, a JSON draft is the object and nothing else; a decision
         # program is decoded free.
         constrained = schema is not None and self.engine.capabilities.output_schema
@@ -154,7 +161,8 @@ class DrafterServicer(EngineServicer, drafter_service_pb2_grpc.DrafterServiceSer
         fence (every engine continues text appended to format_chat's prompt), so the model continues in code."""
         if plan.kind == PROGRAM and schema is not None:
             user = decision_user_message(request.prompt, data, plan.strategy, schema, request.feedback)
-            return self.engine.format_chat(DECISION_SYSTEM_PROMPT, user) + plan.prefill
+            system = decision_system_prompt(decision_prompt_of(request.rule_packs))
+            return self.engine.format_chat(system, user) + plan.prefill
         if plan.kind == PROGRAM:
             user = program_user_message(request.prompt, plan.strategy, request.feedback)
             return self.engine.format_chat(PROGRAM_SYSTEM_PROMPT, user) + PROGRAM_PREFILL
@@ -216,11 +224,16 @@ def prefill_of(plan: DraftPlan) -> str:
     return plan.prefill or PROGRAM_PREFILL
 
 
-def decision_plans(plans: list[DraftPlan], round_: int, first_index: int, data: dict) -> list[DraftPlan]:
-    """The call's plans for a request with a schema: its programs become decision programs with decision hints,
-    opening on the request's data."""
+def decision_plans(
+    plans: list[DraftPlan], round_: int, first_index: int, data: dict, rule_packs: Sequence[str] = ()
+) -> list[DraftPlan]:
+    """The call's plans for a request with a schema: its programs become decision programs with decision hints
+    (those of a rule pack that gives its programs functions, where the request names one), opening on the
+    request's data."""
     programs = [plan for plan in plans if plan.kind == PROGRAM]
-    hints = iter(decision_strategies_for(len(programs), round_, first_index))
+    pack_prompt = decision_prompt_of(rule_packs)
+    strategies = pack_prompt.strategies if pack_prompt is not None else DECISION_STRATEGIES
+    hints = iter(decision_strategies_for(len(programs), round_, first_index, strategies))
     prefill = decision_prefill(data)
     return [
         dataclasses.replace(plan, strategy=next(hints), decision=True, prefill=prefill)

@@ -226,6 +226,7 @@ class Pipeline:
         )
         if programs and request.output_schema.strip():  # decision programs read the request's data as `ctx`
             drafter_request.context.update(decisions.decision_data_of(request))
+            drafter_request.rule_packs.extend(c.rule_pack for c in request.constraints if c.HasField("rule_pack"))
         return await run_round(self.downstream, self.stages, self.settings, solve, drafter_request)
 
     async def select_and_refine(self, solve: Solve) -> pb.SolveResponse:

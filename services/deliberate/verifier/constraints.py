@@ -17,9 +17,10 @@ from ..core.requests import InvalidArgument
 from ..core.schemas import compiled_validator
 from .cel_rules import CelEnvironment, cel_check, compile_cel, compiled_cel
 from .constraint_spec import ConstraintSpec
+from .decision_program import decision_program_rule
 from .pack_rules import pack_rules
 from .packs import ReferenceUnavailable, RulePack, decision_data, registry
-from .program import PROGRAM, decision_program_rule, is_program_rule, program_rule
+from .program import PROGRAM, is_program_rule, program_rule
 from .rules import ANSWER_RULES, JSON_RULES, Rule, schema_check
 from .streaming import ArithmeticPrefix, JsonFencePrefix, PrefixCheck
 
@@ -110,7 +111,8 @@ def compile_rules(
     schema_rules = (Rule("json_schema", True, lambda d: schema_check("json_schema", validator, d.json_value)),)
     tail = (*(schema_rules if output_schema else ()), *constraint_rules)
     # A decision program prints the plan that json_parse then reads: it runs right after complete.
-    program = decision_program_rule(decision_data(context, ordered))
+    functions = {name: f for pack in packs for name, f in pack.decision_functions().items()}
+    program = decision_program_rule(decision_data(context, ordered), functions)
     return RuleSet((*head, *tail), output_schema, prefix, (head[0], program, head[1], *tail), tuple(packs))
 
 

@@ -3,7 +3,8 @@ failure message must say. Kept beside the check so the tests and the benchmark r
 
 from __future__ import annotations
 
-from .program import DECISION_LIMITS, LIMITS, SOLVER_LIMITS
+from .decision_program import DECISION_LIMITS, SOLVER_LIMITS
+from .program import LIMITS
 
 MEMORY_REFUSAL = "MiB of memory"
 TIME_REFUSAL = f"exceeded {LIMITS.time_s:g} s"

@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import json
 
-from deliberate.risk.model import score
-from deliberate.rule_packs.credit import CreditOffers, CreditPack, CreditParams
-from deliberate.rule_packs.credit.pack import breach
+import pytest
+
+from deliberate.core.decision_prompts import decision_prompt_of
+from deliberate.drafter.decision import DECISION_SYSTEM_PROMPT, decision_system_prompt
+from deliberate.risk.model import Applicant, Offer, score
+from deliberate.rule_packs.credit.pack import CreditOffers, CreditPack, CreditParams, breach
+from deliberate.rule_packs.credit.prompt import SCORE_OFFER_EXAMPLE
 from deliberate.verifier.constraints import ConstraintSpec, compile_rules
+from deliberate.verifier.hostile_programs import as_decision_draft
 from deliberate.verifier.packs import PackContext, Quality
 from deliberate.verifier.rules import verify
 from deliberate_client.examples import credit
@@ -98,3 +103,73 @@ def test_the_quality_is_the_total_amount_offered_without_a_bound():
     quality = pack().quality(offers(*GOOD_OFFERS))
     assert quality == Quality("total amount offered", 38000.0)
     assert quality.ratio is None
+
+
+# ---- decision programs: the risk model as the program's simulator (score_offer) ----
+
+
+def credit_program_rules(risk: ScoresInProcess):
+    schema = json.dumps(credit.OUTPUT_SCHEMA)
+    return compile_rules(schema, [ConstraintSpec(0, "rule_pack", "credit")], credit.context(), {"risk": risk})
+
+
+def verify_credit_program(code: str, risk: ScoresInProcess):
+    rules = credit_program_rules(risk)
+    draft = as_decision_draft(code)
+    return verify(draft, rules.rules_for("program"), "stop", rules.output_schema, credit.context(), "program")
+
+
+def test_the_prompt_s_example_program_searches_offers_the_risk_model_approves():
+    """The example the Drafter shows, with a third term for the worked example's 3 offers: every offer it prints
+    passes the risk check, each the largest of its search, and it asked the risk model on the way."""
+    code = example_program(SCORE_OFFER_EXAMPLE).replace("for term in [36, 60]:", "for term in [24, 36, 60]:")
+    risk = ScoresInProcess()
+    verdict = verify_credit_program(code, risk)
+    assert verdict.valid, "; ".join(o.message for o in verdict.outcomes)
+    printed = json.loads(verdict.extracted_answer)["offers"]
+    assert [o["term_months"] for o in printed] == [24, 36, 60]
+    applicant = Applicant(**credit.APPLICANT)
+    for offer in printed:  # the largest of its search: the next amount up is not approved
+        larger = Offer(offer["amount"] / 0.8 + 100, offer["annual_rate"], offer["term_months"])
+        assert (
+            score(applicant, larger).probability_of_default >= 0.05
+            or score(applicant, larger).loss_given_default >= 0.4
+        )
+    assert risk.scored > len(printed) + 3  # the search's calls, then the risk check's 3
+
+
+def test_score_offer_answers_for_the_request_s_applicant_and_refuses_bad_input():
+    scoring = pack()
+    result = scoring.score_offer(10000, 0.099, 36)
+    assert result == {"probability_of_default": 0.03263, "loss_given_default": 0.291667, "approved": True}
+    assert scoring.score_offer(40000, 0.14, 60)["approved"] is False
+    with pytest.raises(TypeError, match="score_offer: amount must be a number, not str"):
+        scoring.score_offer("10000", 0.099, 36)
+    with pytest.raises(ValueError, match="term_months must be a whole number of months, not 36.5"):
+        scoring.score_offer(10000, 0.099, 36.5)
+
+
+def test_a_program_calling_score_offer_too_often_fails_naming_the_limit():
+    code = "for i in range(200):\n    score_offer(1000 + i, 0.05, 36)\nprint('{}')\n"
+    verdict = verify_credit_program(code, ScoresInProcess())
+    assert not verdict.valid
+    assert "score_offer was called more than 100 times" in verdict.outcomes[1].message
+
+
+def test_a_program_defining_its_own_score_offer_is_refused():
+    code = "def score_offer(a, r, t):\n    return {'approved': True}\nprint('{}')\n"
+    verdict = verify_credit_program(code, ScoresInProcess())
+    assert verdict.outcomes[1].message == "program failed: line 2 defines score_offer; it is already defined: call it"
+
+
+def test_the_drafter_describes_score_offer_for_a_credit_request_only():
+    credit_prompt = decision_system_prompt(decision_prompt_of(["credit"]))
+    assert "score_offer(amount, annual_rate, term_months)" in credit_prompt and "best_rows" not in credit_prompt
+    assert decision_prompt_of(["ad_selection", "nonexistent"]) is None
+    assert decision_system_prompt(decision_prompt_of(["ad_selection"])) == DECISION_SYSTEM_PROMPT
+
+
+def example_program(example: str) -> str:
+    """The example's code, without its fence and import (as_decision_draft adds them)."""
+    code = example[example.index("```python") + len("```python\n") : example.rindex("```")]
+    return code.replace("import json\n", "", 1)

@@ -89,7 +89,7 @@ def test_the_ad_selection_pack_ships_the_client_examples_catalog_and_budget():
     ("name", "value"),
     [
         ("ad_selection", "deliberate.rule_packs.ad_selection:AdSelectionPack"),
-        ("credit", "deliberate.rule_packs.credit:CreditPack"),
+        ("credit", "deliberate.rule_packs.credit.pack:CreditPack"),
         ("promotion", "deliberate.rule_packs.promotion:PromotionPack"),
     ],
 )
@@ -98,7 +98,8 @@ def test_the_shipped_packs_are_declared_under_the_entry_point_group(name, value)
     assert declared.get(name) == value, (
         "the installed metadata lacks the entry point: reinstall the project (pip install -e .)"
     )
-    assert declared.get("credit") == "deliberate.rule_packs.credit:CreditPack"
+    prompts = {entry.name: entry.value for entry in entry_points(group="deliberate.decision_prompts")}
+    assert prompts == {"credit": "deliberate.rule_packs.credit.prompt:DECISION_PROMPT"}
 
 
 def test_the_verifier_finds_ad_selection_through_the_entry_point_not_by_import():
@@ -192,3 +193,19 @@ def test_the_load_command_names_the_store_it_cannot_reach(capsys, monkeypatch):
     monkeypatch.delenv("DELIBERATE_REFERENCE_URL", raising=False)
     assert ad_selection_command(["load", "--url", "redis://127.0.0.1:1/0"]) == 1
     assert capsys.readouterr().err.startswith("error: Redis at redis://127.0.0.1:1/0: ConnectionError:")
+
+
+def test_the_drafter_reads_a_pack_s_decision_prompt_without_the_verifier():
+    """The Drafter's image lacks the Verifier's dependencies (redis, the sandbox): the credit pack's decision
+    prompt loads without importing the pack or the Verifier."""
+    found = run_python(
+        """
+        import json, sys
+        from deliberate.core.decision_prompts import decision_prompt_of
+        prompt = decision_prompt_of(["credit"])
+        print(json.dumps({"found": prompt is not None,
+                          "verifier": sorted(m for m in sys.modules if m.startswith(("deliberate.verifier", "redis"))),
+                          "pack": "deliberate.rule_packs.credit.pack" in sys.modules}))
+        """
+    )
+    assert found == {"found": True, "verifier": [], "pack": False}

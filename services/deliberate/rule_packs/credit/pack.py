@@ -18,6 +18,8 @@ from deliberate.risk.client import RiskClient, RiskRejected, RiskUnavailable
 from deliberate.risk.model import Applicant, Offer, Score
 from deliberate.verifier.packs import CheckResult, Quality, RulePack, check
 
+from .prompt import SCORE_OFFER
+
 MAX_PROBABILITY_OF_DEFAULT = 0.05
 MAX_LOSS_GIVEN_DEFAULT = 0.4
 
@@ -63,6 +65,7 @@ class CreditPack(RulePack):
     answer_model = CreditOffers
     params_model = CreditParams
     requires = ("risk",)  # the risk-model service's client: no offer is approved unchecked
+    data_params = ("applicant", "disclosure")  # what a decision program reads in ctx, wherever the request put it
 
     @property
     def risk(self) -> RiskClient:
@@ -76,6 +79,29 @@ class CreditPack(RulePack):
         """The total amount offered, without a bound: the largest total within the risk limits would mean searching
         the risk model's limit curve, which the pack does not do."""
         return Quality("total amount offered", sum(offer.amount for offer in answer.offers))
+
+    def decision_functions(self) -> dict:
+        return {SCORE_OFFER: self.score_offer}
+
+    def score_offer(self, amount, annual_rate, term_months) -> dict:
+        """One offer to this request's applicant, scored by the risk-model service: what `score_offer` returns in
+        a decision program. An offer the service refuses, or no score, raises: the program stops and says why."""
+        for name, value in (("amount", amount), ("annual_rate", annual_rate), ("term_months", term_months)):
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise TypeError(f"{SCORE_OFFER}: {name} must be a number, not {type(value).__name__}")
+        if term_months != int(term_months):
+            raise ValueError(f"{SCORE_OFFER}: term_months must be a whole number of months, not {term_months}")
+        applicant = Applicant(**self.params.applicant.model_dump())
+        [result] = self.risk.score_all(applicant, [Offer(float(amount), float(annual_rate), int(term_months))])
+        if isinstance(result, RiskRejected):
+            raise ValueError(f"{SCORE_OFFER}: {result}")
+        if isinstance(result, RiskUnavailable):
+            raise RuntimeError(f"{SCORE_OFFER}: no score: {result}")
+        return {
+            "probability_of_default": round(result.probability_of_default, 6),
+            "loss_given_default": round(result.loss_given_default, 6),
+            "approved": not self.breaches(result),
+        }
 
     @check("risk_check")
     def offers_within_risk_limits(self, answer: CreditOffers) -> CheckResult:

@@ -156,6 +156,13 @@ class RulePack:
         snapshot the checks ran on."""
         return None
 
+    def decision_functions(self) -> dict[str, Callable]:
+        """The functions a decision program of this request may call, by name (the Drafter describes them from the
+        pack's `deliberate.decision_prompts` entry point, core/decision_prompts.py), run in the Verifier's process
+        on the plain values the sandbox passes; the sandbox bounds how often (`decision_program.HOST_CALLS`). A
+        function sees this request only: the pack's params, never another's."""
+        return {}
+
     def reference_answer(self) -> dict | None:
         """A plan the pack computes itself that passes its checks (the ad pack: the solver's optimum), offered to
         the client as a labelled suggestion when no draft is feasible — never an answer. None where it has none."""

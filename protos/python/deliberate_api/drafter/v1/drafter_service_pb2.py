@@ -26,7 +26,7 @@ from deliberate_api.common.v1 import common_pb2 as deliberate_dot_common_dot_v1_
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n+deliberate/drafter/v1/drafter_service.proto\x12\x15\x64\x65liberate.drafter.v1\x1a!deliberate/common/v1/common.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xc1\x02\n\x15GenerateDraftsRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0e\n\x06prompt\x18\x02 \x01(\t\x12\x12\n\nnum_drafts\x18\x03 \x01(\x05\x12\x12\n\nstrategies\x18\x04 \x03(\t\x12\x36\n\x08sampling\x18\x05 \x01(\x0b\x32$.deliberate.common.v1.SamplingParams\x12\x15\n\routput_schema\x18\x06 \x01(\t\x12\r\n\x05round\x18\x07 \x01(\x05\x12\x10\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x08 \x01(\t\x12\x15\n\tfast_mode\x18\t \x01(\x08\x42\x02\x18\x01\x12\x13\n\x0b\x66irst_index\x18\n \x01(\x05\x12\x16\n\x0eprogram_drafts\x18\x0b \x01(\x05\x12(\n\x07\x63ontext\x18\x0c \x01(\x0b\x32\x17.google.protobuf.Struct\"D\n\x16GenerateDraftsResponse\x12*\n\x05\x64raft\x18\x01 \x01(\x0b\x32\x1b.deliberate.common.v1.Draft\"\x97\x01\n\x13StreamDraftsRequest\x12@\n\x08generate\x18\x01 \x01(\x0b\x32,.deliberate.drafter.v1.GenerateDraftsRequestH\x00\x12\x34\n\x06\x63\x61ncel\x18\x02 \x01(\x0b\x32\".deliberate.drafter.v1.CancelDraftH\x00\x42\x08\n\x06\x61\x63tion\"\x1c\n\x0b\x43\x61ncelDraft\x12\r\n\x05index\x18\x01 \x01(\x05\"\x81\x01\n\x14StreamDraftsResponse\x12\x32\n\x05\x64\x65lta\x18\x01 \x01(\x0b\x32!.deliberate.drafter.v1.DraftDeltaH\x00\x12,\n\x05\x64raft\x18\x02 \x01(\x0b\x32\x1b.deliberate.common.v1.DraftH\x00\x42\x07\n\x05\x65vent\"\x80\x01\n\nDraftDelta\x12\x10\n\x08\x64raft_id\x18\x01 \x01(\t\x12\r\n\x05index\x18\x02 \x01(\x05\x12\x0c\n\x04text\x18\x03 \x01(\t\x12\x0e\n\x06tokens\x18\x04 \x01(\x05\x12\x19\n\x11token_confidences\x18\x05 \x03(\x02\x12\x18\n\x10\x63onfidence_floor\x18\x06 \x01(\x02\"\x10\n\x0eGetLoadRequest\"\x91\x02\n\x0fGetLoadResponse\x12\x0e\n\x06\x65ngine\x18\x01 \x01(\t\x12\x16\n\x0e\x62usy_sequences\x18\x02 \x01(\x05\x12\x18\n\x10queued_sequences\x18\x03 \x01(\x05\x12\x10\n\x08\x63\x61pacity\x18\x04 \x01(\x05\x12 \n\x18recent_tokens_per_second\x18\x05 \x01(\x01\x12\x16\n\x0ewindow_seconds\x18\x06 \x01(\x01\x12\x1c\n\x0fgpu_utilization\x18\x07 \x01(\x01H\x00\x88\x01\x01\x12#\n\x16gpu_memory_utilization\x18\x08 \x01(\x01H\x01\x88\x01\x01\x42\x12\n\x10_gpu_utilizationB\x19\n\x17_gpu_memory_utilization2\xc8\x02\n\x0e\x44rafterService\x12o\n\x0eGenerateDrafts\x12,.deliberate.drafter.v1.GenerateDraftsRequest\x1a-.deliberate.drafter.v1.GenerateDraftsResponse0\x01\x12k\n\x0cStreamDrafts\x12*.deliberate.drafter.v1.StreamDraftsRequest\x1a+.deliberate.drafter.v1.StreamDraftsResponse(\x01\x30\x01\x12X\n\x07GetLoad\x12%.deliberate.drafter.v1.GetLoadRequest\x1a&.deliberate.drafter.v1.GetLoadResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n+deliberate/drafter/v1/drafter_service.proto\x12\x15\x64\x65liberate.drafter.v1\x1a!deliberate/common/v1/common.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xd5\x02\n\x15GenerateDraftsRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0e\n\x06prompt\x18\x02 \x01(\t\x12\x12\n\nnum_drafts\x18\x03 \x01(\x05\x12\x12\n\nstrategies\x18\x04 \x03(\t\x12\x36\n\x08sampling\x18\x05 \x01(\x0b\x32$.deliberate.common.v1.SamplingParams\x12\x15\n\routput_schema\x18\x06 \x01(\t\x12\r\n\x05round\x18\x07 \x01(\x05\x12\x10\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x08 \x01(\t\x12\x15\n\tfast_mode\x18\t \x01(\x08\x42\x02\x18\x01\x12\x13\n\x0b\x66irst_index\x18\n \x01(\x05\x12\x16\n\x0eprogram_drafts\x18\x0b \x01(\x05\x12(\n\x07\x63ontext\x18\x0c \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x12\n\nrule_packs\x18\r \x03(\t\"D\n\x16GenerateDraftsResponse\x12*\n\x05\x64raft\x18\x01 \x01(\x0b\x32\x1b.deliberate.common.v1.Draft\"\x97\x01\n\x13StreamDraftsRequest\x12@\n\x08generate\x18\x01 \x01(\x0b\x32,.deliberate.drafter.v1.GenerateDraftsRequestH\x00\x12\x34\n\x06\x63\x61ncel\x18\x02 \x01(\x0b\x32\".deliberate.drafter.v1.CancelDraftH\x00\x42\x08\n\x06\x61\x63tion\"\x1c\n\x0b\x43\x61ncelDraft\x12\r\n\x05index\x18\x01 \x01(\x05\"\x81\x01\n\x14StreamDraftsResponse\x12\x32\n\x05\x64\x65lta\x18\x01 \x01(\x0b\x32!.deliberate.drafter.v1.DraftDeltaH\x00\x12,\n\x05\x64raft\x18\x02 \x01(\x0b\x32\x1b.deliberate.common.v1.DraftH\x00\x42\x07\n\x05\x65vent\"\x80\x01\n\nDraftDelta\x12\x10\n\x08\x64raft_id\x18\x01 \x01(\t\x12\r\n\x05index\x18\x02 \x01(\x05\x12\x0c\n\x04text\x18\x03 \x01(\t\x12\x0e\n\x06tokens\x18\x04 \x01(\x05\x12\x19\n\x11token_confidences\x18\x05 \x03(\x02\x12\x18\n\x10\x63onfidence_floor\x18\x06 \x01(\x02\"\x10\n\x0eGetLoadRequest\"\x91\x02\n\x0fGetLoadResponse\x12\x0e\n\x06\x65ngine\x18\x01 \x01(\t\x12\x16\n\x0e\x62usy_sequences\x18\x02 \x01(\x05\x12\x18\n\x10queued_sequences\x18\x03 \x01(\x05\x12\x10\n\x08\x63\x61pacity\x18\x04 \x01(\x05\x12 \n\x18recent_tokens_per_second\x18\x05 \x01(\x01\x12\x16\n\x0ewindow_seconds\x18\x06 \x01(\x01\x12\x1c\n\x0fgpu_utilization\x18\x07 \x01(\x01H\x00\x88\x01\x01\x12#\n\x16gpu_memory_utilization\x18\x08 \x01(\x01H\x01\x88\x01\x01\x42\x12\n\x10_gpu_utilizationB\x19\n\x17_gpu_memory_utilization2\xc8\x02\n\x0e\x44rafterService\x12o\n\x0eGenerateDrafts\x12,.deliberate.drafter.v1.GenerateDraftsRequest\x1a-.deliberate.drafter.v1.GenerateDraftsResponse0\x01\x12k\n\x0cStreamDrafts\x12*.deliberate.drafter.v1.StreamDraftsRequest\x1a+.deliberate.drafter.v1.StreamDraftsResponse(\x01\x30\x01\x12X\n\x07GetLoad\x12%.deliberate.drafter.v1.GetLoadRequest\x1a&.deliberate.drafter.v1.GetLoadResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,21 +36,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GENERATEDRAFTSREQUEST'].fields_by_name['fast_mode']._loaded_options = None
   _globals['_GENERATEDRAFTSREQUEST'].fields_by_name['fast_mode']._serialized_options = b'\030\001'
   _globals['_GENERATEDRAFTSREQUEST']._serialized_start=136
-  _globals['_GENERATEDRAFTSREQUEST']._serialized_end=457
-  _globals['_GENERATEDRAFTSRESPONSE']._serialized_start=459
-  _globals['_GENERATEDRAFTSRESPONSE']._serialized_end=527
-  _globals['_STREAMDRAFTSREQUEST']._serialized_start=530
-  _globals['_STREAMDRAFTSREQUEST']._serialized_end=681
-  _globals['_CANCELDRAFT']._serialized_start=683
-  _globals['_CANCELDRAFT']._serialized_end=711
-  _globals['_STREAMDRAFTSRESPONSE']._serialized_start=714
-  _globals['_STREAMDRAFTSRESPONSE']._serialized_end=843
-  _globals['_DRAFTDELTA']._serialized_start=846
-  _globals['_DRAFTDELTA']._serialized_end=974
-  _globals['_GETLOADREQUEST']._serialized_start=976
-  _globals['_GETLOADREQUEST']._serialized_end=992
-  _globals['_GETLOADRESPONSE']._serialized_start=995
-  _globals['_GETLOADRESPONSE']._serialized_end=1268
-  _globals['_DRAFTERSERVICE']._serialized_start=1271
-  _globals['_DRAFTERSERVICE']._serialized_end=1599
+  _globals['_GENERATEDRAFTSREQUEST']._serialized_end=477
+  _globals['_GENERATEDRAFTSRESPONSE']._serialized_start=479
+  _globals['_GENERATEDRAFTSRESPONSE']._serialized_end=547
+  _globals['_STREAMDRAFTSREQUEST']._serialized_start=550
+  _globals['_STREAMDRAFTSREQUEST']._serialized_end=701
+  _globals['_CANCELDRAFT']._serialized_start=703
+  _globals['_CANCELDRAFT']._serialized_end=731
+  _globals['_STREAMDRAFTSRESPONSE']._serialized_start=734
+  _globals['_STREAMDRAFTSRESPONSE']._serialized_end=863
+  _globals['_DRAFTDELTA']._serialized_start=866
+  _globals['_DRAFTDELTA']._serialized_end=994
+  _globals['_GETLOADREQUEST']._serialized_start=996
+  _globals['_GETLOADREQUEST']._serialized_end=1012
+  _globals['_GETLOADRESPONSE']._serialized_start=1015
+  _globals['_GETLOADRESPONSE']._serialized_end=1288
+  _globals['_DRAFTERSERVICE']._serialized_start=1291
+  _globals['_DRAFTERSERVICE']._serialized_end=1619
 # @@protoc_insertion_point(module_scope)

@@ -9,7 +9,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class GenerateDraftsRequest(_message.Message):
-    __slots__ = ("request_id", "prompt", "num_drafts", "strategies", "sampling", "output_schema", "round", "feedback", "fast_mode", "first_index", "program_drafts", "context")
+    __slots__ = ("request_id", "prompt", "num_drafts", "strategies", "sampling", "output_schema", "round", "feedback", "fast_mode", "first_index", "program_drafts", "context", "rule_packs")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     NUM_DRAFTS_FIELD_NUMBER: _ClassVar[int]
@@ -22,6 +22,7 @@ class GenerateDraftsRequest(_message.Message):
     FIRST_INDEX_FIELD_NUMBER: _ClassVar[int]
     PROGRAM_DRAFTS_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    RULE_PACKS_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     prompt: str
     num_drafts: int
@@ -34,7 +35,8 @@ class GenerateDraftsRequest(_message.Message):
     first_index: int
     program_drafts: int
     context: _struct_pb2.Struct
-    def __init__(self, request_id: _Optional[str] = ..., prompt: _Optional[str] = ..., num_drafts: _Optional[int] = ..., strategies: _Optional[_Iterable[str]] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., output_schema: _Optional[str] = ..., round: _Optional[int] = ..., feedback: _Optional[str] = ..., fast_mode: _Optional[bool] = ..., first_index: _Optional[int] = ..., program_drafts: _Optional[int] = ..., context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    rule_packs: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, request_id: _Optional[str] = ..., prompt: _Optional[str] = ..., num_drafts: _Optional[int] = ..., strategies: _Optional[_Iterable[str]] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., output_schema: _Optional[str] = ..., round: _Optional[int] = ..., feedback: _Optional[str] = ..., fast_mode: _Optional[bool] = ..., first_index: _Optional[int] = ..., program_drafts: _Optional[int] = ..., context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., rule_packs: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GenerateDraftsResponse(_message.Message):
     __slots__ = ("draft",)
