@@ -22,7 +22,7 @@ from .rules import COMPACT_JSON, Draft, Rule
 # A decision program loops over the request's rows (up to MAX_DECISION_DATA_BYTES of them): more time and memory
 # than a question's few lines of arithmetic, still far below what a hostile loop over the data would take.
 # Its host round trips: a pack function's calls (HOST_CALLS, twice over), the solver's and name lookups.
-DECISION_LIMITS = ProgramLimits(time_s=0.25, memory_bytes=64 * 2**20, suspensions=210)
+DECISION_LIMITS = ProgramLimits(time_s=0.25, memory_bytes=64 * 2**20, suspensions=410)
 
 
 def decision_program_rule(data: dict, functions: Mapping[str, Callable] | None = None) -> Rule:
@@ -80,7 +80,7 @@ SOLVER_LIMITS = SolverLimits()
 
 
 # Calls of one pack function a decision program run may make (a search over a risk model's answers: a few dozen).
-HOST_CALLS = 100
+HOST_CALLS = 200
 
 
 def counted(name: str, function: Callable, limit: int = HOST_CALLS) -> Callable:

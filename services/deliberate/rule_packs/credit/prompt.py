@@ -10,10 +10,11 @@ SCORE_OFFER_HELP = (
     "`score_offer(amount, annual_rate, term_months)` is already defined: it asks the bank's risk model about one "
     'loan offer to this applicant and returns a dict {"probability_of_default": <float>, '
     '"loss_given_default": <float>, "approved": <bool>}; "approved" is True only when both are under the '
-    "bank's limits. A smaller amount or a lower rate lowers both. Call it at most 100 times."
+    "bank's limits. A smaller amount or a lower rate lowers both. Call it at most 200 times."
 )
-# A made-up applicant's question with 2 offers (a request asks for its own number): the pattern a small model
-# copies — read the applicant from ctx, search each offer's amount with score_offer, print the JSON.
+# A made-up question asking for 2 offers: the pattern a small model copies — read the applicant from ctx, the number
+# of offers from the question (a list of terms written for the example's 2 was copied as it stood), search each
+# offer's amount with score_offer, print the JSON.
 SCORE_OFFER_EXAMPLE = """Example. Question: propose 2 different loan offers, each as large as the risk model \
 approves; "disclosure" carries the given sentence. The data: ctx["applicant"], a dict; ctx["disclosure"], a text.
 ```python
@@ -21,10 +22,13 @@ import json
 
 applicant = ctx["applicant"]  # keys: annual_income, monthly_debt_payments, credit_score, collateral_value
 disclosure = ctx["disclosure"]
+count = 2  # the number of offers the question asks for
 
 # each offer a different term; for each term the largest amount the risk model approves, trying high to low
 offers = []
-for term in [36, 60]:
+for term in [36, 60, 24, 48, 72, 12, 84]:
+    if len(offers) == count:
+        break
     amount = 2 * applicant["annual_income"]
     while amount >= 500:
         if score_offer(amount, 0.059, term)["approved"]:
@@ -35,12 +39,12 @@ answer = {"offers": offers, "disclosure": disclosure}
 print(json.dumps(answer))
 ```"""
 SCORE_OFFER_STRATEGIES = (
-    "As the example does: each offer a different term, and for each term the largest amount score_offer "
-    "approves, trying amounts from high to low.",
-    "Each offer a different annual_rate (such as 0.059, 0.079, 0.099); for each rate the largest amount "
-    "score_offer approves, trying amounts from high to low.",
-    "Each offer a different term; for each, start from a small amount score_offer approves and raise it step by "
-    "step while it stays approved.",
+    "As the example does: count is the number of offers the question asks for; each offer a different term, and "
+    "for each term the largest amount score_offer approves, trying amounts from high to low.",
+    "As many offers as the question asks for, each a different annual_rate (such as 0.059, 0.079, 0.099); for "
+    "each rate the largest amount score_offer approves, trying amounts from high to low.",
+    "As many offers as the question asks for, each a different term; for each, start from a small amount "
+    "score_offer approves and raise it step by step while it stays approved.",
 )
 
 DECISION_PROMPT = DecisionPrompt(SCORE_OFFER_HELP, SCORE_OFFER_EXAMPLE, SCORE_OFFER_STRATEGIES)
