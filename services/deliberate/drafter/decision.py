@@ -86,7 +86,7 @@ def decision_system_prompt(pack_prompt: DecisionPrompt | None = None) -> str:
 
 
 DECISION_ENDING = (
-    "Write only the program, in one ```python block, without defining ctx. `answer` looks like {skeleton}. "
+    "Write only the program, in one ```python block, without defining ctx. `answer` looks like {skeleton}{sizes}. "
     "End with print(json.dumps(answer))."
 )
 # The opened fence, the import the last line needs and the data's main table read from `ctx` (`decision_prefill`):
@@ -112,8 +112,23 @@ def decision_user_message(question: str, data: dict, strategy: str, schema: dict
     ]
     if feedback.strip():
         parts.append(f"Avoid these problems of earlier attempts: {feedback.strip()}")
-    parts.append(DECISION_ENDING.format(skeleton=skeleton(schema or {})))
+    sizes = list_sizes(schema or {})
+    parts.append(DECISION_ENDING.format(skeleton=skeleton(schema or {}), sizes=f", with {sizes}" if sizes else ""))
     return "\n\n".join(parts)
+
+
+def list_sizes(schema: dict) -> str:
+    """How many items the answer's top-level lists hold where the schema says: ``exactly 3 items in "offers"``,
+    ``3 to 5 items in "items"`` (recorded: a program copied the worked example's count of offers, the size stated
+    by the schema alone)."""
+    sizes = []
+    for name, field in schema.get("properties", {}).items() if isinstance(schema, dict) else ():
+        low, high = (field.get(k) if isinstance(field, dict) else None for k in ("minItems", "maxItems"))
+        if not isinstance(low, int) or not isinstance(high, int):
+            continue
+        count = f"exactly {low}" if low == high else f"{low} to {high}"
+        sizes.append(f"{count} items in {json.dumps(name)}")
+    return " and ".join(sizes)
 
 
 def skeleton(schema: dict, depth: int = 0) -> str:

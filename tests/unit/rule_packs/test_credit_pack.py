@@ -173,3 +173,24 @@ def example_program(example: str) -> str:
     """The example's code, without its fence and import (as_decision_draft adds them)."""
     code = example[example.index("```python") + len("```python\n") : example.rindex("```")]
     return code.replace("import json\n", "", 1)
+
+
+def test_the_example_program_fills_up_with_smaller_amounts_when_few_terms_are_approved():
+    """A weak applicant whose longer terms the risk model never approves: the example still prints as many
+    different offers as asked, each approved."""
+    weak = {"annual_income": 30000, "monthly_debt_payments": 400, "credit_score": 600, "collateral_value": 0}
+    context = {**credit.context(), "applicant": weak}
+    rules = compile_rules(
+        json.dumps(credit.OUTPUT_SCHEMA),
+        [ConstraintSpec(0, "rule_pack", "credit")],
+        context,
+        {"risk": ScoresInProcess()},
+    )
+    code = example_program(SCORE_OFFER_EXAMPLE).replace("count = 2", "count = 3")
+    verdict = verify(
+        as_decision_draft(code), rules.rules_for("program"), "stop", rules.output_schema, context, "program"
+    )
+    assert verdict.valid, "; ".join(o.message for o in verdict.outcomes)
+    printed = json.loads(verdict.extracted_answer)["offers"]
+    terms = {offer["term_months"] for offer in printed}
+    assert len(printed) == 3 and len(terms) < 3  # a term repeated at a smaller amount

@@ -8,7 +8,13 @@ import json
 
 import pytest
 
-from deliberate.drafter.decision import decision_prefill, decision_user_message, skeleton, without_data_rows
+from deliberate.drafter.decision import (
+    decision_prefill,
+    decision_user_message,
+    list_sizes,
+    skeleton,
+    without_data_rows,
+)
 from deliberate.verifier.constraint_spec import ConstraintSpec
 from deliberate.verifier.constraints import compile_rules
 from deliberate.verifier.hostile_programs import (
@@ -162,3 +168,13 @@ def test_the_program_s_opening_is_the_same_whatever_order_the_data_arrived_in():
     reordered["catalog"] = [dict(reversed(list(row.items()))) for row in data["catalog"]]
     assert decision_prefill(reordered) == decision_prefill(data)
     assert decision_user_message("q", reordered, "s", None) == decision_user_message("q", data, "s", None)
+
+
+def test_the_program_prompt_states_the_answer_s_list_sizes_the_schema_fixes():
+    offers = {"type": "array", "minItems": 3, "maxItems": 3}
+    items = {"type": "array", "minItems": 2, "maxItems": 4}
+    schema = {"type": "object", "properties": {"offers": offers, "items": items, "note": {"type": "string"}}}
+    assert list_sizes(schema) == 'exactly 3 items in "offers" and 2 to 4 items in "items"'
+    assert list_sizes({"type": "object", "properties": {"ids": {"type": "array", "minItems": 1}}}) == ""
+    message = decision_user_message("Propose offers.", {"applicant": {}}, "any", schema)
+    assert 'with exactly 3 items in "offers" and 2 to 4 items in "items". End with' in message

@@ -14,7 +14,8 @@ SCORE_OFFER_HELP = (
 )
 # A made-up question asking for 2 offers: the pattern a small model copies — read the applicant from ctx, the number
 # of offers from the question (a list of terms written for the example's 2 was copied as it stood), search each
-# offer's amount with score_offer, print the JSON.
+# offer's amount with score_offer, fill up with smaller amounts where too few terms are approved (a weak applicant's
+# long terms never are), print the JSON.
 SCORE_OFFER_EXAMPLE = """Example. Question: propose 2 different loan offers, each as large as the risk model \
 approves; "disclosure" carries the given sentence. The data: ctx["applicant"], a dict; ctx["disclosure"], a text.
 ```python
@@ -22,7 +23,7 @@ import json
 
 applicant = ctx["applicant"]  # keys: annual_income, monthly_debt_payments, credit_score, collateral_value
 disclosure = ctx["disclosure"]
-count = 2  # the number of offers the question asks for
+count = 2  # the number of offers the question asks for (the answer's list of offers holds exactly 2)
 
 # each offer a different term; for each term the largest amount the risk model approves, trying high to low
 offers = []
@@ -35,6 +36,11 @@ for term in [36, 60, 24, 48, 72, 12, 84]:
             offers.append({"amount": amount, "annual_rate": 0.059, "term_months": term})
             break
         amount = int(amount * 0.8 / 100) * 100
+# fewer terms approved than offers asked: a smaller amount of an approved offer is approved too
+while offers and len(offers) < count:
+    last = offers[-1]
+    offers.append({"amount": int(last["amount"] * 0.8 / 100) * 100, "annual_rate": 0.059,
+                   "term_months": last["term_months"]})
 answer = {"offers": offers, "disclosure": disclosure}
 print(json.dumps(answer))
 ```"""
