@@ -66,7 +66,13 @@ SUMMARY_EVERY = 10  # records between summaries during a run
 
 
 # The variables besides the flags that shape a run (the services read them).
-RUN_VARIABLES = ("DELIBERATE_ENGINE", "DELIBERATE_MODEL", "DELIBERATE_MAX_REDRAFTS", "DELIBERATE_PROGRAM_DRAFTS")
+RUN_VARIABLES = (
+    "DELIBERATE_ENGINE",
+    "DELIBERATE_MODEL",
+    "DELIBERATE_MAX_REDRAFTS",
+    "DELIBERATE_PROGRAM_DRAFTS",
+    "DELIBERATE_DECISION_PROGRAM_DRAFTS",
+)
 
 
 def main(argv: list[str] | None = None) -> int:
