@@ -5,11 +5,14 @@ the Scheduler's check that a refined answer still states the checked draft's ans
 check against a gold label. An answer that states a number is that number, exactly: LaTeX is read
 (``\\boxed{}``, ``\\frac{}{}``, ``\\text{}``), ``$``, thousands separators, ``%`` and units are dropped, and in
 ``48 + 24 = 72 clips`` the part after the last ``=`` counts — so ``72``, ``72.00``, ``\\boxed{72}``, ``$72`` and
-"… which is 72 clips" are one answer. Any other answer is its whitespace-normalized, lower-cased text.
+"… which is 72 clips" are one answer. A structured answer (a JSON object or list: a plan) is its whole value,
+whatever the key order, spacing or ``5000`` / ``5000.0`` — two plans agree only when every field does. Any other
+answer is its whitespace-normalized, lower-cased text.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from decimal import Decimal
@@ -29,10 +32,38 @@ def answer_key(answer: str | None) -> str:
     when the answer states one, else its whitespace-normalized, lower-cased text; ``""`` for no answer."""
     if not answer or not answer.strip():
         return ""
+    if (plan := structured_key(answer)) is not None:
+        return plan
     value = answer_value(answer)
     if value is not None:
         return str(value.numerator) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
     return " ".join(answer[:MAX_ANSWER_CHARS].lower().split())
+
+
+def structured_key(answer: str) -> str | None:
+    """A JSON object or list as one canonical line (keys sorted, integral floats as integers); None for any other
+    answer. (Read as a number, a plan was its first number: three different credit plans starting with an offer
+    of 5000 made a quorum.)"""
+    text = answer.strip()
+    if not text.startswith(("{", "[")) or len(text) > MAX_ANSWER_CHARS:
+        return None
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(value, dict | list):
+        return None
+    return json.dumps(canonical(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def canonical(value: object) -> object:
+    if isinstance(value, dict):
+        return {key: canonical(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [canonical(item) for item in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
 
 
 def same_answer(a: str | None, b: str | None) -> bool:

@@ -106,6 +106,21 @@ def test_one_answer_identity():
     assert not same_answer("12", "21")
 
 
+def test_two_plans_are_one_answer_only_when_every_field_agrees():
+    """Recorded: three different credit plans whose first offer was 5000 made a quorum 'on 5000'."""
+    first = (
+        '{"offers": [{"amount": 5000, "annual_rate": 0.079, "term_months": 36}, {"amount": 4500}], "disclosure": "x"}'
+    )
+    other = (
+        '{"offers": [{"amount": 5000, "annual_rate": 0.079, "term_months": 36}, {"amount": 6000}], "disclosure": "x"}'
+    )
+    assert not same_answer(first, other)
+    reordered = '{"disclosure":"x","offers":[{"term_months":36,"annual_rate":0.079,"amount":5000.0},{"amount":4500}]}'
+    assert same_answer(first, reordered)
+    assert not same_answer('{"selected_ids": [9, 23]}', '{"selected_ids": [23, 9]}')  # a list keeps its order
+    assert same_answer("72", "72.0") and same_answer("{not json} 72", "72")  # other answers read as before
+
+
 def test_five_drafts_answering_72_in_five_ways_share_one_answer():
     """`make run`'s example: the old Scheduler gave such drafts shares 0.2, 0.2, 0.6, 0.6, 0.6."""
     written = ["72", "Natalia sold altogether in April and May, which is 72 clips", "\\boxed{72}", "72.00", "$72"]
