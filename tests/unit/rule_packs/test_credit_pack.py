@@ -8,10 +8,12 @@ import json
 import pytest
 
 from deliberate.core.decision_prompts import decision_prompt_of
-from deliberate.drafter.decision import DECISION_SYSTEM_PROMPT, decision_system_prompt
+from deliberate.drafter.decision import DECISION_STRATEGIES, DECISION_SYSTEM_PROMPT, decision_system_prompt
+from deliberate.drafter.prompts import draft_plans
+from deliberate.drafter.server import decision_plans
 from deliberate.risk.model import Applicant, Offer, score
 from deliberate.rule_packs.credit.pack import CreditOffers, CreditPack, CreditParams, breach
-from deliberate.rule_packs.credit.prompt import SCORE_OFFER_EXAMPLE
+from deliberate.rule_packs.credit.prompt import SCORE_OFFER_EXAMPLE, SCORE_OFFER_STRATEGIES
 from deliberate.verifier.constraints import ConstraintSpec, compile_rules
 from deliberate.verifier.hostile_programs import as_decision_draft
 from deliberate.verifier.packs import PackContext, Quality
@@ -167,6 +169,14 @@ def test_the_drafter_describes_score_offer_for_a_credit_request_only():
     assert "score_offer(amount, annual_rate, term_months)" in credit_prompt and "best_rows" not in credit_prompt
     assert decision_prompt_of(["ad_selection", "nonexistent"]) is None
     assert decision_system_prompt(decision_prompt_of(["ad_selection"])) == DECISION_SYSTEM_PROMPT
+
+
+def test_a_credit_request_s_programs_get_the_pack_s_strategies_and_others_the_exact_engine_s():
+    plans = draft_plans(3, [], program_drafts=2)
+    credit_plans = decision_plans(plans, 0, 0, credit.context(), ["credit"])
+    assert [plan.strategy for plan in credit_plans if plan.decision] == list(SCORE_OFFER_STRATEGIES[:2])
+    other = decision_plans(plans, 0, 0, credit.context(), ["ad_selection"])
+    assert [plan.strategy for plan in other if plan.decision] == list(DECISION_STRATEGIES[:2])
 
 
 def example_program(example: str) -> str:
