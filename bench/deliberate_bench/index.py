@@ -62,6 +62,22 @@ REPAIR_SCORED_COMMAND = (
     "deliberate bench business-eval --cases promotion --rows pipeline --name business-repair (at 656777a: the 17 "
     "solves that had re-drafted in business.runs.jsonl first, then the other 13)"
 )
+BUSINESS_SIMULATOR = "business-cases.md#the-risk-model-as-the-programs-simulator-credit"
+SIMULATOR_RUNS = (
+    "business-tuning-credit-programs-before",
+    "business-tuning-credit-programs-score-offer",
+    "business-tuning-credit-programs-sizes",
+)
+SIMULATOR_COMMAND = (
+    "deliberate bench business-eval --split tuning --cases credit --rows single:program "
+    "--name business-tuning-credit-programs-{before,score-offer,sizes} (at 6b73e87; score_offer, at 6be5cdc; the "
+    "list sizes and the fill-up, at a8c72fe)"
+)
+SIMULATOR_TWO_TERMS_COMMAND = (
+    "deliberate bench business-eval --split tuning --cases credit --rows single:program "
+    "--name business-tuning-credit-programs-score-offer (at c567f66, stopped after 2 applicants; the file renamed)"
+)
+SIMULATOR_SCORED_COMMAND = "deliberate bench business-eval --cases credit --rows pipeline --name business-score-offer"
 ADS_PROGRAMS = (
     "ads-programs-baseline", "ads-programs-prefill", "ads-programs-size", "ads-programs-picks", "ads-programs-swap",
     "ads-programs-solver", "ads-programs-solver-pool",
@@ -133,6 +149,11 @@ FILES: dict[Path, tuple[Entry, ...]] = {
         Entry(tuple(f"{name}.runs.jsonl" for name in FEEDBACK_RUNS), FEEDBACK_COMMAND, BUSINESS_FEEDBACK),
         Entry(tuple(f"{name}.runs.jsonl" for name in REPAIR_RUNS), REPAIR_COMMAND, BUSINESS_REPAIR),
         Entry(("business-repair.runs.jsonl",), REPAIR_SCORED_COMMAND, BUSINESS_REPAIR),
+        Entry(tuple(f"{name}.runs.jsonl" for name in SIMULATOR_RUNS), SIMULATOR_COMMAND, BUSINESS_SIMULATOR),
+        Entry(
+            ("business-tuning-credit-programs-two-terms.runs.jsonl",), SIMULATOR_TWO_TERMS_COMMAND, BUSINESS_SIMULATOR
+        ),
+        Entry(("business-score-offer.runs.jsonl",), SIMULATOR_SCORED_COMMAND, BUSINESS_SIMULATOR),
         Entry(tuple(f"{name}.runs.jsonl" for name in ADS_PROGRAMS), ADS_PROGRAMS_COMMAND, BUSINESS_DEFAULT),
         Entry(tuple(f"{name}.runs.jsonl" for name in ADS_PIPELINE), ADS_PIPELINE_COMMAND, BUSINESS_DEFAULT),
         Entry(("early_stop.runs.jsonl", "early_stop_cross_modal.runs.jsonl"), "make bench-early-stop", EARLY_STOP),
@@ -180,6 +201,8 @@ FILES: dict[Path, tuple[Entry, ...]] = {
         Entry(summaries(*FEEDBACK_RUNS), FEEDBACK_COMMAND, BUSINESS_FEEDBACK),
         Entry(summaries(*REPAIR_RUNS), REPAIR_COMMAND, BUSINESS_REPAIR),
         Entry(summaries("business-repair"), REPAIR_SCORED_COMMAND, BUSINESS_REPAIR),
+        Entry(summaries(*SIMULATOR_RUNS), SIMULATOR_COMMAND, BUSINESS_SIMULATOR),
+        Entry(summaries("business-score-offer"), SIMULATOR_SCORED_COMMAND, BUSINESS_SIMULATOR),
         Entry(summaries(*ADS_PROGRAMS), ADS_PROGRAMS_COMMAND, BUSINESS_DEFAULT),
         Entry(summaries(*ADS_PIPELINE), ADS_PIPELINE_COMMAND, BUSINESS_DEFAULT),
         Entry(("early_stop.json", "early_stop_cross_modal.json"), "make bench-early-stop", EARLY_STOP),
