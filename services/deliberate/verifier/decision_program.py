@@ -21,8 +21,10 @@ from .rules import COMPACT_JSON, Draft, Rule
 
 # A decision program loops over the request's rows (up to MAX_DECISION_DATA_BYTES of them): more time and memory
 # than a question's few lines of arithmetic, still far below what a hostile loop over the data would take.
+# Calls of one pack function a decision program run may make (a search over a risk model's answers: a few dozen).
+HOST_CALLS = 200
 # Its host round trips: a pack function's calls (HOST_CALLS, twice over), the solver's and name lookups.
-DECISION_LIMITS = ProgramLimits(time_s=0.25, memory_bytes=64 * 2**20, suspensions=410)
+DECISION_LIMITS = ProgramLimits(time_s=0.25, memory_bytes=64 * 2**20, suspensions=2 * HOST_CALLS + 10)
 
 
 def decision_program_rule(data: dict, functions: Mapping[str, Callable] | None = None) -> Rule:
@@ -46,7 +48,7 @@ def decision_program_rule(data: dict, functions: Mapping[str, Callable] | None =
             if code is not None and (line := binds(code, name)):
                 return False, f"{PROGRAM} failed: line {line} defines {name}; it is already defined: call it"
         host = {name: counted(name, function) for name, function in functions.items()}
-        host[BEST_ROWS] = SolverCalls(data).best_rows
+        host[BEST_ROWS] = counted(BEST_ROWS, SolverCalls(data).best_rows, SOLVER_LIMITS.calls)
         ran = run_block(draft.text, DECISION_LIMITS, {"ctx": data}, host)
         if ran is None:
             return False, f"{PROGRAM} failed: a program draft without a ```python block"
@@ -79,10 +81,6 @@ class SolverLimits:
 SOLVER_LIMITS = SolverLimits()
 
 
-# Calls of one pack function a decision program run may make (a search over a risk model's answers: a few dozen).
-HOST_CALLS = 200
-
-
 def counted(name: str, function: Callable, limit: int = HOST_CALLS) -> Callable:
     """`function` for one program run, refusing its call past the `limit`-th."""
     calls = 0
@@ -98,20 +96,17 @@ def counted(name: str, function: Callable, limit: int = HOST_CALLS) -> Callable:
 
 
 class SolverCalls:
-    """`best_rows` for one program run, counting its calls against SOLVER_LIMITS. Runs in the Verifier's process on
-    values the sandbox converted (plain lists, dicts, numbers), returns copies of the chosen rows."""
+    """`best_rows` for one program run (its calls are counted by `counted`, against SOLVER_LIMITS.calls). Runs in
+    the Verifier's process on values the sandbox converted (plain lists, dicts, numbers), returns copies of the
+    chosen rows."""
 
     def __init__(self, data: dict, limits: SolverLimits = SOLVER_LIMITS):
         self.tables = [key for key, value in data.items() if is_table(value)]  # named when `rows` is no table
         self.limits = limits
-        self.calls = 0
 
     def best_rows(self, rows, maximize, count=None, at_most=None, one_per=None):
         from ..core.solver import SelectionError, best_rows
 
-        self.calls += 1
-        if self.calls > self.limits.calls:
-            raise RuntimeError(f"best_rows was called more than {self.limits.calls} times")
         if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
             such_as = "".join(f' such as ctx["{table}"]' for table in self.tables[:1])
             if isinstance(rows, list):

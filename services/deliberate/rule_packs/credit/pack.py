@@ -11,6 +11,7 @@ limit 0.05`): the re-draft's feedback.
 from __future__ import annotations
 
 import re
+from functools import cached_property
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
@@ -67,6 +68,12 @@ class CreditPack(RulePack):
     requires = ("risk",)  # the risk-model service's client: no offer is approved unchecked
     data_params = ("applicant", "disclosure")  # what a decision program reads in ctx, wherever the request put it
 
+    @cached_property
+    def applicant(self) -> Applicant:
+        """The request's applicant as the risk model takes it: built once for every offer a draft or a decision
+        program has scored."""
+        return Applicant(**self.params.applicant.model_dump())
+
     @property
     def risk(self) -> RiskClient:
         return self.context["risk"]
@@ -91,8 +98,7 @@ class CreditPack(RulePack):
                 raise TypeError(f"{SCORE_OFFER}: {name} must be a number, not {type(value).__name__}")
         if term_months != int(term_months):
             raise ValueError(f"{SCORE_OFFER}: term_months must be a whole number of months, not {term_months}")
-        applicant = Applicant(**self.params.applicant.model_dump())
-        [result] = self.risk.score_all(applicant, [Offer(float(amount), float(annual_rate), int(term_months))])
+        [result] = self.risk.score_all(self.applicant, [Offer(float(amount), float(annual_rate), int(term_months))])
         if isinstance(result, RiskRejected):
             raise ValueError(f"{SCORE_OFFER}: {result}")
         if isinstance(result, RiskUnavailable):
@@ -105,9 +111,8 @@ class CreditPack(RulePack):
 
     @check("risk_check")
     def offers_within_risk_limits(self, answer: CreditOffers) -> CheckResult:
-        applicant = Applicant(**self.params.applicant.model_dump())
         offers = [Offer(o.amount, o.annual_rate, o.term_months) for o in answer.offers]
-        results = self.risk.score_all(applicant, offers)
+        results = self.risk.score_all(self.applicant, offers)
         if all(isinstance(result, RiskUnavailable) for result in results):  # one reason, said once
             return False, f"none of the {len(offers)} offers scored, so none approved: {results[0]}"
         failures, passes = [], []
