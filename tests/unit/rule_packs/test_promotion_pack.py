@@ -10,8 +10,10 @@ import time
 import pytest
 
 from deliberate.core.requests import InvalidArgument
-from deliberate.rule_packs.promotion import PromotionPack, PromotionParams, PromotionPlan
+from deliberate.rule_packs.promotion.pack import PromotionPack, PromotionParams, PromotionPlan
+from deliberate.rule_packs.promotion.prompt import PROMOTION_EXAMPLE
 from deliberate.verifier.constraints import ConstraintSpec, compile_rules
+from deliberate.verifier.hostile_programs import as_decision_draft
 from deliberate.verifier.packs import Quality
 from deliberate.verifier.rules import verify
 from deliberate_client.examples import promotion
@@ -278,3 +280,20 @@ def test_a_verification_is_fast():
         assert verify(answer, rules).valid
     per_draft = (time.process_time() - started) / 200
     assert per_draft < 0.020, f"{per_draft * 1000:.2f} ms of CPU per draft"
+
+
+def test_the_decision_prompt_s_example_program_prints_a_plan_every_check_admits():
+    """The example the Drafter shows promotion programs, with the worked example's number of products: its plan
+    passes every rule of the pack, run as a decision program (ctx: the table plus the policy)."""
+    example = PROMOTION_EXAMPLE
+    code = example[example.index("```python") + len("```python\n") : example.rindex("```")].replace("import json\n", "")
+    code = code.replace("most = 4", f"most = {promotion.MAX_ITEMS}")
+    spec = ConstraintSpec(0, "rule_pack", "promotion", params=promotion.POLICY)
+    rule_set = compile_rules(json.dumps(promotion.output_schema()), [spec], promotion.context())
+    context = promotion.context()
+    verdict = verify(
+        as_decision_draft(code), rule_set.rules_for("program"), "stop", rule_set.output_schema, context, "program"
+    )
+    assert verdict.valid, "; ".join(o.message for o in verdict.outcomes if not o.passed)
+    assert {"margin_check", "plan_margin_check", "discount_cap_check", "stock_check"} <= set(verdict.evidence)
+    assert len(json.loads(verdict.extracted_answer)["items"]) == promotion.MAX_ITEMS

@@ -90,7 +90,7 @@ def test_the_ad_selection_pack_ships_the_client_examples_catalog_and_budget():
     [
         ("ad_selection", "deliberate.rule_packs.ad_selection:AdSelectionPack"),
         ("credit", "deliberate.rule_packs.credit.pack:CreditPack"),
-        ("promotion", "deliberate.rule_packs.promotion:PromotionPack"),
+        ("promotion", "deliberate.rule_packs.promotion.pack:PromotionPack"),
     ],
 )
 def test_the_shipped_packs_are_declared_under_the_entry_point_group(name, value):
@@ -99,7 +99,10 @@ def test_the_shipped_packs_are_declared_under_the_entry_point_group(name, value)
         "the installed metadata lacks the entry point: reinstall the project (pip install -e .)"
     )
     prompts = {entry.name: entry.value for entry in entry_points(group="deliberate.decision_prompts")}
-    assert prompts == {"credit": "deliberate.rule_packs.credit.prompt:DECISION_PROMPT"}
+    assert prompts == {
+        "credit": "deliberate.rule_packs.credit.prompt:DECISION_PROMPT",
+        "promotion": "deliberate.rule_packs.promotion.prompt:DECISION_PROMPT",
+    }
 
 
 def test_the_verifier_finds_ad_selection_through_the_entry_point_not_by_import():
