@@ -22,20 +22,22 @@ ctx["forbidden_claims"], a list of texts.
 ```python
 import json
 
-products = ctx["products"]  # a list of dicts; each dict has the keys sku, name, category, stock, unit_cost, price
-caps = ctx.get("max_discount_percent", {})  # category -> the largest discount allowed
-floor = max(ctx["min_margin_percent"], ctx["min_plan_margin_percent"])  # each product at the plan's floor
+products = ctx["products"]  # a list of 6 dicts; each dict has the keys category, name, price, sku, stock, unit_cost
+forbidden_claims = ctx["forbidden_claims"]  # a list of 3 strs
+max_discount_percent = ctx["max_discount_percent"]  # keys: food, toys
+min_margin_percent = ctx["min_margin_percent"]  # 20
+min_plan_margin_percent = ctx["min_plan_margin_percent"]  # 25
 most = 4  # the most products the question allows
 
+# the higher of the two floors for every product: then the whole plan's margin is above both floors
+floor = max(min_margin_percent, min_plan_margin_percent)
 candidates = []
 for p in products:
-    if p["stock"] < 1:
-        continue
     # the largest discount that keeps the margin at the floor: price * (1 - d / 100) * (1 - floor / 100) >= unit_cost
     largest = 100 * (1 - p["unit_cost"] / (p["price"] * (1 - floor / 100)))
-    cap = caps.get(p["category"], 99)  # a category without a cap
+    cap = max_discount_percent.get(p["category"], 99)  # a category without a cap
     discount = int(min(largest, cap))
-    if discount >= 1:
+    if discount >= 1 and p["stock"] >= 1:
         profit = (p["price"] * (1 - discount / 100) - p["unit_cost"]) * p["stock"]
         candidates.append({"profit": profit, "sku": p["sku"], "discount_percent": discount, "quantity": p["stock"]})
 candidates.sort(key=lambda c: c["profit"], reverse=True)  # the most gross profit first
@@ -44,8 +46,9 @@ answer = {"items": items[:most], "message": "Selected favourites are on offer th
 print(json.dumps(answer))
 ```"""
 PROMOTION_STRATEGIES = (
-    "As the example does: each product at the largest whole discount that keeps its margin at the plan's floor and "
-    "within its category's cap, quantity = its stock; the most profitable first, as many as the question allows.",
+    "As the example does: each product at the largest whole discount that keeps its margin at the higher of the two "
+    "floors and within its category's cap, quantity = its stock; the most profitable first, as many as the question "
+    "allows.",
     "As the example does, then check each rule of the question in code on the chosen items (quantity, cap, margin "
     "per product, margin of the plan) and drop an item that breaks one before printing.",
 )
