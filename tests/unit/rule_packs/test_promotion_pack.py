@@ -282,13 +282,19 @@ def test_a_verification_is_fast():
     assert per_draft < 0.020, f"{per_draft * 1000:.2f} ms of CPU per draft"
 
 
-def test_the_decision_prompt_s_example_program_prints_a_plan_every_check_admits():
+UNCAPPED_POLICY = {**promotion.POLICY, "max_discount_percent": {"grocery": 25, "home": 40}}  # appliances: no cap
+PRODUCT_FLOOR_HIGHER = {**promotion.POLICY, "min_margin_percent": 35, "min_plan_margin_percent": 25}
+
+
+@pytest.mark.parametrize("policy", [promotion.POLICY, UNCAPPED_POLICY, PRODUCT_FLOOR_HIGHER])
+def test_the_decision_prompt_s_example_program_prints_a_plan_every_check_admits(policy):
     """The example the Drafter shows promotion programs, with the worked example's number of products: its plan
-    passes every rule of the pack, run as a decision program (ctx: the table plus the policy)."""
+    passes every rule of the pack, run as a decision program (ctx: the table plus the policy) — also where a
+    category has no cap and where the product floor is the higher one."""
     example = PROMOTION_EXAMPLE
     code = example[example.index("```python") + len("```python\n") : example.rindex("```")].replace("import json\n", "")
     code = code.replace("most = 4", f"most = {promotion.MAX_ITEMS}")
-    spec = ConstraintSpec(0, "rule_pack", "promotion", params=promotion.POLICY)
+    spec = ConstraintSpec(0, "rule_pack", "promotion", params=policy)
     rule_set = compile_rules(json.dumps(promotion.output_schema()), [spec], promotion.context())
     context = promotion.context()
     verdict = verify(
