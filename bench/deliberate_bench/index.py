@@ -78,6 +78,16 @@ SIMULATOR_TWO_TERMS_COMMAND = (
     "--name business-tuning-credit-programs-score-offer (at c567f66, stopped after 2 applicants; the file renamed)"
 )
 SIMULATOR_SCORED_COMMAND = "deliberate bench business-eval --cases credit --rows pipeline --name business-score-offer"
+BUSINESS_PROMOTION_PROGRAMS = "business-cases.md#a-worked-program-for-promotions"
+PROMOTION_PROMPT_RUNS = ("business-tuning-promotion-prompt", "business-tuning-promotion-prompt-floor")
+PROMOTION_PROMPT_COMMAND = (
+    "deliberate bench business-eval --split tuning --cases promotion --rows single:program "
+    "--name business-tuning-promotion-prompt{,-floor} (at 7950a8b; the example opened as the Drafter opens a "
+    "program, at 698394f)"
+)
+PROMOTION_SCORED_COMMAND = (
+    "deliberate bench business-eval --cases promotion --rows pipeline --name business-promotion-programs (at 698394f)"
+)
 ADS_PROGRAMS = (
     "ads-programs-baseline", "ads-programs-prefill", "ads-programs-size", "ads-programs-picks", "ads-programs-swap",
     "ads-programs-solver", "ads-programs-solver-pool",
@@ -154,6 +164,9 @@ FILES: dict[Path, tuple[Entry, ...]] = {
             ("business-tuning-credit-programs-two-terms.runs.jsonl",), SIMULATOR_TWO_TERMS_COMMAND, BUSINESS_SIMULATOR
         ),
         Entry(("business-score-offer.runs.jsonl",), SIMULATOR_SCORED_COMMAND, BUSINESS_SIMULATOR),
+        Entry(tuple(f"{name}.runs.jsonl" for name in PROMOTION_PROMPT_RUNS), PROMOTION_PROMPT_COMMAND,
+              BUSINESS_PROMOTION_PROGRAMS),
+        Entry(("business-promotion-programs.runs.jsonl",), PROMOTION_SCORED_COMMAND, BUSINESS_PROMOTION_PROGRAMS),
         Entry(tuple(f"{name}.runs.jsonl" for name in ADS_PROGRAMS), ADS_PROGRAMS_COMMAND, BUSINESS_DEFAULT),
         Entry(tuple(f"{name}.runs.jsonl" for name in ADS_PIPELINE), ADS_PIPELINE_COMMAND, BUSINESS_DEFAULT),
         Entry(("early_stop.runs.jsonl", "early_stop_cross_modal.runs.jsonl"), "make bench-early-stop", EARLY_STOP),
@@ -203,6 +216,8 @@ FILES: dict[Path, tuple[Entry, ...]] = {
         Entry(summaries("business-repair"), REPAIR_SCORED_COMMAND, BUSINESS_REPAIR),
         Entry(summaries(*SIMULATOR_RUNS), SIMULATOR_COMMAND, BUSINESS_SIMULATOR),
         Entry(summaries("business-score-offer"), SIMULATOR_SCORED_COMMAND, BUSINESS_SIMULATOR),
+        Entry(summaries(*PROMOTION_PROMPT_RUNS), PROMOTION_PROMPT_COMMAND, BUSINESS_PROMOTION_PROGRAMS),
+        Entry(summaries("business-promotion-programs"), PROMOTION_SCORED_COMMAND, BUSINESS_PROMOTION_PROGRAMS),
         Entry(summaries(*ADS_PROGRAMS), ADS_PROGRAMS_COMMAND, BUSINESS_DEFAULT),
         Entry(summaries(*ADS_PIPELINE), ADS_PIPELINE_COMMAND, BUSINESS_DEFAULT),
         Entry(("early_stop.json", "early_stop_cross_modal.json"), "make bench-early-stop", EARLY_STOP),
