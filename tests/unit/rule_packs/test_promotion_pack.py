@@ -18,6 +18,8 @@ from deliberate.verifier.packs import Quality
 from deliberate.verifier.rules import verify
 from deliberate_client.examples import promotion
 
+from .test_credit_pack import example_program
+
 # Within every term of the example's policy: margins 37.8 %, 35.1 %, 30.1 % (plan 33.5 %), caps 25/40/15 %.
 GOOD_ITEMS = [
     {"sku": "TEA-100", "discount_percent": 25, "quantity": 100},
@@ -291,9 +293,7 @@ def test_the_decision_prompt_s_example_program_prints_a_plan_every_check_admits(
     """The example the Drafter shows promotion programs, with the worked example's number of products: its plan
     passes every rule of the pack, run as a decision program (ctx: the table plus the policy) — also where a
     category has no cap and where the product floor is the higher one."""
-    example = PROMOTION_EXAMPLE
-    code = example[example.index("```python") + len("```python\n") : example.rindex("```")].replace("import json\n", "")
-    code = code.replace("most = 4", f"most = {promotion.MAX_ITEMS}")
+    code = example_program(PROMOTION_EXAMPLE).replace("most = 4", f"most = {promotion.MAX_ITEMS}")
     spec = ConstraintSpec(0, "rule_pack", "promotion", params=policy)
     rule_set = compile_rules(json.dumps(promotion.output_schema()), [spec], promotion.context())
     context = promotion.context()
