@@ -11,7 +11,8 @@ the Refiner share the CPU, and 8 solves in flight take ~50 s each (prompt evalua
 so a 60 s deadline would measure the machine's throughput, not the faults. `--quick` keeps 4 in flight, so that
 requests (~25 s each) fit between its faults, 36 s apart. Faults are spread evenly
 over the run, after a fault-free steady start; the first waits (at most one deadline more, the rest moving with it)
-until `--concurrency` requests have ended, so the steady phase has requests to judge on a slower machine:
+until `--concurrency` requests have ended, so the steady phase has requests to judge on a slower machine, and the
+end waits the same way for `--concurrency` requests started after the last fault window closed (the recovery phase):
 
     full (make soak, 15 min):       5 Verifier SIGKILLs, 2 Verifier SIGSTOPs, 1 Drafter SIGKILL, 1 Refiner SIGKILL
     quick (make soak-quick, 3 min): 1 of each kind
@@ -175,6 +176,7 @@ class Soak:
             time.sleep(max(0.0, at + shift - self.now()))
             self.inject(fault)
         time.sleep(max(0.0, self.duration + shift - self.now()))
+        self.wait_for_recovery_requests()
         # No new requests; those in flight get their deadline plus the grace, then count as lost.
         self.stopping.set()
         until = time.monotonic() + self.args.deadline + LOST_AFTER_S
@@ -189,12 +191,31 @@ class Soak:
         stretch; returns by how much the whole schedule moves."""
         time.sleep(max(0.0, first_fault_at - self.now()))
         until = first_fault_at + self.args.deadline
-        while self.now() < until and sum(o.ended is not None for o in self.outcomes) < self.args.concurrency:
+        while self.now() < until and self.ended_since(0.0) < self.args.concurrency:
             time.sleep(0.25)
         shift = self.now() - first_fault_at
         if shift >= 1.0:
             print(f"[{self.now():6.1f}s] faults start {shift:.0f}s late: the steady requests were slower", flush=True)
         return shift
+
+    def wait_for_recovery_requests(self) -> None:
+        """Hold the end until `concurrency` requests that started after the last fault window closed have ended (at
+        most one deadline more), so that the recovery criterion judges requests even where the requests caught in
+        the last fault ran past the planned end."""
+        if not self.windows:
+            return
+        last = self.windows[-1]
+        closed = last.healthy if last.healthy is not None else last.injected
+        planned_end = self.now()
+        until = planned_end + self.args.deadline
+        while self.now() < until and self.ended_since(closed) < self.args.concurrency:
+            time.sleep(0.25)
+        late = self.now() - planned_end
+        if late >= 1.0:
+            print(f"[{self.now():6.1f}s] load ends {late:.0f}s late: the recovery requests were slower", flush=True)
+
+    def ended_since(self, moment: float) -> int:
+        return sum(o.started >= moment and o.ended is not None for o in self.outcomes)
 
     def supervise(self) -> None:
         while not self.done.wait(0.2):
