@@ -186,33 +186,32 @@ class Soak:
         supervising.join(5)
 
     def wait_for_steady_requests(self, first_fault_at: float) -> float:
-        """Hold the first fault until `concurrency` requests have ended in the steady phase (at most one deadline
-        more), so that the steady criterion judges requests even where solves are slower than the planned steady
-        stretch; returns by how much the whole schedule moves."""
+        """Hold the first fault until `concurrency` requests have ended in the steady phase, so that the steady
+        criterion judges requests even where solves are slower than the planned steady stretch; returns by how much
+        the whole schedule moves."""
         time.sleep(max(0.0, first_fault_at - self.now()))
-        until = first_fault_at + self.args.deadline
-        while self.now() < until and self.ended_since(0.0) < self.args.concurrency:
-            time.sleep(0.25)
-        shift = self.now() - first_fault_at
-        if shift >= 1.0:
-            print(f"[{self.now():6.1f}s] faults start {shift:.0f}s late: the steady requests were slower", flush=True)
-        return shift
+        return self.hold_for_requests(0.0, first_fault_at, "faults start", "steady")
 
     def wait_for_recovery_requests(self) -> None:
-        """Hold the end until `concurrency` requests that started after the last fault window closed have ended (at
-        most one deadline more), so that the recovery criterion judges requests even where the requests caught in
-        the last fault ran past the planned end."""
+        """Hold the end until `concurrency` requests that started after the last fault window closed have ended, so
+        that the recovery criterion judges requests even where the requests caught in the last fault ran past the
+        planned end."""
         if not self.windows:
             return
         last = self.windows[-1]
         closed = last.healthy if last.healthy is not None else last.injected
-        planned_end = self.now()
-        until = planned_end + self.args.deadline
-        while self.now() < until and self.ended_since(closed) < self.args.concurrency:
+        self.hold_for_requests(closed, self.now(), "load ends", "recovery")
+
+    def hold_for_requests(self, since: float, planned: float, what: str, phase: str) -> float:
+        """Wait from `planned` (at most one deadline) until `concurrency` requests started at `since` or later have
+        ended; returns how late `what` happens."""
+        until = planned + self.args.deadline
+        while self.now() < until and self.ended_since(since) < self.args.concurrency:
             time.sleep(0.25)
-        late = self.now() - planned_end
+        late = self.now() - planned
         if late >= 1.0:
-            print(f"[{self.now():6.1f}s] load ends {late:.0f}s late: the recovery requests were slower", flush=True)
+            print(f"[{self.now():6.1f}s] {what} {late:.0f}s late: the {phase} requests were slower", flush=True)
+        return late
 
     def ended_since(self, moment: float) -> int:
         return sum(o.started >= moment and o.ended is not None for o in self.outcomes)
