@@ -20,6 +20,8 @@ from deliberate.verifier.packs import PackContext, Quality
 from deliberate.verifier.rules import verify
 from deliberate_client.examples import credit
 
+from .worked_examples import example_program
+
 # Within the limits: PD 0.0326, 0.0426, 0.0263 (docs/business-cases.md).
 GOOD_OFFERS = [
     {"amount": 10000, "annual_rate": 0.099, "term_months": 36},
@@ -177,12 +179,6 @@ def test_a_credit_request_s_programs_get_the_pack_s_strategies_and_others_the_ex
     assert [plan.strategy for plan in credit_plans if plan.decision] == list(SCORE_OFFER_STRATEGIES[:2])
     other = decision_plans(plans, 0, 0, credit.context(), ["ad_selection"])
     assert [plan.strategy for plan in other if plan.decision] == list(DECISION_STRATEGIES[:2])
-
-
-def example_program(example: str) -> str:
-    """The example's code, without its fence and import (as_decision_draft adds them)."""
-    code = example[example.index("```python") + len("```python\n") : example.rindex("```")]
-    return code.replace("import json\n", "", 1)
 
 
 def test_the_example_program_fills_up_with_smaller_amounts_when_few_terms_are_approved():

@@ -18,7 +18,7 @@ from deliberate.verifier.packs import Quality
 from deliberate.verifier.rules import verify
 from deliberate_client.examples import promotion
 
-from .test_credit_pack import example_program
+from .worked_examples import example_program
 
 # Within every term of the example's policy: margins 37.8 %, 35.1 %, 30.1 % (plan 33.5 %), caps 25/40/15 %.
 GOOD_ITEMS = [
@@ -295,8 +295,8 @@ def test_the_decision_prompt_s_example_program_prints_a_plan_every_check_admits(
     category has no cap and where the product floor is the higher one."""
     code = example_program(PROMOTION_EXAMPLE).replace("most = 4", f"most = {promotion.MAX_ITEMS}")
     spec = ConstraintSpec(0, "rule_pack", "promotion", params=policy)
-    rule_set = compile_rules(json.dumps(promotion.output_schema()), [spec], promotion.context())
     context = promotion.context()
+    rule_set = compile_rules(json.dumps(promotion.output_schema()), [spec], context)
     verdict = verify(
         as_decision_draft(code), rule_set.rules_for("program"), "stop", rule_set.output_schema, context, "program"
     )
