@@ -12,7 +12,7 @@ so a 60 s deadline would measure the machine's throughput, not the faults. `--qu
 requests (~25 s each) fit between its faults, 36 s apart. Faults are spread evenly
 over the run, after a fault-free steady start; the first waits (at most one deadline more, the rest moving with it)
 until `--concurrency` requests have ended, so the steady phase has requests to judge on a slower machine, and the
-end waits the same way for `--concurrency` requests started after the last fault window closed (the recovery phase):
+end waits the same way until `--concurrency` requests have ended in the recovery phase:
 
     full (make soak, 15 min):       5 Verifier SIGKILLs, 2 Verifier SIGSTOPs, 1 Drafter SIGKILL, 1 Refiner SIGKILL
     quick (make soak-quick, 3 min): 1 of each kind
@@ -190,31 +190,28 @@ class Soak:
         criterion judges requests even where solves are slower than the planned steady stretch; returns by how much
         the whole schedule moves."""
         time.sleep(max(0.0, first_fault_at - self.now()))
-        return self.hold_for_requests(0.0, first_fault_at, "faults start", "steady")
+        return self.hold_for_requests("steady", first_fault_at, "faults start")
 
     def wait_for_recovery_requests(self) -> None:
-        """Hold the end until `concurrency` requests that started after the last fault window closed have ended, so
-        that the recovery criterion judges requests even where the requests caught in the last fault ran past the
-        planned end."""
-        if not self.windows:
-            return
-        last = self.windows[-1]
-        closed = last.healthy if last.healthy is not None else last.injected
-        self.hold_for_requests(closed, self.now(), "load ends", "recovery")
+        """Hold the end until `concurrency` requests have ended in the recovery phase, so that the recovery criterion
+        judges requests even where every request of the planned run overlapped a fault window."""
+        if self.windows:
+            self.hold_for_requests("recovery", self.now(), "load ends")
 
-    def hold_for_requests(self, since: float, planned: float, what: str, phase: str) -> float:
-        """Wait from `planned` (at most one deadline) until `concurrency` requests started at `since` or later have
-        ended; returns how late `what` happens."""
+    def hold_for_requests(self, phase: str, planned: float, what: str) -> float:
+        """Wait from `planned` (at most one deadline) until `concurrency` requests have ended in `phase`; returns
+        how late `what` happens."""
         until = planned + self.args.deadline
-        while self.now() < until and self.ended_since(since) < self.args.concurrency:
+        while self.now() < until and self.ended_in(phase) < self.args.concurrency:
             time.sleep(0.25)
         late = self.now() - planned
         if late >= 1.0:
             print(f"[{self.now():6.1f}s] {what} {late:.0f}s late: the {phase} requests were slower", flush=True)
         return late
 
-    def ended_since(self, moment: float) -> int:
-        return sum(o.started >= moment and o.ended is not None for o in self.outcomes)
+    def ended_in(self, phase: str) -> int:
+        now = self.now()
+        return sum(o.ended is not None and classify(o, self.windows, now) == phase for o in list(self.outcomes))
 
     def supervise(self) -> None:
         while not self.done.wait(0.2):
