@@ -149,10 +149,11 @@ def add_solve_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--draft-count",
-        choices=["all_at_once", "adaptive"],
+        choices=["cascade", "all_at_once", "adaptive"],
         default="",
-        help="start the drafts all at once, or adaptively: one at a time until valid drafts agree "
-        "(SolveRequest.draft_count; default: the Scheduler's --draft-count)",
+        help="the cascade (a greedy program and prose draft first, more only while they disagree or fail), all at "
+        "once, or adaptively: one at a time until valid drafts agree (SolveRequest.draft_count; default: the "
+        "Scheduler's --draft-count)",
     )
     parser.add_argument("--timeout", type=float, default=300.0, help="deadline in seconds")
     parser.add_argument("--json", action="store_true", help="print the final response in protobuf's JSON mapping")
@@ -405,6 +406,8 @@ class ProgressView:
         # `final` is the ranking policy's value; the formula below is the default policy's ("weighted").
         policy = r.selection_policy or "weighted"
         ranked_by = f"; ranked by {policy}" if r.selection_policy else ""
+        if r.HasField("round_plan"):
+            self.say(round_line(r.round_plan))
         self.say(f"drafts  {r.num_drafts} per round ({r.num_drafts_reason}); rounds {r.rounds}{ranked_by}; verdicts:")
         for report in r.drafts:
             v, c = report.verdict, report.components
@@ -455,6 +458,14 @@ def plan_lines(r: pb.SolveResponse) -> list[str]:
             f"{plan.answer}{quality}"
         )
     return lines
+
+
+def round_line(plan: pb.RoundPlan) -> str:
+    """How the first round drafted and why it stopped, on one line."""
+    policy = f" {plan.policy}" if plan.policy else ""
+    stages = f"{plan.stages} stage{'s' * (plan.stages != 1)}"
+    drafts = f"{plan.drafts_started} of {plan.max_drafts} drafts in {stages}"
+    return f"round   {plan.way}{policy}: {drafts}; {plan.stop_reason}"
 
 
 def verified_by_lines(r: pb.SolveResponse) -> list[str]:

@@ -32,7 +32,8 @@ def build_request(
     program_drafts: int | None = None,
     draft_count: str = "",
 ) -> pb.SolveRequest:
-    """A SolveRequest from plain values. `draft_count`: "all_at_once", "adaptive", or "" for the Scheduler's."""
+    """A SolveRequest from plain values. `draft_count`: "cascade", "all_at_once", "adaptive", or "" for the
+    Scheduler's."""
     sampling = common_pb2.SamplingParams()
     if max_new_tokens is not None:
         sampling.max_new_tokens = max_new_tokens

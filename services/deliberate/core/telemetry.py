@@ -60,7 +60,12 @@ NUM_DRAFTS = "deliberate.num_drafts"
 ROUND = "deliberate.round"
 ROUND_FEEDBACK = "deliberate.round.feedback"  # the Verifier's findings a re-draft round is prompted with
 ROUNDS = "deliberate.rounds"
-# An adaptive round (scheduler/pipeline.py): its policy, the drafts it started, and what settled it ("" if nothing).
+# A staged round (scheduler/rounds/staged.py: the cascade, the adaptive round): its way, policy, the drafts it started
+# and may start, its stages, what settled it ("" if nothing) and why it stopped drafting.
+ROUND_WAY = "deliberate.round.way"
+ROUND_MAX_DRAFTS = "deliberate.round.max_drafts"
+ROUND_STAGES = "deliberate.round.stages"
+ROUND_STOP_REASON = "deliberate.round.stop_reason"
 ADAPTIVE_POLICY = "deliberate.round.adaptive.policy"
 ADAPTIVE_DRAFTS = "deliberate.round.adaptive.drafts"
 ADAPTIVE_SETTLED = "deliberate.round.adaptive.settled"

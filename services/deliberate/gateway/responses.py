@@ -7,6 +7,8 @@ The mapping is documented, field by field, in docs/gateway.md#response-mapping.
 
 from __future__ import annotations
 
+from google.protobuf import json_format
+
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 
@@ -128,6 +130,7 @@ def extension(response: pb.SolveResponse) -> dict:
         },
         "num_drafts": response.num_drafts,
         "num_drafts_reason": response.num_drafts_reason,
+        "round_plan": json_format.MessageToDict(response.round_plan, preserving_proto_field_name=True),
         "rounds": response.rounds,
         "selected_draft_ids": list(response.selected_draft_ids),
         "drafts": [draft_summary(report) for report in response.drafts],

@@ -7,6 +7,7 @@ import json
 import math
 from collections.abc import Sequence
 from types import SimpleNamespace
+from typing import Literal
 
 from google.protobuf import json_format
 
@@ -36,6 +37,14 @@ def first_round_programs(request: pb.SolveRequest, num_drafts: int, settings: Sc
     if solves_exactly(packs):
         return min(settings.bounded_decision_program_drafts, num_drafts - 1)
     return min(settings.decision_program_drafts, num_drafts - 1)
+
+
+def decision_kind(request: pb.SolveRequest) -> Literal["", "bounded", "unbounded"]:
+    """What ends a staged round of this request: "" (a free-text question: its drafts agreeing), "bounded" (a plan
+    at the optimum of a pack that solves the question exactly), "unbounded" (any plan that passes every rule)."""
+    if not request.output_schema.strip():
+        return ""
+    return "bounded" if solves_exactly(rule_pack_constraints(request)) else "unbounded"
 
 
 def decision_data_of(request: pb.SolveRequest, packs: list[SimpleNamespace] | None = None) -> dict:

@@ -35,7 +35,7 @@ from ..core.requests import FINAL_TEXTS
 from ..engines.interface import SamplingParams
 from ..selection import Selection, select
 from ..selection.consensus import Consensus, Step, consensus
-from . import decisions, events, final_text
+from . import decisions, events, final_text, round_plan
 from .downstream import Checks, Deadline, Downstream, StageError
 from .drafter_load import Decision, LoadMonitor
 from .events import Emit
@@ -124,7 +124,14 @@ class Pipeline:
     async def solve(self, request: pb.SolveRequest, deadline_s: float, emit: Emit | None) -> pb.SolveResponse:
         """One request through the stages. `emit`: the stream's event sink (SolveStream); None for a unary Solve."""
         decision = self.draft_count(request.num_drafts)  # before the checks: a round without programs skips theirs
-        programs = decisions.first_round_programs(request, decision.num_drafts, self.settings)
+        plan = round_plan.resolve(
+            request,
+            self.settings,
+            decision,
+            decisions.first_round_programs(request, decision.num_drafts, self.settings),
+            decisions.decision_kind(request),
+            self.downstream.spreads_drafts,
+        )
         way = final_text.way_of(request, self.settings.final_text)
         solve = Solve(
             request=request,
@@ -133,7 +140,7 @@ class Pipeline:
             checks=Checks(
                 request.prompt,
                 request.output_schema,
-                effective_constraints(request, programs=programs > 0),
+                effective_constraints(request, programs=plan.programs > 0),
                 request.context,
             ),
             emit=emit or drop_event,
@@ -142,14 +149,14 @@ class Pipeline:
         )
         span = trace.get_current_span()
         span.set_attribute(telemetry.REQUEST_ID, solve.request_id)
-        span.set_attribute(telemetry.NUM_DRAFTS, decision.num_drafts)
+        span.set_attribute(telemetry.NUM_DRAFTS, plan.max_drafts)
         started = time.perf_counter()
         try:
             if request.constraints or request.output_schema:  # a constraint that does not compile is refused
                 checked = await self.downstream.check_constraints(solve.checks, solve.deadline)  # before any token
                 if checked.HasField("reference_plan"):
                     solve.reference_plan = checked.reference_plan
-            await self.draft_rounds(solve, decision, programs)
+            await self.draft_rounds(solve, plan)
             response = await self.select_and_refine(solve)
         except BaseException as error:
             metrics.SOLVES.add(1, {"status": failure_status(error)})
@@ -172,18 +179,31 @@ class Pipeline:
         metrics.SOLVES.add(1, {"status": STATUS_LABEL[response.status]})
         response.timings.CopyFrom(solve.timings.to_proto())
         response.trace_id = telemetry.current_trace_id()
-        response.num_drafts = decision.num_drafts
-        response.num_drafts_reason = "; ".join(filter(None, [decision.reason, solve.adaptive_note]))
+        response.num_drafts = plan.max_drafts
+        outcome = solve.round_outcome
+        response.num_drafts_reason = "; ".join(filter(None, [plan.max_reason, outcome.note if outcome else ""]))
+        response.round_plan.CopyFrom(self.plan_report(solve, plan))
+        span.set_attribute(telemetry.ROUND_STOP_REASON, response.round_plan.stop_reason)
         response.rounds = solve.rounds
         span.set_attribute(telemetry.SOLVE_STATUS, pb.SolveStatus.Name(response.status))
         return response
 
-    async def draft_rounds(self, solve: Solve, decision: Decision, programs: int) -> None:
-        """Rounds until a draft passes every hard rule or the re-drafts run out; `programs`: the first round's."""
-        feedback = ""
+    @staticmethod
+    def plan_report(solve: Solve, plan: round_plan.RoundPlan) -> pb.RoundPlan:
+        """The plan as the response says it: a staged round's stages and stop; all at once, one stage whose drafts
+        ended or were stopped early."""
+        if (outcome := solve.round_outcome) is not None:
+            return round_plan.to_proto(plan, outcome.stages, outcome.drafts_started, outcome.stop_reason)
+        first = sum(state.round == 0 for state in solve.drafts.values())
+        stop = solve.early_stop.reason or "every draft ended"
+        return round_plan.to_proto(plan, 1 if first else 0, first, stop)
+
+    async def draft_rounds(self, solve: Solve, plan: round_plan.RoundPlan) -> None:
+        """Rounds until a draft passes every hard rule or the re-drafts run out."""
+        feedback, programs = "", plan.programs
         for round_ in range(self.settings.max_redrafts + 1):
-            reason = decision.reason if round_ == 0 else f"re-draft {round_}: no draft passed every hard rule"
-            solve.emit(events.round_started(round_, decision.num_drafts, reason, feedback))
+            reason = plan.max_reason if round_ == 0 else f"re-draft {round_}: no draft passed every hard rule"
+            solve.emit(events.round_started(round_, plan.max_drafts, reason, feedback))
             solve.rounds = round_ + 1
             attributes = {telemetry.REQUEST_ID: solve.request_id, telemetry.ROUND: round_}
             if round_:
@@ -191,11 +211,11 @@ class Pipeline:
                 solve.redraft_feedback.append(feedback)
                 attributes[telemetry.ROUND_FEEDBACK] = feedback
             with tracer.start_as_current_span("deliberate.round", attributes=attributes):
-                verdicts = await self.draft_and_verify(solve, decision, round_, feedback, programs)
+                verdicts = await self.draft_and_verify(solve, plan, round_, feedback, programs)
             if any(v.valid for v in verdicts) or not verdicts:
                 return
             feedback = verifier_feedback(verdicts)
-            programs = decisions.shifted_to_programs(solve.request, programs, decision.num_drafts, verdicts)
+            programs = decisions.shifted_to_programs(solve.request, programs, plan.max_drafts, verdicts)
 
     def round_sampling(self, request: pb.SolveRequest, round_: int) -> common_pb2.SamplingParams:
         """The client's sampling; a re-draft explores more, at a higher temperature."""
@@ -209,14 +229,14 @@ class Pipeline:
         return sampling
 
     async def draft_and_verify(
-        self, solve: Solve, decision: Decision, round_: int, feedback: str, programs: int
+        self, solve: Solve, plan: round_plan.RoundPlan, round_: int, feedback: str, programs: int
     ) -> list[common_pb2.DraftVerdict]:
         """The round's drafts (`rounds.run_round`), each verified as soon as it arrives. Returns its verdicts."""
         request = solve.request
         drafter_request = drafter_service_pb2.GenerateDraftsRequest(
             request_id=solve.request_id,
             prompt=request.prompt,
-            num_drafts=decision.num_drafts,
+            num_drafts=plan.max_drafts,
             strategies=request.strategy_hints if round_ == 0 else [],
             sampling=self.round_sampling(request, round_),
             output_schema=request.output_schema,
@@ -227,7 +247,7 @@ class Pipeline:
         if programs and request.output_schema.strip():  # decision programs read the request's data as `ctx`
             drafter_request.context.update(decisions.decision_data_of(request))
             drafter_request.rule_packs.extend(c.rule_pack for c in request.constraints if c.HasField("rule_pack"))
-        return await run_round(self.downstream, self.stages, self.settings, solve, drafter_request)
+        return await run_round(self.downstream, self.stages, self.settings, solve, plan, drafter_request)
 
     async def select_and_refine(self, solve: Solve) -> pb.SolveResponse:
         started = time.perf_counter()

@@ -101,17 +101,32 @@ class SchedulerSettings(DraftLimits, GenerationLimits, PromptLimits, DownstreamT
         "problems, make bench-adaptive-stop's confidence_limits), for every draft whatever its model; a kind not "
         "listed is never stopped. Empty: the floors of the Drafter's model profile.",
     )
-    draft_count: Literal["all_at_once", "adaptive"] = Field(
-        "all_at_once",
-        description="How a round starts its N drafts when the request does not say (SolveRequest.draft_count): "
-        "`all_at_once`, or `adaptive`: a few first, then one at a time until valid drafts agree (--adaptive-policy; "
-        'docs/scheduler.md, "Adaptive draft counts, live"). Rounds on several Drafter replicas start all at once.',
+    draft_count: Literal["cascade", "all_at_once", "adaptive"] = Field(
+        "cascade",
+        description="How a round starts its drafts when the request does not say (SolveRequest.draft_count): "
+        "`cascade` (a greedy program and prose draft first, more drafts a few at a time only while they disagree or "
+        'fail: --cascade-policy; docs/scheduler.md, "The cascade"), `all_at_once` (N drafts together, early '
+        "stopping), or `adaptive`: a few first, then one at a time until valid drafts agree (--adaptive-policy). "
+        "Rounds on several Drafter replicas start all at once.",
+    )
+    cascade_policy: str = Field(
+        "cscscscs/start2/step2/q2+x/greedy",
+        description="The cascade's kinds in order (s prose, c program), its first stage (start), the drafts each "
+        "later stage adds (step), what settles it (q: valid drafts agreeing; +x: a prose draft and a program "
+        "agreeing) and greedy: the first stage at temperature 0. A decision's cascade settles on a plan instead (at "
+        "the pack's bound where it has one). The default is the one chosen on the tuning problems' recorded drafts "
+        "(make bench-cascade).",
+    )
+    cascade_max_drafts: int = Field(
+        8,
+        ge=1,
+        description="The most drafts a cascade starts (its first stage always runs; under saturation it is the "
+        "only stage); a request's num_drafts lowers it.",
     )
     adaptive_policy: str = Field(
         "csscc/start1/q2+x",
         description="The order and stop of adaptive rounds: kinds in order (s prose, c program), drafts started at "
-        "once, the quorum of agreeing valid drafts, +x: a prose draft and a program agreeing settle too. The "
-        "default is the one chosen on the tuning problems' replay (make bench-adaptive-stop).",
+        "once, the quorum of agreeing valid drafts, +x: a prose draft and a program agreeing settle too.",
     )
     final_text: Literal["pass_through", "refine", "prefix"] = Field(
         "pass_through",
@@ -190,7 +205,7 @@ class SchedulerSettings(DraftLimits, GenerationLimits, PromptLimits, DownstreamT
         parse_floors(floors)  # fails fast at start-up, saying the format
         return floors
 
-    @field_validator("adaptive_policy")
+    @field_validator("adaptive_policy", "cascade_policy")
     @classmethod
     def _adaptive_policy(cls, name: str) -> str:
         return AdaptivePolicy.parse(name).name  # fails fast at start-up, saying the format

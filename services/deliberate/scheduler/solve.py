@@ -21,6 +21,7 @@ from ..core.convert import duration
 from .downstream import Checks, Deadline
 from .events import Emit
 from .learning.weights import Weights
+from .round_plan import RoundPlan
 
 # Draft indexes restart at 0 each round; ordering by index + ROUND_STRIDE·round keeps earlier rounds first.
 ROUND_STRIDE = 100
@@ -103,6 +104,35 @@ class StageTimes:
         return pb.StageTimings(**{stage: duration(seconds) for stage, seconds in self.reached().items()})
 
 
+@dataclass(frozen=True)
+class RoundOutcome:
+    """How a staged round (the cascade, the adaptive round) went: its plan, the stages and drafts it ran, and what
+    settled it ("" when nothing did)."""
+
+    plan: RoundPlan
+    stages: int
+    drafts_started: int
+    settled_as: str
+
+    @property
+    def stop_reason(self) -> str:
+        if self.settled_as.startswith("deadline:"):
+            return self.settled_as
+        return f"settled: {self.settled_as}" if self.settled_as else f"not settled: {self.drafts_started} drafts spent"
+
+    @property
+    def note(self) -> str:
+        """The outcome in the words of `SolveResponse.num_drafts_reason`."""
+        assert self.plan.policy is not None
+        said = f"settled as {self.settled_as}" if self.settled_as else "not settled"
+        if self.settled_as.startswith("deadline:"):
+            said = f"stopped by the {self.settled_as}"
+        return (
+            f"{self.plan.way} ({self.plan.policy.name}): {self.drafts_started} of {self.plan.max_drafts} drafts "
+            f"started in {self.stages} stage{'s' * (self.stages != 1)}, {said}"
+        )
+
+
 @dataclass
 class Solve:
     """One request: the client's message (read only), its deadline, and everything learned so far."""
@@ -117,7 +147,7 @@ class Solve:
     timings: StageTimes = field(default_factory=StageTimes)
     rounds: int = 0
     early_stop: pb.EarlyStop = field(default_factory=pb.EarlyStop)
-    adaptive_note: str = ""  # how the last adaptive round went (`rounds.adaptive`); "" for none
+    round_outcome: RoundOutcome | None = None  # how the last staged round went (`rounds.staged`); None for none
     final_text: str = "refine"  # how the final text is made (`final_text.way_of`)
     consensus_prefix: bool = False  # refinement starts from the drafts' consensus prefix (`starts_from_consensus`)
     # Streamed rounds whose calls are ended when the request ends (`StreamedRound.close`).

@@ -3,15 +3,17 @@
 A policy is named as the lab's replay (`deliberate_bench.replays.adaptive_stop`) reports it, e.g.
 `ssscs/start1/q2+x`: the kinds of the drafts the round may add, in order (`s` prose, `c` a program), how many start
 together before the first look, the number of valid drafts agreeing on an answer that settles the round (`q2`), and
-`+x` when a valid prose draft and a valid program agreeing settle it too (cross-modal agreement). The Scheduler
-applies it live (`--draft-count adaptive`, `SolveRequest.draft_count`); the replay of recorded drafts
-(`deliberate_bench.replays.stopping`) applies the same `settled`."""
+`+x` when a valid prose draft and a valid program agreeing settle it too (cross-modal agreement). A cascade
+(`cscscs/start2/step2/q2+x/greedy`) adds `step` drafts at a time after the first stage (one when unnamed), and
+`/greedy` drafts its first stage at temperature 0 — the one greedy program and prose draft a user would otherwise run
+alone. The Scheduler applies it live (`--draft-count cascade|adaptive`, `SolveRequest.draft_count`); the replays of
+recorded drafts (`deliberate_bench.replays.stopping`, `deliberate_bench.replays.cascade`) apply the same `settled`."""
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from .answers import answer_key
@@ -19,7 +21,10 @@ from .answers import answer_key
 PROSE, PROGRAM = "prose", "program"
 KINDS = (PROSE, PROGRAM)
 KIND_LETTERS = {"s": PROSE, "c": PROGRAM}  # s: prose (sentences), c: code
-POLICY_NAME = re.compile(r"^(?P<order>[sc]+)/start(?P<start>[1-9]\d*)/q(?P<quorum>[1-9]\d*)(?P<cross>\+x)?$")
+POLICY_NAME = re.compile(
+    r"^(?P<order>[sc]+)/start(?P<start>[1-9]\d*)(?:/step(?P<step>[1-9]\d*))?/q(?P<quorum>[1-9]\d*)(?P<cross>\+x)?"
+    r"(?P<greedy>/greedy)?$"
+)
 
 
 @dataclass(frozen=True)
@@ -28,11 +33,15 @@ class AdaptivePolicy:
     start: int  # drafts started together before the first look
     quorum: int  # valid drafts agreeing on an answer that settle the round
     cross_modal: bool  # a valid prose draft and a valid program agreeing settle the round
+    step: int = 1  # drafts each later stage adds
+    greedy: bool = False  # the first stage is drafted at temperature 0
 
     @property
     def name(self) -> str:
         kinds = "".join("s" if kind == PROSE else "c" for kind in self.order)
-        return f"{kinds}/start{self.start}/q{self.quorum}{'+x' if self.cross_modal else ''}"
+        step = f"/step{self.step}" if self.step != 1 else ""
+        stop = f"q{self.quorum}{'+x' if self.cross_modal else ''}"
+        return f"{kinds}/start{self.start}{step}/{stop}{'/greedy' if self.greedy else ''}"
 
     @classmethod
     def parse(cls, name: str) -> AdaptivePolicy:
@@ -40,11 +49,19 @@ class AdaptivePolicy:
         found = POLICY_NAME.match(name.strip())
         if not found:
             raise ValueError(
-                f"{name!r} is not an adaptive policy: expected e.g. 'ssscs/start1/q2+x' (kinds in order, s prose and "
-                "c program; drafts started at once; the quorum; +x: cross-modal agreement)"
+                f"{name!r} is not an adaptive policy: expected e.g. 'ssscs/start1/q2+x' or "
+                "'cscscs/start2/step2/q2+x/greedy' (kinds in order, s prose and c program; drafts started at once; "
+                "drafts added per later stage; the quorum; +x: cross-modal agreement; greedy: the first stage at "
+                "temperature 0)"
             )
         order = tuple(KIND_LETTERS[letter] for letter in found["order"])
-        return cls(order, int(found["start"]), int(found["quorum"]), bool(found["cross"]))
+        step = int(found["step"] or 1)
+        return cls(order, int(found["start"]), int(found["quorum"]), bool(found["cross"]), step, bool(found["greedy"]))
+
+    def stages(self, kinds: Sequence[str]) -> list[list[str]]:
+        """A round's kinds split into its stages: the first `start` together, then `step` at a time."""
+        first, rest = list(kinds[: self.start]), list(kinds[self.start :])
+        return [first] * bool(first) + [rest[i : i + self.step] for i in range(0, len(rest), self.step)]
 
     def kinds_for(self, num_drafts: int, programs: int) -> list[str]:
         """The kinds of a round of `num_drafts` drafts, `programs` of them programs, in the order this policy adds

@@ -3,7 +3,8 @@
 - `streamed`: every request's default round — drafts streamed token by token, verified as they stream, stopped
   when they have lost (early stopping), split over the Drafter replicas with failover;
 - `whole`: one call of whole drafts, each verified as it arrives (early stopping turned off, one Drafter);
-- `adaptive`: adaptive draft counts — a few drafts, then one at a time until the valid ones settle the answer;
+- `staged`: the cascade and the adaptive round — a first stage, then a few drafts at a time until the valid ones
+  settle the answer (the plan's stop rule), its maximum is spent or the deadline is near;
 - `stopping_rules`: the rules of early stopping, pure functions (the quorum, the confidence stop, a stop's verdict);
 - `drafter_calls`: which Drafter call, on which replica, generates which draft of a streamed round;
 - `draft_stages`: what happens to every draft whatever its round, with the one path of a draft's arrival.
@@ -17,10 +18,11 @@ from deliberate_api.common.v1 import common_pb2
 from deliberate_api.drafter.v1 import drafter_service_pb2
 
 from ..downstream import Downstream
+from ..round_plan import RoundPlan
 from ..settings import SchedulerSettings
 from ..solve import Solve
-from .adaptive import adaptive_round, policy_of
 from .draft_stages import DraftStages
+from .staged import staged_round
 from .stopping_rules import options_of
 from .streamed import streamed_round
 from .whole import whole_round
@@ -31,14 +33,14 @@ async def run_round(
     stages: DraftStages,
     settings: SchedulerSettings,
     solve: Solve,
+    plan: RoundPlan,
     drafter_request: drafter_service_pb2.GenerateDraftsRequest,
 ) -> list[common_pb2.DraftVerdict]:
-    """The round's drafts, started as the request and the deployment ask — adaptively, streamed, or whole — each
-    verified as soon as it arrives. Returns this round's verdicts."""
+    """The round's drafts, started as the request's plan says — in stages (the cascade, adaptive), streamed, or
+    whole — each verified as soon as it arrives. Returns this round's verdicts."""
     request, on = solve.request, settings
-    policy = policy_of(request, settings)
-    if policy is not None and not downstream.spreads_drafts:
-        return await adaptive_round(stages, solve, policy, drafter_request)
+    if plan.staged:
+        return await staged_round(stages, solve, plan, drafter_request)
     options = options_of(
         request, drafter_request.num_drafts, on.cross_modal_quorum, on.confidence_stop, on.confidence_floors_of_kind
     )

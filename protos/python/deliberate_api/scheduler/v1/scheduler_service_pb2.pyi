@@ -25,6 +25,7 @@ class DraftCount(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DRAFT_COUNT_UNSPECIFIED: _ClassVar[DraftCount]
     DRAFT_COUNT_ALL_AT_ONCE: _ClassVar[DraftCount]
     DRAFT_COUNT_ADAPTIVE: _ClassVar[DraftCount]
+    DRAFT_COUNT_CASCADE: _ClassVar[DraftCount]
 
 class SolveStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -47,6 +48,7 @@ FINAL_TEXT_CONSENSUS_PREFIX: FinalText
 DRAFT_COUNT_UNSPECIFIED: DraftCount
 DRAFT_COUNT_ALL_AT_ONCE: DraftCount
 DRAFT_COUNT_ADAPTIVE: DraftCount
+DRAFT_COUNT_CASCADE: DraftCount
 SOLVE_STATUS_UNSPECIFIED: SolveStatus
 SOLVE_STATUS_VERIFIED: SolveStatus
 SOLVE_STATUS_UNVERIFIED: SolveStatus
@@ -102,6 +104,24 @@ class SolveRequest(_message.Message):
     confidence_stop: bool
     final_text: FinalText
     def __init__(self, prompt: _Optional[str] = ..., output_schema: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[_common_pb2.Constraint, _Mapping]]] = ..., context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., num_drafts: _Optional[int] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., strategy_hints: _Optional[_Iterable[str]] = ..., request_id: _Optional[str] = ..., refine_sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., disable_thinking_trace: _Optional[bool] = ..., disable_consensus_prefix: _Optional[bool] = ..., disable_default_arithmetic: _Optional[bool] = ..., disable_streaming_verification: _Optional[bool] = ..., disable_quorum: _Optional[bool] = ..., quorum: _Optional[int] = ..., replace_aborted_drafts: _Optional[bool] = ..., selection_policy: _Optional[str] = ..., program_drafts: _Optional[int] = ..., draft_count: _Optional[_Union[DraftCount, str]] = ..., confidence_stop: _Optional[bool] = ..., final_text: _Optional[_Union[FinalText, str]] = ...) -> None: ...
+
+class RoundPlan(_message.Message):
+    __slots__ = ("way", "policy", "max_drafts", "max_drafts_reason", "stages", "drafts_started", "stop_reason")
+    WAY_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    MAX_DRAFTS_FIELD_NUMBER: _ClassVar[int]
+    MAX_DRAFTS_REASON_FIELD_NUMBER: _ClassVar[int]
+    STAGES_FIELD_NUMBER: _ClassVar[int]
+    DRAFTS_STARTED_FIELD_NUMBER: _ClassVar[int]
+    STOP_REASON_FIELD_NUMBER: _ClassVar[int]
+    way: str
+    policy: str
+    max_drafts: int
+    max_drafts_reason: str
+    stages: int
+    drafts_started: int
+    stop_reason: str
+    def __init__(self, way: _Optional[str] = ..., policy: _Optional[str] = ..., max_drafts: _Optional[int] = ..., max_drafts_reason: _Optional[str] = ..., stages: _Optional[int] = ..., drafts_started: _Optional[int] = ..., stop_reason: _Optional[str] = ...) -> None: ...
 
 class ScoreComponents(_message.Message):
     __slots__ = ("score", "agreement", "latency", "answer_share", "final", "alpha", "beta", "gamma", "delta", "signals")
@@ -211,7 +231,7 @@ class StageTimings(_message.Message):
     def __init__(self, draft: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., verify: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., select: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., refine: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., total: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class SolveResponse(_message.Message):
-    __slots__ = ("request_id", "answer", "status", "status_reason", "drafts", "selected_draft_ids", "thinking_trace", "trace_id", "timings", "usage", "num_drafts", "num_drafts_reason", "rounds", "consensus_prefix", "refine_token_budget", "refine_budget_reason", "verified_by", "early_stop", "selection_policy", "quality", "reference_plan", "redraft_feedback", "final_text")
+    __slots__ = ("request_id", "answer", "status", "status_reason", "drafts", "selected_draft_ids", "thinking_trace", "trace_id", "timings", "usage", "num_drafts", "num_drafts_reason", "rounds", "consensus_prefix", "refine_token_budget", "refine_budget_reason", "verified_by", "early_stop", "selection_policy", "quality", "reference_plan", "redraft_feedback", "final_text", "round_plan")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     ANSWER_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -235,6 +255,7 @@ class SolveResponse(_message.Message):
     REFERENCE_PLAN_FIELD_NUMBER: _ClassVar[int]
     REDRAFT_FEEDBACK_FIELD_NUMBER: _ClassVar[int]
     FINAL_TEXT_FIELD_NUMBER: _ClassVar[int]
+    ROUND_PLAN_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     answer: str
     status: SolveStatus
@@ -258,7 +279,8 @@ class SolveResponse(_message.Message):
     reference_plan: _common_pb2.ReferencePlan
     redraft_feedback: _containers.RepeatedScalarFieldContainer[str]
     final_text: FinalText
-    def __init__(self, request_id: _Optional[str] = ..., answer: _Optional[str] = ..., status: _Optional[_Union[SolveStatus, str]] = ..., status_reason: _Optional[str] = ..., drafts: _Optional[_Iterable[_Union[DraftReport, _Mapping]]] = ..., selected_draft_ids: _Optional[_Iterable[str]] = ..., thinking_trace: _Optional[str] = ..., trace_id: _Optional[str] = ..., timings: _Optional[_Union[StageTimings, _Mapping]] = ..., usage: _Optional[_Union[_common_pb2.TokenUsage, _Mapping]] = ..., num_drafts: _Optional[int] = ..., num_drafts_reason: _Optional[str] = ..., rounds: _Optional[int] = ..., consensus_prefix: _Optional[str] = ..., refine_token_budget: _Optional[int] = ..., refine_budget_reason: _Optional[str] = ..., verified_by: _Optional[_Iterable[str]] = ..., early_stop: _Optional[_Union[EarlyStop, _Mapping]] = ..., selection_policy: _Optional[str] = ..., quality: _Optional[_Union[_common_pb2.PlanQuality, _Mapping]] = ..., reference_plan: _Optional[_Union[_common_pb2.ReferencePlan, _Mapping]] = ..., redraft_feedback: _Optional[_Iterable[str]] = ..., final_text: _Optional[_Union[FinalText, str]] = ...) -> None: ...
+    round_plan: RoundPlan
+    def __init__(self, request_id: _Optional[str] = ..., answer: _Optional[str] = ..., status: _Optional[_Union[SolveStatus, str]] = ..., status_reason: _Optional[str] = ..., drafts: _Optional[_Iterable[_Union[DraftReport, _Mapping]]] = ..., selected_draft_ids: _Optional[_Iterable[str]] = ..., thinking_trace: _Optional[str] = ..., trace_id: _Optional[str] = ..., timings: _Optional[_Union[StageTimings, _Mapping]] = ..., usage: _Optional[_Union[_common_pb2.TokenUsage, _Mapping]] = ..., num_drafts: _Optional[int] = ..., num_drafts_reason: _Optional[str] = ..., rounds: _Optional[int] = ..., consensus_prefix: _Optional[str] = ..., refine_token_budget: _Optional[int] = ..., refine_budget_reason: _Optional[str] = ..., verified_by: _Optional[_Iterable[str]] = ..., early_stop: _Optional[_Union[EarlyStop, _Mapping]] = ..., selection_policy: _Optional[str] = ..., quality: _Optional[_Union[_common_pb2.PlanQuality, _Mapping]] = ..., reference_plan: _Optional[_Union[_common_pb2.ReferencePlan, _Mapping]] = ..., redraft_feedback: _Optional[_Iterable[str]] = ..., final_text: _Optional[_Union[FinalText, str]] = ..., round_plan: _Optional[_Union[RoundPlan, _Mapping]] = ...) -> None: ...
 
 class SubmitFeedbackRequest(_message.Message):
     __slots__ = ("request_id", "outcome")

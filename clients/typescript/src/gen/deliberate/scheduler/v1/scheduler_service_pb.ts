@@ -14,7 +14,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file deliberate/scheduler/v1/scheduler_service.proto.
  */
 export const file_deliberate_scheduler_v1_scheduler_service: GenFile = /*@__PURE__*/
-  fileDesc("Ci9kZWxpYmVyYXRlL3NjaGVkdWxlci92MS9zY2hlZHVsZXJfc2VydmljZS5wcm90bxIXZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEikQYKDFNvbHZlUmVxdWVzdBIOCgZwcm9tcHQYASABKAkSFQoNb3V0cHV0X3NjaGVtYRgCIAEoCRI1Cgtjb25zdHJhaW50cxgDIAMoCzIgLmRlbGliZXJhdGUuY29tbW9uLnYxLkNvbnN0cmFpbnQSKAoHY29udGV4dBgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEgoKbnVtX2RyYWZ0cxgFIAEoBRI2CghzYW1wbGluZxgGIAEoCzIkLmRlbGliZXJhdGUuY29tbW9uLnYxLlNhbXBsaW5nUGFyYW1zEhYKDnN0cmF0ZWd5X2hpbnRzGAcgAygJEhIKCnJlcXVlc3RfaWQYCCABKAkSPQoPcmVmaW5lX3NhbXBsaW5nGAkgASgLMiQuZGVsaWJlcmF0ZS5jb21tb24udjEuU2FtcGxpbmdQYXJhbXMSHgoWZGlzYWJsZV90aGlua2luZ190cmFjZRgKIAEoCBIgChhkaXNhYmxlX2NvbnNlbnN1c19wcmVmaXgYCyABKAgSIgoaZGlzYWJsZV9kZWZhdWx0X2FyaXRobWV0aWMYDCABKAgSJgoeZGlzYWJsZV9zdHJlYW1pbmdfdmVyaWZpY2F0aW9uGA0gASgIEhYKDmRpc2FibGVfcXVvcnVtGA4gASgIEg4KBnF1b3J1bRgPIAEoBRIeChZyZXBsYWNlX2Fib3J0ZWRfZHJhZnRzGBAgASgIEhgKEHNlbGVjdGlvbl9wb2xpY3kYESABKAkSGwoOcHJvZ3JhbV9kcmFmdHMYEiABKAVIAIgBARI4CgtkcmFmdF9jb3VudBgTIAEoDjIjLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkRyYWZ0Q291bnQSHAoPY29uZmlkZW5jZV9zdG9wGBQgASgISAGIAQESNgoKZmluYWxfdGV4dBgVIAEoDjIiLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkZpbmFsVGV4dEIRCg9fcHJvZ3JhbV9kcmFmdHNCEgoQX2NvbmZpZGVuY2Vfc3RvcCKcAgoPU2NvcmVDb21wb25lbnRzEg0KBXNjb3JlGAEgASgBEhEKCWFncmVlbWVudBgCIAEoARIPCgdsYXRlbmN5GAMgASgBEhQKDGFuc3dlcl9zaGFyZRgEIAEoARINCgVmaW5hbBgFIAEoARINCgVhbHBoYRgGIAEoARIMCgRiZXRhGAcgASgBEg0KBWdhbW1hGAggASgBEg0KBWRlbHRhGAkgASgBEkYKB3NpZ25hbHMYCiADKAsyNS5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5TY29yZUNvbXBvbmVudHMuU2lnbmFsc0VudHJ5Gi4KDFNpZ25hbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAE6AjgBItUCCgtEcmFmdFJlcG9ydBIqCgVkcmFmdBgBIAEoCzIbLmRlbGliZXJhdGUuY29tbW9uLnYxLkRyYWZ0EjMKB3ZlcmRpY3QYAiABKAsyIi5kZWxpYmVyYXRlLmNvbW1vbi52MS5EcmFmdFZlcmRpY3QSEAoIc2VsZWN0ZWQYAyABKAgSPAoKY29tcG9uZW50cxgEIAEoCzIoLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlNjb3JlQ29tcG9uZW50cxIUCgxkdXBsaWNhdGVfb2YYBSABKAkSDQoFcm91bmQYBiABKAUSNAoHYWJvcnRlZBgHIAEoCzIjLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkRyYWZ0QWJvcnQSOgoJcGxhY2VtZW50GAggASgLMicuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuRHJhZnRQbGFjZW1lbnQiSwoORHJhZnRQbGFjZW1lbnQSDwoHcmVwbGljYRgBIAEoCRISCgptb3ZlZF9mcm9tGAIgASgJEhQKDG1vdmVkX3JlYXNvbhgDIAEoCSKEAQoKRHJhZnRBYm9ydBIOCgZyZWFzb24YASABKAkSDwoHcnVsZV9pZBgCIAEoCRIPCgdtZXNzYWdlGAMgASgJEi8KAmF0GAQgASgLMiMuZGVsaWJlcmF0ZS5jb21tb24udjEuRHJhZnRQb3NpdGlvbhITCgtyZXBsYWNlZF9ieRgFIAEoCSKOAQoJRWFybHlTdG9wEg4KBnF1b3J1bRgBIAEoBRIPCgdyZWFjaGVkGAIgASgIEg4KBnJlYXNvbhgDIAEoCRIPCgdhYm9ydGVkGAQgASgFEhEKCWNhbmNlbGxlZBgFIAEoBRIUCgxyZXBsYWNlbWVudHMYBiABKAUSFgoObG93X2NvbmZpZGVuY2UYByABKAUi4wEKDFN0YWdlVGltaW5ncxIoCgVkcmFmdBgBIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIpCgZ2ZXJpZnkYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SKQoGc2VsZWN0GAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEikKBnJlZmluZRgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIoCgV0b3RhbBgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiKjBgoNU29sdmVSZXNwb25zZRISCgpyZXF1ZXN0X2lkGAEgASgJEg4KBmFuc3dlchgCIAEoCRI0CgZzdGF0dXMYAyABKA4yJC5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5Tb2x2ZVN0YXR1cxIVCg1zdGF0dXNfcmVhc29uGAQgASgJEjQKBmRyYWZ0cxgFIAMoCzIkLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkRyYWZ0UmVwb3J0EhoKEnNlbGVjdGVkX2RyYWZ0X2lkcxgGIAMoCRIWCg50aGlua2luZ190cmFjZRgHIAEoCRIQCgh0cmFjZV9pZBgIIAEoCRI2Cgd0aW1pbmdzGAkgASgLMiUuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuU3RhZ2VUaW1pbmdzEi8KBXVzYWdlGAogASgLMiAuZGVsaWJlcmF0ZS5jb21tb24udjEuVG9rZW5Vc2FnZRISCgpudW1fZHJhZnRzGAsgASgFEhkKEW51bV9kcmFmdHNfcmVhc29uGAwgASgJEg4KBnJvdW5kcxgNIAEoBRIYChBjb25zZW5zdXNfcHJlZml4GA4gASgJEhsKE3JlZmluZV90b2tlbl9idWRnZXQYDyABKAUSHAoUcmVmaW5lX2J1ZGdldF9yZWFzb24YECABKAkSEwoLdmVyaWZpZWRfYnkYESADKAkSNgoKZWFybHlfc3RvcBgSIAEoCzIiLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkVhcmx5U3RvcBIYChBzZWxlY3Rpb25fcG9saWN5GBMgASgJEjIKB3F1YWxpdHkYFCABKAsyIS5kZWxpYmVyYXRlLmNvbW1vbi52MS5QbGFuUXVhbGl0eRI7Cg5yZWZlcmVuY2VfcGxhbhgVIAEoCzIjLmRlbGliZXJhdGUuY29tbW9uLnYxLlJlZmVyZW5jZVBsYW4SGAoQcmVkcmFmdF9mZWVkYmFjaxgWIAMoCRI2CgpmaW5hbF90ZXh0GBcgASgOMiIuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuRmluYWxUZXh0Il4KFVN1Ym1pdEZlZWRiYWNrUmVxdWVzdBISCgpyZXF1ZXN0X2lkGAEgASgJEjEKB291dGNvbWUYAiABKA4yIC5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5PdXRjb21lIjYKFlN1Ym1pdEZlZWRiYWNrUmVzcG9uc2USHAoUb3V0Y29tZXNfdW50aWxfcmVmaXQYASABKAUiEQoPR2V0U3RhdGVSZXF1ZXN0IsYBChBTZWxlY3Rpb25XZWlnaHRzEg0KBWFscGhhGAEgASgBEgwKBGJldGEYAiABKAESDQoFZ2FtbWEYAyABKAESDQoFZGVsdGEYBCABKAESRwoHd2VpZ2h0cxgFIAMoCzI2LmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlNlbGVjdGlvbldlaWdodHMuV2VpZ2h0c0VudHJ5Gi4KDFdlaWdodHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAE6AjgBIrIBCg5WZXJpZmllckhlYWx0aBIPCgdoZWFsdGh5GAEgASgIEhwKFGNvbnNlY3V0aXZlX2ZhaWx1cmVzGAIgASgFEhAKCHJlc3RhcnRzGAMgASgFEjUKEWxhc3RfcmVzdGFydF90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglyZXN0YXJ0ZXIYBSABKAkSFQoNd2F0Y2hkb2dfcm9sZRgGIAEoCSKLAQoORmVlZGJhY2tDb3VudHMSEQoJc3VibWl0dGVkGAEgASgDEhAKCGFjY2VwdGVkGAIgASgDEhAKCHJlamVjdGVkGAMgASgDEhcKD3Vua25vd25fcmVxdWVzdBgEIAEoAxIOCgZyZWZpdHMYBSABKAMSGQoRcGVuZGluZ19kZWNpc2lvbnMYBiABKAMi1QIKEEdldFN0YXRlUmVzcG9uc2USOgoHd2VpZ2h0cxgBIAEoCzIpLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlNlbGVjdGlvbldlaWdodHMSEgoKbnVtX2RyYWZ0cxgCIAEoBRIZChFudW1fZHJhZnRzX3JlYXNvbhgDIAEoCRIVCglmYXN0X21vZGUYBCABKAhCAhgBEhMKC3V0aWxpemF0aW9uGAUgASgBEhoKEnV0aWxpemF0aW9uX3NvdXJjZRgGIAEoCRI5Cgh2ZXJpZmllchgHIAEoCzInLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlZlcmlmaWVySGVhbHRoEjkKCGZlZWRiYWNrGAggASgLMicuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuRmVlZGJhY2tDb3VudHMSGAoQc2VsZWN0aW9uX3BvbGljeRgJIAEoCSJMChJTb2x2ZVN0cmVhbVJlcXVlc3QSNgoHcmVxdWVzdBgBIAEoCzIlLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlNvbHZlUmVxdWVzdCLpBAoTU29sdmVTdHJlYW1SZXNwb25zZRJCCg9kcmFmdF9nZW5lcmF0ZWQYASABKAsyJy5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5EcmFmdEdlbmVyYXRlZEgAEkAKDmRyYWZ0X3ZlcmlmaWVkGAIgASgLMiYuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuRHJhZnRWZXJpZmllZEgAEkAKDmRyYWZ0X3NlbGVjdGVkGAMgASgLMiYuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuRHJhZnRTZWxlY3RlZEgAEkIKD2RyYWZ0X2Rpc2NhcmRlZBgEIAEoCzInLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkRyYWZ0RGlzY2FyZGVkSAASPAoMcmVmaW5lX2NodW5rGAUgASgLMiQuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuUmVmaW5lQ2h1bmtIABI3CgVmaW5hbBgGIAEoCzImLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlNvbHZlUmVzcG9uc2VIABI+Cg1yb3VuZF9zdGFydGVkGAcgASgLMiUuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuUm91bmRTdGFydGVkSAASRAoQY29uc2Vuc3VzX3ByZWZpeBgIIAEoCzIoLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkNvbnNlbnN1c1ByZWZpeEgAEkAKDnRoaW5raW5nX3RyYWNlGAkgASgLMiYuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuVGhpbmtpbmdUcmFjZUgAQgcKBWV2ZW50IooBCg9Db25zZW5zdXNQcmVmaXgSDAoEdGV4dBgBIAEoCRIXCg9zb3VyY2VfZHJhZnRfaWQYAiABKAkSHAoUc3VwcG9ydGluZ19kcmFmdF9pZHMYAyADKAkSDQoFYmFzaXMYBCABKAkSDQoFbGluZXMYBSABKAUSFAoMY29tcHV0YXRpb25zGAYgASgFIlMKDFJvdW5kU3RhcnRlZBINCgVyb3VuZBgBIAEoBRISCgpudW1fZHJhZnRzGAIgASgFEg4KBnJlYXNvbhgDIAEoCRIQCghmZWVkYmFjaxgEIAEoCSI8Cg5EcmFmdEdlbmVyYXRlZBIqCgVkcmFmdBgBIAEoCzIbLmRlbGliZXJhdGUuY29tbW9uLnYxLkRyYWZ0IkQKDURyYWZ0VmVyaWZpZWQSMwoHdmVyZGljdBgBIAEoCzIiLmRlbGliZXJhdGUuY29tbW9uLnYxLkRyYWZ0VmVyZGljdCI+Cg1EcmFmdFNlbGVjdGVkEhAKCGRyYWZ0X2lkGAEgASgJEgwKBHJhbmsYAiABKAUSDQoFc2NvcmUYAyABKAEiMgoORHJhZnREaXNjYXJkZWQSEAoIZHJhZnRfaWQYASABKAkSDgoGcmVhc29uGAIgASgJIhsKC1JlZmluZUNodW5rEgwKBHRleHQYASABKAkiHQoNVGhpbmtpbmdUcmFjZRIMCgR0ZXh0GAEgASgJKnwKCUZpbmFsVGV4dBIaChZGSU5BTF9URVhUX1VOU1BFQ0lGSUVEEAASGwoXRklOQUxfVEVYVF9QQVNTX1RIUk9VR0gQARIVChFGSU5BTF9URVhUX1JFRklORRACEh8KG0ZJTkFMX1RFWFRfQ09OU0VOU1VTX1BSRUZJWBADKmAKCkRyYWZ0Q291bnQSGwoXRFJBRlRfQ09VTlRfVU5TUEVDSUZJRUQQABIbChdEUkFGVF9DT1VOVF9BTExfQVRfT05DRRABEhgKFERSQUZUX0NPVU5UX0FEQVBUSVZFEAIqvgEKC1NvbHZlU3RhdHVzEhwKGFNPTFZFX1NUQVRVU19VTlNQRUNJRklFRBAAEhkKFVNPTFZFX1NUQVRVU19WRVJJRklFRBABEhsKF1NPTFZFX1NUQVRVU19VTlZFUklGSUVEEAISFwoTU09MVkVfU1RBVFVTX0ZBSUxFRBADEhoKFlNPTFZFX1NUQVRVU19VTkNIRUNLRUQQBBIkCiBTT0xWRV9TVEFUVVNfQ09NUFVUQVRJT05fQ0hFQ0tFRBAFKk4KB091dGNvbWUSFwoTT1VUQ09NRV9VTlNQRUNJRklFRBAAEhQKEE9VVENPTUVfQUNDRVBURUQQARIUChBPVVRDT01FX1JFSkVDVEVEEAIyqgMKEFNjaGVkdWxlclNlcnZpY2USVgoFU29sdmUSJS5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5Tb2x2ZVJlcXVlc3QaJi5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5Tb2x2ZVJlc3BvbnNlEmoKC1NvbHZlU3RyZWFtEisuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuU29sdmVTdHJlYW1SZXF1ZXN0GiwuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuU29sdmVTdHJlYW1SZXNwb25zZTABEnEKDlN1Ym1pdEZlZWRiYWNrEi4uZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuU3VibWl0RmVlZGJhY2tSZXF1ZXN0Gi8uZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuU3VibWl0RmVlZGJhY2tSZXNwb25zZRJfCghHZXRTdGF0ZRIoLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkdldFN0YXRlUmVxdWVzdBopLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkdldFN0YXRlUmVzcG9uc2ViBnByb3RvMw", [file_deliberate_common_v1_common, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("Ci9kZWxpYmVyYXRlL3NjaGVkdWxlci92MS9zY2hlZHVsZXJfc2VydmljZS5wcm90bxIXZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEikQYKDFNvbHZlUmVxdWVzdBIOCgZwcm9tcHQYASABKAkSFQoNb3V0cHV0X3NjaGVtYRgCIAEoCRI1Cgtjb25zdHJhaW50cxgDIAMoCzIgLmRlbGliZXJhdGUuY29tbW9uLnYxLkNvbnN0cmFpbnQSKAoHY29udGV4dBgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEgoKbnVtX2RyYWZ0cxgFIAEoBRI2CghzYW1wbGluZxgGIAEoCzIkLmRlbGliZXJhdGUuY29tbW9uLnYxLlNhbXBsaW5nUGFyYW1zEhYKDnN0cmF0ZWd5X2hpbnRzGAcgAygJEhIKCnJlcXVlc3RfaWQYCCABKAkSPQoPcmVmaW5lX3NhbXBsaW5nGAkgASgLMiQuZGVsaWJlcmF0ZS5jb21tb24udjEuU2FtcGxpbmdQYXJhbXMSHgoWZGlzYWJsZV90aGlua2luZ190cmFjZRgKIAEoCBIgChhkaXNhYmxlX2NvbnNlbnN1c19wcmVmaXgYCyABKAgSIgoaZGlzYWJsZV9kZWZhdWx0X2FyaXRobWV0aWMYDCABKAgSJgoeZGlzYWJsZV9zdHJlYW1pbmdfdmVyaWZpY2F0aW9uGA0gASgIEhYKDmRpc2FibGVfcXVvcnVtGA4gASgIEg4KBnF1b3J1bRgPIAEoBRIeChZyZXBsYWNlX2Fib3J0ZWRfZHJhZnRzGBAgASgIEhgKEHNlbGVjdGlvbl9wb2xpY3kYESABKAkSGwoOcHJvZ3JhbV9kcmFmdHMYEiABKAVIAIgBARI4CgtkcmFmdF9jb3VudBgTIAEoDjIjLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkRyYWZ0Q291bnQSHAoPY29uZmlkZW5jZV9zdG9wGBQgASgISAGIAQESNgoKZmluYWxfdGV4dBgVIAEoDjIiLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkZpbmFsVGV4dEIRCg9fcHJvZ3JhbV9kcmFmdHNCEgoQX2NvbmZpZGVuY2Vfc3RvcCKUAQoJUm91bmRQbGFuEgsKA3dheRgBIAEoCRIOCgZwb2xpY3kYAiABKAkSEgoKbWF4X2RyYWZ0cxgDIAEoBRIZChFtYXhfZHJhZnRzX3JlYXNvbhgEIAEoCRIOCgZzdGFnZXMYBSABKAUSFgoOZHJhZnRzX3N0YXJ0ZWQYBiABKAUSEwoLc3RvcF9yZWFzb24YByABKAkinAIKD1Njb3JlQ29tcG9uZW50cxINCgVzY29yZRgBIAEoARIRCglhZ3JlZW1lbnQYAiABKAESDwoHbGF0ZW5jeRgDIAEoARIUCgxhbnN3ZXJfc2hhcmUYBCABKAESDQoFZmluYWwYBSABKAESDQoFYWxwaGEYBiABKAESDAoEYmV0YRgHIAEoARINCgVnYW1tYRgIIAEoARINCgVkZWx0YRgJIAEoARJGCgdzaWduYWxzGAogAygLMjUuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuU2NvcmVDb21wb25lbnRzLlNpZ25hbHNFbnRyeRouCgxTaWduYWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgBOgI4ASLVAgoLRHJhZnRSZXBvcnQSKgoFZHJhZnQYASABKAsyGy5kZWxpYmVyYXRlLmNvbW1vbi52MS5EcmFmdBIzCgd2ZXJkaWN0GAIgASgLMiIuZGVsaWJlcmF0ZS5jb21tb24udjEuRHJhZnRWZXJkaWN0EhAKCHNlbGVjdGVkGAMgASgIEjwKCmNvbXBvbmVudHMYBCABKAsyKC5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5TY29yZUNvbXBvbmVudHMSFAoMZHVwbGljYXRlX29mGAUgASgJEg0KBXJvdW5kGAYgASgFEjQKB2Fib3J0ZWQYByABKAsyIy5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5EcmFmdEFib3J0EjoKCXBsYWNlbWVudBgIIAEoCzInLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkRyYWZ0UGxhY2VtZW50IksKDkRyYWZ0UGxhY2VtZW50Eg8KB3JlcGxpY2EYASABKAkSEgoKbW92ZWRfZnJvbRgCIAEoCRIUCgxtb3ZlZF9yZWFzb24YAyABKAkihAEKCkRyYWZ0QWJvcnQSDgoGcmVhc29uGAEgASgJEg8KB3J1bGVfaWQYAiABKAkSDwoHbWVzc2FnZRgDIAEoCRIvCgJhdBgEIAEoCzIjLmRlbGliZXJhdGUuY29tbW9uLnYxLkRyYWZ0UG9zaXRpb24SEwoLcmVwbGFjZWRfYnkYBSABKAkijgEKCUVhcmx5U3RvcBIOCgZxdW9ydW0YASABKAUSDwoHcmVhY2hlZBgCIAEoCBIOCgZyZWFzb24YAyABKAkSDwoHYWJvcnRlZBgEIAEoBRIRCgljYW5jZWxsZWQYBSABKAUSFAoMcmVwbGFjZW1lbnRzGAYgASgFEhYKDmxvd19jb25maWRlbmNlGAcgASgFIuMBCgxTdGFnZVRpbWluZ3MSKAoFZHJhZnQYASABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SKQoGdmVyaWZ5GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEikKBnNlbGVjdBgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIpCgZyZWZpbmUYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SKAoFdG90YWwYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24i2wYKDVNvbHZlUmVzcG9uc2USEgoKcmVxdWVzdF9pZBgBIAEoCRIOCgZhbnN3ZXIYAiABKAkSNAoGc3RhdHVzGAMgASgOMiQuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuU29sdmVTdGF0dXMSFQoNc3RhdHVzX3JlYXNvbhgEIAEoCRI0CgZkcmFmdHMYBSADKAsyJC5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5EcmFmdFJlcG9ydBIaChJzZWxlY3RlZF9kcmFmdF9pZHMYBiADKAkSFgoOdGhpbmtpbmdfdHJhY2UYByABKAkSEAoIdHJhY2VfaWQYCCABKAkSNgoHdGltaW5ncxgJIAEoCzIlLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlN0YWdlVGltaW5ncxIvCgV1c2FnZRgKIAEoCzIgLmRlbGliZXJhdGUuY29tbW9uLnYxLlRva2VuVXNhZ2USEgoKbnVtX2RyYWZ0cxgLIAEoBRIZChFudW1fZHJhZnRzX3JlYXNvbhgMIAEoCRIOCgZyb3VuZHMYDSABKAUSGAoQY29uc2Vuc3VzX3ByZWZpeBgOIAEoCRIbChNyZWZpbmVfdG9rZW5fYnVkZ2V0GA8gASgFEhwKFHJlZmluZV9idWRnZXRfcmVhc29uGBAgASgJEhMKC3ZlcmlmaWVkX2J5GBEgAygJEjYKCmVhcmx5X3N0b3AYEiABKAsyIi5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5FYXJseVN0b3ASGAoQc2VsZWN0aW9uX3BvbGljeRgTIAEoCRIyCgdxdWFsaXR5GBQgASgLMiEuZGVsaWJlcmF0ZS5jb21tb24udjEuUGxhblF1YWxpdHkSOwoOcmVmZXJlbmNlX3BsYW4YFSABKAsyIy5kZWxpYmVyYXRlLmNvbW1vbi52MS5SZWZlcmVuY2VQbGFuEhgKEHJlZHJhZnRfZmVlZGJhY2sYFiADKAkSNgoKZmluYWxfdGV4dBgXIAEoDjIiLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkZpbmFsVGV4dBI2Cgpyb3VuZF9wbGFuGBggASgLMiIuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuUm91bmRQbGFuIl4KFVN1Ym1pdEZlZWRiYWNrUmVxdWVzdBISCgpyZXF1ZXN0X2lkGAEgASgJEjEKB291dGNvbWUYAiABKA4yIC5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5PdXRjb21lIjYKFlN1Ym1pdEZlZWRiYWNrUmVzcG9uc2USHAoUb3V0Y29tZXNfdW50aWxfcmVmaXQYASABKAUiEQoPR2V0U3RhdGVSZXF1ZXN0IsYBChBTZWxlY3Rpb25XZWlnaHRzEg0KBWFscGhhGAEgASgBEgwKBGJldGEYAiABKAESDQoFZ2FtbWEYAyABKAESDQoFZGVsdGEYBCABKAESRwoHd2VpZ2h0cxgFIAMoCzI2LmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlNlbGVjdGlvbldlaWdodHMuV2VpZ2h0c0VudHJ5Gi4KDFdlaWdodHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAE6AjgBIrIBCg5WZXJpZmllckhlYWx0aBIPCgdoZWFsdGh5GAEgASgIEhwKFGNvbnNlY3V0aXZlX2ZhaWx1cmVzGAIgASgFEhAKCHJlc3RhcnRzGAMgASgFEjUKEWxhc3RfcmVzdGFydF90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglyZXN0YXJ0ZXIYBSABKAkSFQoNd2F0Y2hkb2dfcm9sZRgGIAEoCSKLAQoORmVlZGJhY2tDb3VudHMSEQoJc3VibWl0dGVkGAEgASgDEhAKCGFjY2VwdGVkGAIgASgDEhAKCHJlamVjdGVkGAMgASgDEhcKD3Vua25vd25fcmVxdWVzdBgEIAEoAxIOCgZyZWZpdHMYBSABKAMSGQoRcGVuZGluZ19kZWNpc2lvbnMYBiABKAMi1QIKEEdldFN0YXRlUmVzcG9uc2USOgoHd2VpZ2h0cxgBIAEoCzIpLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlNlbGVjdGlvbldlaWdodHMSEgoKbnVtX2RyYWZ0cxgCIAEoBRIZChFudW1fZHJhZnRzX3JlYXNvbhgDIAEoCRIVCglmYXN0X21vZGUYBCABKAhCAhgBEhMKC3V0aWxpemF0aW9uGAUgASgBEhoKEnV0aWxpemF0aW9uX3NvdXJjZRgGIAEoCRI5Cgh2ZXJpZmllchgHIAEoCzInLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlZlcmlmaWVySGVhbHRoEjkKCGZlZWRiYWNrGAggASgLMicuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuRmVlZGJhY2tDb3VudHMSGAoQc2VsZWN0aW9uX3BvbGljeRgJIAEoCSJMChJTb2x2ZVN0cmVhbVJlcXVlc3QSNgoHcmVxdWVzdBgBIAEoCzIlLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlNvbHZlUmVxdWVzdCLpBAoTU29sdmVTdHJlYW1SZXNwb25zZRJCCg9kcmFmdF9nZW5lcmF0ZWQYASABKAsyJy5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5EcmFmdEdlbmVyYXRlZEgAEkAKDmRyYWZ0X3ZlcmlmaWVkGAIgASgLMiYuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuRHJhZnRWZXJpZmllZEgAEkAKDmRyYWZ0X3NlbGVjdGVkGAMgASgLMiYuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuRHJhZnRTZWxlY3RlZEgAEkIKD2RyYWZ0X2Rpc2NhcmRlZBgEIAEoCzInLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkRyYWZ0RGlzY2FyZGVkSAASPAoMcmVmaW5lX2NodW5rGAUgASgLMiQuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuUmVmaW5lQ2h1bmtIABI3CgVmaW5hbBgGIAEoCzImLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlNvbHZlUmVzcG9uc2VIABI+Cg1yb3VuZF9zdGFydGVkGAcgASgLMiUuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuUm91bmRTdGFydGVkSAASRAoQY29uc2Vuc3VzX3ByZWZpeBgIIAEoCzIoLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkNvbnNlbnN1c1ByZWZpeEgAEkAKDnRoaW5raW5nX3RyYWNlGAkgASgLMiYuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuVGhpbmtpbmdUcmFjZUgAQgcKBWV2ZW50IooBCg9Db25zZW5zdXNQcmVmaXgSDAoEdGV4dBgBIAEoCRIXCg9zb3VyY2VfZHJhZnRfaWQYAiABKAkSHAoUc3VwcG9ydGluZ19kcmFmdF9pZHMYAyADKAkSDQoFYmFzaXMYBCABKAkSDQoFbGluZXMYBSABKAUSFAoMY29tcHV0YXRpb25zGAYgASgFIlMKDFJvdW5kU3RhcnRlZBINCgVyb3VuZBgBIAEoBRISCgpudW1fZHJhZnRzGAIgASgFEg4KBnJlYXNvbhgDIAEoCRIQCghmZWVkYmFjaxgEIAEoCSI8Cg5EcmFmdEdlbmVyYXRlZBIqCgVkcmFmdBgBIAEoCzIbLmRlbGliZXJhdGUuY29tbW9uLnYxLkRyYWZ0IkQKDURyYWZ0VmVyaWZpZWQSMwoHdmVyZGljdBgBIAEoCzIiLmRlbGliZXJhdGUuY29tbW9uLnYxLkRyYWZ0VmVyZGljdCI+Cg1EcmFmdFNlbGVjdGVkEhAKCGRyYWZ0X2lkGAEgASgJEgwKBHJhbmsYAiABKAUSDQoFc2NvcmUYAyABKAEiMgoORHJhZnREaXNjYXJkZWQSEAoIZHJhZnRfaWQYASABKAkSDgoGcmVhc29uGAIgASgJIhsKC1JlZmluZUNodW5rEgwKBHRleHQYASABKAkiHQoNVGhpbmtpbmdUcmFjZRIMCgR0ZXh0GAEgASgJKnwKCUZpbmFsVGV4dBIaChZGSU5BTF9URVhUX1VOU1BFQ0lGSUVEEAASGwoXRklOQUxfVEVYVF9QQVNTX1RIUk9VR0gQARIVChFGSU5BTF9URVhUX1JFRklORRACEh8KG0ZJTkFMX1RFWFRfQ09OU0VOU1VTX1BSRUZJWBADKnkKCkRyYWZ0Q291bnQSGwoXRFJBRlRfQ09VTlRfVU5TUEVDSUZJRUQQABIbChdEUkFGVF9DT1VOVF9BTExfQVRfT05DRRABEhgKFERSQUZUX0NPVU5UX0FEQVBUSVZFEAISFwoTRFJBRlRfQ09VTlRfQ0FTQ0FERRADKr4BCgtTb2x2ZVN0YXR1cxIcChhTT0xWRV9TVEFUVVNfVU5TUEVDSUZJRUQQABIZChVTT0xWRV9TVEFUVVNfVkVSSUZJRUQQARIbChdTT0xWRV9TVEFUVVNfVU5WRVJJRklFRBACEhcKE1NPTFZFX1NUQVRVU19GQUlMRUQQAxIaChZTT0xWRV9TVEFUVVNfVU5DSEVDS0VEEAQSJAogU09MVkVfU1RBVFVTX0NPTVBVVEFUSU9OX0NIRUNLRUQQBSpOCgdPdXRjb21lEhcKE09VVENPTUVfVU5TUEVDSUZJRUQQABIUChBPVVRDT01FX0FDQ0VQVEVEEAESFAoQT1VUQ09NRV9SRUpFQ1RFRBACMqoDChBTY2hlZHVsZXJTZXJ2aWNlElYKBVNvbHZlEiUuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuU29sdmVSZXF1ZXN0GiYuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuU29sdmVSZXNwb25zZRJqCgtTb2x2ZVN0cmVhbRIrLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlNvbHZlU3RyZWFtUmVxdWVzdBosLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlNvbHZlU3RyZWFtUmVzcG9uc2UwARJxCg5TdWJtaXRGZWVkYmFjaxIuLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlN1Ym1pdEZlZWRiYWNrUmVxdWVzdBovLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlN1Ym1pdEZlZWRiYWNrUmVzcG9uc2USXwoIR2V0U3RhdGUSKC5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5HZXRTdGF0ZVJlcXVlc3QaKS5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5HZXRTdGF0ZVJlc3BvbnNlYgZwcm90bzM", [file_deliberate_common_v1_common, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message deliberate.scheduler.v1.SolveRequest
@@ -175,7 +175,7 @@ export type SolveRequest = Message<"deliberate.scheduler.v1.SolveRequest"> & {
 
   /**
    * Whether a round starts all its drafts at once or adds them while the answers disagree (docs/scheduler.md,
-   * "Adaptive draft counts, live"). Unspecified: the Scheduler's --draft-count.
+   * "The cascade"). Unspecified: the Scheduler's --draft-count (default the cascade).
    *
    * @generated from field: deliberate.scheduler.v1.DraftCount draft_count = 19;
    */
@@ -207,6 +207,65 @@ export type SolveRequest = Message<"deliberate.scheduler.v1.SolveRequest"> & {
  */
 export const SolveRequestSchema: GenMessage<SolveRequest> = /*@__PURE__*/
   messageDesc(file_deliberate_scheduler_v1_scheduler_service, 0);
+
+/**
+ * How the first round drafted, resolved once per request, and why it stopped where it did.
+ *
+ * @generated from message deliberate.scheduler.v1.RoundPlan
+ */
+export type RoundPlan = Message<"deliberate.scheduler.v1.RoundPlan"> & {
+  /**
+   * "cascade", "adaptive" or "all_at_once".
+   *
+   * @generated from field: string way = 1;
+   */
+  way: string;
+
+  /**
+   * The cascade's or adaptive round's policy name (e.g. "cscscs/start2/step2/q2+x/greedy"); "" all at once.
+   *
+   * @generated from field: string policy = 2;
+   */
+  policy: string;
+
+  /**
+   * The drafts the round may start at most, and why that many (the setting, the client, the load).
+   *
+   * @generated from field: int32 max_drafts = 3;
+   */
+  maxDrafts: number;
+
+  /**
+   * @generated from field: string max_drafts_reason = 4;
+   */
+  maxDraftsReason: string;
+
+  /**
+   * Stages run and drafts started (all at once: 1 stage).
+   *
+   * @generated from field: int32 stages = 5;
+   */
+  stages: number;
+
+  /**
+   * @generated from field: int32 drafts_started = 6;
+   */
+  draftsStarted: number;
+
+  /**
+   * Why the round stopped drafting: what settled it, its maximum spent, or the deadline.
+   *
+   * @generated from field: string stop_reason = 7;
+   */
+  stopReason: string;
+};
+
+/**
+ * Describes the message deliberate.scheduler.v1.RoundPlan.
+ * Use `create(RoundPlanSchema)` to create a new message.
+ */
+export const RoundPlanSchema: GenMessage<RoundPlan> = /*@__PURE__*/
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 1);
 
 /**
  * The parts of a draft's selection score. `final` is the selected policy's ranking value
@@ -285,7 +344,7 @@ export type ScoreComponents = Message<"deliberate.scheduler.v1.ScoreComponents">
  * Use `create(ScoreComponentsSchema)` to create a new message.
  */
 export const ScoreComponentsSchema: GenMessage<ScoreComponents> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 1);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 2);
 
 /**
  * One draft with everything the pipeline learned about it.
@@ -348,7 +407,7 @@ export type DraftReport = Message<"deliberate.scheduler.v1.DraftReport"> & {
  * Use `create(DraftReportSchema)` to create a new message.
  */
 export const DraftReportSchema: GenMessage<DraftReport> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 2);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 3);
 
 /**
  * Where a draft was generated (docs/scheduler.md, "Several Drafter replicas").
@@ -384,7 +443,7 @@ export type DraftPlacement = Message<"deliberate.scheduler.v1.DraftPlacement"> &
  * Use `create(DraftPlacementSchema)` to create a new message.
  */
 export const DraftPlacementSchema: GenMessage<DraftPlacement> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 3);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 4);
 
 /**
  * Why and where the Scheduler stopped a draft before its end.
@@ -432,7 +491,7 @@ export type DraftAbort = Message<"deliberate.scheduler.v1.DraftAbort"> & {
  * Use `create(DraftAbortSchema)` to create a new message.
  */
 export const DraftAbortSchema: GenMessage<DraftAbort> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 4);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 5);
 
 /**
  * What early stopping did for a request.
@@ -492,7 +551,7 @@ export type EarlyStop = Message<"deliberate.scheduler.v1.EarlyStop"> & {
  * Use `create(EarlyStopSchema)` to create a new message.
  */
 export const EarlyStopSchema: GenMessage<EarlyStop> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 5);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 6);
 
 /**
  * Wall time spent in each stage.
@@ -531,7 +590,7 @@ export type StageTimings = Message<"deliberate.scheduler.v1.StageTimings"> & {
  * Use `create(StageTimingsSchema)` to create a new message.
  */
 export const StageTimingsSchema: GenMessage<StageTimings> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 6);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 7);
 
 /**
  * @generated from message deliberate.scheduler.v1.SolveResponse
@@ -687,6 +746,13 @@ export type SolveResponse = Message<"deliberate.scheduler.v1.SolveResponse"> & {
    * @generated from field: deliberate.scheduler.v1.FinalText final_text = 23;
    */
   finalText: FinalText;
+
+  /**
+   * How the first round drafted and why it stopped (the cascade's stages, its maximum, what settled it).
+   *
+   * @generated from field: deliberate.scheduler.v1.RoundPlan round_plan = 24;
+   */
+  roundPlan?: RoundPlan | undefined;
 };
 
 /**
@@ -694,7 +760,7 @@ export type SolveResponse = Message<"deliberate.scheduler.v1.SolveResponse"> & {
  * Use `create(SolveResponseSchema)` to create a new message.
  */
 export const SolveResponseSchema: GenMessage<SolveResponse> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 7);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 8);
 
 /**
  * @generated from message deliberate.scheduler.v1.SubmitFeedbackRequest
@@ -716,7 +782,7 @@ export type SubmitFeedbackRequest = Message<"deliberate.scheduler.v1.SubmitFeedb
  * Use `create(SubmitFeedbackRequestSchema)` to create a new message.
  */
 export const SubmitFeedbackRequestSchema: GenMessage<SubmitFeedbackRequest> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 8);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 9);
 
 /**
  * @generated from message deliberate.scheduler.v1.SubmitFeedbackResponse
@@ -735,7 +801,7 @@ export type SubmitFeedbackResponse = Message<"deliberate.scheduler.v1.SubmitFeed
  * Use `create(SubmitFeedbackResponseSchema)` to create a new message.
  */
 export const SubmitFeedbackResponseSchema: GenMessage<SubmitFeedbackResponse> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 9);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 10);
 
 /**
  * @generated from message deliberate.scheduler.v1.GetStateRequest
@@ -748,7 +814,7 @@ export type GetStateRequest = Message<"deliberate.scheduler.v1.GetStateRequest">
  * Use `create(GetStateRequestSchema)` to create a new message.
  */
 export const GetStateRequestSchema: GenMessage<GetStateRequest> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 10);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 11);
 
 /**
  * @generated from message deliberate.scheduler.v1.SelectionWeights
@@ -790,7 +856,7 @@ export type SelectionWeights = Message<"deliberate.scheduler.v1.SelectionWeights
  * Use `create(SelectionWeightsSchema)` to create a new message.
  */
 export const SelectionWeightsSchema: GenMessage<SelectionWeights> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 11);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 12);
 
 /**
  * @generated from message deliberate.scheduler.v1.VerifierHealth
@@ -837,7 +903,7 @@ export type VerifierHealth = Message<"deliberate.scheduler.v1.VerifierHealth"> &
  * Use `create(VerifierHealthSchema)` to create a new message.
  */
 export const VerifierHealthSchema: GenMessage<VerifierHealth> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 12);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 13);
 
 /**
  * @generated from message deliberate.scheduler.v1.FeedbackCounts
@@ -879,7 +945,7 @@ export type FeedbackCounts = Message<"deliberate.scheduler.v1.FeedbackCounts"> &
  * Use `create(FeedbackCountsSchema)` to create a new message.
  */
 export const FeedbackCountsSchema: GenMessage<FeedbackCounts> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 13);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 14);
 
 /**
  * @generated from message deliberate.scheduler.v1.GetStateResponse
@@ -944,7 +1010,7 @@ export type GetStateResponse = Message<"deliberate.scheduler.v1.GetStateResponse
  * Use `create(GetStateResponseSchema)` to create a new message.
  */
 export const GetStateResponseSchema: GenMessage<GetStateResponse> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 14);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 15);
 
 /**
  * @generated from message deliberate.scheduler.v1.SolveStreamRequest
@@ -961,7 +1027,7 @@ export type SolveStreamRequest = Message<"deliberate.scheduler.v1.SolveStreamReq
  * Use `create(SolveStreamRequestSchema)` to create a new message.
  */
 export const SolveStreamRequestSchema: GenMessage<SolveStreamRequest> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 15);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 16);
 
 /**
  * One stage event. The stream ends with exactly one `final` event.
@@ -1034,7 +1100,7 @@ export type SolveStreamResponse = Message<"deliberate.scheduler.v1.SolveStreamRe
  * Use `create(SolveStreamResponseSchema)` to create a new message.
  */
 export const SolveStreamResponseSchema: GenMessage<SolveStreamResponse> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 16);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 17);
 
 /**
  * The opening that enough drafts agree on, sent as soon as the drafts are ranked, before refinement
@@ -1091,7 +1157,7 @@ export type ConsensusPrefix = Message<"deliberate.scheduler.v1.ConsensusPrefix">
  * Use `create(ConsensusPrefixSchema)` to create a new message.
  */
 export const ConsensusPrefixSchema: GenMessage<ConsensusPrefix> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 17);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 18);
 
 /**
  * A drafting round begins: the first one, or a re-draft after no draft passed the hard rules.
@@ -1129,7 +1195,7 @@ export type RoundStarted = Message<"deliberate.scheduler.v1.RoundStarted"> & {
  * Use `create(RoundStartedSchema)` to create a new message.
  */
 export const RoundStartedSchema: GenMessage<RoundStarted> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 18);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 19);
 
 /**
  * @generated from message deliberate.scheduler.v1.DraftGenerated
@@ -1146,7 +1212,7 @@ export type DraftGenerated = Message<"deliberate.scheduler.v1.DraftGenerated"> &
  * Use `create(DraftGeneratedSchema)` to create a new message.
  */
 export const DraftGeneratedSchema: GenMessage<DraftGenerated> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 19);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 20);
 
 /**
  * @generated from message deliberate.scheduler.v1.DraftVerified
@@ -1163,7 +1229,7 @@ export type DraftVerified = Message<"deliberate.scheduler.v1.DraftVerified"> & {
  * Use `create(DraftVerifiedSchema)` to create a new message.
  */
 export const DraftVerifiedSchema: GenMessage<DraftVerified> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 20);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 21);
 
 /**
  * @generated from message deliberate.scheduler.v1.DraftSelected
@@ -1192,7 +1258,7 @@ export type DraftSelected = Message<"deliberate.scheduler.v1.DraftSelected"> & {
  * Use `create(DraftSelectedSchema)` to create a new message.
  */
 export const DraftSelectedSchema: GenMessage<DraftSelected> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 21);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 22);
 
 /**
  * @generated from message deliberate.scheduler.v1.DraftDiscarded
@@ -1214,7 +1280,7 @@ export type DraftDiscarded = Message<"deliberate.scheduler.v1.DraftDiscarded"> &
  * Use `create(DraftDiscardedSchema)` to create a new message.
  */
 export const DraftDiscardedSchema: GenMessage<DraftDiscarded> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 22);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 23);
 
 /**
  * A piece of the answer, in order; their concatenation is SolveResponse.answer unless the refinement was
@@ -1235,7 +1301,7 @@ export type RefineChunk = Message<"deliberate.scheduler.v1.RefineChunk"> & {
  * Use `create(RefineChunkSchema)` to create a new message.
  */
 export const RefineChunkSchema: GenMessage<RefineChunk> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 23);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 24);
 
 /**
  * The thinking-trace marker (SolveResponse.thinking_trace), sent once right after selection, before the answer's
@@ -1255,7 +1321,7 @@ export type ThinkingTrace = Message<"deliberate.scheduler.v1.ThinkingTrace"> & {
  * Use `create(ThinkingTraceSchema)` to create a new message.
  */
 export const ThinkingTraceSchema: GenMessage<ThinkingTrace> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 24);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 25);
 
 /**
  * How the final text is made from the selected drafts.
@@ -1307,7 +1373,7 @@ export const FinalTextSchema: GenEnum<FinalText> = /*@__PURE__*/
  */
 export enum DraftCount {
   /**
-   * The Scheduler's --draft-count (default all at once).
+   * The Scheduler's --draft-count (default the cascade).
    *
    * @generated from enum value: DRAFT_COUNT_UNSPECIFIED = 0;
    */
@@ -1330,6 +1396,17 @@ export enum DraftCount {
    * @generated from enum value: DRAFT_COUNT_ADAPTIVE = 2;
    */
   ADAPTIVE = 2,
+
+  /**
+   * The cascade (docs/scheduler.md, "The cascade"): the Scheduler's --cascade-policy drafts its first stage (a
+   * greedy program and a greedy prose draft), stops when its answer is settled (the drafts agree; for a decision,
+   * a plan passes every rule at the pack's bound), and otherwise adds a few sampled drafts at a time until they
+   * settle, its maximum (--cascade-max-drafts, or num_drafts) is spent, or the deadline leaves no time for another
+   * stage. Under saturation the maximum shrinks to the first stage. The response's round_plan says what ran.
+   *
+   * @generated from enum value: DRAFT_COUNT_CASCADE = 3;
+   */
+  CASCADE = 3,
 }
 
 /**
