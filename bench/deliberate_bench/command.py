@@ -29,6 +29,7 @@ BENCHMARKS = {
     # replays: recorded drafts decided again on paper, no model
     "early-stop-bound": "deliberate_bench.replays.early_stop_bound",
     "adaptive-stop": "deliberate_bench.replays.adaptive_stop",
+    "cascade": "deliberate_bench.replays.cascade",
     "confidence-stop": "deliberate_bench.replays.confidence_stop",
     # live: side by side on the real stack, the soak, lm-eval through the gateway
     "early-stop": "deliberate_bench.live.early_stop",

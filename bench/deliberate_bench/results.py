@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import os
 import platform
+import subprocess
 import time
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository
@@ -62,11 +64,27 @@ def write_result(name: str, figures: dict, directory: Path = RESULTS) -> Path:
     path = directory / f"{name}.json"
     payload = {
         **figures,
+        "code": code_version(),
         "machine": machine(),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     path.write_text(json.dumps(payload, indent=2) + "\n")
     return path
+
+
+@cache
+def code_version() -> dict:
+    """The commit the lab runs at and whether the tree differs from it (lm-evaluation-harness's `git_hash`): what a
+    result or a recorded problem was produced by. Empty outside a git checkout."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10, check=False)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    commit = git("rev-parse", "HEAD")
+    if not commit:
+        return {}
+    return {"commit": commit, "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
 
 
 def machine() -> dict:

@@ -70,6 +70,9 @@ class Settings:
     cross_refiner_model: str = ""
     # --cross-drafter-model: a second Drafter on this model makes its own greedy single passes.
     cross_drafter_model: str = ""
+    # --complete-round N: the pipeline row is the Scheduler's default round (the cascade: no num_drafts), and a round
+    # of N drafts all at once, every draft to its end, is recorded beside it (`round_complete`).
+    complete_round: int = 0
 
     @property
     def largest(self) -> int:
@@ -97,6 +100,7 @@ class Settings:
                     ("refiner_model", self.refiner_model if self.refiner_model != self.model else ""),
                     ("cross_refiner_model", self.cross_refiner_model),
                     ("cross_drafter_model", self.cross_drafter_model),
+                    ("complete_round", self.complete_round),
                 )
                 if value
             }
@@ -253,6 +257,14 @@ def solve(services: Services, s: Settings, request: pb.SolveRequest) -> tuple[di
         "rounds": response.rounds,
         "num_drafts": response.num_drafts,
         "selection_policy": response.selection_policy,
+        "round_plan": {
+            "way": response.round_plan.way,
+            "policy": response.round_plan.policy,
+            "max_drafts": response.round_plan.max_drafts,
+            "stages": response.round_plan.stages,
+            "drafts_started": response.round_plan.drafts_started,
+            "stop_reason": response.round_plan.stop_reason,
+        },
         "timings": {k: round(seconds(getattr(response.timings, k)), 3) for k in STAGES},
         "drafts": drafts,
     }
@@ -314,10 +326,11 @@ def refine_subset(
 
 
 def gsm8k_request(problem: Problem, s: Settings) -> pb.SolveRequest:
-    """The question alone: the Scheduler adds its default arithmetic pack (unless --no-check-arithmetic)."""
+    """The question alone: the Scheduler adds its default arithmetic pack (unless --no-check-arithmetic). With
+    --complete-round the Scheduler's default round decides how many drafts (num_drafts unset)."""
     request = build_request(
         problem.question,
-        num_drafts=s.largest,
+        num_drafts=0 if s.complete_round else s.largest,
         max_new_tokens=s.max_new_tokens,
         refine_max_new_tokens=s.refine_max_new_tokens,
         temperature=s.temperature,
@@ -326,6 +339,15 @@ def gsm8k_request(problem: Problem, s: Settings) -> pb.SolveRequest:
     )
     request.disable_default_arithmetic = not s.check_arithmetic
     return request
+
+
+def complete_round_request(request: pb.SolveRequest, n: int) -> pb.SolveRequest:
+    """The same question as a round of `n` drafts started all at once (the Scheduler's default mix of programs),
+    each generated to its end and verified whole: the drafts a plain vote and pass@n are read from."""
+    copy = without_early_stop(request)
+    copy.request_id = f"{request.request_id}-complete-{n}"
+    copy.num_drafts, copy.draft_count = n, pb.DRAFT_COUNT_ALL_AT_ONCE
+    return copy
 
 
 def without_early_stop(request: pb.SolveRequest) -> pb.SolveRequest:
@@ -374,6 +396,9 @@ def run_problem(services: Services, s: Settings, problem: Problem) -> dict:
     single_program = single_pass(services, s, f"eval-{problem.id}-single-program", problem.question, program=True)
     request = gsm8k_request(problem, s)
     solved, response, without = solve_both_ways(services, s, request)
+    complete = {}
+    if s.complete_round:
+        complete = {"round_complete": solve(services, s, complete_round_request(request, s.complete_round))[0]}
     subsets = {}
     if s.refine_subsets and response is not None:
         for n in sorted(s.sizes):
@@ -407,5 +432,6 @@ def run_problem(services: Services, s: Settings, problem: Problem) -> dict:
             "subsets": subsets,
         }
         | cross
+        | complete
         | ({} if without is None else {"solve_without_early_stop": without})
     )

@@ -51,7 +51,7 @@ from deliberate_bench.eval.services import (
     started_stack,
 )
 from deliberate_bench.eval.summary import Paths, Tally, summary, write_all
-from deliberate_bench.results import RESULTS, append_run, read_runs, runs_directory
+from deliberate_bench.results import RESULTS, append_run, code_version, read_runs, runs_directory
 from deliberate_client.cli import SERVER_COMMANDS
 
 
@@ -142,6 +142,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "on the same drafts",
     )
     parser.add_argument(
+        "--complete-round",
+        type=int,
+        default=0,
+        metavar="N",
+        help="the pipeline row is the Scheduler's default round (the cascade decides how many drafts), and a round of "
+        "N drafts all at once, every draft to its end, is recorded beside it (`round_complete`: round@N, the vote "
+        "and pass@N over complete drafts; make eval-cascade)",
+    )
+    parser.add_argument(
         "--problems-from",
         type=Path,
         help="a `deliberate dataset` directory: its GSM8K validation problems (the first --limit of them) "
@@ -183,6 +192,7 @@ def run(args: argparse.Namespace) -> int:
         early_stop=args.early_stop,
         cross_refiner_model=args.cross_refiner_model,
         cross_drafter_model=args.cross_drafter_model,
+        complete_round=args.complete_round,
     )
     if args.judges:
         return compare_judges(args, s)
@@ -288,6 +298,7 @@ def evaluate(
             record["settings"] = s.fingerprint()
             record["rss_mb"] = peak_rss(stack)
             record["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            record["code"] = code_version()
             append_run(paths.runs, record)
             tally.add(record)
             progress.update(tally.note())

@@ -15,9 +15,14 @@ def test_a_name_parses_to_the_policy_it_names_and_back():
     assert POLICY == AdaptivePolicy((PROSE, PROSE, PROSE, PROGRAM, PROSE), start=1, quorum=2, cross_modal=True)
     assert POLICY.name == "ssscs/start1/q2+x"
     assert AdaptivePolicy.parse("cs/start2/q3") == AdaptivePolicy((PROGRAM, PROSE), 2, 3, cross_modal=False)
+    cascade = AdaptivePolicy.parse("cscs/start2/step2/q2+x/greedy")
+    assert (cascade.step, cascade.greedy, cascade.start, cascade.quorum, cascade.cross_modal) == (2, True, 2, 2, True)
+    assert cascade.name == "cscs/start2/step2/q2+x/greedy"
 
 
-@pytest.mark.parametrize("name", ["", "ssx/start1/q2", "ss/start0/q2", "ss/q2", "ss/start1/q2+y"])
+@pytest.mark.parametrize(
+    "name", ["", "ssx/start1/q2", "ss/start0/q2", "ss/q2", "ss/start1/q2+y", "ss/start1/step0/q2", "ss/start1/q2/hot"]
+)
 def test_a_malformed_name_is_refused_at_start_up_saying_the_format(name):
     with pytest.raises(ValueError, match="ssscs/start1/q2"):
         AdaptivePolicy.parse(name)
