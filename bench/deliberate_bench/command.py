@@ -42,6 +42,7 @@ BENCHMARKS = {
     # eval: what reads `deliberate eval`'s runs, and the business cases
     "headline": "deliberate_bench.eval.headline",
     "default-headline": "deliberate_bench.eval.default_headline",
+    "cascade-headline": "deliberate_bench.eval.cascade_headline",
     "frontier": "deliberate_bench.eval.frontier",
     "fit-policy": "deliberate_bench.eval.fit_policy",
     "judge-signal": "deliberate_bench.eval.judge_signal",

@@ -37,8 +37,18 @@ def refined_answers():
         yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def rounds_all_at_once():
+    """The integration tests exercise the all-at-once round's mechanics (streaming verification, the quorum,
+    replacements, replicas) on every request, so their Schedulers start all N drafts at once (`--draft-count
+    all_at_once`); the deployed default, the cascade, is asked for by request in test_cascade."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DELIBERATE_DRAFT_COUNT", "all_at_once")
+        yield
+
+
 @pytest.fixture(scope="session")
-def stack(refined_answers, otlp_receiver, tmp_path_factory):
+def stack(refined_answers, rounds_all_at_once, otlp_receiver, tmp_path_factory):
     log_dir = tmp_path_factory.mktemp("service-logs")
     # The test model's profile has no confidence floors, so the confidence stop never fires on its own; here it is
     # off unless a request asks, with a prose floor above any token confidence and no program floor, so a request

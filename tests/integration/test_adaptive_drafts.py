@@ -49,7 +49,7 @@ def test_an_adaptive_round_stops_adding_drafts_once_two_valid_drafts_agree(stack
     assert [r.draft.index for r in response.drafts] == [0, 1], "one call per draft, numbered as one call would"
     assert all(r.verdict.valid and r.verdict.extracted_answer == "4" for r in response.drafts), drafts
     assert response.num_drafts_reason.endswith(
-        f"adaptive ({DEFAULT_POLICY.name}): 2 of 4 drafts started, settled as 2 valid drafts agree on 4"
+        f"adaptive ({DEFAULT_POLICY.name}): 2 of 4 drafts started in 2 stages, settled as 2 valid drafts agree on 4"
     ), response.num_drafts_reason
 
     spans = wait_for_trace(otlp_receiver, response.trace_id)

@@ -38,6 +38,7 @@ from deliberate_bench.eval.problems import (
     Problem,
     load_problems,
     read_exclusions,
+    tuning_block_lines,
     validation_problems,
 )
 from deliberate_bench.eval.progress import Progress, peak_rss
@@ -142,6 +143,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "on the same drafts",
     )
     parser.add_argument(
+        "--pass-over-tuning",
+        action="store_true",
+        help="skip the tuning blocks' lines in the sample (after the shuffle: a sample that never held them stays "
+        "the same, a larger one fills up past them); make eval-cascade's 400 = eval-200's 200 and 200 more",
+    )
+    parser.add_argument(
         "--complete-round",
         type=int,
         default=0,
@@ -223,7 +230,9 @@ def run_settings(args: argparse.Namespace, s: Settings, paths: Paths) -> int:
     if args.problems_from:
         problems = validation_problems(args.problems_from, args.data, args.limit)
     else:
-        problems = load_problems(args.data, args.limit, args.seed, exclude)
+        with args.data.open() as data:
+            pass_over = tuning_block_lines(sum(1 for _ in data)) if args.pass_over_tuning else frozenset()
+        problems = load_problems(args.data, args.limit, args.seed, exclude, pass_over)
     ad_seeds = [args.seed + k for k in range(1, args.ads + 1)]
     todo = [p for p in problems if p.id not in done]
     ads_todo = [seed for seed in ad_seeds if f"ads:{seed}" not in done]

@@ -46,19 +46,33 @@ def read_exclusions(path: Path | None) -> set[int]:
     return excluded
 
 
-def load_problems(path: Path, limit: int, seed: int, exclude: set[int]) -> list[Problem]:
+def load_problems(
+    path: Path, limit: int, seed: int, exclude: set[int], pass_over: frozenset[int] = frozenset()
+) -> list[Problem]:
     """A fixed random sample: the non-excluded lines shuffled with `seed`, the first `limit` taken — so a
-    larger limit extends a smaller one's sample instead of redrawing it."""
+    larger limit extends a smaller one's sample instead of redrawing it. Lines in `pass_over` are skipped after the
+    shuffle, not left out of it: a sample that never held them stays the same, and one that grows fills up past
+    them (the tuning blocks, `tuning_block_lines`)."""
     with path.open() as lines:
         rows = [(i, json.loads(line)) for i, line in enumerate(lines) if line.strip()]
     candidates = [(i, row) for i, row in rows if i not in exclude]
     random.Random(seed).shuffle(candidates)
     problems = []
-    for i, row in candidates[:limit]:
+    for i, row in [(i, row) for i, row in candidates if i not in pass_over][:limit]:
         gold = row["answer"].rsplit("####", 1)[-1].strip()
         parse_gold(row["answer"])  # refuse a malformed gold answer before spending model time on it
         problems.append(Problem(f"{path.stem}:{i}", i, row["question"], gold))
     return problems
+
+
+# The tuning blocks: each file excludes every line but its block's (make eval-tuning, eval-tuning-2, eval-tuning-3).
+TUNING_BLOCK_FILES = tuple(ROOT / f"bench/eval/tuning_block{block}_only.txt" for block in ("", "_2", "_3"))
+
+
+def tuning_block_lines(total_lines: int) -> frozenset[int]:
+    """Every line of the first `total_lines` that a tuning block holds: what defaults are chosen on, never scored."""
+    every = set(range(total_lines))
+    return frozenset().union(*(every - read_exclusions(path) for path in TUNING_BLOCK_FILES))
 
 
 def validation_problems(dataset: Path, data: Path, limit: int) -> list[Problem]:
