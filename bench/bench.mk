@@ -1,7 +1,7 @@
 # The lab's targets (bench/, docs/eval.md): each calls `deliberate bench <name>` or `deliberate eval`; included by the
 # Makefile, so `make <target>` runs them from the repository's root. `make help` lists them with the Makefile's.
 
-.PHONY: bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-confidence bench-confidence-stop bench-overhead bench-consensus bench-stream-prefix refine-drafts refine-ways bench-early-stop bench-adaptive bench-early-stop-bound bench-adaptive-stop bench-scale bench-index soak soak-quick eval eval-quick eval-tuning eval-tuning-2 eval-tuning-3 eval-200 eval-headline eval-default eval-business eval-business-quick frontier-runs frontier learned-policy replay dataset train-judge eval-judges judge-signal eval-lm-harness
+.PHONY: cascade-tuning bench-cascade eval-cascade bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-confidence bench-confidence-stop bench-overhead bench-consensus bench-stream-prefix refine-drafts refine-ways bench-early-stop bench-adaptive bench-early-stop-bound bench-adaptive-stop bench-scale bench-index soak soak-quick eval eval-quick eval-tuning eval-tuning-2 eval-tuning-3 eval-200 eval-headline eval-default eval-business eval-business-quick frontier-runs frontier learned-policy replay dataset train-judge eval-judges judge-signal eval-lm-harness
 
 ## The quick benchmarks; each prints its figures and writes bench/results/<name>.json.
 bench: bench-engines bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus
@@ -128,6 +128,29 @@ eval-default: install
 	DELIBERATE_MAX_REDRAFTS=$(EVAL_MAX_REDRAFTS) $(VENV)/bin/deliberate eval --limit 200 --seed 2027 --sizes 3,5 \
 		--ads 0 --max-new-tokens 384 --cross-drafter-model qwen2.5-coder-0.5b --name eval-gsm8k-200-default $(EVAL_ARGS)
 	$(VENV)/bin/deliberate bench default-headline bench/runs/eval-gsm8k-200-default.runs.jsonl
+
+## The cascade's tuning drafts (issue 54; docs/eval.md#the-cascade): the second tuning block's 91 problems (never
+## scored) on the default 1.5B model, each with a greedy prose draft and a greedy program (the cascade's first stage)
+## and 4 sampled prose drafts and 4 sampled programs, every draft to its end (bench/runs/cascade-tuning.runs.jsonl;
+## about a minute a problem on 2 cores; resumable).
+cascade-tuning: install
+	DELIBERATE_PROGRAM_DRAFTS=4 DELIBERATE_MAX_REDRAFTS=0 $(VENV)/bin/deliberate eval --limit 91 --sizes 8 --ads 0 \
+		--max-new-tokens 384 --early-stop off --no-refine-subsets --exclude bench/eval/tuning_block_2_only.txt \
+		--name cascade-tuning $(EVAL_ARGS)
+
+## The cascade chosen on those drafts: every policy replayed with a latency model fitted on the same runs, the default
+## picked by the rule fixed before scoring (bench/results/cascade_replay.json; seconds, no model).
+bench-cascade: install
+	$(VENV)/bin/deliberate bench cascade $(ARGS)
+
+## Does deliberation pay for itself (issue 54)? 400 problems no tuning step saw (eval-200's 200, then the same shuffle
+## past every tuning block's line), each solved live in one run by one greedy program, one greedy prose draft, a
+## round of 5 complete drafts (round@5, majority@5, pass@5) and the default round, the cascade; one re-draft round
+## (bench/runs/eval-cascade.runs.jsonl; hours on 2 cores; resumable), then bench/results/cascade.{json,md,png}.
+eval-cascade: install
+	DELIBERATE_MAX_REDRAFTS=$(EVAL_MAX_REDRAFTS) $(VENV)/bin/deliberate eval --limit 400 --seed 2027 --pass-over-tuning \
+		--sizes 5 --ads 0 --max-new-tokens 384 --no-refine-subsets --complete-round 5 --name eval-cascade $(EVAL_ARGS)
+	$(VENV)/bin/deliberate bench cascade-headline bench/runs/eval-cascade.runs.jsonl
 
 ## The learned selection policy's weights (docs/selection.md#the-learned-policy), fitted on the tuning block's
 ## recorded drafts (make eval-tuning) and written to services/deliberate/selection/learned_policy.json.

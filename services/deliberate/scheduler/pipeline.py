@@ -271,7 +271,8 @@ class Pipeline:
 
         started = time.perf_counter()
         if solve.final_text == "pass_through":  # streamed whole, right after selection
-            refined, refinement_lost = final_text.passed_through(best, solve.request), ""
+            worked = final_text.worked_draft(best, solve, selection.ranking)
+            refined, refinement_lost = final_text.passed_through(worked, solve.request), ""
             solve.emit(events.refine_chunk(refined.text))
         else:
             refined, refinement_lost = await self.refine_or_best(solve, selection, prefix, best)
