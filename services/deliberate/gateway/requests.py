@@ -153,10 +153,13 @@ def parse_chat_request(body: object, model_name: str) -> ChatRequest:
 
 def choose_drafts(chat: ChatRequest, n: int | None, num_drafts: int | None) -> None:
     """`n` choices: the answer and n - 1 drafts, so n may not exceed the drafts asked for. Without
-    `num_drafts` the Scheduler chooses, except when n > 1: then it drafts n, so every choice exists."""
+    `num_drafts` the Scheduler chooses, except when n > 1: then it drafts n, so every choice exists — all at once,
+    where the default cascade could stop after its first stage with fewer drafts than choices."""
     chat.n = 1 if n is None else n
     if chat.n < 1:
         raise invalid("n", f"must be at least 1, got {chat.n}")
+    if chat.n > 1:
+        chat.solve.draft_count = pb.DRAFT_COUNT_ALL_AT_ONCE
     if num_drafts:
         if chat.n > num_drafts:
             raise invalid("n", f"asks for {chat.n} choices but num_drafts is {num_drafts}: choice 0 is the answer, "

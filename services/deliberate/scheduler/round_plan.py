@@ -71,7 +71,7 @@ def resolve(
     if way == "adaptive":
         policy = parsed_policy(settings.adaptive_policy)
         return RoundPlan(way, policy, decision.num_drafts, decision.reason, programs_all_at_once, decision_kind)
-    policy = parsed_policy(settings.cascade_policy)
+    policy = parsed_policy(settings.decision_cascade_policy if decision_kind else settings.cascade_policy)
     most, reason = cascade_maximum(request, settings, decision, policy)
     programs = policy.order[:most].count(PROGRAM)
     if request.HasField("program_drafts"):

@@ -117,6 +117,12 @@ class SchedulerSettings(DraftLimits, GenerationLimits, PromptLimits, DownstreamT
         "the pack's bound where it has one). The default is the one chosen on the tuning problems' recorded drafts "
         "(make bench-cascade).",
     )
+    decision_cascade_policy: str = Field(
+        "cscscscs/start1/step2/q2/greedy",
+        description="The cascade of a request with an output schema (a decision): a greedy decision program first, "
+        "alone — it ends the round when its plan passes every rule (at the pack's bound where the pack has one) — "
+        "then prose drafts and programs two at a time. Its quorum is unused: a decision settles on a plan.",
+    )
     cascade_max_drafts: int = Field(
         8,
         ge=1,
@@ -205,7 +211,7 @@ class SchedulerSettings(DraftLimits, GenerationLimits, PromptLimits, DownstreamT
         parse_floors(floors)  # fails fast at start-up, saying the format
         return floors
 
-    @field_validator("adaptive_policy", "cascade_policy")
+    @field_validator("adaptive_policy", "cascade_policy", "decision_cascade_policy")
     @classmethod
     def _adaptive_policy(cls, name: str) -> str:
         return AdaptivePolicy.parse(name).name  # fails fast at start-up, saying the format

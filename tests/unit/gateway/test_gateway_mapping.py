@@ -67,6 +67,7 @@ def test_every_mapped_field_lands_in_the_solve_request():
 def test_unset_fields_leave_the_choice_to_the_scheduler():
     solve = parse_chat_request(body(), MODEL).solve
     assert solve.num_drafts == 0 and solve.output_schema == "" and not solve.constraints
+    assert solve.draft_count == pb.DRAFT_COUNT_UNSPECIFIED, "the Scheduler's default round: the cascade"
     assert not solve.sampling.ListFields() and not solve.refine_sampling.ListFields()
     assert not solve.HasField("confidence_stop")
     assert len(solve.request_id) == 32  # generated, so the chunk ids are known before the first event
@@ -82,6 +83,7 @@ def test_a_completion_read_whole_does_without_the_consensus_prefix_unless_it_ask
 def test_n_above_one_without_num_drafts_asks_for_n_drafts_and_more_choices_than_drafts_is_refused():
     chat = parse_chat_request(body(n=3), MODEL)
     assert chat.solve.num_drafts == 3 and chat.rename("num_drafts") == "n"
+    assert chat.solve.draft_count == pb.DRAFT_COUNT_ALL_AT_ONCE, "every choice drafted: no cascade stopping at 2"
     error = refused(body(n=4, num_drafts=3))
     assert (error.status, error.param) == (400, "n") and error.message.startswith("n: asks for 4 choices")
     assert refused(body(n=0)).param == "n"

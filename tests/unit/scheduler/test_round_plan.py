@@ -82,3 +82,9 @@ def test_a_cascades_kinds_follow_its_order_in_stages():
     assert AdaptivePolicy.parse("csss/start1/step2/q2").stages(["program", "prose", "prose", "prose"]) == [
         ["program"], ["prose", "prose"], ["prose"]
     ]  # fmt: skip
+
+
+def test_a_decision_cascades_from_one_greedy_decision_program_and_settles_on_a_plan():
+    plan = resolve(pb.SolveRequest(prompt="q", output_schema="{}"), SETTINGS, IDLE, 1, "bounded", False)
+    assert plan.policy == AdaptivePolicy.parse(SETTINGS.decision_cascade_policy) and plan.decision == "bounded"
+    assert plan.policy.stages(plan.policy.kinds_for(plan.max_drafts, plan.programs))[0] == [PROGRAM]
