@@ -23,7 +23,7 @@ KINDS = (PROSE, PROGRAM)
 KIND_LETTERS = {"s": PROSE, "c": PROGRAM}  # s: prose (sentences), c: code
 POLICY_NAME = re.compile(
     r"^(?P<order>[sc]+)/start(?P<start>[1-9]\d*)(?:/step(?P<step>[1-9]\d*))?/q(?P<quorum>[1-9]\d*)(?P<cross>\+x)?"
-    r"(?P<greedy>/greedy)?$"
+    r"(?:/trust(?P<trust>\d+(?:\.\d+)?))?(?P<greedy>/greedy)?$"
 )
 
 
@@ -35,13 +35,17 @@ class AdaptivePolicy:
     cross_modal: bool  # a valid prose draft and a valid program agreeing settle the round
     step: int = 1  # drafts each later stage adds
     greedy: bool = False  # the first stage is drafted at temperature 0
+    # One valid draft whose weakest 16-token window of token confidence is at least this settles the round alone
+    # (DeepConf's lowest group confidence); None: agreement only.
+    trust: float | None = None
 
     @property
     def name(self) -> str:
         kinds = "".join("s" if kind == PROSE else "c" for kind in self.order)
         step = f"/step{self.step}" if self.step != 1 else ""
         stop = f"q{self.quorum}{'+x' if self.cross_modal else ''}"
-        return f"{kinds}/start{self.start}{step}/{stop}{'/greedy' if self.greedy else ''}"
+        trust = f"/trust{self.trust:g}" if self.trust is not None else ""
+        return f"{kinds}/start{self.start}{step}/{stop}{trust}{'/greedy' if self.greedy else ''}"
 
     @classmethod
     def parse(cls, name: str) -> AdaptivePolicy:
@@ -51,12 +55,13 @@ class AdaptivePolicy:
             raise ValueError(
                 f"{name!r} is not an adaptive policy: expected e.g. 'ssscs/start1/q2+x' or "
                 "'cscscs/start2/step2/q2+x/greedy' (kinds in order, s prose and c program; drafts started at once; "
-                "drafts added per later stage; the quorum; +x: cross-modal agreement; greedy: the first stage at "
-                "temperature 0)"
+                "drafts added per later stage; the quorum; +x: cross-modal agreement; trust: the token confidence at "
+                "which one valid draft settles alone; greedy: the first stage at temperature 0)"
             )
         order = tuple(KIND_LETTERS[letter] for letter in found["order"])
-        step = int(found["step"] or 1)
-        return cls(order, int(found["start"]), int(found["quorum"]), bool(found["cross"]), step, bool(found["greedy"]))
+        step, trust = int(found["step"] or 1), (float(found["trust"]) if found["trust"] else None)
+        quorum, cross = int(found["quorum"]), bool(found["cross"])
+        return cls(order, int(found["start"]), quorum, cross, step, bool(found["greedy"]), trust)
 
     def stages(self, kinds: Sequence[str]) -> list[list[str]]:
         """A round's kinds split into its stages: the first `start` together, then `step` at a time."""
@@ -82,6 +87,17 @@ def settled(valid: Iterable[tuple[str, str]], policy: AdaptivePolicy) -> str:
     if votes and (top := votes.most_common(1)[0])[1] >= policy.quorum:
         return f"{top[1]} valid drafts agree on {top[0]}"
     return cross_modal_agreement(valid) if policy.cross_modal else ""
+
+
+def trusted(valid: Iterable[tuple[str, float | None]], policy: AdaptivePolicy) -> str:
+    """Why one valid draft settles the round alone, among (kind, weakest-window confidence) pairs of valid drafts;
+    "" while none is that sure of itself (or the policy trusts no draft alone)."""
+    if policy.trust is None:
+        return ""
+    for kind, confidence in valid:
+        if confidence is not None and confidence >= policy.trust:
+            return f"a valid {kind or PROSE} draft's token confidence {confidence:.2f} ≥ {policy.trust:g}"
+    return ""
 
 
 def cross_modal_agreement(valid: Iterable[tuple[str, str]]) -> str:

@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from deliberate.scheduler.settings import SchedulerSettings
-from deliberate.selection.adaptive import PROGRAM, PROSE, AdaptivePolicy, settled
+from deliberate.selection.adaptive import PROGRAM, PROSE, AdaptivePolicy, settled, trusted
 
 POLICY = AdaptivePolicy.parse("ssscs/start1/q2+x")  # an example: the default before the third tuning block
 
@@ -18,6 +18,15 @@ def test_a_name_parses_to_the_policy_it_names_and_back():
     cascade = AdaptivePolicy.parse("cscs/start2/step2/q2+x/greedy")
     assert (cascade.step, cascade.greedy, cascade.start, cascade.quorum, cascade.cross_modal) == (2, True, 2, 2, True)
     assert cascade.name == "cscs/start2/step2/q2+x/greedy"
+    sure = AdaptivePolicy.parse("cscs/start1/step2/q2/trust9.5/greedy")
+    assert (sure.trust, sure.name) == (9.5, "cscs/start1/step2/q2/trust9.5/greedy")
+
+
+def test_a_trusting_policy_settles_on_one_valid_draft_sure_enough_of_itself():
+    sure = AdaptivePolicy.parse("cscs/start1/step2/q2/trust9.5/greedy")
+    assert trusted([(PROGRAM, 9.7)], sure) == "a valid program draft's token confidence 9.70 ≥ 9.5"
+    assert trusted([(PROGRAM, 9.4), (PROSE, None)], sure) == ""
+    assert trusted([(PROGRAM, 99.0)], POLICY) == "", "a policy without trust settles on agreement only"
 
 
 @pytest.mark.parametrize(

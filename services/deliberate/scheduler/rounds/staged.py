@@ -15,7 +15,7 @@ from deliberate_api.common.v1 import common_pb2
 from deliberate_api.drafter.v1 import drafter_service_pb2
 
 from ...core import telemetry
-from ...selection.adaptive import PROGRAM, settled
+from ...selection.adaptive import PROGRAM, settled, trusted
 from ..round_plan import RoundPlan
 from ..solve import RoundOutcome, Solve
 from .draft_stages import DraftStages
@@ -74,9 +74,11 @@ def settled_reason(solve: Solve, plan: RoundPlan, round_: int, verdicts: list[co
     if plan.decision == "unbounded":
         return "a plan passes every rule" if any(v.valid for v in verdicts) else ""
     valid = [
-        (state.verdict.extracted_answer, state.draft.kind)
+        state.draft
         for state in solve.drafts.values()
         if state.round == round_ and state.verdict is not None and state.verdict.valid
     ]
     assert plan.policy is not None
-    return settled(valid, plan.policy)
+    answers = [(solve.drafts[d.id].verdict.extracted_answer, d.kind) for d in valid]
+    sureness = [(d.kind, d.confidence.min_window if d.HasField("confidence") else None) for d in valid]
+    return settled(answers, plan.policy) or trusted(sureness, plan.policy)
