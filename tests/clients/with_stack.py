@@ -26,7 +26,9 @@ def main(commands: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     log_dir = Path(tempfile.mkdtemp(prefix="deliberate-client-tests-"))
-    env = {"DELIBERATE_MODEL": os.environ.get("DELIBERATE_MODEL", TEST_MODEL)}
+    # The clients' suites check the stream's order for a round of N drafts that all arrive: rounds all at once (in
+    # the default cascade, round_started's N is the most a round may start).
+    env = {"DELIBERATE_MODEL": os.environ.get("DELIBERATE_MODEL", TEST_MODEL), "DELIBERATE_DRAFT_COUNT": "all_at_once"}
     failed = []
     with Stack(ports=Ports.free(), env=env, log_dir=log_dir) as stack:
         for command in commands:
