@@ -206,6 +206,7 @@ def ad_selection_request(request_id: str) -> pb.SolveRequest:
         refine_max_new_tokens=48,
         seed=11,
         request_id=request_id,
+        draft_count="all_at_once",  # all 3 drafts, each with the Verifier container's verdict (a cascade may stop at 1)
     )
     request.final_text = pb.FINAL_TEXT_REFINE  # through the Refiner's container too (the default passes through)
     return request
