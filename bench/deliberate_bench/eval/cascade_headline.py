@@ -13,16 +13,15 @@ settled at its first stage and its `VERIFIED` precision against the accuracy of 
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
 from deliberate.selection import answer_key, same_answer
+from deliberate_bench.eval.headline import run_headline
 from deliberate_bench.eval.stats import paired_bootstrap, percentile, wilson
-from deliberate_bench.results import RESULTS, code_version, read_runs
+from deliberate_bench.results import code_version
 
 DEFAULT_ROW = "cascade"
 BOOTSTRAP = {"seed": 2026, "resamples": 10_000}
@@ -117,6 +116,8 @@ def targets(by_name: Mapping[str, dict], baseline_row: str) -> list[dict]:
 
 def headline(records: list[Mapping], source: str) -> dict:
     done = [r for r in records if r.get("task") == "gsm8k" and r.get("round_complete") and r.get("solve")]
+    if not done:
+        raise SystemExit(f"{source}: no problem recorded with --complete-round (make eval-cascade)")
     model = done[0]["settings"]["model"]
     baseline_row = f"single:program:{model}"
     rows = rows_of(done, model)
@@ -189,22 +190,7 @@ def plot(result: dict, path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs", type=Path, help="make eval-cascade's runs file")
-    parser.add_argument("--name", default="cascade", help="writes <results-dir>/<name>.{json,md,png}")
-    parser.add_argument("--results-dir", type=Path, default=RESULTS)
-    args = parser.parse_args(argv)
-    records = read_runs(args.runs)
-    if not any(r.get("round_complete") for r in records):
-        parser.error(f"{args.runs}: no problem recorded with --complete-round")
-    result = headline(records, args.runs.name)
-    base = args.results_dir / args.name
-    base.with_suffix(".json").write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
-    base.with_suffix(".md").write_text(markdown(result))
-    plot(result, base.with_suffix(".png"))
-    for target in result["targets"]:
-        print(f"{'met   ' if target['met'] else 'missed'}  {target['target']}: {target['value']}")
-    return 0
+    return run_headline(argv, __doc__, "make eval-cascade's runs file", "cascade", headline, markdown, draw=plot)
 
 
 if __name__ == "__main__":

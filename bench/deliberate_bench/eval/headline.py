@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
                         headline, headline_markdown)  # fmt: skip
 
 
-def run_headline(argv, doc: str, runs_help: str, name: str, summarize, write_markdown) -> int:
+def run_headline(argv, doc: str, runs_help: str, name: str, summarize, write_markdown, draw=plot) -> int:
     """A headline command: a runs file in, `<results-dir>/<name>.{json,md,png}` out, each target printed."""
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("runs", type=Path, help=runs_help)
@@ -263,7 +263,7 @@ def run_headline(argv, doc: str, runs_help: str, name: str, summarize, write_mar
     base = args.results_dir / args.name
     base.with_suffix(".json").write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     base.with_suffix(".md").write_text(write_markdown(result))
-    plot(result, base.with_suffix(".png"))
+    draw(result, base.with_suffix(".png"))
     for target in result["targets"]:
         print(f"{'met   ' if target['met'] else 'missed'}  {target['target']}: {target['value']}")
     return 0
