@@ -3,16 +3,15 @@ too: Stack turns the signal into SystemExit, so its `__exit__` drains them inste
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
-import time
-from pathlib import Path
 
 import pytest
+
+from tests.processes import gone, left_running, wait_for_json
 
 pytestmark = pytest.mark.model
 
@@ -26,28 +25,14 @@ RUNS_THE_STACK = textwrap.dedent(
     with Stack(ports=Ports.free(), log_dir=here / "logs") as stack:
         pids = {name: process.pid for name, process in stack.processes.items()}
         pids["verifier"] = stack.verifier_pid()  # the Scheduler starts and supervises it
-        (here / "pids.json").write_text(json.dumps(pids))
+        # Written whole: the test reads the file as soon as it exists.
+        (here / "pids.json.partial").write_text(json.dumps(pids))
+        (here / "pids.json.partial").replace(here / "pids.json")
         time.sleep(600)
     """
 )
 # Stack.down gives each service 15 s to drain after SIGTERM, then kills it.
 STOP_TIMEOUT_S = 120
-
-
-def gone(pid: int) -> bool:
-    """The process has exited (a zombie counts as exited: it runs nothing)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
-    except FileNotFoundError:
-        return True
-
-
-def started_pids(program: subprocess.Popen, path: Path, timeout_s: float = 300) -> dict[str, int]:
-    deadline = time.monotonic() + timeout_s
-    while not path.exists():
-        assert program.poll() is None and time.monotonic() < deadline, "the stack did not start"
-        time.sleep(0.5)
-    return json.loads(path.read_text())
 
 
 def test_sigterm_stops_the_services_of_a_program_that_runs_the_stack(tmp_path):
@@ -58,7 +43,7 @@ def test_sigterm_stops_the_services_of_a_program_that_runs_the_stack(tmp_path):
         )
     pids: dict[str, int] = {}
     try:
-        pids = started_pids(program, tmp_path / "pids.json")
+        pids = wait_for_json(tmp_path / "pids.json", still_writing=lambda: program.poll() is None)
         assert {"drafter", "verifier", "refiner", "scheduler"} <= set(pids)
         assert not any(gone(pid) for pid in pids.values())
         program.send_signal(signal.SIGTERM)
@@ -78,13 +63,6 @@ def test_sigterm_stops_the_services_of_a_program_that_runs_the_stack(tmp_path):
         for pid in still_running.values():  # whatever failed, leave no service behind on the machine
             os.kill(pid, signal.SIGKILL)
     assert not still_running, f"left running after SIGTERM: {still_running}"
-
-
-def left_running(pids: dict[str, int], grace_s: float = 10) -> dict[str, int]:
-    deadline = time.monotonic() + grace_s
-    while not all(gone(pid) for pid in pids.values()) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return {name: pid for name, pid in pids.items() if not gone(pid)}
 
 
 def test_the_stack_hands_back_sigterm_as_it_found_it():

@@ -13,6 +13,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from .parent_death import spawn
+
 
 def free_port() -> int:
     with socket.socket() as probe:
@@ -42,8 +44,9 @@ class LocalRedis:
         if binary is None:
             raise FileNotFoundError(f"{self.executable} not found; install it (Debian: apt-get install redis-server)")
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        # Own session, as the services in stack.py: a Ctrl-C meant for the launcher does not reach it.
-        self.process = subprocess.Popen(
+        # Own session, as the services in stack.py: a Ctrl-C meant for the launcher does not reach it; spawned, as
+        # they are, to end with the launcher however it ends.
+        self.process = spawn(
             [
                 binary,
                 "--bind", "127.0.0.1",

@@ -35,6 +35,7 @@ from deliberate.core.ports import (
 )
 
 from .local_redis import LocalRedis
+from .parent_death import dying_with_parent, spawn
 
 # The risk-model service first: the Verifier calls it (docs/business-cases.md).
 SERVICES = ("risk", "drafter", "verifier", "refiner", "scheduler")
@@ -256,7 +257,7 @@ class Stack:
         if service == "verifier":
             args += self.verifier_args
         if service == "scheduler":
-            verifier = shlex.join(self.command("verifier"))
+            verifier = shlex.join(dying_with_parent(self.command("verifier")))  # ends with the Scheduler that starts it
             args += [
                 "--restarter", "process",
                 "--verifier-command", verifier,
@@ -271,8 +272,9 @@ class Stack:
             self.log_dir.mkdir(parents=True, exist_ok=True)
             output = open(self.log_dir / f"{service}.log", "ab")  # noqa: SIM115 (closed below; the child keeps its copy)
         # Own session: a Ctrl-C in the terminal reaches only the launcher, which then drains each service once.
+        # Spawned to end with the launcher too, however it ends (parent_death.py): none keeps its ports.
         try:
-            process = subprocess.Popen(
+            process = spawn(
                 self.command(service),
                 env=self.service_env(service),
                 stdout=output,

@@ -138,8 +138,7 @@ def run_up(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        for signum in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not abandon the shutdown
-            signal.signal(signum, signal.SIG_IGN)
+        ignore_stop_signals()  # a signal's handler already did; a crash loop or an error did not
         print("\nstopping …", flush=True)
         codes = stack.down()
         print("stopped: " + ", ".join(f"{s} ({c})" for s, c in codes.items()))
@@ -151,4 +150,12 @@ def model_env(model: str | None) -> dict[str, str]:
 
 
 def stop_serving(*_: object) -> None:
+    """The first SIGINT or SIGTERM stops serving. Any later one is ignored from here on, before the shutdown
+    begins: a second Ctrl-C, or a SIGTERM right behind the first, must not abandon it half done."""
+    ignore_stop_signals()
     raise KeyboardInterrupt
+
+
+def ignore_stop_signals() -> None:
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
