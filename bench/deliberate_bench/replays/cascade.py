@@ -219,19 +219,15 @@ def trust_levels(problems: Sequence[Problem]) -> list[float]:
 
 
 def candidates(trusts: Sequence[float]) -> list[tuple[AdaptivePolicy, int]]:
-    """First stage a program, or a program and a prose draft; greedy or sampled; then prose and programs in turns
-    (or prose first), one or two a stage; settled by 1–3 agreeing valid drafts, with or without cross-modal
-    agreement, and with or without trusting one valid draft alone above a confidence level; at most 4, 6 or 8
-    drafts (the runs hold 5 of each kind)."""
+    """A small family, so that a few dozen tuning problems can choose among it: a greedy first stage of a program
+    alone or a program and a prose draft; then programs and prose in turns, one or two a stage; settled by two valid
+    drafts agreeing (or a prose draft and a program), and — or not — by one valid draft above a confidence level; at
+    most 4, 6 or 8 drafts (the runs hold 5 of each kind)."""
     found = []
-    for first, rest in itertools.product(("c", "cs"), ("scscscsc", "sscscsc", "cscscscs")):
-        order = tuple({"s": PROSE, "c": PROGRAM}[letter] for letter in (first + rest)[:10])
-        for greedy, step, quorum, cross, most, trust in itertools.product(
-            (True, False), (1, 2), (1, 2, 3), (True, False), (4, 6, 8), (None, *trusts)
-        ):
-            if quorum == 1 and (cross or trust is not None):
-                continue  # one valid draft settles already
-            found.append((AdaptivePolicy(order, len(first), quorum, cross, step, greedy, trust), most))
+    for first in ("c", "cs"):
+        order = tuple({"s": PROSE, "c": PROGRAM}[letter] for letter in (first + "scscscsc")[:8])
+        for step, most, trust in itertools.product((1, 2), (4, 6, 8), (None, *trusts)):
+            found.append((AdaptivePolicy(order, len(first), 2, True, step, True, trust), most))
     return found
 
 
