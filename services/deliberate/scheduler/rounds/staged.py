@@ -52,7 +52,9 @@ async def staged_round(
         reason = settled_reason(solve, plan, drafter_request.round, verdicts)
         if reason:
             break
-    solve.round_outcome = RoundOutcome(plan, stages_run, started, reason)
+    outcome = RoundOutcome(plan, stages_run, started, reason)
+    if drafter_request.round == 0:  # the response's plan is the first round's; a re-draft round says so on its span
+        solve.round_outcome = outcome
     trace.get_current_span().set_attributes(
         {
             telemetry.ROUND_WAY: plan.way,
@@ -60,8 +62,8 @@ async def staged_round(
             telemetry.ADAPTIVE_DRAFTS: started,
             telemetry.ADAPTIVE_SETTLED: reason,
             telemetry.ROUND_MAX_DRAFTS: plan.max_drafts,
-            telemetry.ROUND_STAGES: solve.round_outcome.stages,
-            telemetry.ROUND_STOP_REASON: solve.round_outcome.stop_reason,
+            telemetry.ROUND_STAGES: outcome.stages,
+            telemetry.ROUND_STOP_REASON: outcome.stop_reason,
         }
     )
     return verdicts
