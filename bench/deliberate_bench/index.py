@@ -130,6 +130,7 @@ ONE_PROBLEM = "eval.md#what-one-problem-costs"
 BUDGETS = "models.md#prompts-and-budgets-measured-on-the-05b-model"
 REFINE_WAYS = "refiner.md#three-ways-to-the-final-text"
 FRONTIER = "models.md#the-frontier-which-model-where"
+CASCADE = "eval.md#the-cascade"
 FRONTIER_RUNS = tuple(f"frontier-qwen2.5-coder-{size}" for size in ("0.5b", "1.5b"))
 
 FILES: dict[Path, tuple[Entry, ...]] = {
@@ -137,6 +138,7 @@ FILES: dict[Path, tuple[Entry, ...]] = {
         Entry(("eval-gsm8k-100.runs.jsonl",), "make eval", EVAL_100),
         Entry(("eval-gsm8k-200.runs.jsonl",), "make eval-200", EVAL_200),
         Entry(("eval-gsm8k-200-default.runs.jsonl",), "make eval-default", EVAL_DEFAULT),
+        Entry(("cascade-tuning.runs.jsonl",), "make cascade-tuning", CASCADE),
         Entry(("eval-tuning.runs.jsonl",), "make eval-tuning (the learned policy's drafts)", LEARNED),
         Entry(("eval-tuning-2.runs.jsonl", "eval-tuning-3.runs.jsonl"), "make eval-tuning-2, eval-tuning-3",
               CHEAPER_ROUND),
@@ -188,6 +190,8 @@ FILES: dict[Path, tuple[Entry, ...]] = {
         Entry(summaries("eval-gsm8k-200", replay=True), "make eval-200; deliberate eval --replay", EVAL_200),
         Entry(summaries("eval-gsm8k-0.5b"), "make eval-headline", EVAL_200),
         Entry(summaries("eval-gsm8k-200-default", "eval-gsm8k"), "make eval-default", EVAL_DEFAULT),
+        Entry(summaries("cascade-tuning"), "make cascade-tuning", CASCADE),
+        Entry(("cascade_replay.json",), "make bench-cascade", CASCADE),
         Entry(summaries("eval-tuning", replay=True), "make eval-tuning; deliberate eval --replay",
               PROGRAM_DRAFTS),
         Entry(summaries("eval-tuning-2", "eval-tuning-3"), "make eval-tuning-2, eval-tuning-3", CHEAPER_ROUND),

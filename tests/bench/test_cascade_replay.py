@@ -3,10 +3,14 @@ first stage, escalation in its order, the same `settled`, and the selection pack
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from deliberate.scheduler.settings import SchedulerSettings
 from deliberate.selection.adaptive import PROGRAM, PROSE, AdaptivePolicy
 from deliberate_bench.replays.cascade import LatencyModel, Problem, run_policy, verified_single
+from deliberate_bench.results import RESULTS
 
 MODEL = LatencyModel(call_s=1.0, token_s=0.1, alpha=0.5)
 CASCADE = AdaptivePolicy.parse("cscscs/start2/step2/q2+x/greedy")
@@ -55,3 +59,11 @@ def test_a_greedy_single_pass_is_verified_with_the_live_rules():
     assert (program["answer"], program["valid"], program["kind"]) == ("72", True, PROGRAM)
     wrong = verified_single({"text": "6 * 12 = 70\nFinal answer: 70", "completion_tokens": 9}, PROSE)
     assert wrong["valid"] is False, "the arithmetic pack recomputes 6 * 12"
+
+
+def test_the_deployed_cascade_is_the_replays_choice():
+    chosen = json.loads((RESULTS / "cascade_replay.json").read_text())["chosen"]
+    fields = SchedulerSettings.model_fields
+    assert fields["cascade_policy"].default == chosen["policy"]
+    assert fields["cascade_max_drafts"].default == chosen["max_drafts"]
+    assert fields["cascade_selection_policy"].default == chosen["selection"]

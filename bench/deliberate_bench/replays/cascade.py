@@ -123,17 +123,29 @@ class LatencyModel:
         return self.call_s + self.token_s * steps if lengths else 0.0
 
 
+# A single pass slower per token than this many times the median ran beside other work (the machine was shared).
+CONTENDED = 1.5
+
+
 def fit_latency(records: Sequence[Mapping], problems: Sequence[Problem]) -> LatencyModel:
-    """t1 and c0 from the single passes (least squares of latency on tokens), α from the rounds' drafting time."""
-    passes = [s for r in records for s in (r.get("single"), r.get("single_program")) if s]
-    timed = [s for s in passes if s.get("latency_s") and s.get("completion_tokens")]
-    points = [(s["completion_tokens"], s["latency_s"]) for s in timed]
+    """t1 and c0 from the single passes (least squares of latency on tokens), α from the rounds' drafting time — both
+    on the problems whose single passes ran at the machine's usual speed (a pass slower per token than `CONTENDED`×
+    the median shared the cores with other work, and so did its round)."""
+
+    def pace(one: Mapping) -> float:
+        timed = one.get("latency_s") and one.get("completion_tokens")
+        return one["latency_s"] / one["completion_tokens"] if timed else 0.0
+
+    usual = statistics.median(pace(r[k]) for r in records for k in ("single", "single_program") if pace(r[k]))
+    calm = {r["id"] for r in records if all(0 < pace(r[k]) <= CONTENDED * usual for k in ("single", "single_program"))}
+    points = [(r[k]["completion_tokens"], r[k]["latency_s"]) for r in records if r["id"] in calm
+              for k in ("single", "single_program")]  # fmt: skip
     mean_x = statistics.fmean(x for x, _ in points)
     mean_y = statistics.fmean(y for _, y in points)
     slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / sum((x - mean_x) ** 2 for x, _ in points)
     call_s = max(0.0, mean_y - slope * mean_x)
     alphas = []
-    for p in problems:
+    for p in (p for p in problems if p.id in calm):
         tokens = sorted(d["completion_tokens"] for kind in p.sampled for d in p.sampled[kind])
         single = LatencyModel(call_s, slope, 0.0).stage_seconds(tokens)  # with α = 0
         # Σ over decoding steps of the drafts decoding beside the first: the steps α multiplies.
@@ -267,6 +279,8 @@ def main(argv: list[str] | None = None) -> int:
         "baseline_single_program": baseline,
         "chosen": chosen,
         "top": rows[:40],
+        "chosen_with_each_selection": [r for r in rows if chosen and (r["policy"], r["max_drafts"]) ==
+                                       (chosen["policy"], chosen["max_drafts"])],
     })  # fmt: skip
     print(json.dumps({"problems": len(problems), "model": model.__dict__, "baseline": baseline, "chosen": chosen}))
     for row in rows[:15]:

@@ -146,6 +146,7 @@ class Pipeline:
             emit=emit or drop_event,
             final_text=way,
             consensus_prefix=final_text.starts_from_consensus(request, way),
+            selection_policy=plan.selection,
         )
         span = trace.get_current_span()
         span.set_attribute(telemetry.REQUEST_ID, solve.request_id)
@@ -342,14 +343,14 @@ class Pipeline:
         return answer, status_reason(selection, solve.rounds, solve.verdicts(), best.verdict, replaced)
 
     async def select(self, solve: Solve) -> Selection:
-        """Ranks every draft under the request's policy (else the deployment's) with the weights for the current
-        load, and records the decision for feedback."""
+        """Ranks every draft under the plan's policy (the request's, else the deployment's for its round) with the
+        weights for the current load, and records the decision for feedback."""
         load = self.workload.current().utilization if self.workload is not None else 0.0
         weights = self.state_store.weights_for_load(load)
         timeout_s = self.settings.verify_timeout_s
         selection = select(
             [candidate(s, timeout_s) for s in solve.drafts.values()],
-            policy=solve.request.selection_policy or self.settings.selection_policy,
+            policy=solve.selection_policy,
             weights=weights.vector(),
             max_selected=self.settings.max_selected,
         )

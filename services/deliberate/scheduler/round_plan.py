@@ -35,6 +35,7 @@ class RoundPlan:
     max_drafts: int  # drafts the first round may start
     max_reason: str
     programs: int  # of those, programs (the round's last ones all at once; in the policy's order otherwise)
+    selection: str  # the selection policy that ranks the request's drafts
     # A decision's round ends on a plan, not on agreement: "bounded" at a plan that reaches the pack's optimum,
     # "unbounded" at the first plan that passes every rule; "" for a free-text question.
     decision: Literal["", "bounded", "unbounded"] = ""
@@ -66,11 +67,16 @@ def resolve(
     round of that N would hold (`decisions.first_round_programs`); `spreads_drafts`: several Drafter replicas, whose
     rounds start all at once (a staged round runs on one Drafter call per stage)."""
     way = way_of(request, settings)
+    selection = request.selection_policy or settings.selection_policy
     if way == "all_at_once" or spreads_drafts:
-        return RoundPlan("all_at_once", None, decision.num_drafts, decision.reason, programs_all_at_once, decision_kind)
+        n, why = decision.num_drafts, decision.reason
+        return RoundPlan("all_at_once", None, n, why, programs_all_at_once, selection, decision_kind)
     if way == "adaptive":
         policy = parsed_policy(settings.adaptive_policy)
-        return RoundPlan(way, policy, decision.num_drafts, decision.reason, programs_all_at_once, decision_kind)
+        n, why = decision.num_drafts, decision.reason
+        return RoundPlan(way, policy, n, why, programs_all_at_once, selection, decision_kind)
+    if not decision_kind:  # a free-text cascade ends on agreement: its answer is the one its drafts agree on
+        selection = request.selection_policy or settings.cascade_selection_policy
     policy = parsed_policy(settings.decision_cascade_policy if decision_kind else settings.cascade_policy)
     most, reason = cascade_maximum(request, settings, decision, policy)
     programs = policy.order[:most].count(PROGRAM)
@@ -78,7 +84,7 @@ def resolve(
         programs = min(request.program_drafts, most)
     elif programs_all_at_once == 0:  # no programs for this request (its data too large for the sandbox)
         programs = 0
-    return RoundPlan(way, policy, most, reason, programs, decision_kind)
+    return RoundPlan(way, policy, most, reason, programs, selection, decision_kind)
 
 
 def cascade_maximum(

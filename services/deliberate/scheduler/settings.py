@@ -110,12 +110,13 @@ class SchedulerSettings(DraftLimits, GenerationLimits, PromptLimits, DownstreamT
         "Rounds on several Drafter replicas start all at once.",
     )
     cascade_policy: str = Field(
-        "cscscscs/start2/step2/q2+x/greedy",
+        "cscscscs/start1/q2+x/trust7.8/greedy",
         description="The cascade's kinds in order (s prose, c program), its first stage (start), the drafts each "
         "later stage adds (step), what settles it (q: valid drafts agreeing; +x: a prose draft and a program "
-        "agreeing) and greedy: the first stage at temperature 0. A decision's cascade settles on a plan instead (at "
-        "the pack's bound where it has one). The default is the one chosen on the tuning problems' recorded drafts "
-        "(make bench-cascade).",
+        "agreeing; trust: one valid draft whose weakest 16-token window of token confidence reaches the level) and "
+        "greedy: the first stage at temperature 0. The default — a greedy program alone, trusted at confidence 7.8, "
+        "else a prose draft, a program, … one at a time until two agree — is the one chosen on the 1.5B model's "
+        "recorded tuning drafts (make bench-cascade); its trust level is that model's confidence scale.",
     )
     decision_cascade_policy: str = Field(
         "cscscscs/start1/step2/q2/greedy",
@@ -124,10 +125,16 @@ class SchedulerSettings(DraftLimits, GenerationLimits, PromptLimits, DownstreamT
         "then prose drafts and programs two at a time. Its quorum is unused: a decision settles on a plan.",
     )
     cascade_max_drafts: int = Field(
-        8,
+        4,
         ge=1,
         description="The most drafts a cascade starts (its first stage always runs; under saturation it is the "
-        "only stage); a request's num_drafts lowers it.",
+        "only stage); a request's num_drafts lowers it. The default 4 is the replay's choice (make bench-cascade).",
+    )
+    cascade_selection_policy: str = Field(
+        "majority",
+        description="How a free-text cascade's drafts are ranked when the request names no policy: `majority` "
+        "(the answer its drafts agree on) — on the tuning replay the weighted formula lost 8.5 points to it on the "
+        "same drafts (make bench-cascade). Decisions and rounds all at once keep --selection-policy.",
     )
     adaptive_policy: str = Field(
         "csscc/start1/q2+x",
@@ -216,7 +223,7 @@ class SchedulerSettings(DraftLimits, GenerationLimits, PromptLimits, DownstreamT
     def _adaptive_policy(cls, name: str) -> str:
         return AdaptivePolicy.parse(name).name  # fails fast at start-up, saying the format
 
-    @field_validator("selection_policy")
+    @field_validator("selection_policy", "cascade_selection_policy")
     @classmethod
     def _registered_policy(cls, name: str) -> str:
         get_policy(name)  # fails fast at start-up, naming the registered policies

@@ -149,6 +149,7 @@ class Solve:
     early_stop: pb.EarlyStop = field(default_factory=pb.EarlyStop)
     round_outcome: RoundOutcome | None = None  # how the last staged round went (`rounds.staged`); None for none
     final_text: str = "refine"  # how the final text is made (`final_text.way_of`)
+    selection_policy: str = "weighted"  # what ranks the drafts (`RoundPlan.selection`)
     consensus_prefix: bool = False  # refinement starts from the drafts' consensus prefix (`starts_from_consensus`)
     # Streamed rounds whose calls are ended when the request ends (`StreamedRound.close`).
     open_streams: list = field(default_factory=list)

@@ -88,3 +88,11 @@ def test_a_decision_cascades_from_one_greedy_decision_program_and_settles_on_a_p
     plan = resolve(pb.SolveRequest(prompt="q", output_schema="{}"), SETTINGS, IDLE, 1, "bounded", False)
     assert plan.policy == AdaptivePolicy.parse(SETTINGS.decision_cascade_policy) and plan.decision == "bounded"
     assert plan.policy.stages(plan.policy.kinds_for(plan.max_drafts, plan.programs))[0] == [PROGRAM]
+
+
+def test_a_free_text_cascade_ranks_by_its_own_policy_unless_the_request_names_one():
+    assert plan_of(pb.SolveRequest(prompt="q")).selection == SETTINGS.cascade_selection_policy == "majority"
+    assert plan_of(pb.SolveRequest(prompt="q", selection_policy="best_of")).selection == "best_of"
+    decision = resolve(pb.SolveRequest(prompt="q", output_schema="{}"), SETTINGS, IDLE, 1, "unbounded", False)
+    assert decision.selection == SETTINGS.selection_policy == "weighted", "a decision's plans keep the formula"
+    assert plan_of(pb.SolveRequest(prompt="q"), spreads=True).selection == "weighted"
