@@ -65,6 +65,7 @@ def run_ads(services: Services, s: Settings, seed: int, size: int) -> dict:
         context=context,
         constraints=constraints,
         request_id=f"eval-ads-{seed}",
+        draft_count="all_at_once",  # pipeline@N: a round of N drafts, as the committed runs recorded
     )
     solved, _, without = solve_both_ways(services, s, request)
     parts = [single, solved] + ([] if without is None else [without])

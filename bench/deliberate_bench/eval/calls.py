@@ -327,7 +327,8 @@ def refine_subset(
 
 def gsm8k_request(problem: Problem, s: Settings) -> pb.SolveRequest:
     """The question alone: the Scheduler adds its default arithmetic pack (unless --no-check-arithmetic). With
-    --complete-round the Scheduler's default round decides how many drafts (num_drafts unset)."""
+    --complete-round the Scheduler's default round (the cascade) decides how many drafts; otherwise the pipeline@N
+    rows read a round of the largest N drafts started all at once, as they always have."""
     request = build_request(
         problem.question,
         num_drafts=0 if s.complete_round else s.largest,
@@ -336,6 +337,7 @@ def gsm8k_request(problem: Problem, s: Settings) -> pb.SolveRequest:
         temperature=s.temperature,
         seed=s.seed,
         request_id=f"eval-{problem.id}",
+        draft_count="" if s.complete_round else "all_at_once",
     )
     request.disable_default_arithmetic = not s.check_arithmetic
     return request
