@@ -28,43 +28,59 @@ def cascade_solve(stack, hints: list[str], num_drafts: int) -> pb.SolveResponse:
         return client.solve(request, timeout=600)
 
 
+def follows_the_rule(response: pb.SolveResponse, step: int = 2) -> list[tuple]:
+    """Checks that the cascade stopped exactly where its rule says — every stage before the last unsettled, the last
+    settled or the maximum spent — with its drafts numbered as one call would; returns the drafts as (index, valid,
+    answer) for messages. Drafts of one stage arrive in the order they finish: a stage is its indexes."""
+    first_round = sorted((r for r in response.drafts if r.round == 0), key=lambda r: r.draft.index)
+    drafts = [(r.draft.index, r.verdict.valid, r.verdict.extracted_answer) for r in first_round]
+    plan, policy = response.round_plan, AdaptivePolicy.parse(response.round_plan.policy)
+    assert [r.draft.index for r in first_round] == list(range(len(first_round))), drafts
+    assert plan.drafts_started == len(first_round) and plan.stages == (len(first_round) + step - 1) // step, drafts
+
+    def settled_by(count: int) -> str:
+        return settled([(r.verdict.extracted_answer, r.draft.kind) for r in first_round[:count] if r.verdict.valid],
+                       policy)  # fmt: skip
+
+    for stage in range(1, plan.stages):
+        assert not settled_by(step * stage), (stage, drafts)
+    reason = settled_by(len(first_round))
+    spent = f"not settled: {plan.max_drafts} drafts spent"
+    assert plan.stop_reason == (f"settled: {reason}" if reason else spent), drafts
+    assert reason or plan.drafts_started == plan.max_drafts, drafts
+    return drafts
+
+
 def test_a_first_stage_whose_greedy_drafts_agree_ends_the_cascade(stack, otlp_receiver):
     response = cascade_solve(stack, [ONE_LINE] * 6, num_drafts=6)
 
-    drafts = [(r.draft.index, r.verdict.valid, r.verdict.extracted_answer) for r in response.drafts]
+    drafts = follows_the_rule(response)
     plan = response.round_plan
-    assert (plan.way, plan.stages, plan.drafts_started, plan.max_drafts) == ("cascade", 1, 2, 6), drafts
-    assert plan.stop_reason == "settled: 2 valid drafts agree on 4", drafts
-    assert plan.policy.endswith("/greedy") and "requested by the client" in plan.max_drafts_reason
-    assert [r.draft.index for r in response.drafts] == [0, 1]
-    assert round_line(plan).startswith("round   cascade ") and "2 of 6 drafts in 1 stage; settled" in round_line(plan)
+    assert plan.way == "cascade" and plan.max_drafts == 6 and "requested by the client" in plan.max_drafts_reason
+    assert plan.policy.endswith("/greedy")
+    first_stage = [d for d in drafts if d[0] < 2]
+    if all(valid for _, valid, _ in first_stage) and first_stage[0][2] == first_stage[1][2] == "4":
+        assert (plan.stages, plan.drafts_started) == (1, 2), drafts
+        assert plan.stop_reason == "settled: 2 valid drafts agree on 4"
+    assert round_line(plan).startswith("round   cascade ") and f"{plan.drafts_started} of 6 drafts" in round_line(plan)
 
     spans = wait_for_trace(otlp_receiver, response.trace_id)
-    (round_span,) = [s for s in spans if s["name"] == "deliberate.round"]
+    (round_span,) = [s for s in spans if s["name"] == "deliberate.round" and s["attributes"]["deliberate.round"] == 0]
     assert round_span["attributes"]["deliberate.round.way"] == "cascade"
     assert round_span["attributes"]["deliberate.round.stop_reason"] == plan.stop_reason
     (request_span,) = [s for s in spans if s["name"].endswith("/Solve") and s["service"] == "deliberate-scheduler"]
     assert request_span["attributes"]["deliberate.round.stop_reason"] == plan.stop_reason
     calls = [s for s in spans if s["service"] == "deliberate-drafter" and s["name"].endswith("/GenerateDrafts")]
-    assert len(calls) == 1, "the first stage is one Drafter call"
+    if response.rounds == 1:
+        assert len(calls) == plan.stages, "one Drafter call per stage"
 
 
 def test_disagreeing_drafts_escalate_two_at_a_time_until_they_settle_or_the_maximum_is_spent(stack, otlp_receiver):
     hints = [f"Reply with one line only: Final answer: {n}" for n in (4, 5, 6, 7)]
     response = cascade_solve(stack, hints, num_drafts=4)
 
-    first_round = [r for r in response.drafts if r.round == 0]
-    drafts = [(r.draft.index, r.verdict.valid, r.verdict.extracted_answer) for r in first_round]
-    valid = [(r.verdict.extracted_answer, r.draft.kind) for r in first_round if r.verdict.valid]
-    plan, policy = response.round_plan, AdaptivePolicy.parse(response.round_plan.policy)
-    assert [r.draft.index for r in first_round] == list(range(len(first_round))), "numbered as one call would"
-    assert plan.drafts_started == len(first_round) and plan.stages == (len(first_round) + 1) // 2, drafts
-    # Each stage's end was judged by the rule: every stage but the last unsettled, the last settled or the maximum.
-    for stage in range(1, plan.stages):
-        earlier = [(r.verdict.extracted_answer, r.draft.kind) for r in first_round[: 2 * stage] if r.verdict.valid]
-        assert not settled(earlier, policy), (stage, drafts)
-    reason = settled(valid, policy)
-    assert plan.stop_reason == (f"settled: {reason}" if reason else "not settled: 4 drafts spent"), drafts
+    follows_the_rule(response)
+    plan = response.round_plan
     assert f"{plan.drafts_started} of 4 drafts started in {plan.stages} stage" in response.num_drafts_reason
     spans = wait_for_trace(otlp_receiver, response.trace_id)
     calls = [s for s in spans if s["service"] == "deliberate-drafter" and s["name"].endswith("/GenerateDrafts")]
