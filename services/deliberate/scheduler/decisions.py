@@ -22,16 +22,20 @@ from .settings import SchedulerSettings
 from .verdicts import DEFAULT_PROGRAM, with_computed_answer
 
 
-def first_round_programs(request: pb.SolveRequest, num_drafts: int, settings: SchedulerSettings) -> int:
+def first_round_programs(
+    request: pb.SolveRequest, num_drafts: int, settings: SchedulerSettings, packs: list[SimpleNamespace] | None = None
+) -> int:
     """How many of the first round's drafts are programs: the request's count (at most N), else the deployment's
     (at most N - 1: one draft stays prose) — for a structured answer its decision programs'
     (`--decision-program-drafts`, or `--bounded-decision-program-drafts` where a rule pack solves the question
-    exactly), none where the request's data is too large for the sandbox."""
+    exactly), none where the request's data is too large for the sandbox. `packs`: `rule_pack_constraints` of the
+    request, where the caller has them already."""
     if request.HasField("program_drafts"):
         return min(request.program_drafts, num_drafts)
     if not request.output_schema.strip():
         return min(settings.program_drafts, num_drafts - 1)
-    packs = rule_pack_constraints(request)  # converted once: the catalog in a pack's params can be large
+    if packs is None:
+        packs = rule_pack_constraints(request)  # converted once: the catalog in a pack's params can be large
     if decision_data_bytes(request, packs) > MAX_DECISION_DATA_BYTES:
         return 0
     if solves_exactly(packs):
@@ -39,12 +43,15 @@ def first_round_programs(request: pb.SolveRequest, num_drafts: int, settings: Sc
     return min(settings.decision_program_drafts, num_drafts - 1)
 
 
-def decision_kind(request: pb.SolveRequest) -> Literal["", "bounded", "unbounded"]:
+def decision_kind(
+    request: pb.SolveRequest, packs: list[SimpleNamespace] | None = None
+) -> Literal["", "bounded", "unbounded"]:
     """What ends a staged round of this request: "" (a free-text question: its drafts agreeing), "bounded" (a plan
-    at the optimum of a pack that solves the question exactly), "unbounded" (any plan that passes every rule)."""
+    at the optimum of a pack that solves the question exactly), "unbounded" (any plan that passes every rule).
+    `packs`: as for `first_round_programs`."""
     if not request.output_schema.strip():
         return ""
-    return "bounded" if solves_exactly(rule_pack_constraints(request)) else "unbounded"
+    return "bounded" if solves_exactly(rule_pack_constraints(request) if packs is None else packs) else "unbounded"
 
 
 def decision_data_of(request: pb.SolveRequest, packs: list[SimpleNamespace] | None = None) -> dict:

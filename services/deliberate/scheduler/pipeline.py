@@ -124,12 +124,14 @@ class Pipeline:
     async def solve(self, request: pb.SolveRequest, deadline_s: float, emit: Emit | None) -> pb.SolveResponse:
         """One request through the stages. `emit`: the stream's event sink (SolveStream); None for a unary Solve."""
         decision = self.draft_count(request.num_drafts)  # before the checks: a round without programs skips theirs
+        # A decision's rule packs, converted once for both questions (a pack's catalog can be large).
+        packs = decisions.rule_pack_constraints(request) if request.output_schema.strip() else []
         plan = round_plan.resolve(
             request,
             self.settings,
             decision,
-            decisions.first_round_programs(request, decision.num_drafts, self.settings),
-            decisions.decision_kind(request),
+            decisions.first_round_programs(request, decision.num_drafts, self.settings, packs),
+            decisions.decision_kind(request, packs),
             self.downstream.spreads_drafts,
         )
         way = final_text.way_of(request, self.settings.final_text)
