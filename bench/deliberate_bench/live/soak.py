@@ -8,11 +8,12 @@ watchdog on a 2 s heartbeat; `deliberate up`'s Supervisor restarting Drafter, Re
 model gets most sums wrong and each re-draft round would multiply a request's cost; the soak measures what faults do
 to requests, not answers) until `--duration` has passed. Each request has a 120 s deadline: on 2 cores the Drafter and
 the Refiner share the CPU, and 8 solves in flight take ~50 s each (prompt evaluation of 16 drafts and 8 refinements),
-so a 60 s deadline would measure the machine's throughput, not the faults. `--quick` keeps 4 in flight, so that
-requests (~25 s each) fit between its faults, 36 s apart. Faults are spread evenly
+so a 60 s deadline would measure the machine's throughput, not the faults. `--quick` keeps 2 in flight, so that
+requests fit between its faults, 36 s apart, on a slower machine too (with 4 in flight, CI's recovery requests
+took 71 s at the median and one passed the deadline; the same run here took 10 s). Faults are spread evenly
 over the run, after a fault-free steady start; the first waits (at most one deadline more, the rest moving with it)
-until `--concurrency` requests have ended, so the steady phase has requests to judge on a slower machine, and the
-end waits the same way until `--concurrency` requests have ended in the recovery phase:
+until `--concurrency` requests (at least 4) have ended, so the steady phase has requests to judge on a slower
+machine, and the end waits the same way until as many have ended in the recovery phase:
 
     full (make soak, 15 min):       5 Verifier SIGKILLs, 2 Verifier SIGSTOPs, 1 Drafter SIGKILL, 1 Refiner SIGKILL
     quick (make soak-quick, 3 min): 1 of each kind
@@ -59,6 +60,7 @@ FULL_FAULTS = ["verifier_kill", "verifier_stop", "drafter_kill", "verifier_kill"
 FULL_FAULTS += ["verifier_kill", "verifier_stop", "verifier_kill", "verifier_kill"]
 QUICK_FAULTS = ["verifier_kill", "drafter_kill", "verifier_stop", "refiner_kill"]
 LOST_AFTER_S = 5.0  # past the deadline
+MIN_JUDGED = 4  # requests the steady and recovery phases wait for, however few are in flight
 # A worker that got an error waits this long before its next request, as a retrying client would; without it a
 # down Drafter turns each worker into a loop of instant UNAVAILABLEs that only measures how fast those are.
 PAUSE_AFTER_ERROR_S = 1.0
@@ -85,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="3 min, one fault of each kind, soak-quick.json")
     parser.add_argument("--duration", type=float, help="seconds of load (default 900; 180 with --quick)")
-    parser.add_argument("--concurrency", type=int, help="solves in flight (default 8; 4 with --quick)")
+    parser.add_argument("--concurrency", type=int, help="solves in flight (default 8; 2 with --quick)")
     parser.add_argument("--deadline", type=float, default=120.0, help="each request's gRPC deadline, seconds")
     parser.add_argument("--heartbeat", type=float, default=2.0, help="the watchdog's heartbeat, seconds")
     parser.add_argument("--drafts", type=int, default=2)
@@ -93,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-redrafts", type=int, default=0, help="the Scheduler's re-drafting rounds")
     args = parser.parse_args(argv)
     duration = args.duration or (180.0 if args.quick else 900.0)
-    args.concurrency = args.concurrency or (4 if args.quick else 8)
+    args.concurrency = args.concurrency or (2 if args.quick else 8)
     faults = QUICK_FAULTS if args.quick else FULL_FAULTS
     name = "soak-quick" if args.quick else "soak"
     # Evenly spaced, with a fault-free stretch first (the steady phase) and one last (recovery).
@@ -199,10 +201,10 @@ class Soak:
             self.hold_for_requests("recovery", self.now(), "load ends")
 
     def hold_for_requests(self, phase: str, planned: float, what: str) -> float:
-        """Wait from `planned` (at most one deadline) until `concurrency` requests have ended in `phase`; returns
-        how late `what` happens."""
+        """Wait from `planned` (at most one deadline) until `concurrency` requests (at least MIN_JUDGED) have ended
+        in `phase`; returns how late `what` happens."""
         until = planned + self.args.deadline
-        while self.now() < until and self.ended_in(phase) < self.args.concurrency:
+        while self.now() < until and self.ended_in(phase) < max(self.args.concurrency, MIN_JUDGED):
             time.sleep(0.25)
         late = self.now() - planned
         if late >= 1.0:
