@@ -1,7 +1,7 @@
 # The lab's targets (bench/, docs/eval.md): each calls `deliberate bench <name>` or `deliberate eval`; included by the
 # Makefile, so `make <target>` runs them from the repository's root. `make help` lists them with the Makefile's.
 
-.PHONY: cascade-tuning bench-cascade eval-cascade bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-confidence bench-confidence-stop bench-overhead bench-consensus bench-stream-prefix refine-drafts refine-ways bench-early-stop bench-adaptive bench-early-stop-bound bench-adaptive-stop bench-scale bench-index soak soak-quick eval eval-quick eval-tuning eval-tuning-2 eval-tuning-3 eval-200 eval-headline eval-default eval-business eval-business-quick frontier-runs frontier learned-policy replay dataset train-judge eval-judges judge-signal eval-lm-harness
+.PHONY: cascade-tuning bench-cascade eval-cascade bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-confidence bench-confidence-stop bench-overhead bench-consensus bench-stream-prefix refine-drafts refine-ways bench-early-stop bench-adaptive bench-early-stop-bound bench-adaptive-stop bench-scale bench-index soak soak-quick bench-load bench-load-quick eval eval-quick eval-tuning eval-tuning-2 eval-tuning-3 eval-200 eval-headline eval-default eval-business eval-business-quick frontier-runs frontier learned-policy replay dataset train-judge eval-judges judge-signal eval-lm-harness
 
 ## The quick benchmarks; each prints its figures and writes bench/results/<name>.json.
 bench: bench-engines bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus
@@ -97,6 +97,17 @@ soak: install
 ## The same for 3 min with one fault of each kind (bench/results/soak-quick.json).
 soak-quick: install
 	$(VENV)/bin/deliberate bench soak --quick $(SOAK_ARGS)
+
+## Load (docs/scaling.md): 1, 2, 4, 8 and 16 closed-loop clients on GSM8K tuning problems, 60 s deadline, the
+## default round beside a round of 5 and a plain single-program server on the same cores; goodput (right answers
+## within the deadline per minute), latency, refusals, lost; writes bench/results/load.{json,md,png} (~50 min).
+LOAD_ARGS ?=
+bench-load: install
+	$(VENV)/bin/deliberate bench load $(LOAD_ARGS)
+
+## The same machinery on SmolLM2-135M, 1 and 2 clients, 30 s each (bench/results/load-quick.*; in CI).
+bench-load-quick: install
+	$(VENV)/bin/deliberate bench load --quick $(LOAD_ARGS)
 
 # Evaluation on GSM8K (docs/eval.md): starts the four services with DELIBERATE_ENGINE / DELIBERATE_MODEL from
 # the environment. Resumable: results are appended per problem; EVAL_ARGS=--fresh starts over.

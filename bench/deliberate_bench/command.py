@@ -37,6 +37,7 @@ BENCHMARKS = {
     "stream-prefix": "deliberate_bench.live.stream_prefix",
     "refine-ways": "deliberate_bench.live.refine_ways",
     "soak": "deliberate_bench.live.soak",
+    "load": "deliberate_bench.live.load",
     "reconnect": "deliberate_bench.live.reconnect",
     "lm-eval-gateway": "deliberate_bench.live.lm_eval_gateway",
     # eval: what reads `deliberate eval`'s runs, and the business cases

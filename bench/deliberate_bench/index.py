@@ -251,6 +251,7 @@ FILES: dict[Path, tuple[Entry, ...]] = {
               "eval.md#why-the-pipeline-does-not-gain-more-100-problem-run"),
         Entry(("scale.json",), "make bench-scale", "deploy.md#load-balancing"),
         Entry(("soak.json", "soak-quick.json"), "make soak, soak-quick", "reliability.md#soak"),
+        Entry(summaries("load-quick"), "make bench-load-quick", "scaling.md#the-curve-on-one-node"),
     ),
 }  # fmt: skip
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import cel
 import pytest
+import yaml
 
 from deliberate.core.ports import GATEWAY_PORT, SERVICE_PORTS
 
@@ -716,3 +717,21 @@ def test_a_misspelled_service_monitor_field_is_rejected(rendered):
     monitor = copy.deepcopy(one(rendered["monitoring"], "ServiceMonitor", "deliberate"))
     monitor["spec"]["endpoints"][0]["intervall"] = "15s"
     assert any("intervall" in problem for problem in render.validate(monitor))
+
+
+def test_monitoring_scales_the_drafter_on_the_queue_it_exports(rendered):
+    """The monitoring overlay's Drafter autoscaler asks the custom metrics API for a series that the Prometheus
+    adapter's rules serve, from a gauge the Drafter really exports (docs/scaling.md)."""
+    objects = rendered["monitoring"]
+    metrics = one(objects, "HorizontalPodAutoscaler", "drafter")["spec"]["metrics"]
+    assert {m["type"] for m in metrics} == {"Resource", "Pods"}  # CPU stays; the queue adds a reason to scale
+    wanted = next(m["pods"]["metric"]["name"] for m in metrics if m["type"] == "Pods")
+    adapter = yaml.safe_load(one(objects, "ConfigMap", "prometheus-adapter-deliberate")["data"]["config.yaml"])
+    rule = next(r for r in adapter["rules"] if r["name"]["as"] == wanted)
+    series = rule["seriesQuery"].split("{", 1)[0].strip("'")
+    assert set(rule["resources"]["overrides"]) == {"namespace", "pod"}  # per pod, as a Pods metric needs
+    exported = (REPO_ROOT / "services/deliberate/core/metrics.py").read_text()
+    assert f'"{series.replace("_", ".")}"' in exported
+    assert not any(
+        m["type"] == "Pods" for m in one(rendered["base"], "HorizontalPodAutoscaler", "drafter")["spec"]["metrics"]
+    )

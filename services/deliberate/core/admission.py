@@ -11,6 +11,12 @@ One server interceptor does both for every service (core/server.py installs it):
   `google.rpc.RetryInfo` in `grpc-status-details-bin`. A stream counts until it ends, however it ends. Health,
   reflection and the cheap reads (GetLoad, GetState) are never bounded: a probe must see a busy service as
   serving.
+- With `by_deadline` (the Scheduler's `--admit-by-deadline`), a work call whose deadline the calls in flight
+  already make out of reach is refused the same way, at once, instead of being admitted to time out: its latency
+  is estimated as (calls in flight + 1) × the recent work of one call alone (each finished call's duration over
+  the calls it shared the service with: on a CPU they share the cores), and the hint is about when enough of
+  them will have ended for the estimate to fit. An idle service admits every call, and so does one that has
+  seen fewer than WARM_CALLS calls end.
 """
 
 from __future__ import annotations
@@ -37,17 +43,21 @@ MAX_RETRY_AFTER_MS = 10_000
 # The hint before any work call finished, and how much each finished call moves the average duration.
 INITIAL_CALL_S = 1.0
 DURATION_SMOOTHING = 0.2
+# Calls that must have ended before the work estimate refuses anything (--admit-by-deadline).
+WARM_CALLS = 3
 # How long a refused bidirectional call waits for its caller's opening message before the refusal (see
 # `read_opening_message`).
 OPENING_MESSAGE_WAIT_S = 0.5
 
 
 class Rejected(Exception):
-    """The bound is reached; `retry_after_ms` is the hint sent to the client."""
+    """The bound is reached (`reason` "bound") or the deadline out of reach ("deadline"); `retry_after_ms` is the
+    hint sent to the client."""
 
-    def __init__(self, message: str, retry_after_ms: int):
+    def __init__(self, message: str, retry_after_ms: int, reason: str = "bound"):
         super().__init__(message)
         self.retry_after_ms = retry_after_ms
+        self.reason = reason
 
 
 class InFlightLimit:
@@ -55,14 +65,17 @@ class InFlightLimit:
 
     Used from the server's event loop only; the metrics scrape (another thread) only reads the counts."""
 
-    def __init__(self, bound: int, setting: str):
+    def __init__(self, bound: int, setting: str, by_deadline: bool = False):
         if bound < 1:
             raise ValueError(f"{setting} must be at least 1, got {bound}")
         self.bound = bound
         self.setting = setting
+        self.by_deadline = by_deadline
         self.in_flight: Counter[str] = Counter()
         self.rejected: Counter[str] = Counter()
         self.mean_call_s = INITIAL_CALL_S
+        self.mean_work_s = INITIAL_CALL_S  # one call's duration alone: its duration over the calls it shared with
+        self.ended = 0
 
     @property
     def total(self) -> int:
@@ -73,24 +86,56 @@ class InFlightLimit:
         estimate = round(1000 * self.mean_call_s / self.bound)
         return max(MIN_RETRY_AFTER_MS, min(MAX_RETRY_AFTER_MS, estimate))
 
-    @contextmanager
-    def admit(self, method: str):
-        """Holds one slot for the block (raises `Rejected` when none is free); released however it ends."""
+    def estimated_s(self) -> float:
+        """A new call's latency if admitted now: it shares the service with every call in flight."""
+        return (self.total + 1) * self.mean_work_s
+
+    def deadline_retry_after_ms(self, time_left_s: float) -> int:
+        """About when enough calls in flight will have ended (one per `mean_work_s`) for a call with `time_left_s`
+        to fit."""
+        may_share_with = max(0, int(time_left_s / self.mean_work_s) - 1)
+        estimate = round(1000 * (self.total - may_share_with) * self.mean_work_s)
+        return max(MIN_RETRY_AFTER_MS, min(MAX_RETRY_AFTER_MS, estimate))
+
+    def refusal(self, time_left_s: float | None) -> Rejected | None:
+        """Why a call may not start now, or None."""
         if self.total >= self.bound:
+            message = f"{self.total} of {self.bound} calls in flight ({self.setting}); retry later"
+            return Rejected(message, self.retry_after_ms(), reason="bound")
+        if not self.by_deadline or time_left_s is None or not self.total or self.ended < WARM_CALLS:
+            return None
+        if self.estimated_s() <= time_left_s:
+            return None
+        message = (
+            f"the deadline cannot be met: {time_left_s:.1f} s left, and with {self.total} calls in flight of about "
+            f"{self.mean_work_s:.1f} s of work each this one would take about {self.estimated_s():.1f} s "
+            "(--admit-by-deadline); retry later"
+        )
+        return Rejected(message, self.deadline_retry_after_ms(time_left_s), reason="deadline")
+
+    @contextmanager
+    def admit(self, method: str, time_left_s: float | None = None):
+        """Holds one slot for the block (raises `Rejected` when none is free, or, `by_deadline`, when the call
+        cannot end within `time_left_s`); released however it ends."""
+        refused = self.refusal(time_left_s)
+        if refused is not None:
             self.rejected[method] += 1
-            metrics.REJECTED_CALLS.add(1, {"method": method})
-            raise Rejected(
-                f"{self.total} of {self.bound} calls in flight ({self.setting}); retry later", self.retry_after_ms()
-            )
+            metrics.REJECTED_CALLS.add(1, {"method": method, "reason": refused.reason})
+            raise refused
         self.in_flight[method] += 1
         metrics.ADMITTED_CALLS.add(1, {"method": method})
-        started = time.monotonic()
+        sharing_at_start, started = self.total, time.monotonic()
         try:
             yield
         finally:
+            self.ended_call(time.monotonic() - started, (sharing_at_start + self.total) / 2)
             self.in_flight[method] -= 1
-            elapsed = time.monotonic() - started
-            self.mean_call_s += DURATION_SMOOTHING * (elapsed - self.mean_call_s)
+
+    def ended_call(self, elapsed_s: float, sharing: float) -> None:
+        """Moves the averages by one ended call that shared the service with `sharing` calls (itself included)."""
+        self.ended += 1
+        self.mean_call_s += DURATION_SMOOTHING * (elapsed_s - self.mean_call_s)
+        self.mean_work_s += DURATION_SMOOTHING * (elapsed_s / max(1.0, sharing) - self.mean_work_s)
 
 
 def retry_metadata(code: grpc.StatusCode, message: str, retry_after_ms: int) -> tuple[tuple[str, str | bytes], ...]:
@@ -158,8 +203,8 @@ def short_name(method: str) -> str:
     return method.rsplit("/", 1)[-1]
 
 
-def slot(limit: InFlightLimit | None, method: str) -> AbstractContextManager:
-    return limit.admit(method) if limit is not None else nullcontext()
+def slot(limit: InFlightLimit | None, method: str, context) -> AbstractContextManager:
+    return limit.admit(method, context.time_remaining()) if limit is not None else nullcontext()
 
 
 def wrap(handler: grpc.RpcMethodHandler, limit: InFlightLimit | None, method: str) -> grpc.RpcMethodHandler:
@@ -174,7 +219,7 @@ def wrap(handler: grpc.RpcMethodHandler, limit: InFlightLimit | None, method: st
         async def streaming(raw: bytes, context):
             request = await parse(raw, deserialize, name, context)
             try:
-                with slot(limit, method):
+                with slot(limit, method, context):
                     async for response in behavior(request, context):
                         yield response
             except Rejected as rejected:
@@ -188,7 +233,7 @@ def wrap(handler: grpc.RpcMethodHandler, limit: InFlightLimit | None, method: st
     async def awaited(raw: bytes, context):
         request = await parse(raw, deserialize, name, context)
         try:
-            with slot(limit, method):
+            with slot(limit, method, context):
                 return await behavior(request, context)
         except Rejected as rejected:
             await reject(context, rejected)
@@ -206,7 +251,7 @@ def bound_stream(handler: grpc.RpcMethodHandler, limit: InFlightLimit, method: s
 
     async def streaming(request_iterator, context):
         try:
-            with slot(limit, method):
+            with slot(limit, method, context):
                 async for response in behavior(request_iterator, context):
                     yield response
         except Rejected as rejected:

@@ -74,8 +74,9 @@ ADMITTED_CALLS = meter.create_counter(
 )
 # Every service: calls refused because its work methods' in-flight bound was reached (core/admission.py).
 REJECTED_CALLS = meter.create_counter(
-    "deliberate.rpc.rejected", unit="{call}", description="Work calls answered RESOURCE_EXHAUSTED because the "
-    "service's --max-in-flight calls were in flight; method."
+    "deliberate.rpc.rejected", unit="{call}", description="Work calls answered RESOURCE_EXHAUSTED: the service's "
+    "--max-in-flight calls were in flight (reason bound), or the deadline was out of reach (reason deadline, "
+    "--admit-by-deadline); method, reason."
 )  # fmt: skip
 
 

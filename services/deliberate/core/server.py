@@ -60,6 +60,8 @@ class ServiceSpec:
     # at most `max_in_flight` of their calls run at once, a call beyond is refused (core/admission.py).
     work_methods: Sequence[str] = ()
     max_in_flight: int = 8
+    # Refuse at once a work call whose deadline the calls in flight put out of reach (core/admission.py).
+    admit_by_deadline: bool = False
     # Several processes serve the port (SO_REUSEPORT): the kernel spreads new connections over them.
     reuse_port: bool = False
 
@@ -74,7 +76,7 @@ async def serve(spec: ServiceSpec, settings: CommonSettings) -> None:
     provider = setup_tracing(spec.name, settings.trace_exporter, settings.trace_file)
     metrics_endpoint = metrics.setup_metrics(spec.name, settings.host, spec.metrics_port)  # a taken port fails here
 
-    limit = InFlightLimit(spec.max_in_flight, flag_name("max_in_flight"))
+    limit = InFlightLimit(spec.max_in_flight, flag_name("max_in_flight"), by_deadline=spec.admit_by_deadline)
     metrics.observe_in_flight(limit)
     server = grpc.aio.server(
         # Tokens are checked first: a refused caller takes no slot.

@@ -131,6 +131,7 @@ def main(argv: list[str] | None = None) -> None:
             interceptors=interceptors,
             work_methods=method_names(service, "Solve", "SolveStream"),
             max_in_flight=settings.max_in_flight,
+            admit_by_deadline=settings.admit_by_deadline,
         ),
         settings,
     )

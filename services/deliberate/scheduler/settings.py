@@ -27,6 +27,12 @@ class SchedulerSettings(DraftLimits, GenerationLimits, PromptLimits, DownstreamT
         "RESOURCE_EXHAUSTED and a retry hint (docs/reliability.md). Past 8 solves the Drafter's 8 engine slots "
         "only queue more drafts and every solve slows.",
     )
+    admit_by_deadline: bool = Field(
+        True,
+        description="Refuse a Solve at once (RESOURCE_EXHAUSTED with a retry hint) when the solves in flight make "
+        "its deadline out of reach: (solves in flight + 1) × the recent work of one solve alone, each solve's "
+        "duration over the solves it shared the cores with (docs/scaling.md). Off: only --max-in-flight refuses.",
+    )
     drafter_address: str = Field(
         DRAFTER_PORTS.local_address,
         description="The Drafter: host:port (one connection), or its replicas, balanced round_robin with health "

@@ -16,6 +16,7 @@ from deliberate.core.admission import (
     OPENING_MESSAGE_WAIT_S,
     RETRY_AFTER_KEY,
     STATUS_DETAILS_KEY,
+    WARM_CALLS,
     Admission,
     InFlightLimit,
     read_opening_message,
@@ -218,6 +219,63 @@ def test_the_retry_hint_follows_the_recent_call_duration():
     assert retry_after_ms([(RETRY_AFTER_KEY, "120")]) == 120 and retry_after_ms([]) is None
     with pytest.raises(ValueError, match="--max-in-flight must be at least 1"):
         InFlightLimit(0, "--max-in-flight")
+
+
+def warm_deadline_limit(work_s: float, in_flight: int) -> InFlightLimit:
+    limit = InFlightLimit(8, "--max-in-flight", by_deadline=True)
+    limit.mean_work_s, limit.ended, limit.in_flight["Solve"] = work_s, WARM_CALLS, in_flight
+    return limit
+
+
+def test_a_call_whose_deadline_the_calls_in_flight_put_out_of_reach_is_refused_with_when_it_would_fit():
+    limit = warm_deadline_limit(work_s=2.0, in_flight=5)  # a sixth call would take about 12 s
+    assert limit.refusal(12.0) is None
+    refused = limit.refusal(9.0)
+    assert refused is not None and refused.reason == "deadline"
+    assert "9.0 s left" in str(refused) and "about 12.0 s" in str(refused) and "--admit-by-deadline" in str(refused)
+    # 9 s fit 4 calls of 2 s: this one and 3 others, so 2 of the 5 in flight must end first, one per 2 s.
+    assert refused.retry_after_ms == 4000
+    # The bound still refuses first, with its own hint.
+    limit.in_flight["Solve"] = 8
+    assert limit.refusal(100.0).reason == "bound"
+
+
+def test_deadline_admission_admits_when_it_has_nothing_to_go_on():
+    assert warm_deadline_limit(work_s=30.0, in_flight=0).refusal(1.0) is None  # idle: trying alone is the best
+    assert warm_deadline_limit(work_s=30.0, in_flight=2).refusal(None) is None  # no deadline
+    cold = warm_deadline_limit(work_s=30.0, in_flight=2)
+    cold.ended = WARM_CALLS - 1
+    assert cold.refusal(1.0) is None  # too few ended calls to estimate from
+    off = warm_deadline_limit(work_s=30.0, in_flight=2)
+    off.by_deadline = False
+    assert off.refusal(1.0) is None  # --admit-by-deadline off: only the bound
+
+
+def test_the_work_estimate_is_a_calls_duration_over_the_calls_it_shared_with():
+    limit = InFlightLimit(8, "--max-in-flight", by_deadline=True)
+    for _ in range(200):
+        limit.ended_call(elapsed_s=12.0, sharing=4.0)
+    assert limit.mean_work_s == pytest.approx(3.0) and limit.mean_call_s == pytest.approx(12.0)
+    assert limit.ended == 200
+
+
+def test_a_call_with_an_unreachable_deadline_is_refused_over_grpc_and_one_without_a_deadline_is_admitted():
+    async def test(service: Running):
+        service.limit.by_deadline, service.limit.ended, service.limit.mean_work_s = True, WARM_CALLS, 5.0
+        held = asyncio.ensure_future(service.unary("Hold")(wrappers_pb2.StringValue(value="held")))
+        await service.until_in_flight(1)
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await service.unary("Hold")(wrappers_pb2.StringValue(), timeout=3)  # 2 calls of 5 s each: 10 s
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert refused.value.details().startswith("the deadline cannot be met")
+        assert retry_after_ms(refused.value.trailing_metadata()) == 5000  # the one in flight ends, then it fits
+        assert service.limit.rejected == {"Hold": 1}
+        no_deadline = asyncio.ensure_future(service.unary("Hold")(wrappers_pb2.StringValue(value="free")))
+        await service.until_in_flight(2)
+        service.work.release.set()
+        assert [r.value for r in await asyncio.gather(held, no_deadline)] == ["held", "free"]
+
+    serve(test)
 
 
 def test_a_bidirectional_work_method_holds_a_slot_until_it_ends():

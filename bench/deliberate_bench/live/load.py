@@ -1,0 +1,347 @@
+"""Load: goodput as clients multiply — the default round, a round of 5 and a plain single-program server, side by side
+on the same stack and the same cores.
+
+    deliberate bench load [--levels 1,2,4,8,16] [--duration 180] [--deadline 60] [--configs ...] [--quick]
+
+A closed loop per level: `clients` threads, each sending the next GSM8K tuning problem (a fixed sample of the first
+tuning block; never a scored problem) as soon as its last one ended, for `--duration` seconds; then no new request,
+and those in flight end by their deadline. Every request carries the deadline (the gRPC timeout, which the Scheduler
+reads as the request's). Configurations (`--configs`):
+
+    default         the Scheduler's default round (the cascade), nothing set but the deadline
+    round5          5 drafts all at once (DRAFT_COUNT_ALL_AT_ONCE), the round before the cascade
+    single-program  what a user would run instead: the same Drafter (same engine, same llama.cpp core) asked for one
+                    greedy program per request, no Scheduler or Verifier; its program is run in this process's
+                    sandbox (milliseconds) and its printed number is the answer — `deliberate eval`'s
+                    single:program row, under load
+
+Per level and configuration: throughput (requests answered per minute), **goodput** (right answers within the deadline
+per minute), p50/p95/p99 latency of admitted requests, refusals (`RESOURCE_EXHAUSTED`; the client waits the
+`retry-after-ms` hint and sends the same problem once more, and whether that retry was admitted is counted),
+deadlines exceeded, lost (no reply by the deadline + 5 s), and the drafts per request the round started.
+A minute here is the level's wall time, from its first request to the end of its last.
+
+Writes bench/results/load.{json,md,png} (load-quick.* with --quick: SmolLM2-135M, 1 and 2 clients, 30 s, the default
+against the single-program server — a check that the machinery works, not a curve).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+
+from deliberate.cli.stack import Ports, Stack
+from deliberate.core.admission import retry_after_ms
+from deliberate.engines.models import DEFAULT_EMBEDDED
+from deliberate.selection import same_answer
+from deliberate.verifier.parsing import extract_final_answer
+from deliberate_bench.eval.calls import Settings, single_pass
+from deliberate_bench.eval.problems import DEFAULT_SEED, TUNING_BLOCK_FILES, Problem, load_problems, read_exclusions
+from deliberate_bench.eval.services import Services
+from deliberate_bench.eval.stats import percentile
+from deliberate_bench.inputs import SAMPLE_GSM8K, SHARED_GSM8K
+from deliberate_bench.results import RESULTS, code_version, write_result
+from deliberate_client.client import build_request
+
+LOST_AFTER_S = 5.0  # past the deadline, as the soak counts it
+CONFIGS = ("default", "round5", "single-program")
+PROBLEMS = 50
+
+
+@dataclass
+class Call:
+    problem: str
+    started: float
+    ended: float | None = None
+    code: str = ""  # the gRPC status name
+    right: bool = False
+    drafts: int = 0
+    refused: bool = False  # the first try was refused with RESOURCE_EXHAUSTED
+    hinted: bool = False  # ... and carried a retry-after-ms hint
+    retry_admitted: bool | None = None  # the retry after the hint: admitted (any status but RESOURCE_EXHAUSTED)
+
+    @property
+    def latency(self) -> float | None:
+        return None if self.ended is None else self.ended - self.started
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="SmolLM2-135M, 1 and 2 clients, 30 s, load-quick.*")
+    parser.add_argument("--levels", help="concurrent clients per level (default 1,2,4,8,16; 1,2 with --quick)")
+    parser.add_argument("--duration", type=float, help="seconds of new requests per level (default 180; 30 quick)")
+    parser.add_argument("--deadline", type=float, default=60.0, help="each request's deadline, seconds")
+    parser.add_argument("--configs", help=f"comma list of {', '.join(CONFIGS)} (default all; quick: no round5)")
+    parser.add_argument("--max-new-tokens", type=int, default=384, help="draft budget (quick: 48)")
+    parser.add_argument("--name", help="results name (default load, or load-quick)")
+    args = parser.parse_args(argv)
+    if args.quick:  # read by the stack's services when they start
+        os.environ.setdefault("DELIBERATE_MODEL", "smollm2-135m")
+    levels = [int(n) for n in (args.levels or ("1,2" if args.quick else "1,2,4,8,16")).split(",")]
+    duration = args.duration or (30.0 if args.quick else 180.0)
+    configs = (args.configs or ("default,single-program" if args.quick else ",".join(CONFIGS))).split(",")
+    unknown = set(configs) - set(CONFIGS)
+    if unknown:
+        parser.error(f"--configs: unknown {sorted(unknown)}")
+    max_new_tokens = 48 if args.quick and args.max_new_tokens == 384 else args.max_new_tokens
+    name = args.name or ("load-quick" if args.quick else "load")
+    code_version()  # the commit the stack starts at, kept for the result (a run outlasts commits)
+    problems = tuning_problems(PROBLEMS)
+
+    log_dir = Path(tempfile.mkdtemp(prefix="deliberate-load-"))
+    print(f"load: levels {levels}, {duration:.0f} s each, deadline {args.deadline:.0f} s, configs {configs}, "
+          f"model {os.environ.get('DELIBERATE_MODEL', 'the default')}; logs in {log_dir}/", flush=True)  # fmt: skip
+    with Stack(ports=Ports.free(), log_dir=log_dir, state_dir=log_dir, with_gateway=False) as stack:
+        sender = Sender(stack, args.deadline, max_new_tokens)
+        sender.warm_up(problems[0], configs)
+        results = []
+        for config in configs:
+            points = []
+            for clients in levels:
+                calls = run_level(sender, config, clients, duration, problems)
+                points.append(point(calls, clients, args.deadline))
+                print(f"  {config:15} {clients:3} clients: {summary_line(points[-1])}", flush=True)
+            results.append({"name": config, "points": points})
+    figures = {
+        "question": "right answers within the deadline per minute as concurrent clients multiply, on 2 cores",
+        "levels": levels,
+        "duration_s": duration,
+        "deadline_s": args.deadline,
+        "lost_after_deadline_s": LOST_AFTER_S,
+        "max_new_tokens": max_new_tokens,
+        "model": os.environ.get("DELIBERATE_MODEL", DEFAULT_EMBEDDED),
+        "problems": f"{len(problems)} GSM8K tuning problems (first tuning block, seed {DEFAULT_SEED}), in turn",
+        "command": "deliberate bench load" + (" --quick" if args.quick else ""),
+        "configs": results,
+        "ratios": goodput_ratios(results),
+    }
+    figures["failures"] = failures(results)
+    path = write_result(name, figures)
+    (RESULTS / f"{name}.md").write_text(markdown(figures))
+    plot(figures, RESULTS / f"{name}.png")
+    print(f"wrote {path}")
+    for failure in figures["failures"]:
+        print(f"FAIL  {failure}")
+    return 1 if figures["failures"] else 0
+
+
+def tuning_problems(limit: int) -> list[Problem]:
+    """The first `limit` of the first tuning block's sample (the shared split), else of the tests' sample."""
+    if SHARED_GSM8K.exists():
+        return load_problems(SHARED_GSM8K, limit, DEFAULT_SEED, read_exclusions(TUNING_BLOCK_FILES[0]))
+    return load_problems(SAMPLE_GSM8K, limit, DEFAULT_SEED, set())
+
+
+class Sender:
+    """One request of a configuration, timed and judged; thread-safe (gRPC channels are)."""
+
+    def __init__(self, stack, deadline: float, max_new_tokens: int):
+
+        self.deadline = deadline
+        self.services = Services(stack.address, stack.address_of("drafter"), stack.address_of("refiner"))
+        self.settings = Settings(sizes=[5], max_new_tokens=max_new_tokens, refine_max_new_tokens=None,
+                                 temperature=None, seed=0, check_arithmetic=True, refine_subsets=False,
+                                 ads_catalog_size=0, timeout_s=deadline, engine="", model="")  # fmt: skip
+
+    def warm_up(self, problem: Problem, configs: list[str]) -> None:
+        """One request of each configuration before any clock: the first pays for cold caches."""
+        for config in configs:
+            self.send(config, problem, time.monotonic())
+
+    def send(self, config: str, problem: Problem, begun: float) -> Call:
+        call = Call(problem.id, started=time.monotonic() - begun)
+        if config == "single-program":
+            self.single_program(call, problem)
+        else:
+            self.solve(call, config, problem)
+            if call.code == "RESOURCE_EXHAUSTED" and call.hinted:
+                retried = Call(problem.id, started=call.started)
+                self.solve(retried, config, problem)
+                retried.refused, retried.hinted = True, True
+                retried.retry_admitted = retried.code != "RESOURCE_EXHAUSTED"
+                call = retried
+        call.ended = time.monotonic() - begun
+        return call
+
+    def solve(self, call: Call, config: str, problem: Problem) -> None:
+
+        round_of_5 = {"num_drafts": 5, "draft_count": "all_at_once"} if config == "round5" else {}
+        request = build_request(problem.question, max_new_tokens=self.settings.max_new_tokens,
+                                request_id=f"load-{config}-{problem.id}", **round_of_5)  # fmt: skip
+        try:
+            response = self.services.scheduler.Solve(request, timeout=self.deadline)
+        except grpc.RpcError as error:
+            call.code = error.code().name
+            if error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                hint = retry_after_ms(error.trailing_metadata())
+                call.refused, call.hinted = True, hint is not None
+                if hint is not None:
+                    time.sleep(hint / 1000)
+            return
+        call.code = "OK"
+        call.right = same_answer(extract_final_answer(response.answer), problem.gold)
+        call.drafts = response.round_plan.drafts_started or response.num_drafts
+
+    def single_program(self, call: Call, problem: Problem) -> None:
+
+        done = single_pass(self.services, self.settings, f"load-single-{problem.id}", problem.question, program=True)
+        error = done.get("error")
+        call.code = error.split(":", 1)[0] if error else "OK"
+        call.right = not error and same_answer(done["answer"], problem.gold)
+        call.drafts = 1
+
+
+def run_level(sender: Sender, config: str, clients: int, duration: float, problems: list[Problem]) -> list[Call]:
+    """`clients` closed-loop clients for `duration` seconds; returns every call once all have ended."""
+    begun = time.monotonic()
+    numbers = itertools.count()
+    calls: list[Call] = []
+    lock = threading.Lock()
+
+    def client() -> None:
+        while time.monotonic() - begun < duration:
+            with lock:
+                problem = problems[next(numbers) % len(problems)]
+            call = sender.send(config, problem, begun)
+            with lock:
+                calls.append(call)
+
+    threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:  # a call ends by its deadline (gRPC's timeout): a thread still alive after that is lost
+        thread.join(max(0.0, begun + duration + 2 * (sender.deadline + LOST_AFTER_S) - time.monotonic()))
+    lost = sum(thread.is_alive() for thread in threads)
+    return calls + [Call("lost", started=duration, code="LOST") for _ in range(lost)]
+
+
+def point(calls: list[Call], clients: int, deadline: float) -> dict:
+    """One level's figures."""
+    ended = [c for c in calls if c.ended is not None]
+    minutes = max([c.ended for c in ended] + [1.0]) / 60
+    admitted = [c for c in ended if c.code != "RESOURCE_EXHAUSTED"]
+    latencies = sorted(c.latency for c in admitted if c.latency is not None)
+    answered = [c for c in ended if c.code == "OK"]
+    good = [c for c in answered if c.right and c.latency <= deadline]
+    retries = [c.retry_admitted for c in ended if c.retry_admitted is not None]
+    lost = [c for c in calls if c.code == "LOST" or (c.latency or 0) > deadline + LOST_AFTER_S]
+
+    def pct(q: float) -> float | None:
+        return round(percentile(latencies, q / 100), 2) if latencies else None
+
+    return {
+        "clients": clients,
+        "requests": len(calls),
+        "answered": len(answered),
+        "right": sum(c.right for c in answered),
+        "throughput_per_min": round(len(answered) / minutes, 2),
+        "goodput_per_min": round(len(good) / minutes, 2),
+        "p50_s": pct(50),
+        "p95_s": pct(95),
+        "p99_s": pct(99),
+        "refused": sum(c.refused for c in calls),
+        "refused_with_hint": sum(c.hinted for c in calls),
+        "retries_admitted": sum(retries),
+        "retries": len(retries),
+        "deadline_exceeded": sum(c.code == "DEADLINE_EXCEEDED" for c in calls),
+        "other_errors": sum(c.code not in ("OK", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "LOST") for c in calls),
+        "lost": len(lost),
+        "drafts_mean": round(sum(c.drafts for c in answered) / len(answered), 2) if answered else None,
+        "minutes": round(minutes, 2),
+    }
+
+
+def failures(configs: list[dict]) -> list[str]:
+    """What must hold at every level whatever the load: nothing lost, no status but OK, DEADLINE_EXCEEDED and a
+    hinted RESOURCE_EXHAUSTED, and some request answered."""
+    found = []
+    for config in configs:
+        for p in config["points"]:
+            where = f"{config['name']} at {p['clients']} clients"
+            if p["lost"]:
+                found.append(f"{where}: {p['lost']} lost")
+            if p["other_errors"] or p["refused"] > p["refused_with_hint"]:
+                found.append(f"{where}: {p['other_errors']} other errors, {p['refused'] - p['refused_with_hint']} "
+                             "refusals without a retry hint")  # fmt: skip
+            if not p["answered"]:
+                found.append(f"{where}: nothing answered")
+    return found
+
+
+def goodput_ratios(configs: list[dict]) -> list[dict]:
+    """Each configuration's goodput over the single-program server's, level by level."""
+    by_name = {c["name"]: {p["clients"]: p for p in c["points"]} for c in configs}
+    baseline = by_name.get("single-program")
+    if not baseline:
+        return []
+    return [
+        {"config": name, "clients": clients, "goodput_ratio": round(p["goodput_per_min"] / base, 2) if base else None}
+        for name, points in by_name.items()
+        if name != "single-program"
+        for clients, p in points.items()
+        if clients in baseline and (base := baseline[clients]["goodput_per_min"]) is not None
+    ]
+
+
+def summary_line(p: dict) -> str:
+    return (f"goodput {p['goodput_per_min']}/min, throughput {p['throughput_per_min']}/min, p50 {p['p50_s']} s, "
+            f"p95 {p['p95_s']} s, refused {p['refused']}, deadline exceeded {p['deadline_exceeded']}, "
+            f"lost {p['lost']}, drafts {p['drafts_mean']}")  # fmt: skip
+
+
+def markdown(figures: dict) -> str:
+    lines = [
+        f"# {figures['command']}",
+        "",
+        f"{figures['question'].capitalize()}: {figures['model']}, deadline {figures['deadline_s']:g} s, "
+        f"{figures['duration_s']:g} s of new requests per level, {figures['problems']}.",
+        "",
+        "| config | clients | goodput /min | throughput /min | right/answered | p50 s | p95 s | p99 s | refused "
+        "(retries admitted) | deadline exceeded | lost | drafts |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for config in figures["configs"]:
+        for p in config["points"]:
+            lines.append(
+                f"| {config['name']} | {p['clients']} | {p['goodput_per_min']} | {p['throughput_per_min']} | "
+                f"{p['right']}/{p['answered']} | {p['p50_s']} | {p['p95_s']} | {p['p99_s']} | "
+                f"{p['refused']} ({p['retries_admitted']}/{p['retries']}) | {p['deadline_exceeded']} | {p['lost']} | "
+                f"{p['drafts_mean']} |"
+            )
+    if figures["ratios"]:
+        lines += ["", "| config | clients | goodput ÷ single-program |", "|---|---|---|"]
+        for r in figures["ratios"]:
+            ratio = r["goodput_ratio"] if r["goodput_ratio"] is not None else "n/a (no right answer to divide by)"
+            lines.append(f"| {r['config']} | {r['clients']} | {ratio} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(figures: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (good, tail) = plt.subplots(1, 2, figsize=(10, 4))
+    for config in figures["configs"]:
+        clients = [p["clients"] for p in config["points"]]
+        good.plot(clients, [p["goodput_per_min"] for p in config["points"]], marker="o", label=config["name"])
+        tail.plot(clients, [p["p95_s"] for p in config["points"]], marker="o", label=config["name"])
+    tail.axhline(figures["deadline_s"], color="grey", linestyle="--", label="deadline")
+    for ax, label in ((good, "right answers within the deadline / min"), (tail, "p95 latency of admitted, s")):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("concurrent clients")
+        ax.set_ylabel(label)
+        ax.legend()
+    fig.suptitle(f"{figures['command']} ({figures['model']}, 2 cores)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

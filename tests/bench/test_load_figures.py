@@ -1,0 +1,65 @@
+"""`deliberate bench load`'s figures from its calls: goodput counts right answers within the deadline only, refusals
+and lost requests are told apart, and the ratio is taken against the single-program server level by level."""
+
+from __future__ import annotations
+
+from deliberate_bench.live.load import Call, failures, goodput_ratios, point
+
+DEADLINE = 60.0
+
+
+def call(started: float, took: float, code: str = "OK", right: bool = True, drafts: int = 1, **kw) -> Call:
+    return Call("gsm8k:1", started=started, ended=started + took, code=code, right=right, drafts=drafts, **kw)
+
+
+def test_goodput_counts_right_answers_within_the_deadline_per_minute_of_wall_time():
+    calls = [
+        call(0, 10),  # right, in time
+        call(10, 20, right=False),  # answered, wrong
+        call(30, 60, code="DEADLINE_EXCEEDED", right=False),
+        call(0, 120, drafts=3),  # right and answered, but past the deadline: not goodput
+    ]
+    p = point(calls, clients=2, deadline=DEADLINE)
+    assert p["minutes"] == 2.0  # the last call ended at 120 s
+    assert p["answered"] == 3 and p["right"] == 2
+    assert p["throughput_per_min"] == 1.5
+    assert p["goodput_per_min"] == 0.5
+    assert p["deadline_exceeded"] == 1
+    assert p["lost"] == 1  # 120 s > deadline + 5 s with no status: the server held it past its deadline
+    assert p["drafts_mean"] == round(5 / 3, 2)
+
+
+def test_refusals_are_not_latencies_and_retries_after_the_hint_are_counted():
+    calls = [
+        call(0, 5),
+        call(0, 0.01, code="RESOURCE_EXHAUSTED", right=False, refused=True, hinted=True, retry_admitted=False),
+        call(1, 9, refused=True, hinted=True, retry_admitted=True),  # admitted on the retry: its wait included
+    ]
+    p = point(calls, clients=2, deadline=DEADLINE)
+    assert p["refused"] == 2 and p["refused_with_hint"] == 2
+    assert (p["retries_admitted"], p["retries"]) == (1, 2)
+    assert p["p50_s"] == 7.0  # median of 5 and 9; the refused call's 0.01 s is no latency of an admitted request
+
+
+def test_failures_name_lost_requests_unhinted_refusals_and_silent_levels():
+    good = point([call(0, 5)], clients=1, deadline=DEADLINE)
+    lost = point([Call("lost", started=0, code="LOST")], clients=2, deadline=DEADLINE)
+    unhinted = point([call(0, 1, code="RESOURCE_EXHAUSTED", right=False, refused=True)], clients=4, deadline=DEADLINE)
+    found = failures([{"name": "default", "points": [good, lost, unhinted]}])
+    assert any("at 2 clients: 1 lost" in f for f in found)
+    assert any("at 2 clients: nothing answered" in f for f in found)
+    assert any("at 4 clients" in f and "without a retry hint" in f for f in found)
+    assert not any("at 1 clients" in f for f in found)
+
+
+def test_goodput_ratio_is_against_the_single_program_server_at_the_same_level():
+    def points(*goodputs: float) -> list[dict]:
+        return [{"clients": 2**i, "goodput_per_min": g} for i, g in enumerate(goodputs)]
+
+    ratios = goodput_ratios(
+        [{"name": "default", "points": points(6.0, 5.0)}, {"name": "single-program", "points": points(4.0, 0.0)}]
+    )
+    assert ratios == [
+        {"config": "default", "clients": 1, "goodput_ratio": 1.5},
+        {"config": "default", "clients": 2, "goodput_ratio": None},  # nothing to divide by
+    ]
