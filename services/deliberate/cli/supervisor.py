@@ -2,7 +2,7 @@
 started again after an exponential backoff; a crash loop gives up so the caller can stop the stack.
 
 The Verifier is not among them: the Scheduler starts it, and the Scheduler's watchdog restarts it (docs/reliability.md).
-`deliberate up` calls `check()` twice a second; tests and bench/soak.py drive the same object in-process.
+`deliberate up` calls `check()` twice a second; tests and `deliberate bench soak` drive the same object in-process.
 """
 
 from __future__ import annotations

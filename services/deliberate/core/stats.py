@@ -1,5 +1,5 @@
 """Percentiles, shared by `deliberate traces` (cli/trace_analysis.py) and the evaluation lab (deliberate-bench,
-bench/deliberate_bench/eval_stats.py): one definition, numpy's default interpolation, no numpy."""
+bench/deliberate_bench/eval/stats.py): one definition, numpy's default interpolation, no numpy."""
 
 from __future__ import annotations
 

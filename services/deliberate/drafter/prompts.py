@@ -24,7 +24,7 @@ DEFAULT_STRATEGIES = (
 )
 
 # Brief on purpose: the default model (Qwen2.5-Coder-0.5B) otherwise writes code and long prose, and most
-# drafts ran out of tokens before their final line (bench/prompt_budget.py, docs/models.md).
+# drafts ran out of tokens before their final line (bench/deliberate_bench/speed/prompt_budget.py, docs/models.md).
 SYSTEM_PROMPT = (
     "You are a careful problem solver. Reason in short steps, one calculation per line, in plain text "
     "(no code). Then state the result."

@@ -77,7 +77,7 @@ class LlamaCppEngine(Engine):
 
         `host_prompt_cache_mib`: llama.cpp's copy of finished prompts' KV in host RAM (its default is 8 GiB).
         Off: every question differs, and with it the Drafter's RSS grew ~25 MB per evaluation problem
-        (`bench/prompt_cache_memory.py` measures it)."""
+        (`deliberate bench prompt-cache-memory` measures it)."""
         import xllamacpp
 
         path = gguf_file(model)

@@ -6,7 +6,7 @@ question and strategy hint both occur in the prompt (the Drafter renders both in
 no record matches so (the Refiner's) gets the first record whose question occurs in it, else `FALLBACK_TEXT`.
 So the real services can be run on drafts a model wrote once (`bench/results/*.runs.jsonl`), in seconds and with
 the same texts every time: `tests/integration/test_selection_identity.py` checks with it that the Scheduler ranks
-drafts exactly as `bench/deliberate_bench/replay.py` does.
+drafts exactly as `bench/deliberate_bench/eval/replay.py` does.
 
 Like a real engine it streams each text as a few deltas, counts whitespace-separated words as tokens, stops at
 `max_new_tokens` of them ("length"), and stops a cancelled sequence between two deltas ("aborted").

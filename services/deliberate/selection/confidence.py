@@ -12,7 +12,7 @@ model's (untempered) distribution. From them:
   a prose draft, the closing `print(…)` of a program.
 
 `ConfidenceWatch` is DeepConf's stop, token by token: the Scheduler's confidence stop (docs/scheduler.md) and the
-replays of it (`bench/confidence_stop.py`, `bench/early_stop_bound.py`) run the same one.
+replays of it (`deliberate bench confidence-stop`, `early-stop-bound`) run the same one.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Hostile programs the program check must refuse (tests and bench/program_check.py): each with what its
+"""Hostile programs the program check must refuse (tests and `deliberate bench program-check`): each with what its
 failure message must say. Kept beside the check so the tests and the benchmark run one set."""
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ MAX_DETAIL_CHARS = 120
 
 @dataclass(frozen=True)
 class ProgramLimits:
-    # Ordinary programs finish in under 0.2 ms (bench/program_check.py); 40 ms bounds what a hostile one costs.
+    # Ordinary programs finish in under 0.2 ms (deliberate bench program-check); 40 ms bounds a hostile one.
     time_s: float = 0.04
     memory_bytes: int = 32 * 2**20
     recursion_depth: int = 200

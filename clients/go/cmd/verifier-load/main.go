@@ -4,7 +4,7 @@
 //
 //	verifier-load -addr 127.0.0.1:50053 -request request.bin -seconds 5 -channels 8 -in-flight 8
 //
-// bench/verifier.py builds and runs it: a load generator in Go costs a fraction of the CPU a Python one does, so on
+// `deliberate bench verifier` builds and runs it: a load generator in Go costs a fraction of the CPU a Python one does, so on
 // a small machine the figure is the server's, not the client's.
 package main
 
