@@ -28,6 +28,7 @@ against the single-program server — a check that the machinery works, not a cu
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import os
 import tempfile
@@ -43,6 +44,7 @@ from deliberate.core.admission import retry_after_ms
 from deliberate.engines.models import DEFAULT_EMBEDDED
 from deliberate.selection import same_answer
 from deliberate.verifier.parsing import extract_final_answer
+from deliberate_api.drafter.v1.drafter_service_pb2 import GetLoadRequest
 from deliberate_bench.eval.calls import Settings, single_pass
 from deliberate_bench.eval.problems import DEFAULT_SEED, TUNING_BLOCK_FILES, Problem, load_problems, read_exclusions
 from deliberate_bench.eval.services import Services
@@ -106,8 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         for config in configs:
             points = []
             for clients in levels:
-                calls = run_level(sender, config, clients, duration, problems)
-                points.append(point(calls, clients, args.deadline))
+                calls, queue = run_level(sender, config, clients, duration, problems)
+                points.append(point(calls, clients, args.deadline) | queue_figures(queue))
                 print(f"  {config:15} {clients:3} clients: {summary_line(points[-1])}", flush=True)
             results.append({"name": config, "points": points})
     figures = {
@@ -157,27 +159,32 @@ class Sender:
             self.send(config, problem, time.monotonic())
 
     def send(self, config: str, problem: Problem, begun: float) -> Call:
+        """One request; refused with a hint, it waits the hint and is sent once more within its first deadline (the
+        request's deadline is one instant, however many tries)."""
         call = Call(problem.id, started=time.monotonic() - begun)
         if config == "single-program":
             self.single_program(call, problem)
         else:
-            self.solve(call, config, problem)
+            self.solve(call, config, problem, self.deadline)
+            left = self.deadline - (time.monotonic() - begun - call.started)
             if call.code == "RESOURCE_EXHAUSTED" and call.hinted:
-                retried = Call(problem.id, started=call.started)
-                self.solve(retried, config, problem)
-                retried.refused, retried.hinted = True, True
-                retried.retry_admitted = retried.code != "RESOURCE_EXHAUSTED"
+                retried = Call(problem.id, started=call.started, refused=True, hinted=True)
+                if left > 0:
+                    self.solve(retried, config, problem, left)
+                    retried.retry_admitted = retried.code != "RESOURCE_EXHAUSTED"
+                else:
+                    retried.code = "DEADLINE_EXCEEDED"  # the hint outlasted the deadline: not sent again
                 call = retried
         call.ended = time.monotonic() - begun
         return call
 
-    def solve(self, call: Call, config: str, problem: Problem) -> None:
+    def solve(self, call: Call, config: str, problem: Problem, timeout: float) -> None:
 
         round_of_5 = {"num_drafts": 5, "draft_count": "all_at_once"} if config == "round5" else {}
         request = build_request(problem.question, max_new_tokens=self.settings.max_new_tokens,
                                 request_id=f"load-{config}-{problem.id}", **round_of_5)  # fmt: skip
         try:
-            response = self.services.scheduler.Solve(request, timeout=self.deadline)
+            response = self.services.scheduler.Solve(request, timeout=timeout)
         except grpc.RpcError as error:
             call.code = error.code().name
             if error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
@@ -199,8 +206,11 @@ class Sender:
         call.drafts = 1
 
 
-def run_level(sender: Sender, config: str, clients: int, duration: float, problems: list[Problem]) -> list[Call]:
-    """`clients` closed-loop clients for `duration` seconds; returns every call once all have ended."""
+def run_level(
+    sender: Sender, config: str, clients: int, duration: float, problems: list[Problem]
+) -> tuple[list[Call], list[int]]:
+    """`clients` closed-loop clients for `duration` seconds; returns every call once all have ended, and the
+    Drafter's queue (sequences waiting for an engine slot) sampled each second meanwhile."""
     begun = time.monotonic()
     numbers = itertools.count()
     calls: list[Call] = []
@@ -214,13 +224,23 @@ def run_level(sender: Sender, config: str, clients: int, duration: float, proble
             with lock:
                 calls.append(call)
 
+    queue: list[int] = []
+    ended = threading.Event()
+
+    def sample_queue() -> None:
+        while not ended.wait(1.0):
+            with contextlib.suppress(grpc.RpcError):
+                queue.append(sender.services.drafter.GetLoad(GetLoadRequest(), timeout=2).queued_sequences)
+
     threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
-    for thread in threads:
+    sampler = threading.Thread(target=sample_queue, daemon=True)
+    for thread in [*threads, sampler]:
         thread.start()
     for thread in threads:  # a call ends by its deadline (gRPC's timeout): a thread still alive after that is lost
         thread.join(max(0.0, begun + duration + 2 * (sender.deadline + LOST_AFTER_S) - time.monotonic()))
+    ended.set()
     lost = sum(thread.is_alive() for thread in threads)
-    return calls + [Call("lost", started=duration, code="LOST") for _ in range(lost)]
+    return calls + [Call("lost", started=duration, code="LOST") for _ in range(lost)], queue
 
 
 def point(calls: list[Call], clients: int, deadline: float) -> dict:
@@ -259,6 +279,14 @@ def point(calls: list[Call], clients: int, deadline: float) -> dict:
     }
 
 
+def queue_figures(queue: list[int]) -> dict:
+    """The Drafter's queue over a level: sequences waiting for one of its engine slots."""
+    return {
+        "drafter_queue_mean": round(sum(queue) / len(queue), 2) if queue else None,
+        "drafter_queue_max": max(queue) if queue else None,
+    }
+
+
 def failures(configs: list[dict]) -> list[str]:
     """What must hold at every level whatever the load: nothing lost, no status but OK, DEADLINE_EXCEEDED and a
     hinted RESOURCE_EXHAUSTED, and some request answered."""
@@ -294,7 +322,7 @@ def goodput_ratios(configs: list[dict]) -> list[dict]:
 def summary_line(p: dict) -> str:
     return (f"goodput {p['goodput_per_min']}/min, throughput {p['throughput_per_min']}/min, p50 {p['p50_s']} s, "
             f"p95 {p['p95_s']} s, refused {p['refused']}, deadline exceeded {p['deadline_exceeded']}, "
-            f"lost {p['lost']}, drafts {p['drafts_mean']}")  # fmt: skip
+            f"lost {p['lost']}, drafts {p['drafts_mean']}, Drafter queue {p.get('drafter_queue_mean')}")  # fmt: skip
 
 
 def markdown(figures: dict) -> str:
@@ -305,8 +333,8 @@ def markdown(figures: dict) -> str:
         f"{figures['duration_s']:g} s of new requests per level, {figures['problems']}.",
         "",
         "| config | clients | goodput /min | throughput /min | right/answered | p50 s | p95 s | p99 s | refused "
-        "(retries admitted) | deadline exceeded | lost | drafts |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "(retries admitted) | deadline exceeded | lost | drafts | Drafter queue mean / max |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for config in figures["configs"]:
         for p in config["points"]:
@@ -314,7 +342,7 @@ def markdown(figures: dict) -> str:
                 f"| {config['name']} | {p['clients']} | {p['goodput_per_min']} | {p['throughput_per_min']} | "
                 f"{p['right']}/{p['answered']} | {p['p50_s']} | {p['p95_s']} | {p['p99_s']} | "
                 f"{p['refused']} ({p['retries_admitted']}/{p['retries']}) | {p['deadline_exceeded']} | {p['lost']} | "
-                f"{p['drafts_mean']} |"
+                f"{p['drafts_mean']} | {p.get('drafter_queue_mean')} / {p.get('drafter_queue_max')} |"
             )
     if figures["ratios"]:
         lines += ["", "| config | clients | goodput ÷ single-program |", "|---|---|---|"]
