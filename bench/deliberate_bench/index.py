@@ -251,7 +251,9 @@ FILES: dict[Path, tuple[Entry, ...]] = {
               "eval.md#why-the-pipeline-does-not-gain-more-100-problem-run"),
         Entry(("scale.json",), "make bench-scale", "deploy.md#load-balancing"),
         Entry(("soak.json", "soak-quick.json"), "make soak, soak-quick", "reliability.md#soak"),
-        Entry(summaries("load-quick"), "make bench-load-quick", "scaling.md#the-curve-on-one-node"),
+        Entry(summaries("load", "load-quick"), "make bench-load, bench-load-quick", "scaling.md#the-curve-on-one-node"),
+        Entry(summaries("load-without-deadline-admission"), "make bench-load at 860d18f (before --admit-by-deadline)",
+              "scaling.md#admission"),
     ),
 }  # fmt: skip
 
