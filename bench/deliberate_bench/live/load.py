@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, help="seconds of new requests per level (default 180; 30 quick)")
     parser.add_argument("--deadline", type=float, default=60.0, help="each request's deadline, seconds")
     parser.add_argument("--configs", help=f"comma list of {', '.join(CONFIGS)} (default all; quick: no round5)")
-    parser.add_argument("--max-new-tokens", type=int, default=384, help="draft budget (quick: 48)")
+    parser.add_argument("--max-new-tokens", type=int, help="draft budget (default 384; 48 with --quick)")
     parser.add_argument("--name", help="results name (default load, or load-quick)")
     args = parser.parse_args(argv)
     if args.quick:  # read by the stack's services when they start
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(configs) - set(CONFIGS)
     if unknown:
         parser.error(f"--configs: unknown {sorted(unknown)}")
-    max_new_tokens = 48 if args.quick and args.max_new_tokens == 384 else args.max_new_tokens
+    max_new_tokens = args.max_new_tokens or (48 if args.quick else 384)
     name = args.name or ("load-quick" if args.quick else "load")
     code_version()  # the commit the stack starts at, kept for the result (a run outlasts commits)
     problems = tuning_problems(PROBLEMS)
@@ -146,7 +146,6 @@ class Sender:
     """One request of a configuration, timed and judged; thread-safe (gRPC channels are)."""
 
     def __init__(self, stack, deadline: float, max_new_tokens: int):
-
         self.deadline = deadline
         self.services = Services(stack.address, stack.address_of("drafter"), stack.address_of("refiner"))
         self.settings = Settings(sizes=[5], max_new_tokens=max_new_tokens, refine_max_new_tokens=None,
@@ -179,7 +178,6 @@ class Sender:
         return call
 
     def solve(self, call: Call, config: str, problem: Problem, timeout: float) -> None:
-
         round_of_5 = {"num_drafts": 5, "draft_count": "all_at_once"} if config == "round5" else {}
         request = build_request(problem.question, max_new_tokens=self.settings.max_new_tokens,
                                 request_id=f"load-{config}-{problem.id}", **round_of_5)  # fmt: skip
@@ -198,7 +196,6 @@ class Sender:
         call.drafts = response.round_plan.drafts_started or response.num_drafts
 
     def single_program(self, call: Call, problem: Problem) -> None:
-
         done = single_pass(self.services, self.settings, f"load-single-{problem.id}", problem.question, program=True)
         error = done.get("error")
         call.code = error.split(":", 1)[0] if error else "OK"
