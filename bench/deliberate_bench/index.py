@@ -24,7 +24,7 @@ class Entry:
 
 
 def summaries(*names: str, replay: bool = False) -> tuple[str, ...]:
-    """`deliberate eval`'s summaries of a run: <name>.json, .md, .png (and its replay's .json, .md)."""
+    """`deliberate bench eval`'s summaries of a run: <name>.json, .md, .png (and its replay's .json, .md)."""
     found = [f"{name}.{suffix}" for name in names for suffix in ("json", "md", "png")]
     return tuple(found + [f"{name}.replay.{suffix}" for name in names if replay for suffix in ("json", "md")])
 
@@ -145,7 +145,7 @@ FILES: dict[Path, tuple[Entry, ...]] = {
               CHEAPER_ROUND),
         Entry(("eval-early-stop.runs.jsonl",), 'make eval-quick EVAL_ARGS="--early-stop both --name eval-early-stop"',
               ONE_PROBLEM),
-        Entry(("eval-budget256.runs.jsonl",), "deliberate eval --name eval-budget256 (kept as that measurement)",
+        Entry(("eval-budget256.runs.jsonl",), "deliberate bench eval --name eval-budget256 (kept as that measurement)",
               BUDGETS),
         Entry(tuple(f"judge-compare-{label}.runs.jsonl" for label in ("rules", "trained", "untrained")),
               "make eval-judges", JUDGE),
@@ -188,18 +188,18 @@ FILES: dict[Path, tuple[Entry, ...]] = {
     RESULTS: (
         Entry(summaries("eval-gsm8k-100", replay=True), "make eval; make replay",
               EVAL_100),
-        Entry(summaries("eval-gsm8k-200", replay=True), "make eval-200; deliberate eval --replay", EVAL_200),
+        Entry(summaries("eval-gsm8k-200", replay=True), "make eval-200; deliberate bench eval --replay", EVAL_200),
         Entry(summaries("eval-gsm8k-0.5b"), "make eval-headline", EVAL_200),
         Entry(summaries("eval-gsm8k-200-default", "eval-gsm8k"), "make eval-default", EVAL_DEFAULT),
         Entry(summaries("cascade-tuning"), "make cascade-tuning", CASCADE),
         Entry(("cascade_replay.json",), "make bench-cascade", CASCADE),
         Entry(summaries("eval-cascade", "cascade"), "make eval-cascade", CASCADE),
-        Entry(summaries("eval-tuning", replay=True), "make eval-tuning; deliberate eval --replay",
+        Entry(summaries("eval-tuning", replay=True), "make eval-tuning; deliberate bench eval --replay",
               PROGRAM_DRAFTS),
         Entry(summaries("eval-tuning-2", "eval-tuning-3"), "make eval-tuning-2, eval-tuning-3", CHEAPER_ROUND),
         Entry(summaries("eval-early-stop", replay=True), "make eval-quick (as above); make replay",
               ONE_PROBLEM),
-        Entry(summaries("eval-budget256"), "deliberate eval --name eval-budget256",
+        Entry(summaries("eval-budget256"), "deliberate bench eval --name eval-budget256",
               BUDGETS),
         Entry(summaries("judge-compare-rules", "judge-compare-trained", "judge-compare-untrained")
               + ("judge-compare.json", "judge-compare.md"), "make eval-judges", JUDGE),

@@ -1,4 +1,4 @@
-"""`deliberate eval`'s pure parts: answers, gold parsing, voting, the replay of recorded drafts, statistics, the
+"""`deliberate bench eval`'s pure parts: answers, gold parsing, voting, the replay of recorded drafts, statistics, the
 sample, and the summary built from runs records."""
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def test_majority_counts_values_ignores_missing_answers_and_breaks_ties_by_first
 
 
 def recorded(index, valid, score, answer, latency=0.0, evidence=(), share=None, round_=0, selected=False):
-    """One draft record as `deliberate eval` writes it (components as the Scheduler reported them)."""
+    """One draft record as `deliberate bench eval` writes it (components as the Scheduler reported them)."""
     components = {"latency": latency, "alpha": 1.0, "beta": 0.3, "gamma": 0.5, "delta": 0.3}
     if share is not None:
         components["answer_share"] = share

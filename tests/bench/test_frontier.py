@@ -34,7 +34,7 @@ def test_the_default_is_the_most_accurate_pipeline_within_the_latency_budget():
 
 
 def record(problem, answer, cross_answer):
-    """A run record as `deliberate eval` writes it, with just the fields the frontier reads."""
+    """A run record as `deliberate bench eval` writes it, with just the fields the frontier reads."""
     draft = {"round": 0, "kind": "prose", "answer": answer, "valid": True, "score": 1.0, "completion_tokens": 10,
              "generation_latency_s": 4.0, "verify_latency_s": 0.1, "finish_reason": "STOP", "components": {},
              "selected": True, "duplicate_of": -1, "evidence": [], "failed_rules": []}  # fmt: skip

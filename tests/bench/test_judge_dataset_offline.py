@@ -1,5 +1,5 @@
-"""`deliberate dataset` and `deliberate train-judge` without a model: labels, deduplication, the split by problem,
-resuming, the training target and the judge's scores."""
+"""`deliberate bench dataset` and `deliberate bench train-judge` without a model: labels, deduplication, the split by
+problem, resuming, the training target and the judge's scores."""
 
 from __future__ import annotations
 

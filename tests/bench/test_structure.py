@@ -68,6 +68,6 @@ def test_every_program_is_a_module_of_the_package_in_a_room():
 
 
 def test_every_registered_benchmark_runs_by_name():
-    for name, module in BENCHMARKS.items():
+    for name, (module, _) in BENCHMARKS.items():
         assert module in MODULES, f"{name}: no module {module}"
         assert callable(importlib.import_module(module).main), f"{name}: {module} has no main(argv)"

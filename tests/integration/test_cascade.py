@@ -10,8 +10,8 @@ import pytest
 
 from deliberate.selection.adaptive import AdaptivePolicy, settled
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
-from deliberate_client.cli import round_line
 from deliberate_client.client import DeliberateClient, build_request
+from deliberate_client.progress import round_line
 
 from .test_early_stop import ONE_LINE
 from .test_pipeline import wait_for_trace

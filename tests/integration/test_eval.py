@@ -1,4 +1,4 @@
-"""`deliberate eval` end to end against the real services: 2 GSM8K problems and 1 ad catalog, tiny budgets."""
+"""`deliberate bench eval` end to end against the real services: 2 GSM8K problems and 1 ad catalog, tiny budgets."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ def run_eval(stack, data, results, *extra: str) -> None:
     with pytest.raises(SystemExit) as exit_:
         main(
             [
+                "bench",
                 "eval",
                 *("--address", stack.address),
                 *("--drafter-address", stack.address_of("drafter")),

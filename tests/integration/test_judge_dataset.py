@@ -1,9 +1,8 @@
-"""`deliberate dataset` on a real Drafter and Verifier (2 GSM8K problems, the ad example, tiny budgets), and
-`deliberate train-judge` (slow: a couple of steps) saving a judge the Verifier's judge loads with one setting."""
+"""`deliberate bench dataset` on a real Drafter and Verifier (2 GSM8K problems, the ad example, tiny budgets), and
+`deliberate bench train-judge` (slow: a couple of steps) saving a judge the Verifier's judge loads with one setting."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import signal
 
@@ -17,10 +16,8 @@ from .conftest import gsm8k_questions
 
 
 def run_command(module, argv: list[str]) -> int:
-    parser = argparse.ArgumentParser()
-    module.add_command(parser.add_subparsers())
-    args = parser.parse_args(argv)
-    return args.run(args)
+    """`deliberate bench <argv>`: the module's main with the arguments after the program's name."""
+    return module.main(argv[1:])
 
 
 def write_problems(tmp_path, count: int):

@@ -2,7 +2,7 @@
 in the same order, with the same ranking values, under every registered selection policy.
 
 The Drafter and Refiner run the `recorded` engine on first-round drafts of two GSM8K problems recorded by
-`deliberate eval` (bench/runs/eval-gsm8k-100.runs.jsonl): the real services draft, verify, rank and refine them,
+`deliberate bench eval` (bench/runs/eval-gsm8k-100.runs.jsonl): the real services draft, verify, rank and refine them,
 without a model, in seconds. Each response becomes runs-file records by the evaluation's own `solve()`, and those
 records are replayed.
 """

@@ -1,4 +1,4 @@
-"""A program that runs the stack (a benchmark, `deliberate eval`) and is stopped by SIGTERM stops its services
+"""A program that runs the stack (a benchmark, `deliberate bench eval`) and is stopped by SIGTERM stops its services
 too: Stack turns the signal into SystemExit, so its `__exit__` drains them instead of leaving them running."""
 
 from __future__ import annotations

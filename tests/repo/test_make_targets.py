@@ -61,3 +61,21 @@ def test_the_tuning_blocks_run_one_recipe_over_their_table():
         command = dry_run(block)
         assert f"--limit {limit} " in command, command
         assert f"--exclude bench/eval/tuning_block{suffix}_only.txt --name {block}" in command, command
+
+
+def test_targets_fall_in_the_sections_their_markers_open(tmp_path):
+    makefile = tmp_path / "Makefile"
+    makefile.write_text("## Early.\nearly:\n\n##@ tests\n\n## Runs them.\ncheck:\n\n##@ docs\n## Writes it.\ndoc:\n")
+    assert make_targets.sections((makefile,)) == {
+        "other": {"early": "Early."},
+        "tests": {"check": "Runs them."},
+        "docs": {"doc": "Writes it."},
+    }
+
+
+def test_make_help_shows_the_readmes_two_commands_first_then_every_section_once():
+    (first, set_up), *others = make_targets.grouped().items()
+    assert list(set_up) == list(make_targets.SET_UP) == ["run", "test"]
+    shown = [name for _, found in others for name in found]
+    assert len(shown) == len(set(shown)) == len(make_targets.targets()) - 2
+    assert "other" not in dict(others) and len(others) >= 8

@@ -1,5 +1,5 @@
-"""The ad-selection task of `deliberate eval`: a generated catalog, its request, and the plan checked here from the
-catalog, independently of the Verifier."""
+"""The ad-selection task of `deliberate bench eval`: a generated catalog, its request, and the plan checked here from
+the catalog, independently of the Verifier."""
 
 from __future__ import annotations
 

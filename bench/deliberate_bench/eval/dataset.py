@@ -1,4 +1,4 @@
-"""`deliberate dataset`: verifier training records from real runs of the Drafter and the Verifier.
+"""`deliberate bench dataset`: verifier training records from real runs of the Drafter and the Verifier.
 
 Each record is `{prompt, draft, constraints, label: {valid, score, error}}` plus `context`, `output_schema`
 and `meta` (docs/judge.md has the format). Two sources:
@@ -280,13 +280,12 @@ def summary(output: Output) -> dict:
 # --------------------------------------------------------------------------------------------------
 
 
-def add_command(commands: argparse._SubParsersAction) -> None:
-    """Registered in the entry-point group `deliberate.commands` (pyproject.toml)."""
-    from deliberate_client.cli import SERVER_COMMANDS
-
-    parser = commands.add_parser("dataset", help=SERVER_COMMANDS["dataset"])
+def main(argv: list[str] | None = None) -> int:
+    """`deliberate bench dataset` (deliberate_bench.command)."""
+    parser = argparse.ArgumentParser(prog="deliberate bench dataset", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     add_arguments(parser)
-    parser.set_defaults(run=run)
+    return run(parser.parse_args(argv))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,4 +1,4 @@
-"""`deliberate eval`: does staged reasoning answer better than one pass? Measured on the real services.
+"""`deliberate bench eval`: does staged reasoning answer better than one pass? Measured on the real services.
 
 Per GSM8K problem, two calls give every configuration, all on the same problems (paired):
 
@@ -53,14 +53,14 @@ from deliberate_bench.eval.services import (
 )
 from deliberate_bench.eval.summary import Paths, Tally, summary, write_all
 from deliberate_bench.results import RESULTS, append_run, code_version, read_runs, runs_directory
-from deliberate_client.cli import SERVER_COMMANDS
 
 
-def add_command(commands: argparse._SubParsersAction) -> None:
-    """Registered in the entry-point group `deliberate.commands` (pyproject.toml)."""
-    evaluate = commands.add_parser("eval", help=SERVER_COMMANDS["eval"])
-    add_arguments(evaluate)
-    evaluate.set_defaults(run=run)
+def main(argv: list[str] | None = None) -> int:
+    """`deliberate bench eval` (deliberate_bench.command)."""
+    parser = argparse.ArgumentParser(prog="deliberate bench eval", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -160,7 +160,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--problems-from",
         type=Path,
-        help="a `deliberate dataset` directory: its GSM8K validation problems (the first --limit of them) "
+        help="a `deliberate bench dataset` directory: its GSM8K validation problems (the first --limit of them) "
         "instead of a sample, so a trained judge is measured on problems it never saw",
     )
 
@@ -353,7 +353,7 @@ def compare_judges(args: argparse.Namespace, s: Settings) -> int:
         row["accuracy"] = round(row["correct"] / row["problems"], 4) if row["problems"] else None
     environment = {k: v for k, v in sorted(os.environ.items()) if k.startswith("DELIBERATE_")}
     result = {
-        "command": "deliberate eval " + " ".join(sys.argv[2:]),
+        "command": "deliberate bench eval " + " ".join(sys.argv[2:]),
         "environment": environment,  # what the services read besides the flags (the model, re-drafts)
         "settings": s.fingerprint(),
         "judges": rows,

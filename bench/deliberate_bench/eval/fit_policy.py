@@ -31,7 +31,7 @@ def has_confidence(record: dict) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs", type=Path, help="a runs file of `deliberate eval` (…/<name>.runs.jsonl)")
+    parser.add_argument("runs", type=Path, help="a runs file of `deliberate bench eval` (…/<name>.runs.jsonl)")
     parser.add_argument("--drafts", default="5:3+2", help="which drafts of each record a request ranks")
     parser.add_argument("--out", type=Path, default=ARTEFACT)
     args = parser.parse_args(argv)

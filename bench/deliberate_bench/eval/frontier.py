@@ -1,8 +1,8 @@
 """The accuracy-latency frontier of the embedded models (issue 40, docs/models.md#the-frontier).
 
-`make frontier-runs` records, per embedded model as Drafter, one `deliberate eval` run on the same tuning problems:
-a greedy prose pass, a greedy program pass, the pipeline at N = 5 (and N = 3 by refining the first 3 drafts), and
-the same selected drafts refined again by the other model's Refiner (`cross_refine`: the mixed deployments).
+`make frontier-runs` records, per embedded model as Drafter, one `deliberate bench eval` run on the same tuning
+problems: a greedy prose pass, a greedy program pass, the pipeline at N = 5 (and N = 3 by refining the first 3 drafts),
+and the same selected drafts refined again by the other model's Refiner (`cross_refine`: the mixed deployments).
 This reads those runs (bench/runs/frontier-<model>.runs.jsonl) and writes bench/results/frontier.{json,md,png}: one
 row per configuration with accuracy (Wilson interval), median and p95 latency per solve, tokens and peak memory; the
 frontier (no configuration is both faster and more accurate); and the default chosen by RULE, which was fixed before
@@ -146,7 +146,7 @@ def frontier(runs_dir: Path) -> dict:
     default, limit = chosen_default(configs)
     return {
         "problems": len(common),
-        "data": "GSM8K train, the tuning block (lines 0-49), the first problems of `deliberate eval`'s sample "
+        "data": "GSM8K train, the tuning block (lines 0-49), the first problems of `deliberate bench eval`'s sample "
         "(seed 2026) — never an evaluation problem",
         "commands": ["make frontier-runs", "make frontier"],
         "today": TODAY,

@@ -5,9 +5,9 @@ problem (docs/judge.md#the-judge-as-a-selection-signal).
     python -m deliberate_bench.eval.judge_signal                    # fine-tunes and judges fold by fold; resumable
     python -m deliberate_bench.eval.judge_signal --summarize-only   # the replay, in seconds
 
-Problem i of eval-200 is in fold i mod `--folds`. Each fold's judge is trained (as `deliberate train-judge` trains:
-the Verifier's judge prompt, the label as strict JSON) on the tuning block's drafts and on every other fold's, and
-judges only its own fold's drafts, so no draft is judged by a model that saw its problem. A draft's signal is the
+Problem i of eval-200 is in fold i mod `--folds`. Each fold's judge is trained (as `deliberate bench train-judge`
+trains: the Verifier's judge prompt, the label as strict JSON) on the tuning block's drafts and on every other fold's,
+and judges only its own fold's drafts, so no draft is judged by a model that saw its problem. A draft's signal is the
 probability the judge gives `"valid": true` where its reply forks between true and false: one forward pass, no
 generation. The live Verifier reads the same fork greedily (valid when that probability is above ½) and blends
 its score into the rules' (`JudgeResult.blend`); `summarize` replays both on the default round.

@@ -1,4 +1,4 @@
-"""`deliberate eval --judges`: the settings parsed, one row per judge read from its runs, and the table."""
+"""`deliberate bench eval --judges`: the settings parsed, one row per judge read from its runs, and the table."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""How `deliberate dataset` labels a draft for the judge: against the gold number (GSM8K) or the rules' verdict
+"""How `deliberate bench dataset` labels a draft for the judge: against the gold number (GSM8K) or the rules' verdict
 (the examples), and which split a problem belongs to."""
 
 from __future__ import annotations

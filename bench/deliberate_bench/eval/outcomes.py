@@ -1,4 +1,4 @@
-"""Every configuration's outcome on one recorded problem of `deliberate eval`: the live single pass and pipeline,
+"""Every configuration's outcome on one recorded problem of `deliberate bench eval`: the live single pass and pipeline,
 and every vote, best-of and selection policy read again from the recorded drafts (docs/eval.md). Pure."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Draft once, select many: every selection configuration ranked again on the drafts a runs file recorded.
 
 A live evaluation never draws the same drafts twice (llama.cpp's sampling follows the batch's layout) and costs
-hours; a replay ranks the recorded drafts of `deliberate eval` with the selection package itself — the same
+hours; a replay ranks the recorded drafts of `deliberate bench eval` with the selection package itself — the same
 code the Scheduler runs — so policies are compared paired and exactly, without a model, in seconds.
 """
 
@@ -31,7 +31,7 @@ def draft_id(draft: Mapping) -> str:
 
 
 def candidates_of(drafts: list[Mapping]) -> list[Candidate]:
-    """Selection candidates from the draft records of a runs file (`deliberate eval`'s `solve.drafts`)."""
+    """Selection candidates from the draft records of a runs file (`deliberate bench eval`'s `solve.drafts`)."""
     return [
         Candidate(
             draft_id=draft_id(d),

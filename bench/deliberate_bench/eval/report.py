@@ -136,7 +136,7 @@ def replay_markdown(replay: dict | None) -> list[str]:
     lines = [
         "",
         "Every row but `single` and `pipeline@N` is replayed on the recorded drafts by the selection package the "
-        f"Scheduler runs (`deliberate eval --replay`). The live policy, replayed on all recorded drafts, selects "
+        f"Scheduler runs (`deliberate bench eval --replay`). The live policy, replayed on all recorded drafts, selects "
         f"what the live Scheduler sent to the Refiner on {check['same_selection']} of {check['problems']} problems.",
     ]
     if effect["changed"]:

@@ -1,4 +1,4 @@
-"""The statistics of `deliberate eval` and its replay: Wilson interval, paired bootstrap, percentiles. Pure.
+"""The statistics of `deliberate bench eval` and its replay: Wilson interval, paired bootstrap, percentiles. Pure.
 Answers are compared, voted and ranked by the selection package (deliberate.selection), not here.
 """
 

@@ -1,4 +1,4 @@
-"""From the raw runs of `deliberate eval` to the committed results: every configuration's answers derived per
+"""From the raw runs of `deliberate bench eval` to the committed results: every configuration's answers derived per
 problem, then accuracy with a Wilson interval, the paired bootstrap difference to the single pass, latency
 percentiles, tokens and memory — written as JSON, a Markdown table and a PNG plot. Pure apart from writing
 the three files; what each configuration means is in docs/eval.md.

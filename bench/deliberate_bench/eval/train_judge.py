@@ -1,5 +1,5 @@
-"""`deliberate train-judge`: fine-tunes the embedded SmolLM2-135M (all weights, on the CPU, with transformers)
-into the Verifier's judge, on the records `deliberate dataset` wrote, and measures it against the untrained model.
+"""`deliberate bench train-judge`: fine-tunes the embedded SmolLM2-135M (all weights, on the CPU, with transformers)
+into the Verifier's judge, on the records `deliberate bench dataset` wrote, and measures it against the untrained model.
 
 The judge is asked exactly what the Verifier asks (verifier/judge.py: its system prompt and
 `judge_user_message`), and learns to answer strictly `{"valid": bool, "score": float, "error": str|null}` with
@@ -255,13 +255,12 @@ def measure(model: str, records: Sequence[dict], batch_size: int, threads: int, 
 # --------------------------------------------------------------------------------------------------
 
 
-def add_command(commands: argparse._SubParsersAction) -> None:
-    """Registered in the entry-point group `deliberate.commands` (pyproject.toml)."""
-    from deliberate_client.cli import SERVER_COMMANDS
-
-    parser = commands.add_parser("train-judge", help=SERVER_COMMANDS["train-judge"])
+def main(argv: list[str] | None = None) -> int:
+    """`deliberate bench train-judge` (deliberate_bench.command)."""
+    parser = argparse.ArgumentParser(prog="deliberate bench train-judge", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     add_arguments(parser)
-    parser.set_defaults(run=run)
+    return run(parser.parse_args(argv))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -269,7 +268,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dataset",
         type=Path,
         action="append",
-        help="a `deliberate dataset` directory; repeat to pool several (default bench/runs/judge-dataset)",
+        help="a `deliberate bench dataset` directory; repeat to pool several (default bench/runs/judge-dataset)",
     )
     parser.add_argument("--base", default=DEFAULT_BASE, help="the model fine-tuned (default smollm2-135m)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where the trained judge is saved")
@@ -305,7 +304,7 @@ def run(args: argparse.Namespace) -> int:
     train_records = [r for d in datasets for r in read_runs(d / "train.jsonl")]
     validation = [r for d in datasets for r in read_runs(d / "validation.jsonl") if r["meta"]["source"] == "gsm8k"]
     if not train_records or not validation:
-        log(f"error: {datasets} need train.jsonl and GSM8K records in validation.jsonl (`deliberate dataset`)")
+        log(f"error: {datasets} need train.jsonl and GSM8K records in validation.jsonl (`deliberate bench dataset`)")
         return 2
     train_problems = {r["meta"]["problem_id"] for r in train_records}
     if train_problems & {r["meta"]["problem_id"] for r in validation}:
@@ -320,7 +319,7 @@ def run(args: argparse.Namespace) -> int:
         validation = limited(validation, args.eval_limit, random.Random(args.seed))
 
     report: dict = {
-        "command": "deliberate train-judge " + " ".join(sys.argv[2:]),
+        "command": "deliberate bench train-judge " + " ".join(sys.argv[2:]),
         "base": args.base,
         "datasets": [str(d) for d in datasets],
         "validation": {

@@ -4,7 +4,7 @@
                               [--engine llamacpp] [--model embedded] [--runs bench/runs/consensus.runs.jsonl]
                               [--fresh]
 
-For each GSM8K question (a fixed random sample of the training split, `deliberate eval`'s sampling) the N drafts
+For each GSM8K question (a fixed random sample of the training split, `deliberate bench eval`'s sampling) the N drafts
 are generated once, with the Drafter's prompts, strategy hints and default temperature, on the services' default engine
 and model (llama.cpp, Qwen2.5-Coder-0.5B). They are ranked as the
 Scheduler ranks them, approximately: drafts that pass the built-in rules and whose arithmetic is right first, by
@@ -43,7 +43,7 @@ from deliberate_bench.results import RUNS, append_run, read_runs, write_result
 
 DRAFT_TEMPERATURE = 0.3  # the Drafter's default (DELIBERATE_TEMPERATURE)
 REFINE_TEMPERATURE = 0.7  # the Refiner's default
-SAMPLE_SEED = 0  # which training questions: `deliberate eval`'s default sample
+SAMPLE_SEED = 0  # which training questions: `deliberate bench eval`'s default sample
 
 
 def rank(texts: list[str]) -> list[int]:

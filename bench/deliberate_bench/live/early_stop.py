@@ -62,7 +62,7 @@ from deliberate_client.client import DeliberateClient, build_request
 SEED = 1
 # Programs in the default round before issue 25 (--program-drafts 1; docs/scheduler.md, "The default round").
 PREVIOUS_PROGRAMS = 1
-# A catalog per ad instance, of the size `deliberate eval` uses.
+# A catalog per ad instance, of the size `deliberate bench eval` uses.
 AD_CATALOG_SIZE = 100
 AD_SEED_BASE = 1000
 

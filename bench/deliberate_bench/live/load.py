@@ -12,7 +12,7 @@ reads as the request's). Configurations (`--configs`):
     round5          5 drafts all at once (DRAFT_COUNT_ALL_AT_ONCE), the round before the cascade
     single-program  what a user would run instead: the same Drafter (same engine, same llama.cpp core) asked for one
                     greedy program per request, no Scheduler or Verifier; its program is run in this process's
-                    sandbox (milliseconds) and its printed number is the answer — `deliberate eval`'s
+                    sandbox (milliseconds) and its printed number is the answer — `deliberate bench eval`'s
                     single:program row, under load
 
 Per level and configuration: throughput (requests answered per minute), **goodput** (right answers within the deadline

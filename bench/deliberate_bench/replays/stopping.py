@@ -1,6 +1,6 @@
 """Adaptive draft counts and confidence stops, replayed on recorded mixed rounds (issue 25, items 1–3, offline).
 
-A runs file of `deliberate eval` recorded with prose and program drafts (`make eval-tuning`, `make eval-200`: 4 of
+A runs file of `deliberate bench eval` recorded with prose and program drafts (`make eval-tuning`, `make eval-200`: 4 of
 each per problem, every draft run to its end, each with its verdict, answer, tokens and per-token confidence) holds
 every draft an adaptive round could have asked for. A policy is replayed on paper, the same drafts both ways:
 

@@ -1,7 +1,7 @@
 """How long the default model's drafts are, and whether asking for brevity costs accuracy.
 
 Runs one greedy draft per GSM8K problem for each draft prompt below, side by side in one engine call,
-on the tuning problems (train.jsonl lines 0..N-1, which `deliberate eval` excludes). Prints, per prompt,
+on the tuning problems (train.jsonl lines 0..N-1, which `deliberate bench eval` excludes). Prints, per prompt,
 the share of drafts that end within 320 and within the budget, mean tokens and accuracy; writes
 bench/results/prompt-budget.json.
 

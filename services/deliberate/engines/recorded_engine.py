@@ -11,7 +11,7 @@ drafts exactly as `bench/deliberate_bench/eval/replay.py` does.
 Like a real engine it streams each text as a few deltas, counts whitespace-separated words as tokens, stops at
 `max_new_tokens` of them ("length"), and stops a cancelled sequence between two deltas ("aborted").
 
-A record may also hold the draft's token confidence as `deliberate eval` records it (`"confidence"` with
+A record may also hold the draft's token confidence as `deliberate bench eval` records it (`"confidence"` with
 `token_logprobs`, `token_confidences` and `token_ends`, offsets in the record's text): a request that asks for
 log-probabilities (`top_logprobs` > 0) gets it back as the Completion's trace, cut to the tokens of the text it
 was answered (whatever top-k it asks: the recorded numbers are replayed as they are). Without one, or when the
@@ -129,7 +129,7 @@ def _record(raw: dict) -> dict:
 
 
 def recorded_trace(confidence: dict | None, raw_text: str) -> TokenTrace | None:
-    """The trace of a record's `confidence` (`deliberate eval`'s series), on the record's text once stripped;
+    """The trace of a record's `confidence` (`deliberate bench eval`'s series), on the record's text once stripped;
     None without a series. Raises ValueError, TypeError or KeyError on a malformed one."""
     if confidence is None:
         return None

@@ -297,7 +297,7 @@ class _RowStreamer(BaseStreamer):
 
 def load_pretrained(model: str) -> tuple[torch.nn.Module, object]:
     """`model`'s network (fp32, de-quantized from a GGUF) and tokenizer, as transformers loads them: the engine
-    serves them, `deliberate train-judge` fine-tunes them."""
+    serves them, `deliberate bench train-judge` fine-tunes them."""
     directory, gguf_file = _locate(model)
     # local_files_only: an engine never reaches the network, whatever the environment says.
     with _quiet_progress_bars(), _parse_gguf_once():

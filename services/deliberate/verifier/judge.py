@@ -38,7 +38,7 @@ class JudgeAnswer(BaseModel):
 
 
 def judge_user_message(question: str, draft_text: str) -> str:
-    """What the judge is asked about one draft; `deliberate train-judge` trains on exactly this."""
+    """What the judge is asked about one draft; `deliberate bench train-judge` trains on exactly this."""
     return f"Question:\n{question.strip()}\n\nSolution:\n{draft_text.strip()}\n\n{INSTRUCTIONS}"
 
 

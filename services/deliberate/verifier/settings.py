@@ -36,7 +36,7 @@ class VerifierSettings(PromptLimits, DownstreamTlsSettings, CommonSettings):
     judge: str = Field(
         "off",
         description="LLM judge for drafts passing every hard rule: off, llamacpp or transformers (an engine, "
-        "with --judge-model), or the directory of a judge `deliberate train-judge` saved (docs/judge.md).",
+        "with --judge-model), or the directory of a judge `deliberate bench train-judge` saved (docs/judge.md).",
     )
     judge_model: str = Field("embedded", description="The judge's model: an embedded model's name or a local path.")
     judge_timeout_s: float = Field(10.0, description="Longest wait for one judge verdict.")

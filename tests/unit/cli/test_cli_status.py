@@ -6,7 +6,8 @@ import argparse
 
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
-from deliberate_client.cli import ProgressView, request_from_args, verified_by_lines
+from deliberate_client.cli import request_from_args
+from deliberate_client.progress import ProgressView, verified_by_lines
 
 
 def solve_args(**overrides) -> argparse.Namespace:
@@ -110,7 +111,7 @@ def test_the_summary_prints_the_answer_when_it_is_not_the_one_that_streamed(caps
 
 
 def test_a_draft_line_says_where_it_ran_and_why_it_moved():
-    from deliberate_client.cli import placement_note
+    from deliberate_client.progress import placement_note
 
     assert placement_note(pb.DraftReport()) == ""
     stayed = pb.DraftReport(placement=pb.DraftPlacement(replica="10.0.0.2:50052"))
