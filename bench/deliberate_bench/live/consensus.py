@@ -6,12 +6,12 @@
 
 For each GSM8K question (a fixed random sample of the training split, `deliberate bench eval`'s sampling) the N drafts
 are generated once, with the Drafter's prompts, strategy hints and default temperature, on the services' default engine
-and model (llama.cpp, Qwen2.5-Coder-0.5B). They are ranked as the
-Scheduler ranks them, approximately: drafts that pass the built-in rules and whose arithmetic is right first, by
-score. The consensus prefix is found as the Scheduler finds it (`selection.consensus`: normalized lines or the
-computations `verifier.arithmetic` recomputes, `--min-support` drafts agreeing, in the best-ranked supporter's
-words). Then the best draft is refined twice on the same engine with the same seed — once continuing after the
-prefix, once from scratch — and each answer is checked against the gold answer.
+and model (llama.cpp, Qwen2.5-Coder-0.5B). They are verified and ranked as the Scheduler does it for a plain question
+(the arithmetic pack, the default selection policy: `deliberate_bench.in_process`). The consensus prefix is found as
+the Scheduler finds it (`selection.consensus`: normalized lines or the computations `verifier.arithmetic` recomputes,
+`--min-support` drafts agreeing, in the best-ranked supporter's words). Then the best draft is refined twice on the
+same engine with the same seed — once continuing after the prefix, once from scratch — and each answer is checked
+against the gold answer.
 
 Each question's outcome is appended to `--runs` as it finishes, so an interrupted run resumes where it stopped
 (`--fresh` starts over; a different configuration never mixes with the stored one). Writes
@@ -34,27 +34,16 @@ from deliberate.refiner.prompts import SYSTEM_PROMPT as REFINE_SYSTEM
 from deliberate.refiner.prompts import SelectedDraft, refine_user_message
 from deliberate.selection import same_answer
 from deliberate.selection.consensus import Step, consensus
-from deliberate.verifier.arithmetic import check_arithmetic, computations
+from deliberate.verifier.arithmetic import computations
 from deliberate.verifier.parsing import extract_final_answer
-from deliberate.verifier.rules import verify_text
 from deliberate_bench.eval.problems import load_problems
+from deliberate_bench.in_process import select_drafts, verify_drafts
 from deliberate_bench.inputs import add_data_argument
 from deliberate_bench.results import RUNS, append_run, read_runs, write_result
 
 DRAFT_TEMPERATURE = 0.3  # the Drafter's default (DELIBERATE_TEMPERATURE)
 REFINE_TEMPERATURE = 0.7  # the Refiner's default
 SAMPLE_SEED = 0  # which training questions: `deliberate bench eval`'s default sample
-
-
-def rank(texts: list[str]) -> list[int]:
-    """Draft indexes best first: valid (built-in rules and arithmetic) before invalid, then by score."""
-
-    def key(i: int) -> tuple:
-        verdict = verify_text(texts[i], None)
-        valid = verdict.valid and not check_arithmetic(texts[i]).wrong
-        return (not valid, -verdict.score, i)
-
-    return sorted(range(len(texts)), key=key)
 
 
 def refine(engine: Engine, question: str, best: str, prefix: str, tokens: int, seed: int) -> dict:
@@ -76,8 +65,9 @@ def run_question(engine, problem, args) -> dict:
     prompts = [engine.format_chat(DRAFT_SYSTEM, draft_user_message(problem.question, s, None))
                for s in strategies_for(args.drafts, [])]  # fmt: skip
     params = SamplingParams(temperature=DRAFT_TEMPERATURE, max_new_tokens=args.draft_tokens, seed=seed)
-    texts = [d.text for d in engine.generate(prompts, params, lambda e: None, threading.Event())]
-    ranking = rank(texts)
+    completions = engine.generate(prompts, params, lambda e: None, threading.Event())
+    texts = [c.text for c in completions]
+    ranking = [int(draft_id) for draft_id in select_drafts(completions, verify_drafts(completions)).ranking]
     steps = [[Step(c.key, c.line) for c in computations(text)] for text in texts]
     found = consensus(texts, args.min_support, steps=steps, ranking=ranking)
     best = texts[ranking[0]]

@@ -27,14 +27,10 @@ from deliberate.engines import Engine, load_engine
 from deliberate.engines.base import Completion, SamplingParams, TextDelta
 from deliberate.refiner.prompts import SYSTEM_PROMPT as REFINE_SYSTEM
 from deliberate.refiner.prompts import SelectedDraft, refine_user_message, thinking_trace_of
-from deliberate.selection import Candidate, select
-from deliberate.verifier.constraints import ConstraintSpec, compile_rules
-from deliberate.verifier.rules import verify
+from deliberate_bench.in_process import select_drafts, verify_drafts
 from deliberate_bench.inputs import add_data_argument, load_questions
 from deliberate_bench.results import write_result
 from deliberate_client.client import DeliberateClient, build_request
-
-ARITHMETIC = ConstraintSpec(0, "rule_pack", "arithmetic")
 
 
 def in_process_solve(engine: Engine, question: str, drafts: int, tokens: int, seed: int) -> str:
@@ -43,15 +39,8 @@ def in_process_solve(engine: Engine, question: str, drafts: int, tokens: int, se
     prompts = [engine.format_chat(DRAFT_SYSTEM, draft_user_message(question, s, None)) for s in strategies]
     draft_params = SamplingParams(max_new_tokens=tokens, seed=seed)
     completions = engine.generate(prompts, draft_params, lambda event: None, threading.Event())
-    rules = compile_rules("", [ARITHMETIC], {})  # what the Scheduler adds to a request without an output schema
-    verdicts = [verify(c.text, rules.rules, c.finish_reason) for c in completions]
-    selection = select(
-        [
-            Candidate(str(c.index), c.index, v.valid, v.score, 0.0, v.extracted_answer)
-            for c, v in zip(completions, verdicts, strict=True)
-        ],
-        max_selected=2,
-    )
+    verdicts = verify_drafts(completions)
+    selection = select_drafts(completions, verdicts)
     chosen = [
         SelectedDraft(
             int(d.draft_id),
