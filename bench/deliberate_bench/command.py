@@ -61,6 +61,7 @@ BENCHMARKS = {
     "reconnect": Program("deliberate_bench.live.reconnect", "reconnect backoff after a peer serves again"),
     "lm-eval-gateway": Program("deliberate_bench.live.lm_eval_gateway", "lm-evaluation-harness through the gateway"),
     "index": Program("deliberate_bench.index", "the READMEs of bench/runs and bench/results"),
+    "figures": Program("deliberate_bench.figures", "check every figure in the docs against its results file"),
 }
 
 

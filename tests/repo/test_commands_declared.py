@@ -61,4 +61,3 @@ def test_the_lab_is_one_command_whose_help_lists_every_program_room_by_room():
         assert room(program) in ROOMS
     assert listing() in text
     assert {"eval", "dataset", "train-judge"} <= set(BENCHMARKS)
-

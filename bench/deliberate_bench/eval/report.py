@@ -52,6 +52,8 @@ def observation(config: dict, by_name: dict[str, dict]) -> str:
         notes.append(f"weighted, its weights fitted on the other folds' labelled drafts ({FOLDS}-fold CV by problem)")
     elif name in ABLATION_NAMES:
         notes.append("answer shares as the Scheduler reported them")
+    elif name.endswith("(after-stop)"):
+        notes.append("a plain vote over the answers of the drafts the quorum let finish")
     elif kind_of(name) in POLICIES:
         description = POLICIES[kind_of(name)].description.rstrip(".")
         notes.append(description[0].lower() + description[1:])

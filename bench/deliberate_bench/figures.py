@@ -1,0 +1,139 @@
+"""Figures in the README and docs/ written as references to the results file they come from, so that a figure cannot
+drift from its file: a Markdown link to a committed JSON result whose title names the value,
+
+    right on [68.5 %](../bench/results/eval-gsm8k.json "configs[name=pipeline@5].accuracy") of the problems
+
+renders as the figure linked to its file, and `deliberate bench figures` (tests/repo/test_doc_figures.py) resolves
+every such link and checks the figure against the value: the link's first number, read as a percentage of a fraction
+when it ends in `%` and the value is within [-1, 1], equal to the value to the digits it shows.
+
+The path: keys joined by dots; `key[field=value]` picks the element of a list whose `field` is `value` (and
+`key[a=1,b=2]` the one where both hold), `key[3]` the fourth (brackets may hold dots).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from deliberate_bench.results import ROOT
+
+# [text](path/to/file.json "path.in[name=x].file")
+REFERENCE = re.compile(r"\[(?P<text>[^\]]+)\]\((?P<file>[^)\s]+\.json) \"(?P<path>[^\"]+)\"\)")
+NUMBER = re.compile(r"[-−+]?\d[\d,]*(?:\.\d+)?")
+SEGMENT = re.compile(r"(?P<key>[^.\[\]]+)?(?:\[(?P<pick>[^\]]+)\])?")
+
+
+@dataclass(frozen=True)
+class Reference:
+    page: Path
+    line: int
+    text: str
+    file: Path
+    path: str
+
+
+def references(page: Path) -> list[Reference]:
+    """Every figure reference on a Markdown page, its file resolved against the page's folder."""
+    found = []
+    for number, line in enumerate(page.read_text().splitlines(), start=1):
+        for match in REFERENCE.finditer(line):
+            file = (page.parent / match["file"]).resolve()
+            found.append(Reference(page, number, match["text"], file, match["path"]))
+    return found
+
+
+def pages(root: Path = ROOT) -> list[Path]:
+    return [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+
+
+@cache
+def loaded(file: Path) -> object:
+    return json.loads(file.read_text())
+
+
+def resolve(document: object, path: str) -> object:
+    """The value at `path` in a JSON document; KeyError naming the segment that found nothing."""
+    value = document
+    for segment in split(path):
+        match = SEGMENT.fullmatch(segment)
+        if match is None:
+            raise KeyError(f"{segment!r} is not a key or key[pick]")
+        if match["key"]:
+            if not isinstance(value, dict) or match["key"] not in value:
+                raise KeyError(f"no key {match['key']!r}")
+            value = value[match["key"]]
+        if match["pick"]:
+            value = picked(value, match["pick"])
+    return value
+
+
+def split(path: str) -> list[str]:
+    """The path's segments: split on dots outside brackets."""
+    segments, depth, current = [], 0, ""
+    for char in path:
+        depth += (char == "[") - (char == "]")
+        if char == "." and depth == 0:
+            segments.append(current)
+            current = ""
+        else:
+            current += char
+    return [*segments, current]
+
+
+def picked(value: object, pick: str) -> object:
+    if not isinstance(value, list):
+        raise KeyError(f"[{pick}] on a value that is not a list")
+    if pick.isdigit():
+        return value[int(pick)]
+    wanted = dict(condition.partition("=")[::2] for condition in pick.split(","))
+    found = [item for item in value if isinstance(item, dict) and all(str(item.get(f)) == w for f, w in wanted.items())]
+    if len(found) != 1:
+        raise KeyError(f"[{pick}] matches {len(found)} elements")
+    return found[0]
+
+
+def mismatch(reference: Reference) -> str | None:
+    """Why the figure does not show its value; None when it does."""
+    if not reference.file.is_file():
+        return f"no file {reference.file}"
+    try:
+        value = resolve(loaded(reference.file), reference.path)
+    except (KeyError, IndexError) as error:
+        return f"{reference.path}: {error}"
+    shown = NUMBER.search(reference.text)
+    if not isinstance(value, int | float) or isinstance(value, bool) or shown is None:
+        return None if str(value) == reference.text.strip("` ") else f"shows {reference.text!r}, the file {value!r}"
+    digits = shown[0].replace(",", "").replace("−", "-")
+    expected = value * 100 if reference.text.rstrip().endswith("%") and -1 <= value <= 1 else value
+    decimals = len(digits.partition(".")[2])
+    if abs(float(digits) - expected) > 0.5 * 10**-decimals + 1e-9:
+        return f"shows {reference.text!r}, the file {expected!r}"
+    return None
+
+
+def check(root: Path = ROOT) -> tuple[int, list[str]]:
+    """How many references the pages hold, and one line per figure that does not show its value."""
+    found = [reference for page in pages(root) for reference in references(page)]
+    wrong = [
+        f"{r.page.relative_to(root)}:{r.line}: [{r.text}] {r.file.name} {r.path}: {why}"
+        for r in found
+        if (why := mismatch(r)) is not None
+    ]
+    return len(found), wrong
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="deliberate bench figures", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser.parse_args(argv)
+    count, wrong = check()
+    for line in wrong:
+        print(line, file=sys.stderr)
+    print(f"{count} figure references on {len(pages())} pages, {len(wrong)} not showing their file's value")
+    return 1 if wrong else 0

@@ -1,0 +1,58 @@
+"""Every figure the README and docs/ write as a reference to a results file shows that file's value
+(deliberate_bench.figures): a figure cannot drift from its file."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from deliberate_bench import figures
+
+RESULT = {"configs": [{"name": "pipeline@5", "accuracy": 0.685, "p50": 21.04}, {"name": "qwen2.5-1.5b", "n": 3}]}
+
+
+@pytest.fixture
+def page(tmp_path):
+    (tmp_path / "r.json").write_text(json.dumps(RESULT))
+
+    def write(text: str):
+        (tmp_path / "p.md").write_text(text)
+        (reference,) = figures.references(tmp_path / "p.md")
+        return reference
+
+    return write
+
+
+def test_every_figure_in_the_docs_shows_its_files_value():
+    count, wrong = figures.check()
+    assert count >= 20, "the README and docs name their headline figures by reference"
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '[68.5 %](r.json "configs[name=pipeline@5].accuracy")',
+        '[21.0 s](r.json "configs[name=pipeline@5].p50")',
+        '[3](r.json "configs[name=qwen2.5-1.5b].n")',
+        '[pipeline@5](r.json "configs[0].name")',
+        '[0.685](r.json "configs[name=pipeline@5,p50=21.04].accuracy")',
+    ],
+)
+def test_a_figure_that_shows_its_value_passes(page, text):
+    assert figures.mismatch(page(text)) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ('[68.4 %](r.json "configs[name=pipeline@5].accuracy")', "the file 68.5"),
+        ('[21.1 s](r.json "configs[name=pipeline@5].p50")', "the file 21.04"),
+        ('[68.5 %](r.json "configs[name=pipeline@3].accuracy")', "matches 0 elements"),
+        ('[68.5 %](r.json "configs[name=pipeline@5].recall")', "no key 'recall'"),
+        ('[68.5 %](gone.json "configs[0].accuracy")', "no file"),
+    ],
+)
+def test_a_figure_that_drifted_from_its_file_is_named(page, text, why):
+    assert why in figures.mismatch(page(text))
