@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shlex
 import subprocess
+import sys
 import time
 from functools import cache
 from pathlib import Path
@@ -59,17 +61,39 @@ def append_run(path: Path, record: dict) -> None:
 
 
 def write_result(name: str, figures: dict, directory: Path = RESULTS) -> Path:
-    """`<directory>/<name>.json`: the figures, the machine that measured them and when."""
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{name}.json"
-    payload = {
-        **figures,
+    """`<directory>/<name>.json`: the figures and their provenance (`write_json`)."""
+    return write_json(directory / f"{name}.json", figures)
+
+
+def write_json(path: Path, figures: dict) -> Path:
+    """A results file: the figures, then what produced them — the commit and whether the tree was dirty, the command
+    line, the model files this checkout pins, the machine and when (lm-evaluation-harness's `git_hash` and
+    `config`). A key the figures hold already is theirs (a summary's own `command` stays)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    produced_by = provenance()
+    payload = {**figures, **{key: value for key, value in produced_by.items() if key not in figures}}
+    path.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+    return path
+
+
+def provenance() -> dict:
+    return {
         "code": code_version(),
+        "command": " ".join([sys.argv[0], shlex.join(sys.argv[1:])]).strip(),  # argv[0]: `deliberate bench <name>`
+        "models": pinned_models(),
         "machine": machine(),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    path.write_text(json.dumps(payload, indent=2) + "\n")
-    return path
+
+
+def pinned_models() -> dict[str, str]:
+    """The embedded models as this checkout pins them: each GGUF's sha256 where it is pinned, else its package."""
+    from deliberate.engines.models import EMBEDDED_MODELS
+
+    return {
+        name: model.sha256 or ", ".join(part.distribution for part in model.parts)
+        for name, model in EMBEDDED_MODELS.items()
+    }
 
 
 @cache

@@ -3,6 +3,7 @@ cites it, and their READMEs are the table written from that declaration (bench/d
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -32,3 +33,30 @@ def test_a_stray_file_is_reported(tmp_path, monkeypatch):
     (tmp_path / "stray.json").write_text("{}")
     monkeypatch.setitem(index.FILES, tmp_path, (index.Entry(("kept.json",), "make x", "eval.md"),))
     assert index.undeclared(tmp_path) == ["stray.json"] and index.missing(tmp_path) == ["kept.json"]
+
+
+def test_every_results_file_says_which_commit_and_command_produced_it():
+    from deliberate_bench.results import RESULTS
+
+    unstamped = []
+    for path in sorted(RESULTS.glob("*.json")):
+        result = json.loads(path.read_text())
+        code = result.get("code") or {}
+        if not (code.get("commit") or code.get("committed_in")) or not (
+            result.get("command") or result.get("commands")
+        ):
+            unstamped.append(path.name)
+    assert not unstamped, "results without their commit or command (write them with results.write_json)"
+
+
+def test_a_written_result_carries_its_provenance(tmp_path, monkeypatch):
+    from deliberate_bench import results
+
+    monkeypatch.setattr("sys.argv", ["deliberate bench load", "--quick"])
+    written = json.loads(results.write_json(tmp_path / "r.json", {"ratio": 0.5, "command": "its own"}).read_text())
+    assert written["ratio"] == 0.5 and written["command"] == "its own"  # the figures' keys are theirs
+    assert written["code"]["commit"] and "dirty" in written["code"]
+    assert written["models"]["qwen2.5-coder-1.5b"] == "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+    assert set(written) >= {"machine", "measured_at"}
+    plain = json.loads(results.write_json(tmp_path / "p.json", {}).read_text())
+    assert plain["command"] == "deliberate bench load --quick"

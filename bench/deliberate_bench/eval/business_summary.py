@@ -3,7 +3,6 @@ table and a plot (docs/business-cases.md)."""
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections import Counter
 from pathlib import Path
@@ -12,7 +11,7 @@ from deliberate_bench.eval import business_instances as bi
 from deliberate_bench.eval.outcomes import model_name
 from deliberate_bench.eval.stats import percentile, wilson
 from deliberate_bench.eval.summary import Paths
-from deliberate_bench.results import read_runs
+from deliberate_bench.results import read_runs, write_json
 
 ROWS = ("single", "single:program", "pipeline", "reference")
 OBJECTIVE_NAMES = {"ads": "total CTR", "credit": "total amount offered", "promotion": "gross profit"}
@@ -153,7 +152,7 @@ def plot(result: dict, path: Path) -> bool:
 def write_summaries(paths: Paths, split: str) -> dict:
     result = summary(read_runs(paths.runs), split)
     paths.json.parent.mkdir(parents=True, exist_ok=True)
-    paths.json.write_text(json.dumps(result, indent=2) + "\n")
+    write_json(paths.json, result)
     paths.markdown.write_text(markdown(result))
     plot(result, paths.png)
     return result

@@ -40,7 +40,7 @@ from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb
 from deliberate_bench.eval.labels import GSM8K_CONSTRAINTS, SPLITS, gsm8k_label, normalized, rules_label, split_of
 from deliberate_bench.eval.problems import DEFAULT_DATA, DEFAULT_EXCLUDE, Problem, load_problems, read_exclusions
 from deliberate_bench.eval.services import interrupted
-from deliberate_bench.results import RUNS, append_run, read_runs
+from deliberate_bench.results import RUNS, append_run, read_runs, write_json
 
 FORMAT_VERSION = 1
 DEFAULT_OUT = RUNS / "judge-dataset"
@@ -343,7 +343,7 @@ def run(args: argparse.Namespace) -> int:
         if code:
             return code
     counts = summary(output)
-    (args.out / "summary.json").write_text(json.dumps(counts, indent=2) + "\n")
+    write_json(args.out / "summary.json", counts)
     print(json.dumps(counts, indent=2))
     return 0
 

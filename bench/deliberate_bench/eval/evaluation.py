@@ -20,7 +20,6 @@ Method and fields: docs/eval.md.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sys
@@ -52,7 +51,7 @@ from deliberate_bench.eval.services import (
     started_stack,
 )
 from deliberate_bench.eval.summary import Paths, Tally, summary, write_all
-from deliberate_bench.results import RESULTS, append_run, code_version, read_runs, runs_directory
+from deliberate_bench.results import RESULTS, append_run, code_version, read_runs, runs_directory, write_json
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -359,7 +358,7 @@ def compare_judges(args: argparse.Namespace, s: Settings) -> int:
         "judges": rows,
     }
     args.results_dir.mkdir(parents=True, exist_ok=True)
-    (args.results_dir / f"{args.name}.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_json(args.results_dir / f"{args.name}.json", result)
     table = judges_markdown(result)
     (args.results_dir / f"{args.name}.md").write_text(table)
     print(table)
@@ -385,7 +384,7 @@ def replay_runs(runs: Path, results_dir: Path) -> int:
     result = summary(read_runs(runs))
     paths = Paths(results_dir, runs.name.removesuffix(".jsonl").removesuffix(".runs") + ".replay")
     paths.json.parent.mkdir(parents=True, exist_ok=True)
-    paths.json.write_text(json.dumps(result, indent=2) + "\n")
+    write_json(paths.json, result)
     paths.markdown.write_text(markdown(result))
     print(markdown(result))
     seconds_taken = time.perf_counter() - started

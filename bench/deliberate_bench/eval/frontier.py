@@ -14,14 +14,13 @@ any run was scored.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
 from deliberate_bench.eval.outcomes import SERVICES_USED, Outcome, outcome_of, outcomes, peak_memory
 from deliberate_bench.eval.stats import percentile, wilson
-from deliberate_bench.results import RESULTS, RUNS, read_runs
+from deliberate_bench.results import RESULTS, RUNS, read_runs, write_json
 
 MODELS = ("qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")
 TODAY = "pipeline@5:0.5b"  # the shipped default when the frontier was measured: 0.5B drafts (3 prose + 2 programs)
@@ -232,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results-dir", type=Path, default=RESULTS, help="frontier.{json,md,png} (bench/results)")
     args = parser.parse_args(argv)
     result = frontier(args.runs_dir)
-    (args.results_dir / "frontier.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_json(args.results_dir / "frontier.json", result)
     (args.results_dir / "frontier.md").write_text(markdown(result))
     plot(result, args.results_dir / "frontier.png")
     print(markdown(result))

@@ -29,7 +29,7 @@ from deliberate_bench.eval.summary import (
     learned_configurations,
     per_configuration,
 )
-from deliberate_bench.results import RESULTS, read_runs
+from deliberate_bench.results import RESULTS, read_runs, write_json
 
 
 def headline_rows(size: int = MIX_SIZE, programs: int = PROGRAM_DRAFTS) -> dict[str, str]:
@@ -261,7 +261,7 @@ def run_headline(argv, doc: str, runs_help: str, name: str, summarize, write_mar
     result = summarize(records, args.runs.name)
     args.results_dir.mkdir(parents=True, exist_ok=True)
     base = args.results_dir / args.name
-    base.with_suffix(".json").write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    write_json(base.with_suffix(".json"), result)
     base.with_suffix(".md").write_text(write_markdown(result))
     draw(result, base.with_suffix(".png"))
     for target in result["targets"]:

@@ -35,7 +35,7 @@ from deliberate_bench.eval.train_judge import (
     target_text,
     train,
 )
-from deliberate_bench.results import RESULTS, RUNS, read_runs
+from deliberate_bench.results import RESULTS, RUNS, read_runs, write_json
 
 TRAINING_RUNS = RUNS / "eval-tuning.runs.jsonl"
 SCORED_RUNS = RUNS / "eval-gsm8k-200.runs.jsonl"
@@ -212,7 +212,7 @@ def run_fold(args: argparse.Namespace, training: list[dict], scored: list[dict],
         },  # fmt: skip
         "threads": torch.get_num_threads(),
     }
-    report_path.write_text(json.dumps(report, indent=2) + "\n")
+    write_json(report_path, report)
     log(f"fold {fold}: wrote {scores_path} ({seconds:.0f} s)")
 
 
@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
             run_fold(args, training, scored, fold, log)
 
     result = summarize(scored, args.out, args.folds)
-    (args.out / "summary.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_json(args.out / "summary.json", result)
     print(json.dumps(result, indent=2))
     return 0
 

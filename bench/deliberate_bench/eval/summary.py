@@ -6,7 +6,6 @@ the three files; what each configuration means is in docs/eval.md.
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from collections import Counter
@@ -37,7 +36,7 @@ from deliberate_bench.eval.replay import (
 )
 from deliberate_bench.eval.report import markdown, plot
 from deliberate_bench.eval.stats import paired_bootstrap, percentile, wilson
-from deliberate_bench.results import read_runs
+from deliberate_bench.results import read_runs, write_json
 
 BOOTSTRAP_SEED = 2026
 
@@ -345,7 +344,7 @@ def summary(records: list[dict]) -> dict:
 def write_all(paths: Paths, quiet: bool = False) -> dict:
     result = summary(read_runs(paths.runs))
     paths.json.parent.mkdir(parents=True, exist_ok=True)
-    paths.json.write_text(json.dumps(result, indent=2) + "\n")
+    write_json(paths.json, result)
     paths.markdown.write_text(markdown(result))
     if not plot(result, paths.png) and not quiet:
         print("note: matplotlib is not installed; no plot (pip install matplotlib)")

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from deliberate_bench.results import RESULTS, RUNS, read_runs
+from deliberate_bench.results import RESULTS, RUNS, read_runs, write_json
 
 DEFAULT_BASE = "smollm2-135m"
 DEFAULT_DATASET = RUNS / "judge-dataset"
@@ -361,7 +361,7 @@ def run(args: argparse.Namespace) -> int:
                                   for r, reply in list(zip(validation, replies, strict=True))[:5]]  # fmt: skip
     report["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     args.report.parent.mkdir(parents=True, exist_ok=True)
-    args.report.write_text(json.dumps(report, indent=2) + "\n")
+    write_json(args.report, report)
     print(json.dumps({k: report.get(k) for k in ("validation", "untrained", "training", "trained")}, indent=2))
     log(f"wrote {args.report}; load it with --judge {args.out}")
     return 0
