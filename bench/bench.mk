@@ -282,8 +282,8 @@ judge-signal: install
 
 ##@ the lab: its files, and lm-evaluation-harness
 
-## bench/runs/README.md and bench/results/README.md: every file, the command that writes it, the page that cites it,
-## from bench/deliberate_bench/index.py (a test fails when they are out of date).
+## The lab's indexes from the studies' manifests (bench/studies/<study>/study.toml): bench/studies/README.md, each
+## study's summary table, and bench/runs/README.md and bench/results/README.md (a test fails when one is out of date).
 bench-index: install
 	$(VENV)/bin/deliberate bench index --write
 

@@ -13,25 +13,47 @@ from deliberate_bench import index
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
-@pytest.mark.parametrize("directory", list(index.FILES), ids=lambda d: d.name)
-def test_every_file_is_declared_and_every_declared_file_exists(directory):
-    assert not index.undeclared(directory), "declare them in deliberate_bench/index.py, or remove them"
+DIRECTORIES = list(index.TITLES)
+
+
+@pytest.mark.parametrize("directory", DIRECTORIES, ids=lambda d: d.name)
+def test_every_file_is_in_a_study_and_every_declared_file_exists(directory):
+    assert not index.undeclared(directory), "name them in a study's bench/studies/<study>/study.toml, or remove them"
     assert not index.missing(directory)
 
 
-@pytest.mark.parametrize("directory", list(index.FILES), ids=lambda d: d.name)
-def test_the_readme_is_up_to_date(directory):
-    assert (directory / "README.md").read_text() == index.readme(directory), "deliberate bench index --write"
+def test_every_index_is_up_to_date():
+    stale = [str(path) for path, text in index.indexes().items() if not path.exists() or path.read_text() != text]
+    assert not stale, "deliberate bench index --write"
+
+
+def test_every_study_has_a_manifest_that_says_what_it_asked_and_decided():
+    folders = [p for p in index.STUDIES.iterdir() if p.is_dir()]
+    assert len(folders) >= 10 and all((folder / index.MANIFEST).is_file() for folder in folders)
+    for study in index.studies():
+        assert study.question and study.rule and study.verdict and study.variants, study.name
+        assert len({v.name for v in study.variants}) == len(study.variants), f"{study.name}: a variant named twice"
+        assert {v.cited for v in study.variants} <= set(study.cited), f"{study.name}: a variant's page not cited"
+
+
+def test_no_file_belongs_to_two_variants():
+    for directory in DIRECTORIES:
+        names = [name for s in index.studies() for v in s.variants for name in v.files(directory)]
+        assert len(names) == len(set(names))
 
 
 def test_every_citation_is_a_docs_page():
-    pages = {entry.cited.partition("#")[0] for entries in index.FILES.values() for entry in entries}
+    pages = {page.partition("#")[0] for study in index.studies() for page in study.cited}
     assert not [page for page in pages if not (DOCS / page).exists()]
 
 
 def test_a_stray_file_is_reported(tmp_path, monkeypatch):
     (tmp_path / "stray.json").write_text("{}")
-    monkeypatch.setitem(index.FILES, tmp_path, (index.Entry(("kept.json",), "make x", "eval.md"),))
+    study = index.Study(
+        "s", "q", "r", "v", ("eval.md",), (index.Variant("kept", "make x", "eval.md", (), ("kept.json",)),)
+    )
+    monkeypatch.setattr(index, "studies", lambda: (study,))
+    monkeypatch.setattr(index, "RESULTS", tmp_path)
     assert index.undeclared(tmp_path) == ["stray.json"] and index.missing(tmp_path) == ["kept.json"]
 
 
