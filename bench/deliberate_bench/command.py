@@ -62,6 +62,7 @@ BENCHMARKS = {
     "lm-eval-gateway": Program("deliberate_bench.live.lm_eval_gateway", "lm-evaluation-harness through the gateway"),
     "index": Program("deliberate_bench.index", "the READMEs of bench/runs and bench/results"),
     "figures": Program("deliberate_bench.figures", "check every figure in the docs against its results file"),
+    "compress-runs": Program("deliberate_bench.compress_runs", "compress finished runs files in place (.gz)"),
 }
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from deliberate_bench.results import RESULTS, ROOT, RUNS
+from deliberate_bench.results import RESULTS, ROOT, RUNS, runs_parts, runs_present
 
 STUDIES = ROOT / "bench/studies"
 MANIFEST = "study.toml"
@@ -80,13 +80,19 @@ def declared(directory: Path) -> dict[str, tuple[Study, Variant]]:
 
 
 def undeclared(directory: Path) -> list[str]:
-    """Files in the directory that no study names."""
+    """Files in the directory that no study names (a compressed runs file, `<name>.gz`, goes by its name)."""
+    names = set(declared(directory))
     present = {path.name for path in directory.iterdir()} - KEEP
-    return sorted(present - set(declared(directory)))
+    return sorted(name for name in present if name not in names and name.removesuffix(".gz") not in names)
 
 
 def missing(directory: Path) -> list[str]:
-    return sorted(name for name in declared(directory) if not (directory / name).exists())
+    return sorted(name for name in declared(directory) if not runs_present(directory / name))
+
+
+def stored(directory: Path, name: str) -> str:
+    """The name a declared file has on disk: `<name>.gz` once compressed (`results.runs_parts`)."""
+    return " + ".join(part.name for part in runs_parts(directory / name)) or name
 
 
 def doc_link(cited: str, up: str) -> str:
@@ -102,7 +108,7 @@ def files_readme(directory: Path) -> str:
     for study in studies():
         for variant in study.variants:
             if names := variant.files(directory):
-                files = "<br>".join(f"`{name}`" for name in names)
+                files = "<br>".join(f"`{stored(directory, name)}`" for name in names)
                 where = f"[{study.name}](../studies/{study.name}/README.md)"
                 lines.append(f"| {files} | {where} | `{variant.command}` | {doc_link(variant.cited, '../../')} |")
     return "\n".join(lines) + "\n"
@@ -129,7 +135,8 @@ def study_readme(study: Study) -> str:
              "Written by `deliberate bench index --write` from `study.toml`; one row per variant.", "",
              "| variant | written by | commit | files |", "|---|---|---|---|"]  # fmt: skip
     for v in study.variants:
-        files = [f"[`{n}`](../../runs/{n})" for n in v.runs] + [f"[`{n}`](../../results/{n})" for n in v.results]
+        files = [f"[`{n}`](../../runs/{n})" for name in v.runs for n in stored(RUNS, name).split(" + ")]
+        files += [f"[`{n}`](../../results/{n})" for n in v.results]
         lines.append(f"| {v.name} | `{v.command}` | {commit_of(v)} | {'<br>'.join(files)} |")
     return "\n".join(lines) + "\n"
 

@@ -7,6 +7,7 @@ file and which page cites it (`deliberate bench index`).
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import platform
@@ -32,13 +33,37 @@ def runs_directory(results_dir: Path, runs_dir: Path | None = None) -> Path:
     return RUNS if results_dir.resolve() == RESULTS.resolve() else results_dir
 
 
+def runs_parts(path: Path) -> list[Path]:
+    """A runs file on disk: its compressed part (`<name>.gz`: the records of a finished run, compressed by
+    `deliberate bench compress-runs`) then its plain part (records appended since, by a run resumed); either may be
+    absent."""
+    return [part for part in (path.with_name(path.name + ".gz"), path) if part.exists()]
+
+
+def runs_present(path: Path) -> bool:
+    return bool(runs_parts(path))
+
+
+def remove_runs(path: Path) -> None:
+    """`--fresh`: both parts go."""
+    for part in runs_parts(path):
+        part.unlink()
+
+
+def runs_lines(path: Path) -> list[str]:
+    """The lines of a runs file, its compressed part's first."""
+    lines = []
+    for part in runs_parts(path):
+        text = gzip.decompress(part.read_bytes()).decode() if part.suffix == ".gz" else part.read_text()
+        lines += text.splitlines()
+    return lines
+
+
 def read_runs(path: Path) -> list[dict]:
-    """Every complete record of a runs file (one JSON object a line); [] before the first. A line cut short by an
-    interrupted write, and a blank one, are skipped."""
-    if not path.exists():
-        return []
+    """Every complete record of a runs file (one JSON object a line; `runs_parts`); [] before the first. A line cut
+    short by an interrupted write, and a blank one, are skipped."""
     records = []
-    for line in path.read_text().splitlines():
+    for line in runs_lines(path):
         try:
             records.append(json.loads(line))
         except json.JSONDecodeError:

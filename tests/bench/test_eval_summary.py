@@ -429,7 +429,7 @@ def test_a_learned_policy_never_sees_the_labels_of_the_problems_it_ranks():
     """Cross-validation by problem: relabelling one problem changes the weights of the other folds only."""
     from deliberate_bench.eval.replay import FOLDS, cross_validated
 
-    records = [json.loads(line) for line in (RUNS / "eval-gsm8k-100.runs.jsonl").read_text().splitlines()]
+    records = read_runs(RUNS / "eval-gsm8k-100.runs.jsonl")
     records = [r for r in records if r["task"] == "gsm8k"][:40]
     best, weights = cross_validated(records, 5, same_answer)
     assert len(weights) == FOLDS and all("score" in fold for fold in weights)

@@ -82,3 +82,34 @@ def test_a_written_result_carries_its_provenance(tmp_path, monkeypatch):
     assert set(written) >= {"machine", "measured_at"}
     plain = json.loads(results.write_json(tmp_path / "p.json", {}).read_text())
     assert plain["command"] == "deliberate bench load --quick"
+
+
+# bench/ in git was 49.2 MB when the studies began (issue 57); finished runs files are compressed (compress-runs).
+BENCH_MAX_MB = 35
+
+
+def test_bench_stays_under_its_stated_size():
+    import subprocess
+
+    root = index.ROOT
+    tracked = subprocess.run(["git", "ls-files", "bench"], cwd=root, capture_output=True, text=True, check=True)
+    size = sum((root / name).stat().st_size for name in tracked.stdout.splitlines() if (root / name).is_file())
+    assert size <= BENCH_MAX_MB * 1e6, f"bench/ holds {size / 1e6:.1f} MB: compress finished runs (compress-runs)"
+
+
+def test_a_compressed_runs_file_reads_as_the_plain_one_and_a_resumed_run_appends_beside_it(tmp_path):
+    from deliberate_bench.compress_runs import compress
+    from deliberate_bench.results import append_run, read_runs, remove_runs, runs_parts
+
+    runs = tmp_path / "x.runs.jsonl"
+    for n in range(3):
+        append_run(runs, {"id": n})
+    assert compress(runs).name == "x.runs.jsonl.gz" and not runs.exists()
+    append_run(runs, {"id": 3})  # resumed
+    assert [r["id"] for r in read_runs(runs)] == [0, 1, 2, 3]
+    assert compress(runs).read_bytes() == compress(runs).read_bytes()  # deterministic
+    assert [r["id"] for r in read_runs(runs)] == [0, 1, 2, 3] and [p.name for p in runs_parts(runs)] == [
+        "x.runs.jsonl.gz"
+    ]
+    remove_runs(runs)
+    assert read_runs(runs) == []

@@ -21,6 +21,7 @@ from deliberate.selection import POLICIES
 from deliberate.selection.answers import answer_key
 from deliberate_bench.eval import calls
 from deliberate_bench.eval.replay import replay
+from deliberate_bench.results import read_runs
 from deliberate_client.client import DeliberateClient, build_request
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,15 +37,14 @@ STRATEGIES = list(DEFAULT_STRATEGIES[:NUM_DRAFTS])  # what the recording's Draft
 def recorded_problems() -> dict[str, dict]:
     """Problem id → {"question", "texts": draft index → text} of the recorded first round."""
     problems = {}
-    with RUNS.open() as lines:
-        for record in map(json.loads, lines):
-            if record.get("task") == "gsm8k" and record["id"] in PROBLEMS:
-                drafts = [d for d in record["solve"]["drafts"] if d["round"] == 0]
-                problems[record["id"]] = {
-                    "question": record["question"],
-                    "texts": {d["index"]: d["text"].strip() for d in drafts},
-                    "drafts": drafts,
-                }
+    for record in read_runs(RUNS):
+        if record.get("task") == "gsm8k" and record["id"] in PROBLEMS:
+            drafts = [d for d in record["solve"]["drafts"] if d["round"] == 0]
+            problems[record["id"]] = {
+                "question": record["question"],
+                "texts": {d["index"]: d["text"].strip() for d in drafts},
+                "drafts": drafts,
+            }
     return problems
 
 

@@ -50,7 +50,7 @@ from deliberate_bench.eval.services import (
     started_stack,
 )
 from deliberate_bench.eval.summary import Paths
-from deliberate_bench.results import RESULTS, append_run, read_runs, runs_directory
+from deliberate_bench.results import RESULTS, append_run, read_runs, remove_runs, runs_directory, runs_present
 from deliberate_client.client import build_request
 
 DEFAULT_PIPELINE_DRAFTS = 5  # the Scheduler's default round (docs/scheduler.md)
@@ -86,8 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     model = deployment(drafter_model, refiner_model)
     s = Settings(args.seed, args.max_new_tokens, args.refine_max_new_tokens, args.pipeline_drafts, args.timeout,
                  engine, model)  # fmt: skip
-    if args.fresh and paths.runs.exists():
-        paths.runs.unlink()
+    if args.fresh:
+        remove_runs(paths.runs)
     records = read_runs(paths.runs)
     mixed = next((r["settings"] for r in records if r.get("settings") != s.fingerprint()), None)
     if mixed is not None:
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             signal.signal(signal.SIGTERM, previous)
         if code:
-            if paths.runs.exists():  # what finished before the stop still gets its summary
+            if runs_present(paths.runs):  # what finished before the stop still gets its summary
                 write_summaries(paths, args.split)
             return code
     return print_summary(paths, args.split)
@@ -205,7 +205,7 @@ def progress_line(count: int, total: int, record: dict) -> str:
 
 
 def print_summary(paths: Paths, split: str) -> int:
-    if not paths.runs.exists():
+    if not runs_present(paths.runs):
         print(f"error: no runs in {paths.runs}", file=sys.stderr)
         return 2
     result = write_summaries(paths, split)

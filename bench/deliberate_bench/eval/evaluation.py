@@ -51,7 +51,16 @@ from deliberate_bench.eval.services import (
     started_stack,
 )
 from deliberate_bench.eval.summary import Paths, Tally, summary, write_all
-from deliberate_bench.results import RESULTS, append_run, code_version, read_runs, runs_directory, write_json
+from deliberate_bench.results import (
+    RESULTS,
+    append_run,
+    code_version,
+    read_runs,
+    remove_runs,
+    runs_directory,
+    runs_present,
+    write_json,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -208,8 +217,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_settings(args: argparse.Namespace, s: Settings, paths: Paths) -> int:
-    if args.fresh and paths.runs.exists():
-        paths.runs.unlink()
+    if args.fresh:
+        remove_runs(paths.runs)
 
     records = read_runs(paths.runs)
     for record in records:
@@ -320,7 +329,7 @@ def evaluate(
         for started in (stack, *crosses.values()):
             if started is not None:
                 started.down()
-    code = summarize(paths) if paths.runs.exists() else 0
+    code = summarize(paths) if runs_present(paths.runs) else 0
     return 1 if stopped else code
 
 
@@ -366,7 +375,7 @@ def compare_judges(args: argparse.Namespace, s: Settings) -> int:
 
 
 def summarize(paths: Paths) -> int:
-    if not paths.runs.exists():
+    if not runs_present(paths.runs):
         print(f"error: no runs in {paths.runs}", file=sys.stderr)
         return 2
     result = write_all(paths)
@@ -377,7 +386,7 @@ def summarize(paths: Paths) -> int:
 
 def replay_runs(runs: Path, results_dir: Path) -> int:
     """`--replay`: the summary of a runs file's recorded drafts, every selection row ranked again (replay.py)."""
-    if not runs.exists():
+    if not runs_present(runs):
         print(f"error: no runs file {runs}", file=sys.stderr)
         return 2
     started = time.perf_counter()

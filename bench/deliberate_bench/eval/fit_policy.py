@@ -22,7 +22,7 @@ from pathlib import Path
 from deliberate.selection import same_answer
 from deliberate.selection.learned import ARTEFACT, SCHEMA_VERSION, parse
 from deliberate_bench.eval.replay import LEARNED_SIGNALS, drafts_chooser, fit_weights, parse_drafts
-from deliberate_bench.results import read_runs
+from deliberate_bench.results import read_runs, runs_lines
 
 
 def has_confidence(record: dict) -> bool:
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ARTEFACT)
     args = parser.parse_args(argv)
 
-    content = args.runs.read_bytes()
+    content = "".join(line + "\n" for line in runs_lines(args.runs)).encode()  # the records, compressed or not
     solved = [r for r in read_runs(args.runs) if r.get("task") == "gsm8k" and "solve" in r]
     records = [r for r in solved if "error" not in r["solve"]]
     usable = [r for r in records if has_confidence(r)]

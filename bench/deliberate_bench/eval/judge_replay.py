@@ -31,7 +31,7 @@ from deliberate_bench.eval.replay import (
 )
 from deliberate_bench.eval.stats import paired_bootstrap, wilson
 from deliberate_bench.eval.summary import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
-from deliberate_bench.results import read_runs
+from deliberate_bench.results import read_runs, runs_present
 
 
 def draft_key(record: Mapping, draft: Mapping) -> str:
@@ -185,4 +185,4 @@ def area_under_curve(values: Sequence[float], right: Sequence[bool]) -> float | 
 def read_scores(out: Path, folds: int) -> list[list[dict]]:
     """Every judged draft's row (key, kind, right, p_valid), fold by fold, of the folds judged so far."""
     paths = (out / f"fold{fold}.scores.jsonl" for fold in range(folds))
-    return [read_runs(path) for path in paths if path.exists()]
+    return [read_runs(path) for path in paths if runs_present(path)]

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from deliberate_bench.replays.confidence_stop import read_records, stop_point, thresholds
 from deliberate_bench.replays.stopping import agreement_precision, choose, compare
-from deliberate_bench.results import RUNS, TUNING_RUNS, write_result
+from deliberate_bench.results import RUNS, TUNING_RUNS, runs_present, write_result
 
 CONFIDENCE_PERCENTILE = 5
 
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--losses", default="0,2,4", help="accuracy losses allowed on the calibration runs, points")
     args = parser.parse_args(argv)
     calibration = [r for path in args.calibrate for r in read_records(path)]
-    scored = read_records(args.runs) if args.runs.exists() else []
+    scored = read_records(args.runs) if runs_present(args.runs) else []
     limits = thresholds([r for r in calibration if any(d.get("confidence") for d in r["solve"]["drafts"])],
                         CONFIDENCE_PERCENTILE)  # fmt: skip
     confidence = {"limits": limits, "stop_point": stop_point}

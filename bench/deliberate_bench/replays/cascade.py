@@ -40,7 +40,7 @@ from deliberate.verifier.rules import verify
 from deliberate.verifier.server import constraint_specs
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_bench.eval.replay import replay
-from deliberate_bench.results import RUNS, write_result
+from deliberate_bench.results import RUNS, read_runs, write_result
 
 DEFAULT_RUNS = (RUNS / "cascade-tuning.runs.jsonl",)
 MAX_LATENCY_RATIO = 1.8
@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=Path, nargs="+", default=list(DEFAULT_RUNS), help="tuning runs only")
     parser.add_argument("--name", default="cascade_replay", help="bench/results/<name>.json")
     args = parser.parse_args(argv)
-    records = [json.loads(line) for path in args.runs for line in path.read_text().splitlines() if line.strip()]
+    records = [record for path in args.runs for record in read_runs(path)]
     problems = problems_of(records)
     model = fit_latency(records, problems)
     greedy_program = AdaptivePolicy((PROGRAM,), 1, 1, False, 1, True)

@@ -47,7 +47,7 @@ from deliberate.verifier.streaming import ArithmeticPrefix, GrowingDraft
 from deliberate_bench.eval.replay import DEFAULT_MIX, first_of_kinds, mixes
 from deliberate_bench.eval.replay import replay as rank
 from deliberate_bench.eval.stats import paired_bootstrap
-from deliberate_bench.results import RUNS, TUNING_RUNS, read_runs, write_result
+from deliberate_bench.results import RUNS, TUNING_RUNS, read_runs, runs_present, write_result
 
 # The pieces a draft's text is fed to the prefix check in: about a token each, as the Drafter streams it.
 PIECE_CHARS = 4
@@ -297,14 +297,14 @@ def mix_comparison(scored: list[dict], calibration_runs: list[Path], step_second
     scored_rows = mix_rows(scored, step_seconds)
     if not scored_rows:
         return None
-    calibration = [r for path in calibration_runs if path.exists() for r in gsm8k_records(path)]
+    calibration = [r for path in calibration_runs if runs_present(path) for r in gsm8k_records(path)]
     on_calibration = mix_rows(calibration, step_seconds)
     return {
         "previous": mix_name(PREVIOUS_MIX),
         "default": mix_name(DEFAULT_MIX, DEFAULT_CROSS_MODAL, DEFAULT_CONFIDENCE_STOP),
         "confidence_floors": CONFIDENCE_FLOORS,
         "max_loss_points": MAX_LOSS_POINTS,
-        "calibration_runs": [path.name for path in calibration_runs if path.exists()],
+        "calibration_runs": [path.name for path in calibration_runs if runs_present(path)],
         "chosen_on_calibration": cheapest_within_allowance(on_calibration),
         "calibration": on_calibration,
         "scored": scored_rows,
