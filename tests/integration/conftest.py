@@ -58,7 +58,7 @@ def stack(refined_answers, rounds_all_at_once, otlp_receiver, tmp_path_factory):
         "DELIBERATE_CONFIDENCE_STOP": "false",
         "DELIBERATE_CONFIDENCE_FLOORS": "prose=1000",
         # test_cascade's cascade: two greedy drafts first, then two at a time, settled by two agreeing (the small
-        # model's confidence says little; the deployed policy is the replay's choice, tests/bench/test_cascade_replay)
+        # model's confidence says little; the deployed policy is the replay's choice: test_cascade_replay.py)
         "DELIBERATE_CASCADE_POLICY": "cscscscs/start2/step2/q2+x/greedy",
     }
     with Stack(ports=Ports.free(), env=env, log_dir=log_dir) as running:
