@@ -67,17 +67,20 @@ def rows_of(model: str, records: list[dict], memory: dict, other_refiner_mb: flo
         return round(sum(memory.get(service, 0.0) for service in SERVICES_USED[kind]), 1)
 
     tag = short(model)
+    # Where the quorum stopped drafts before their answer, the vote and the oracle saw only the drafts that finished.
+    stopped = any(d.get("finish_reason") == "ABORTED" for r in records for d in r.get("solve", {}).get("drafts", []))
+    seen = "(after-stop)" if stopped else ""
     stack = mb("pipeline")
     mixed = None if other_refiner_mb is None else round(stack - memory.get("refiner", 0.0) + other_refiner_mb, 1)
     return [
         Row(f"single:{tag}", model, None, 1, per_name["single"], mb("single")),
         Row(f"single:program:{tag}", model, None, 1, per_name["single:program"], mb("single")),
-        Row(f"majority@3:{tag}", model, None, 3, per_name["majority@3"], mb("majority"), replayed=True),
-        Row(f"majority@5:{tag}", model, None, 5, per_name["majority@5"], mb("majority"), replayed=True),
+        Row(f"majority@3{seen}:{tag}", model, None, 3, per_name["majority@3"], mb("majority"), replayed=True),
+        Row(f"majority@5{seen}:{tag}", model, None, 5, per_name["majority@5"], mb("majority"), replayed=True),
         Row(f"pipeline@3:{tag}", model, model, 3, per_name["pipeline@3"], stack),
         Row(f"pipeline@5:{tag}", model, model, 5, per_name["pipeline@5"], stack),
         Row(f"pipeline@5:{tag}/{short(other)}", model, other, 5, per_name["cross"], mixed),
-        Row(f"pass@5:{tag}", model, None, 5, per_name["pass@5"], stack, replayed=True),
+        Row(f"pass@5{seen}:{tag}", model, None, 5, per_name["pass@5"], stack, replayed=True),
     ]
 
 
