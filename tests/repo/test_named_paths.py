@@ -47,8 +47,8 @@ def tracked() -> list[Path]:
 
 
 def test_the_check_reads_patterns_as_patterns():
-    text = "see services/deliberate/cli.py, bench/results/<name>.json, bench/results/cascade.{json,md} and docs/x.md."
-    assert named_paths(text) == ["services/deliberate/cli.py", "docs/x.md"]
+    text = "see services/deliberate/core, bench/results/<name>.json, bench/results/cascade.{json,md} and docs/eval.md."
+    assert named_paths(text) == ["services/deliberate/core", "docs/eval.md"]
 
 
 def test_every_named_path_exists():
