@@ -10,6 +10,9 @@ before scoring (or that it is a measurement), its verdict (kept or not) and the 
   that produced it (read from its results file) and its files;
 - `bench/runs/README.md` and `bench/results/README.md`: every file, the command that writes it, the page that cites it.
 
+Plots are drawn on demand by the summaries that write them; only the headline figures the docs show are declared and
+kept (.gitignore keeps the others out of git).
+
     deliberate bench index [--write]     # prints what is out of date, or writes every index (make bench-index)
 
 tests/bench/test_index.py fails when a file of bench/runs or bench/results belongs to no study, a declared file is
@@ -83,7 +86,8 @@ def undeclared(directory: Path) -> list[str]:
     """Files in the directory that no study names (a compressed runs file, `<name>.gz`, goes by its name)."""
     names = set(declared(directory))
     present = {path.name for path in directory.iterdir()} - KEEP
-    return sorted(name for name in present if name not in names and name.removesuffix(".gz") not in names)
+    drawn_on_demand = {name for name in present if name.endswith(".png") and name not in names}  # not kept (.gitignore)
+    return sorted(name for name in present - drawn_on_demand if name.removesuffix(".gz") not in names)
 
 
 def missing(directory: Path) -> list[str]:
