@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 
 from deliberate_bench.eval.headline import paired, run_headline, targets_table
-from deliberate_bench.eval.outcomes import Outcome, outcome_of, outcomes, peak_memory
+from deliberate_bench.eval.outcomes import Outcome, named_after_stop, outcome_of, outcomes, peak_memory, stopped_drafts
 from deliberate_bench.eval.report import markdown
 from deliberate_bench.eval.summary import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, config_summary
 
@@ -31,8 +31,7 @@ TARGET_ACCURACY = 0.65
 MARGIN_OVER_SINGLE = 0.08
 TARGET_PRECISION = 0.80
 MEMORY_LIMIT_MB = 6 * 1024
-# What the replayed rows are called in the table: what they are, not what a complete round of them would be.
-AFTER_STOP = {"majority@5": "majority@5(after-stop)", "pass@5": "pass@5(after-stop)"}
+# pipeline@3 replays the round's first three drafts, all prose: never cross-checked by a program.
 PROSE_ONLY = {"pipeline@3": "pipeline@3(prose-only)"}
 
 
@@ -114,10 +113,9 @@ def default_headline(records: list[dict], source: str) -> dict:
     stack_mb = by_name[DEFAULT_ROW]["peak_rss_mb"]
     found_targets = targets(by_name, rows, stack_mb)
     drafts = [d for r in gsm8k for d in r["solve"].get("drafts", [])]
-    stopped = sum(d.get("finish_reason") == "ABORTED" for d in drafts)
-    renamed = PROSE_ONLY | (AFTER_STOP if stopped else {})
+    named_after_stop(configs, gsm8k)
     for config in configs:
-        config["name"] = renamed.get(config["name"], config["name"])
+        config["name"] = PROSE_ONLY.get(config["name"], config["name"])
     return {
         "problems": len(gsm8k),
         "model": settings["model"],
@@ -128,7 +126,7 @@ def default_headline(records: list[dict], source: str) -> dict:
         "default_row": DEFAULT_ROW,
         "configs": configs,
         "drafts_recorded": len(drafts),
-        "drafts_stopped_by_the_quorum": stopped,
+        "drafts_stopped_by_the_quorum": stopped_drafts(gsm8k),
         "targets": found_targets,
         "bootstrap": {"seed": BOOTSTRAP_SEED, "resamples": BOOTSTRAP_RESAMPLES},
         "summarized_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

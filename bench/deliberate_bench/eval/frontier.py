@@ -18,7 +18,15 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from deliberate_bench.eval.outcomes import SERVICES_USED, Outcome, outcome_of, outcomes, peak_memory
+from deliberate_bench.eval.outcomes import (
+    AFTER_STOP,
+    SERVICES_USED,
+    Outcome,
+    outcome_of,
+    outcomes,
+    peak_memory,
+    stopped_drafts,
+)
 from deliberate_bench.eval.stats import percentile, wilson
 from deliberate_bench.results import RESULTS, RUNS, read_runs, write_json
 
@@ -68,8 +76,7 @@ def rows_of(model: str, records: list[dict], memory: dict, other_refiner_mb: flo
 
     tag = short(model)
     # Where the quorum stopped drafts before their answer, the vote and the oracle saw only the drafts that finished.
-    stopped = any(d.get("finish_reason") == "ABORTED" for r in records for d in r.get("solve", {}).get("drafts", []))
-    seen = "(after-stop)" if stopped else ""
+    seen = AFTER_STOP if stopped_drafts(records) else ""
     stack = mb("pipeline")
     mixed = None if other_refiner_mb is None else round(stack - memory.get("refiner", 0.0) + other_refiner_mb, 1)
     return [

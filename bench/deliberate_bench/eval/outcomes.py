@@ -3,6 +3,7 @@ and every vote, best-of and selection policy read again from the recorded drafts
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from deliberate.selection import POLICIES, same_answer
@@ -167,6 +168,23 @@ def policy_outcomes(drafts: list[dict], suffix: str, gold: str) -> dict[str, Out
 def outcome_of(answer, gold: str, latency, tokens: int, status=None, cut=False) -> Outcome:
     correct = same_answer(answer, gold)
     return Outcome(answer, correct, latency, tokens, status, None if correct else wrong_because(answer, cut, status))
+
+
+AFTER_STOP = "(after-stop)"
+VOTES_AND_ORACLES = re.compile(r"^((?:majority|pass)@\d+)")
+
+
+def stopped_drafts(records: list[dict]) -> int:
+    """Drafts the round's quorum stopped before their answer (`ABORTED`), over the records' live solves."""
+    return sum(d.get("finish_reason") == "ABORTED" for r in records for d in (r.get("solve") or {}).get("drafts", []))
+
+
+def named_after_stop(configs: list[dict], records: list[dict]) -> None:
+    """Where drafts were stopped, a vote or an oracle saw only the drafts that finished: says so in its name
+    (`majority@5(after-stop)`), after the configurations were summarized and ordered."""
+    if stopped_drafts(records):
+        for config in configs:
+            config["name"] = VOTES_AND_ORACLES.sub(lambda m: m[1] + AFTER_STOP, config["name"])
 
 
 def kind_of(name: str) -> str:

@@ -18,10 +18,12 @@ from deliberate_bench.eval.outcomes import (
     Outcome,
     kind_of,
     model_name,
+    named_after_stop,
     order_key,
     outcomes,
     peak_memory,
     rounded,
+    stopped_drafts,
     wrong_because,
 )
 from deliberate_bench.eval.replay import (
@@ -317,6 +319,8 @@ def summary(records: list[dict]) -> dict:
     sizes = settings.get("sizes") or [5]
     memory = peak_memory(records)
     learned = learned_configurations(gsm8k, sizes)
+    configs = summarize_gsm8k(gsm8k, sizes, memory, learned)
+    named_after_stop(configs, gsm8k)
     return {
         "problems": len(gsm8k),
         "model": model_name(settings.get("model")),
@@ -326,7 +330,8 @@ def summary(records: list[dict]) -> dict:
         "settings": settings,
         "errors": sum(1 for r in gsm8k if "error" in r["single"] or "error" in r["solve"]),
         "peak_rss_mb_by_service": memory,
-        "configs": summarize_gsm8k(gsm8k, sizes, memory, learned),
+        "configs": configs,
+        "drafts_stopped_by_the_quorum": stopped_drafts(gsm8k),
         "drafts": draft_analysis(gsm8k, max(sizes)),
         "ad_selection": summarize_ads(ads, memory),
         "early_stop": early_stop_comparison(records),
