@@ -65,10 +65,13 @@ def decision_program_rule(data: dict, functions: Mapping[str, Callable] | None =
     return Rule(PROGRAM, True, check, substantive=True, waits_on_network=True)
 
 
-# The exact engine a decision program may call: `best_rows(rows, maximize, count=None, at_most=None, one_per=None)`
-# returns the rows of highest total `maximize` within the limits (`core.solver.best_rows`). The model writes the
-# formulation from the question's words; the rules check the plan it prints as any other plan.
+# The exact engine a decision program may call: `best_rows(rows, maximize, count=None, at_most=None, one_per=None,
+# *, minimize, at_least, most_per, least_of, include, exclude)` returns the best rows within the rules
+# (`core.solver.best_rows`). The model writes the formulation from the question's words; the rules check the plan it
+# prints as any other plan.
 BEST_ROWS = "best_rows"
+RULES = ("minimize", "at_least", "most_per", "least_of", "include", "exclude")  # keyword-only
+SIGNATURE = ("count", "at_most", "one_per", *RULES)
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,7 @@ class SolverCalls:
         self.tables = [key for key, value in data.items() if is_table(value)]  # named when `rows` is no table
         self.limits = limits
 
-    def best_rows(self, rows, maximize, count=None, at_most=None, one_per=None):
+    def best_rows(self, rows, maximize=None, count=None, at_most=None, one_per=None, **rules):
         from ..core.solver import SelectionError, best_rows
 
         if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
@@ -120,8 +123,10 @@ class SolverCalls:
             raise TypeError(
                 f"best_rows: at_most must be a dict of field -> limit, e.g. {{'cost': 5000}}, not {at_most!r}"
             )
+        if unknown := sorted(set(rules) - set(RULES)):
+            raise TypeError(f"best_rows: no argument {unknown[0]!r}; it takes {', '.join(('maximize', *SIGNATURE))}")
         try:
-            chosen = best_rows(rows, maximize, count, at_most, one_per, self.limits.time_s)
+            chosen = best_rows(rows, maximize, count, at_most, one_per, self.limits.time_s, **rules)
         except SelectionError as error:
             raise ValueError(f"best_rows: {error}") from None
         return [rows[i] for i in chosen]

@@ -90,6 +90,27 @@ def test_a_program_that_formulates_the_question_for_best_rows_prints_the_optimum
     assert not miscounted.valid and "size_check failed" in messages(miscounted)
 
 
+def test_a_program_states_rules_beyond_the_example_through_the_engine_in_the_sandbox():
+    """At most two ads of a category, one named ad that must be in, a category left out, the count as a range: the
+    keyword-only rules reach `core.solver.best_rows` from the sandbox, and a misspelled one is named."""
+    catalog = DECISION_DATA["catalog"]
+    must, banned = catalog[0]["id"], next(ad["category"] for ad in catalog if ad["category"] != catalog[0]["category"])
+    code = (
+        f'plan = best_rows(ctx["catalog"], maximize="ctr", count=[1, 3], at_most={{"cost": ctx["budget"]}}, '
+        f'most_per={{"category": 2}}, include={{"id": [{must}]}}, exclude={{"category": ["{banned}"]}})'
+        '\nprint(json.dumps({"selected_ids": [row["id"] for row in plan]}))\n'
+    )
+    verdict = verify_program(code)
+    chosen = [ad for ad in catalog if ad["id"] in json.loads(verdict.extracted_answer)["selected_ids"]]
+    assert 1 <= len(chosen) <= 3 and must in [ad["id"] for ad in chosen]
+    assert banned not in [ad["category"] for ad in chosen]
+    assert sum(ad["cost"] for ad in chosen) <= DECISION_DATA["budget"]
+    misspelled = verify_program(code.replace("most_per=", "max_per="))
+    assert "best_rows: no argument 'max_per'; it takes maximize, count, at_most, one_per, minimize" in messages(
+        misspelled
+    )
+
+
 def test_a_program_printing_a_python_literal_is_read_as_json():
     verdict = verify_program(GREEDY.replace("print(json.dumps(", "print((").replace("}))", "}))"))
     assert verdict.valid, messages(verdict)
