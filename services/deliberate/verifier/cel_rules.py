@@ -20,6 +20,7 @@ from .cel_cost import (
     largest_list,
     steps_to_copy,
 )
+from .cel_explain import explain
 from .cel_fast import compile_fast
 from .cel_fast import evaluate as evaluate_fast
 from .constraint_spec import ConstraintSpec
@@ -114,5 +115,6 @@ def cel_check(spec: ConstraintSpec, program, environment: CelEnvironment, draft:
         return True, f"{spec.rule_id} passed"
     if result is False:
         reason = spec.failure_message or f"`{shorten(spec.source, 120)}` is false"
-        return False, f"{spec.rule_id} failed: {reason}"
+        saw = explain(spec.source, lambda source: environment.execute(compiled_cel(source), draft))
+        return False, f"{spec.rule_id} failed: {reason}" + (f" ({shorten(saw, MAX_DETAIL_CHARS)})" if saw else "")
     return False, f"{spec.rule_id} failed: expression returned {shorten(repr(result), 80)}, not a bool"

@@ -128,18 +128,24 @@ def test_cel_constraints_report_their_failure_message():
     assert messages(verdict)["json_schema"] == "json_schema failed at $.selected_ids: [1, 2, 3, 4] is too short"
     rule_set = compile_rules("", [spec_from(0, ads.CONSTRAINTS[0])], {})
     verdict = verify('{"selected_ids": [1, 2]}', rule_set.rules)
-    assert messages(verdict)["size_check"] == "size_check failed: exactly 5 ads must be selected"
+    assert messages(verdict)["size_check"] == (
+        "size_check failed: exactly 5 ads must be selected (size(plan.selected_ids) = 2)"
+    )  # the static message, then the values the expression saw: what a re-draft can repair
 
 
 def test_ids_outside_the_pool_fail_the_cel_pool_check():
     rule_set = compile_rules("", [spec_from(1, ads.CONSTRAINTS[1])], {"pool": [1, 2, 3]})
     verdict = verify('{"selected_ids": [1, 2, 99]}', rule_set.rules, context={"pool": [1, 2, 3]})
-    assert messages(verdict)["pool_check"] == "pool_check failed: every selected id must be in ctx.pool"
+    assert messages(verdict)["pool_check"] == (
+        "pool_check failed: every selected id must be in ctx.pool (`i in ctx.pool` fails for 99)"
+    )
 
 
 def test_cel_without_a_message_quotes_the_expression_and_errors_are_failed_rules():
     rule_set = compile_rules("", [ConstraintSpec(0, "cel_expression", "answer.total < 10")], {})
-    assert messages(verify('{"total": 12}', rule_set.rules))["cel_0"] == "cel_0 failed: `answer.total < 10` is false"
+    assert messages(verify('{"total": 12}', rule_set.rules))["cel_0"] == (
+        "cel_0 failed: `answer.total < 10` is false (answer.total = 12)"
+    )
     missing = messages(verify('{"other": 1}', rule_set.rules))["cel_0"]
     assert missing.startswith("cel_0 failed: ") and "total" in missing
     non_bool = compile_rules("", [ConstraintSpec(0, "cel_expression", "answer.total", id="t")], {})
