@@ -81,6 +81,12 @@ def listing() -> str:
     return "\n".join(lines)
 
 
+def parser_for(name: str, doc: str | None) -> argparse.ArgumentParser:
+    """A lab program's own parser: `deliberate bench <name>`, its module's docstring as the description."""
+    return argparse.ArgumentParser(prog=f"deliberate bench {name}", description=doc,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+
+
 def add_command(commands: argparse._SubParsersAction) -> None:
     """Registered in the entry-point group `deliberate.commands` (bench/pyproject.toml)."""
     bench = commands.add_parser("bench", help=PURPOSE, description=__doc__, epilog=listing(),

@@ -8,10 +8,10 @@ Deterministic (no name or time in the gzip header), so compressing the same reco
 
 from __future__ import annotations
 
-import argparse
 import gzip
 from pathlib import Path
 
+from deliberate_bench.command import parser_for
 from deliberate_bench.results import RUNS, runs_lines
 
 
@@ -25,8 +25,7 @@ def compress(path: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="deliberate bench compress-runs", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = parser_for("compress-runs", __doc__)
     parser.add_argument("names", nargs="+", help="runs files: names in bench/runs, or paths")
     args = parser.parse_args(argv)
     for name in args.names:

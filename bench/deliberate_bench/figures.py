@@ -13,7 +13,6 @@ The path: keys joined by dots; `key[field=value]` picks the element of a list wh
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from deliberate_bench.command import parser_for
 from deliberate_bench.results import ROOT
 
 # [text](path/to/file.json "path.in[name=x].file")
@@ -129,8 +129,7 @@ def check(root: Path = ROOT) -> tuple[int, list[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="deliberate bench figures", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = parser_for("figures", __doc__)
     parser.parse_args(argv)
     count, wrong = check()
     for line in wrong:

@@ -21,7 +21,6 @@ missing, or an index is out of date.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tomllib
@@ -29,6 +28,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from deliberate_bench.command import parser_for
 from deliberate_bench.results import RESULTS, ROOT, RUNS, runs_parts, runs_present
 
 STUDIES = ROOT / "bench/studies"
@@ -168,8 +168,7 @@ def indexes() -> dict[Path, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="deliberate bench index", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = parser_for("index", __doc__)
     parser.add_argument("--write", action="store_true", help="write every index")
     args = parser.parse_args(argv)
     for directory in TITLES:

@@ -37,6 +37,7 @@ from deliberate.core.files import write_atomically
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.drafter.v1 import drafter_service_pb2, drafter_service_pb2_grpc
 from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc
+from deliberate_bench.command import parser_for
 from deliberate_bench.eval.labels import GSM8K_CONSTRAINTS, SPLITS, gsm8k_label, normalized, rules_label, split_of
 from deliberate_bench.eval.problems import DEFAULT_DATA, DEFAULT_EXCLUDE, Problem, load_problems, read_exclusions
 from deliberate_bench.eval.services import interrupted
@@ -282,8 +283,7 @@ def summary(output: Output) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     """`deliberate bench dataset` (deliberate_bench.command)."""
-    parser = argparse.ArgumentParser(prog="deliberate bench dataset", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = parser_for("dataset", __doc__)
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

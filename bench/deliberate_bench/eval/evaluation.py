@@ -26,6 +26,7 @@ import sys
 import time
 from pathlib import Path
 
+from deliberate_bench.command import parser_for
 from deliberate_bench.eval.ads import run_ads
 from deliberate_bench.eval.calls import Settings, run_problem
 from deliberate_bench.eval.judges import judge_row, judges_markdown, parse_judges
@@ -65,8 +66,7 @@ from deliberate_bench.results import (
 
 def main(argv: list[str] | None = None) -> int:
     """`deliberate bench eval` (deliberate_bench.command)."""
-    parser = argparse.ArgumentParser(prog="deliberate bench eval", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = parser_for("eval", __doc__)
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

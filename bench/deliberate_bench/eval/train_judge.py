@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from deliberate_bench.command import parser_for
 from deliberate_bench.results import RESULTS, RUNS, read_runs, write_json
 
 DEFAULT_BASE = "smollm2-135m"
@@ -257,8 +258,7 @@ def measure(model: str, records: Sequence[dict], batch_size: int, threads: int, 
 
 def main(argv: list[str] | None = None) -> int:
     """`deliberate bench train-judge` (deliberate_bench.command)."""
-    parser = argparse.ArgumentParser(prog="deliberate bench train-judge", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = parser_for("train-judge", __doc__)
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 
 from ..core.schemas import shorten
 
@@ -83,58 +84,45 @@ def shown(value: object) -> str:
 def strip_parentheses(expression: str) -> str:
     """The expression without parentheses that wrap all of it."""
     text = expression.strip()
-    while text.startswith("(") and text.endswith(")") and closing(text, 0) == len(text) - 1:
+    while text.startswith("(") and text.endswith(")") and closing(text) == len(text) - 1:
         text = text[1:-1].strip()
     return text
 
 
-def closing(text: str, opening: int) -> int:
-    """The index of the bracket that closes the one at `opening` (quotes skipped); -1 when none."""
+def outside_quotes(text: str) -> Iterator[tuple[int, str, int]]:
+    """(index, character, bracket depth before it) for each character outside a quoted string."""
     depth, quote = 0, ""
-    for index in range(opening, len(text)):
-        char = text[index]
+    for index, char in enumerate(text):
         if quote:
             quote = "" if char == quote else quote
-        elif char in "'\"":
+            continue
+        if char in "'\"":
             quote = char
-        elif char in "([{":
-            depth += 1
-        elif char in ")]}":
-            depth -= 1
-            if depth == 0:
-                return index
-    return -1
+            continue
+        yield index, char, depth
+        depth += (char in "([{") - (char in ")]}")
+
+
+def closing(text: str) -> int:
+    """The index of the bracket that closes the one the text opens with; -1 when none."""
+    return next((index for index, char, depth in outside_quotes(text) if char in ")]}" and depth == 1), -1)
 
 
 def split_top_level(expression: str, separator: str) -> list[str]:
     """The expression split on `separator` where it stands outside brackets and quotes, each part stripped."""
-    parts, depth, quote, start, index = [], 0, "", 0, 0
-    while index < len(expression):
-        char = expression[index]
-        if quote:
-            quote = "" if char == quote else quote
-        elif char in "'\"":
-            quote = char
-        elif char in "([{":
-            depth += 1
-        elif char in ")]}":
-            depth -= 1
-        elif (
-            depth == 0
-            and expression.startswith(separator, index)
-            and not (len(separator) == 1 and relation_prefix(expression, index))
-        ):
-            parts.append(expression[start:index].strip())
-            index += len(separator)
-            start = index
+    parts, start = [], 0
+    for index, _, depth in outside_quotes(expression):
+        if index < start or depth or not expression.startswith(separator, index):
             continue
-        index += 1
+        if len(separator) == 1 and relation_prefix(expression, index):
+            continue
+        parts.append(expression[start:index].strip())
+        start = index + len(separator)
     return [*parts, expression[start:].strip()]
 
 
 def relation_prefix(expression: str, index: int) -> bool:
-    """`<` or `>` that is the first character of `<=` / `>=`, or `=` of `==`/`!=`/`<=`/`>=` read alone."""
+    """A one-character relation that is part of a two-character one (`<` of `<=`, `=` of `==`)."""
     nxt = expression[index + 1 : index + 2]
     previous = expression[index - 1 : index] if index else ""
-    here = expression[index]
-    return (here in "<>" and nxt == "=") or (here == "=" and previous in "=!<>")
+    return (expression[index] in "<>" and nxt == "=") or (expression[index] == "=" and previous in "=!<>")
