@@ -17,8 +17,8 @@ reads as the request's). Configurations (`--configs`):
 
 Per level and configuration: throughput (requests answered per minute), **goodput** (right answers within the deadline
 per minute), p50/p95/p99 latency of admitted requests, refusals (`RESOURCE_EXHAUSTED`; the client waits the
-`retry-after-ms` hint and sends the same problem once more, and whether that retry was admitted is counted),
-deadlines exceeded, lost (no reply by the deadline + 5 s), and the drafts per request the round started.
+`retry-after-ms` hint and sends the same problem once more with the refusal's retry ticket, and whether that retry
+was admitted is counted), deadlines exceeded, lost (no reply by the deadline + 5 s), and the drafts per request the round started.
 A minute here is the level's wall time, from its first request to the end of its last.
 
 Writes bench/results/load.{json,md,png} (load-quick.* with --quick: SmolLM2-135M, 1 and 2 clients, 30 s, the default
@@ -40,7 +40,7 @@ from pathlib import Path
 import grpc
 
 from deliberate.cli.stack import Ports, Stack
-from deliberate.core.admission import retry_after_ms
+from deliberate.core.admission import TICKET_KEY, retry_after_ms, retry_ticket
 from deliberate.engines.models import DEFAULT_EMBEDDED
 from deliberate.selection import same_answer
 from deliberate.verifier.parsing import extract_final_answer
@@ -69,6 +69,7 @@ class Call:
     refused: bool = False  # the first try was refused with RESOURCE_EXHAUSTED
     hinted: bool = False  # ... and carried a retry-after-ms hint
     retry_admitted: bool | None = None  # the retry after the hint: admitted (any status but RESOURCE_EXHAUSTED)
+    ticket: str = ""  # the place the refusal held for the retry (core/admission.py), sent back with it
 
     @property
     def latency(self) -> float | None:
@@ -169,7 +170,7 @@ class Sender:
             if call.code == "RESOURCE_EXHAUSTED" and call.hinted:
                 retried = Call(problem.id, started=call.started, refused=True, hinted=True)
                 if left > 0:
-                    self.solve(retried, config, problem, left)
+                    self.solve(retried, config, problem, left, ticket=call.ticket)
                     retried.retry_admitted = retried.code != "RESOURCE_EXHAUSTED"
                 else:
                     retried.code = "DEADLINE_EXCEEDED"  # the hint outlasted the deadline: not sent again
@@ -177,17 +178,20 @@ class Sender:
         call.ended = time.monotonic() - begun
         return call
 
-    def solve(self, call: Call, config: str, problem: Problem, timeout: float) -> None:
+    def solve(self, call: Call, config: str, problem: Problem, timeout: float, ticket: str = "") -> None:
+        """One Solve; a retry sends back the ticket its refusal carried (the place held for it)."""
         round_of_5 = {"num_drafts": 5, "draft_count": "all_at_once"} if config == "round5" else {}
         request = build_request(problem.question, max_new_tokens=self.settings.max_new_tokens,
                                 request_id=f"load-{config}-{problem.id}", **round_of_5)  # fmt: skip
+        metadata = ((TICKET_KEY, ticket),) if ticket else None
         try:
-            response = self.services.scheduler.Solve(request, timeout=timeout)
+            response = self.services.scheduler.Solve(request, timeout=timeout, metadata=metadata)
         except grpc.RpcError as error:
             call.code = error.code().name
             if error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
                 hint = retry_after_ms(error.trailing_metadata())
                 call.refused, call.hinted = True, hint is not None
+                call.ticket = retry_ticket(error.trailing_metadata())
                 if hint is not None:
                     time.sleep(hint / 1000)
             return

@@ -17,6 +17,12 @@ One server interceptor does both for every service (core/server.py installs it):
   the calls it shared the service with: on a CPU they share the cores), and the hint is about when enough of
   them will have ended for the estimate to fit. An idle service admits every call, and so does one that has
   seen fewer than WARM_CALLS calls end.
+- With `by_deadline` (the client-facing Scheduler), a refusal carries a retry ticket (`retry-ticket` in its trailing
+  metadata) that holds a place for the caller from its hint's time on, for as long again plus TICKET_GRACE_S: a
+  call without a ticket counts the places due as calls in flight, so the slot a call frees goes to the caller told
+  to come back, not to whoever arrives first (closed-loop clients took the freed slots: 2 of 264 retries admitted,
+  docs/scaling.md). A retry that sends its ticket back (`retry-ticket` in its invocation metadata) takes its place;
+  a ticket not used in time lapses.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import secrets
 import time
 from collections import Counter
 from collections.abc import Callable, Collection
@@ -45,6 +52,10 @@ INITIAL_CALL_S = 1.0
 DURATION_SMOOTHING = 0.2
 # Calls that must have ended before the work estimate refuses anything (--admit-by-deadline).
 WARM_CALLS = 3
+# Retry tickets: the metadata key, how long past its hint a place is held, how many places at most.
+TICKET_KEY = "retry-ticket"
+TICKET_GRACE_S = 1.0
+MAX_TICKETS = 1024
 # How long a refused bidirectional call waits for its caller's opening message before the refusal (see
 # `read_opening_message`).
 OPENING_MESSAGE_WAIT_S = 0.5
@@ -52,12 +63,13 @@ OPENING_MESSAGE_WAIT_S = 0.5
 
 class Rejected(Exception):
     """The bound is reached (`reason` "bound") or the deadline out of reach ("deadline"); `retry_after_ms` is the
-    hint sent to the client."""
+    hint sent to the client, `ticket` the place held for its retry."""
 
-    def __init__(self, message: str, retry_after_ms: int, reason: str = "bound"):
+    def __init__(self, message: str, retry_after_ms: int, reason: str = "bound", ticket: str = ""):
         super().__init__(message)
         self.retry_after_ms = retry_after_ms
         self.reason = reason
+        self.ticket = ticket
 
 
 class InFlightLimit:
@@ -76,52 +88,76 @@ class InFlightLimit:
         self.mean_call_s = INITIAL_CALL_S
         self.mean_work_s = INITIAL_CALL_S  # one call's duration alone: its duration over the calls it shared with
         self.ended = 0
+        self.tickets: dict[str, tuple[float, float]] = {}  # ticket → (due, lapses), monotonic seconds
 
     @property
     def total(self) -> int:
         return sum(self.in_flight.values())
+
+    def places_due(self, now: float, own: str = "") -> int:
+        """Places held for refused callers whose hint has come (lapsed ones dropped), the caller's own aside."""
+        self.tickets = {t: (due, lapses) for t, (due, lapses) in self.tickets.items() if lapses > now}
+        return sum(1 for t, (due, _) in self.tickets.items() if due <= now and t != own)
+
+    def issue_ticket(self, retry_after_ms: int, now: float) -> str:
+        """A place held from the hint's time on, for as long again plus TICKET_GRACE_S."""
+        if len(self.tickets) >= MAX_TICKETS:
+            return ""
+        ticket = secrets.token_hex(8)
+        wait_s = retry_after_ms / 1000
+        self.tickets[ticket] = (now + wait_s, now + 2 * wait_s + TICKET_GRACE_S)
+        return ticket
 
     def retry_after_ms(self) -> int:
         """About when one of the calls in flight ends, if they end evenly spread over a call's duration."""
         estimate = round(1000 * self.mean_call_s / self.bound)
         return max(MIN_RETRY_AFTER_MS, min(MAX_RETRY_AFTER_MS, estimate))
 
-    def estimated_s(self) -> float:
-        """A new call's latency if admitted now: it shares the service with every call in flight."""
-        return (self.total + 1) * self.mean_work_s
+    def estimated_s(self, ahead: int | None = None) -> float:
+        """A new call's latency if admitted now: it shares the service with the `ahead` calls (those in flight)."""
+        return ((self.total if ahead is None else ahead) + 1) * self.mean_work_s
 
-    def deadline_retry_after_ms(self, time_left_s: float) -> int:
-        """About when enough calls in flight will have ended (one per `mean_work_s`) for a call with `time_left_s`
-        to fit."""
+    def deadline_retry_after_ms(self, time_left_s: float, ahead: int | None = None) -> int:
+        """About when enough of the `ahead` calls will have ended (one per `mean_work_s`) for a call with
+        `time_left_s` to fit."""
         may_share_with = max(0, int(time_left_s / self.mean_work_s) - 1)
-        estimate = round(1000 * (self.total - may_share_with) * self.mean_work_s)
+        estimate = round(1000 * ((self.total if ahead is None else ahead) - may_share_with) * self.mean_work_s)
         return max(MIN_RETRY_AFTER_MS, min(MAX_RETRY_AFTER_MS, estimate))
 
-    def refusal(self, time_left_s: float | None) -> Rejected | None:
-        """Why a call may not start now, or None."""
-        if self.total >= self.bound:
-            message = f"{self.total} of {self.bound} calls in flight ({self.setting}); retry later"
+    def refusal(self, time_left_s: float | None, ticket: str = "", now: float | None = None) -> Rejected | None:
+        """Why a call may not start now, or None. The places due to refused callers count as calls ahead of it,
+        unless `ticket` is its own."""
+        now = time.monotonic() if now is None else now
+        ahead = self.total + self.places_due(now, own=ticket if ticket in self.tickets else "")
+        if ahead >= self.bound:
+            held = f" and {ahead - self.total} places held for retries" if ahead > self.total else ""
+            message = f"{self.total} of {self.bound} calls in flight{held} ({self.setting}); retry later"
             return Rejected(message, self.retry_after_ms(), reason="bound")
-        if not self.by_deadline or time_left_s is None or not self.total or self.ended < WARM_CALLS:
+        if not self.by_deadline or time_left_s is None or not ahead or self.ended < WARM_CALLS:
             return None
-        if self.estimated_s() <= time_left_s:
+        if self.estimated_s(ahead) <= time_left_s:
             return None
         message = (
-            f"the deadline cannot be met: {time_left_s:.1f} s left, and with {self.total} calls in flight of about "
-            f"{self.mean_work_s:.1f} s of work each this one would take about {self.estimated_s():.1f} s "
+            f"the deadline cannot be met: {time_left_s:.1f} s left, and with {ahead} calls in flight or due of about "
+            f"{self.mean_work_s:.1f} s of work each this one would take about {self.estimated_s(ahead):.1f} s "
             "(--admit-by-deadline); retry later"
         )
-        return Rejected(message, self.deadline_retry_after_ms(time_left_s), reason="deadline")
+        return Rejected(message, self.deadline_retry_after_ms(time_left_s, ahead), reason="deadline")
 
     @contextmanager
-    def admit(self, method: str, time_left_s: float | None = None):
-        """Holds one slot for the block (raises `Rejected` when none is free, or, `by_deadline`, when the call
-        cannot end within `time_left_s`); released however it ends."""
-        refused = self.refusal(time_left_s)
+    def admit(self, method: str, time_left_s: float | None = None, ticket: str = ""):
+        """Holds one slot for the block (raises `Rejected`, with a ticket for the retry, when none is free, or,
+        `by_deadline`, when the call cannot end within `time_left_s`); released however it ends. `ticket`: the one a
+        refusal gave this caller, which its place honours once."""
+        now = time.monotonic()
+        refused = self.refusal(time_left_s, ticket, now)
         if refused is not None:
             self.rejected[method] += 1
             metrics.REJECTED_CALLS.add(1, {"method": method, "reason": refused.reason})
+            self.tickets.pop(ticket, None)
+            refused.ticket = self.issue_ticket(refused.retry_after_ms, now) if self.by_deadline else ""
             raise refused
+        self.tickets.pop(ticket, None)
         self.in_flight[method] += 1
         metrics.ADMITTED_CALLS.add(1, {"method": method})
         sharing_at_start, started = self.total, time.monotonic()
@@ -138,13 +174,23 @@ class InFlightLimit:
         self.mean_work_s += DURATION_SMOOTHING * (elapsed_s / max(1.0, sharing) - self.mean_work_s)
 
 
-def retry_metadata(code: grpc.StatusCode, message: str, retry_after_ms: int) -> tuple[tuple[str, str | bytes], ...]:
-    """Trailing metadata carrying the retry hint, plain and as google.rpc.RetryInfo (what grpcio-status reads)."""
+def retry_metadata(
+    code: grpc.StatusCode, message: str, retry_after_ms: int, ticket: str = ""
+) -> tuple[tuple[str, str | bytes], ...]:
+    """Trailing metadata carrying the retry hint, plain and as google.rpc.RetryInfo (what grpcio-status reads), and
+    the retry's ticket where one was issued."""
     delay = duration_pb2.Duration()
     delay.FromMilliseconds(retry_after_ms)
     status = status_pb2.Status(code=getattr(code_pb2, code.name), message=message)
     status.details.add().Pack(error_details_pb2.RetryInfo(retry_delay=delay))
-    return ((RETRY_AFTER_KEY, str(retry_after_ms)), (STATUS_DETAILS_KEY, status.SerializeToString()))
+    ticket_entry = ((TICKET_KEY, ticket),) if ticket else ()
+    return ((RETRY_AFTER_KEY, str(retry_after_ms)), (STATUS_DETAILS_KEY, status.SerializeToString()), *ticket_entry)
+
+
+def retry_ticket(metadata) -> str:
+    """The `retry-ticket` in a call's metadata (a refusal's trailing metadata, or a retry's invocation metadata);
+    "" when none."""
+    return next((str(value) for key, value in metadata or () if key == TICKET_KEY), "")
 
 
 def retry_after_ms(metadata) -> int | None:
@@ -161,7 +207,8 @@ def retry_after_ms(metadata) -> int | None:
 async def reject(context: grpc.aio.ServicerContext, rejected: Rejected) -> None:
     code = grpc.StatusCode.RESOURCE_EXHAUSTED
     message = str(rejected)
-    await context.abort(code, message, trailing_metadata=retry_metadata(code, message, rejected.retry_after_ms))
+    metadata = retry_metadata(code, message, rejected.retry_after_ms, rejected.ticket)
+    await context.abort(code, message, trailing_metadata=metadata)
 
 
 async def parse(raw: bytes, deserialize: Callable[[bytes], object], name: str, context) -> object:
@@ -204,7 +251,9 @@ def short_name(method: str) -> str:
 
 
 def slot(limit: InFlightLimit | None, method: str, context) -> AbstractContextManager:
-    return limit.admit(method, context.time_remaining()) if limit is not None else nullcontext()
+    if limit is None:
+        return nullcontext()
+    return limit.admit(method, context.time_remaining(), retry_ticket(context.invocation_metadata()))
 
 
 def wrap(handler: grpc.RpcMethodHandler, limit: InFlightLimit | None, method: str) -> grpc.RpcMethodHandler:

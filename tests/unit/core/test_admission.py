@@ -16,11 +16,15 @@ from deliberate.core.admission import (
     OPENING_MESSAGE_WAIT_S,
     RETRY_AFTER_KEY,
     STATUS_DETAILS_KEY,
+    TICKET_GRACE_S,
+    TICKET_KEY,
     WARM_CALLS,
     Admission,
     InFlightLimit,
+    Rejected,
     read_opening_message,
     retry_after_ms,
+    retry_ticket,
 )
 
 SERVICE = "test.Work"
@@ -347,3 +351,57 @@ def test_a_refused_calls_opening_message_is_taken_and_a_silent_caller_is_not_wai
         await read_opening_message(failing())  # a caller gone already: nothing to read, nothing raised
 
     asyncio.run(main())
+
+
+def test_a_refused_caller_gets_a_ticket_whose_place_comes_before_a_newcomers_and_lapses_unused():
+    limit = InFlightLimit(2, "--max-in-flight", by_deadline=True)
+    limit.mean_call_s, limit.in_flight["Solve"] = 1.0, 2  # full: a refusal hints 500 ms
+    with pytest.raises(Rejected) as refused:
+        with limit.admit("Solve", time_left_s=None):
+            pass
+    ticket = refused.value.ticket
+    assert ticket and refused.value.retry_after_ms == 500
+    due = limit.tickets[ticket][0]
+    limit.in_flight["Solve"] = 1  # a call ended at the hint's time: one slot free, and one place due
+    newcomer = limit.refusal(None, now=due)
+    assert newcomer is not None and "1 places held for retries" in str(newcomer)
+    assert limit.refusal(None, ticket=ticket, now=due) is None  # the retry takes the place held for it
+    assert limit.refusal(None, now=due - 0.1) is None  # before the hint's time nothing is held
+    assert limit.places_due(due + 0.5 + TICKET_GRACE_S + 0.01) == 0 and not limit.tickets  # unused: it lapses
+
+
+def test_only_the_deadline_admitting_service_issues_tickets():
+    limit = InFlightLimit(1, "--max-in-flight")
+    limit.in_flight["GenerateDrafts"] = 1
+    with pytest.raises(Rejected) as refused:
+        with limit.admit("GenerateDrafts"):
+            pass
+    assert refused.value.ticket == "" and not limit.tickets
+
+
+def test_a_retry_that_sends_its_ticket_back_over_grpc_is_admitted_before_a_newcomer():
+    async def test(service: Running):
+        service.limit.by_deadline = True
+        held = [asyncio.ensure_future(service.unary("Hold")(wrappers_pb2.StringValue())) for _ in range(BOUND)]
+        await service.until_in_flight(BOUND)
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await service.unary("Hold")(wrappers_pb2.StringValue())
+        ticket = retry_ticket(refused.value.trailing_metadata())
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and ticket
+        service.limit.tickets[ticket] = (0.0, float("inf"))  # its hint's time has come
+        service.work.release.set()
+        await asyncio.gather(*held)
+        service.work.release.clear()
+        newcomers = [service.unary("Hold")(wrappers_pb2.StringValue()) for _ in range(BOUND)]
+        admitted = asyncio.gather(*newcomers, return_exceptions=True)
+        await service.until_in_flight(1)  # one admitted; the other counted the place due and was refused
+        retried = asyncio.ensure_future(
+            service.unary("Hold")(wrappers_pb2.StringValue(value="retry"), metadata=((TICKET_KEY, ticket),))
+        )
+        await service.until_in_flight(BOUND)
+        service.work.release.set()
+        outcomes = await admitted
+        assert (await retried).value == "retry"
+        assert sum(isinstance(o, grpc.aio.AioRpcError) for o in outcomes) == 1  # one newcomer gave way
+
+    serve(test)
