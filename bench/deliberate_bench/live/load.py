@@ -18,8 +18,8 @@ reads as the request's). Configurations (`--configs`):
 Per level and configuration: throughput (requests answered per minute), **goodput** (right answers within the deadline
 per minute), p50/p95/p99 latency of admitted requests, refusals (`RESOURCE_EXHAUSTED`; the client waits the
 `retry-after-ms` hint and sends the same problem once more with the refusal's retry ticket, and whether that retry
-was admitted is counted), deadlines exceeded, lost (no reply by the deadline + 5 s), and the drafts per request the round started.
-A minute here is the level's wall time, from its first request to the end of its last.
+was admitted is counted), deadlines exceeded, lost (no reply by the deadline + 5 s), and the drafts per request the
+round started. A minute here is the level's wall time, from its first request to the end of its last.
 
 Writes bench/results/load.{json,md,png} (load-quick.* with --quick: SmolLM2-135M, 1 and 2 clients, 30 s, the default
 against the single-program server — a check that the machinery works, not a curve).
@@ -40,7 +40,7 @@ from pathlib import Path
 import grpc
 
 from deliberate.cli.stack import Ports, Stack
-from deliberate.core.admission import TICKET_KEY, retry_after_ms, retry_ticket
+from deliberate.core.admission import TICKET_KEY, TICKET_WANTED, retry_after_ms, retry_ticket
 from deliberate.engines.models import DEFAULT_EMBEDDED
 from deliberate.selection import same_answer
 from deliberate.verifier.parsing import extract_final_answer
@@ -183,7 +183,7 @@ class Sender:
         round_of_5 = {"num_drafts": 5, "draft_count": "all_at_once"} if config == "round5" else {}
         request = build_request(problem.question, max_new_tokens=self.settings.max_new_tokens,
                                 request_id=f"load-{config}-{problem.id}", **round_of_5)  # fmt: skip
-        metadata = ((TICKET_KEY, ticket),) if ticket else None
+        metadata = ((TICKET_KEY, ticket or TICKET_WANTED),)  # a first try asks for a ticket, a retry sends its own
         try:
             response = self.services.scheduler.Solve(request, timeout=timeout, metadata=metadata)
         except grpc.RpcError as error:

@@ -17,12 +17,13 @@ One server interceptor does both for every service (core/server.py installs it):
   the calls it shared the service with: on a CPU they share the cores), and the hint is about when enough of
   them will have ended for the estimate to fit. An idle service admits every call, and so does one that has
   seen fewer than WARM_CALLS calls end.
-- With `by_deadline` (the client-facing Scheduler), a refusal carries a retry ticket (`retry-ticket` in its trailing
-  metadata) that holds a place for the caller from its hint's time on, for as long again plus TICKET_GRACE_S: a
-  call without a ticket counts the places due as calls in flight, so the slot a call frees goes to the caller told
-  to come back, not to whoever arrives first (closed-loop clients took the freed slots: 2 of 264 retries admitted,
-  docs/scaling.md). A retry that sends its ticket back (`retry-ticket` in its invocation metadata) takes its place;
-  a ticket not used in time lapses.
+- With `by_deadline` (the client-facing Scheduler), a caller that asks for one (`retry-ticket: new` in its
+  invocation metadata) gets a retry ticket with a refusal (`retry-ticket` in the trailing metadata) that holds a
+  place for it from its hint's time on, for as long again plus TICKET_GRACE_S: a call without that ticket counts the
+  places due as calls in flight, so the slot a call frees goes to the caller told to come back, not to whoever
+  arrives first (closed-loop clients took the freed slots: 2 of 264 retries admitted, docs/scaling.md). The retry
+  sends the ticket back (`retry-ticket: <ticket>`) and takes its place; a ticket not used in time lapses. Opt-in,
+  so a caller that would retry without its ticket never holds a place against itself.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ DURATION_SMOOTHING = 0.2
 WARM_CALLS = 3
 # Retry tickets: the metadata key, how long past its hint a place is held, how many places at most.
 TICKET_KEY = "retry-ticket"
+TICKET_WANTED = "new"  # the value that asks for a ticket with a refusal
 TICKET_GRACE_S = 1.0
 MAX_TICKETS = 1024
 # How long a refused bidirectional call waits for its caller's opening message before the refusal (see
@@ -146,16 +148,17 @@ class InFlightLimit:
 
     @contextmanager
     def admit(self, method: str, time_left_s: float | None = None, ticket: str = ""):
-        """Holds one slot for the block (raises `Rejected`, with a ticket for the retry, when none is free, or,
-        `by_deadline`, when the call cannot end within `time_left_s`); released however it ends. `ticket`: the one a
-        refusal gave this caller, which its place honours once."""
+        """Holds one slot for the block (raises `Rejected` when none is free, or, `by_deadline`, when the call cannot
+        end within `time_left_s`); released however it ends. `ticket`: TICKET_WANTED to get a ticket with a refusal,
+        or the one a refusal gave this caller, which its place honours once (a refusal then gives a new one)."""
         now = time.monotonic()
         refused = self.refusal(time_left_s, ticket, now)
         if refused is not None:
             self.rejected[method] += 1
             metrics.REJECTED_CALLS.add(1, {"method": method, "reason": refused.reason})
             self.tickets.pop(ticket, None)
-            refused.ticket = self.issue_ticket(refused.retry_after_ms, now) if self.by_deadline else ""
+            if self.by_deadline and ticket:
+                refused.ticket = self.issue_ticket(refused.retry_after_ms, now)
             raise refused
         self.tickets.pop(ticket, None)
         self.in_flight[method] += 1

@@ -18,6 +18,7 @@ from deliberate.core.admission import (
     STATUS_DETAILS_KEY,
     TICKET_GRACE_S,
     TICKET_KEY,
+    TICKET_WANTED,
     WARM_CALLS,
     Admission,
     InFlightLimit,
@@ -356,8 +357,12 @@ def test_a_refused_calls_opening_message_is_taken_and_a_silent_caller_is_not_wai
 def test_a_refused_caller_gets_a_ticket_whose_place_comes_before_a_newcomers_and_lapses_unused():
     limit = InFlightLimit(2, "--max-in-flight", by_deadline=True)
     limit.mean_call_s, limit.in_flight["Solve"] = 1.0, 2  # full: a refusal hints 500 ms
-    with pytest.raises(Rejected) as refused:
+    with pytest.raises(Rejected) as unasked:
         with limit.admit("Solve", time_left_s=None):
+            pass
+    assert unasked.value.ticket == "" and not limit.tickets  # a caller that did not ask holds no place
+    with pytest.raises(Rejected) as refused:
+        with limit.admit("Solve", time_left_s=None, ticket=TICKET_WANTED):
             pass
     ticket = refused.value.ticket
     assert ticket and refused.value.retry_after_ms == 500
@@ -374,7 +379,7 @@ def test_only_the_deadline_admitting_service_issues_tickets():
     limit = InFlightLimit(1, "--max-in-flight")
     limit.in_flight["GenerateDrafts"] = 1
     with pytest.raises(Rejected) as refused:
-        with limit.admit("GenerateDrafts"):
+        with limit.admit("GenerateDrafts", ticket=TICKET_WANTED):
             pass
     assert refused.value.ticket == "" and not limit.tickets
 
@@ -385,7 +390,7 @@ def test_a_retry_that_sends_its_ticket_back_over_grpc_is_admitted_before_a_newco
         held = [asyncio.ensure_future(service.unary("Hold")(wrappers_pb2.StringValue())) for _ in range(BOUND)]
         await service.until_in_flight(BOUND)
         with pytest.raises(grpc.aio.AioRpcError) as refused:
-            await service.unary("Hold")(wrappers_pb2.StringValue())
+            await service.unary("Hold")(wrappers_pb2.StringValue(), metadata=((TICKET_KEY, TICKET_WANTED),))
         ticket = retry_ticket(refused.value.trailing_metadata())
         assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and ticket
         service.limit.tickets[ticket] = (0.0, float("inf"))  # its hint's time has come
