@@ -5,7 +5,9 @@ drift from its file: a Markdown link to a committed JSON result whose title name
 
 renders as the figure linked to its file, and `deliberate bench figures` (tests/repo/test_doc_figures.py) resolves
 every such link and checks the figure against the value: the link's first number, read as a percentage of a fraction
-when it ends in `%` and the value is within [-1, 1], equal to the value to the digits it shows.
+when it ends in `%` and the value is within [-1, 1], equal to the value to the digits it shows. A table copied whole
+from a Markdown result sits between `<!-- copied from ../bench/results/<name>.md -->` and `<!-- end of copy -->`,
+and must be a run of that file's lines.
 
 The path: keys joined by dots; `key[field=value]` picks the element of a list whose `field` is `value` (and
 `key[a=1,b=2]` the one where both hold), `key[3]` the fourth (brackets may hold dots).
@@ -25,8 +27,21 @@ from deliberate_bench.results import ROOT
 
 # [text](path/to/file.json "path.in[name=x].file")
 REFERENCE = re.compile(r"\[(?P<text>[^\]]+)\]\((?P<file>[^)\s]+\.json) \"(?P<path>[^\"]+)\"\)")
+# A table copied whole from a results file: <!-- copied from ../bench/results/x.md --> … <!-- end of copy -->
+COPY_START = re.compile(r"<!-- copied from (?P<file>\S+\.md) -->")
+COPY_END = "<!-- end of copy -->"
 NUMBER = re.compile(r"[-−+]?\d[\d,]*(?:\.\d+)?")
 SEGMENT = re.compile(r"(?P<key>[^.\[\]]+)?(?:\[(?P<pick>[^\]]+)\])?")
+
+
+@dataclass(frozen=True)
+class Copy:
+    """Lines a page copies from a committed Markdown result, between COPY_START and COPY_END."""
+
+    page: Path
+    line: int
+    file: Path
+    lines: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -46,6 +61,31 @@ def references(page: Path) -> list[Reference]:
             file = (page.parent / match["file"]).resolve()
             found.append(Reference(page, number, match["text"], file, match["path"]))
     return found
+
+
+def copies(page: Path) -> list[Copy]:
+    """Every block a page copies from a results file, its file resolved against the page's folder."""
+    found, lines = [], page.read_text().splitlines()
+    for number, line in enumerate(lines, start=1):
+        if start := COPY_START.search(line):
+            end = next((i for i in range(number, len(lines)) if lines[i].strip() == COPY_END), len(lines))
+            block = tuple(text for text in lines[number:end] if text.strip())
+            found.append(Copy(page, number, (page.parent / start["file"]).resolve(), block))
+    return found
+
+
+def copy_mismatch(copy: Copy) -> str | None:
+    """Why the block is not a run of its file's lines; None when it is."""
+    if not copy.file.is_file():
+        return f"no file {copy.file}"
+    source = [line for line in copy.file.read_text().splitlines() if line.strip()]  # blank lines are layout
+    if not copy.lines:
+        return "an empty copy"
+    starts = [i for i, line in enumerate(source) if line == copy.lines[0]]
+    if any(source[i : i + len(copy.lines)] == list(copy.lines) for i in starts):
+        return None
+    differing = next((line for line in copy.lines if line not in source), copy.lines[0])
+    return f"the line {differing[:80]!r} is not the file's (or not in its order)"
 
 
 def pages(root: Path = ROOT) -> list[Path]:
@@ -125,7 +165,13 @@ def check(root: Path = ROOT) -> tuple[int, list[str]]:
         for r in found
         if (why := mismatch(r)) is not None
     ]
-    return len(found), wrong
+    copied = [copy for page in pages(root) for copy in copies(page)]
+    wrong += [
+        f"{c.page.relative_to(root)}:{c.line}: copied from {c.file.name}: {why}"
+        for c in copied
+        if (why := copy_mismatch(c)) is not None
+    ]
+    return len(found) + sum(len(c.lines) for c in copied), wrong
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -134,5 +180,5 @@ def main(argv: list[str] | None = None) -> int:
     count, wrong = check()
     for line in wrong:
         print(line, file=sys.stderr)
-    print(f"{count} figure references on {len(pages())} pages, {len(wrong)} not showing their file's value")
+    print(f"{count} figures (references and copied lines) on {len(pages())} pages, {len(wrong)} not their file's")
     return 1 if wrong else 0

@@ -56,3 +56,13 @@ def test_a_figure_that_shows_its_value_passes(page, text):
 )
 def test_a_figure_that_drifted_from_its_file_is_named(page, text, why):
     assert why in figures.mismatch(page(text))
+
+
+def test_a_copied_table_must_be_a_run_of_its_files_lines(tmp_path):
+    (tmp_path / "r.md").write_text("title\n\n| a | b |\n|---|---|\n| 1 | 2 |\n")
+    page = tmp_path / "p.md"
+    page.write_text("<!-- copied from r.md -->\n| a | b |\n|---|---|\n| 1 | 2 |\n<!-- end of copy -->\n")
+    (copy,) = figures.copies(page)
+    assert figures.copy_mismatch(copy) is None
+    page.write_text("<!-- copied from r.md -->\n| a | b |\n|---|---|\n| 1 | 3 |\n<!-- end of copy -->\n")
+    assert "'| 1 | 3 |' is not the file's" in figures.copy_mismatch(figures.copies(page)[0])
