@@ -50,6 +50,12 @@ def test_failures_name_lost_requests_unhinted_refusals_and_silent_levels():
     assert any("at 2 clients: nothing answered" in f for f in found)
     assert any("at 4 clients" in f and "without a retry hint" in f for f in found)
     assert not any("at 1 clients" in f for f in found)
+    # A refusal the sender did not mark (the single-program server's own bound, once) is named, not hidden.
+    hidden = point([call(0, 5), call(0, 0.01, code="RESOURCE_EXHAUSTED", right=False)], clients=8, deadline=DEADLINE)
+    assert hidden["refused_at_last"] == 1 and hidden["refused"] == 0
+    assert any(
+        "at 8 clients: 1 refusals not counted as refusals" in f for f in failures([{"name": "x", "points": [hidden]}])
+    )
 
 
 def test_goodput_ratio_is_against_the_single_program_server_at_the_same_level():

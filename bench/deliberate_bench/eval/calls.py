@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import grpc
 
+from deliberate.core.admission import retry_after_ms
 from deliberate.verifier.parsing import extract_final_answer
 from deliberate.verifier.program import check_program
 from deliberate_api.common.v1 import common_pb2
@@ -156,7 +157,9 @@ def single_pass(
         calls = (drafter or services.drafter).GenerateDrafts(request, timeout=s.timeout_s)
         drafts = [m.draft for m in calls]
     except grpc.RpcError as error:
-        return {"error": error_text(error), "answer": None, "latency_s": time.perf_counter() - started}
+        hint = retry_after_ms(error.trailing_metadata()) if error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED else None
+        return {"error": error_text(error), "answer": None, "latency_s": time.perf_counter() - started,
+                **({"retry_after_ms": hint} if hint is not None else {})}  # fmt: skip
     latency = time.perf_counter() - started
     draft = drafts[0]
     return {
