@@ -27,7 +27,8 @@ def draft_cel_cost(expression: str, largest: int, context_steps: int, text_steps
     return cel_cost(expression, largest, reads)
 
 
-MACRO = re.compile(r"\.(all|exists_one|exists|map|filter)\s*\(|\(|\)|\bin\b|\b(?:ctx|text|answer|plan)\b")
+# Comprehension macros and the loop functions the Verifier adds (`sum`, cel_rules.FUNCTIONS) open a loop.
+MACRO = re.compile(r"\.(all|exists_one|exists|map|filter)\s*\(|\bsum\s*\(|\(|\)|\bin\b|\b(?:ctx|text|answer|plan)\b")
 VARIABLES = ("ctx", "text", "answer", "plan")
 
 

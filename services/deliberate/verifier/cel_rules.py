@@ -4,6 +4,7 @@ context), `answer`/`plan` (the draft's structured answer) and `text` (its text),
 
 from __future__ import annotations
 
+import math
 import threading
 from functools import lru_cache
 
@@ -25,6 +26,22 @@ from .cel_fast import compile_fast
 from .cel_fast import evaluate as evaluate_fast
 from .constraint_spec import ConstraintSpec
 from .rules import MAX_DETAIL_CHARS, Draft
+
+
+def cel_sum(values: object) -> int | float:
+    """`sum(list)`: the total of a list of numbers (0 for an empty one) — what a budget, a floor on a total or a cap on
+    a sum needs, and standard CEL lacks: `sum(plan.selected_ids.map(i, ctx.cost_of[string(i)])) <= ctx.budget`."""
+    if not isinstance(values, list):
+        raise ValueError(f"sum() takes a list of numbers, not {type(values).__name__}")
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        raise ValueError("sum() takes a list of numbers only")
+    if all(isinstance(v, int) for v in values):
+        return sum(values)
+    return math.fsum(values)  # correctly rounded: 0.05 + 0.04 + 0.01 is 0.1, not 0.09999999999999999
+
+
+# Functions the Verifier adds to CEL; cel_cost counts each as a loop over its list.
+FUNCTIONS = {"sum": cel_sum}
 
 
 def compile_cel(spec: ConstraintSpec):
@@ -56,6 +73,8 @@ class CelEnvironment:
         self.draft: Draft | None = None
         self.cel_context = cel.Context()
         self.cel_context.add_variable("ctx", context)
+        for name, function in FUNCTIONS.items():
+            self.cel_context.add_function(name, function)
         self.cel_context.set_variable_resolver(self.resolve)
         self.lock = threading.Lock()  # one draft at a time is the resolver's
 

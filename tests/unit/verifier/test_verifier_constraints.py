@@ -152,6 +152,28 @@ def test_cel_without_a_message_quotes_the_expression_and_errors_are_failed_rules
     assert messages(verify('{"total": 3}', non_bool.rules))["t"] == "t failed: expression returned 3, not a bool"
 
 
+def test_a_total_is_a_constraint_of_the_request_through_cel_sum():
+    """A budget, a floor on a total, a cap on a sum: `sum(list)` (verifier.cel_rules.FUNCTIONS), and what the total
+    came to when it fails."""
+    context = {"ctr_of": {"1": 0.05, "2": 0.04, "3": 0.01}, "floor": 0.1}
+    floor = ConstraintSpec(0, "cel_expression", "sum(plan.selected_ids.map(i, ctx.ctr_of[string(i)])) >= ctx.floor",
+                           id="ctr_floor", failure_message="the total CTR must reach the floor")  # fmt: skip
+    rules = compile_rules("", [floor], context).rules
+    assert verify('{"selected_ids": [1, 2, 3]}', rules, context=context).valid
+    failed = messages(verify('{"selected_ids": [2, 3]}', rules, context=context))["ctr_floor"]
+    assert failed.startswith("ctr_floor failed: the total CTR must reach the floor (sum(plan.selected_ids.map(")
+    assert "= 0.05" in failed and "ctx.floor = 0.1" in failed
+    empty = ConstraintSpec(0, "cel_expression", "sum([]) == 0", id="empty")
+    assert messages(verify('{"selected_ids": [1]}', compile_rules("", [empty], {}).rules))["empty"] == "empty passed"
+    texts = ConstraintSpec(0, "cel_expression", "sum(['a']) > 0", id="texts")
+    said = messages(verify('{"selected_ids": [1]}', compile_rules("", [texts], {}).rules))["texts"]
+    assert "sum() takes a list of numbers only" in said
+
+
+def test_a_sum_counts_as_a_loop_in_the_cost_estimate():
+    assert cel_cost("sum(plan.ids.map(i, i)) > 0", 1000) > cel_cost("size(plan.ids) > 0", 1000) + 1000 * 999
+
+
 def test_soft_constraints_lower_the_score_without_invalidating():
     soft = ConstraintSpec(0, "cel_expression", "answer.total < 10", id="cheap", soft=True)
     verdict = verify('{"total": 12}', compile_rules("", [soft], {}).rules)
