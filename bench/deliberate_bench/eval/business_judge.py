@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from deliberate.risk.client import RiskRejected
 from deliberate.risk.model import InvalidInput, score
 from deliberate.verifier.packs import Abstained, PackContext, registry
+from deliberate.verifier.cel_rules import FUNCTIONS as CEL_FUNCTIONS
 from deliberate.verifier.parsing import extract_json
 from deliberate_bench.eval import business_instances as bi
 
@@ -111,6 +112,8 @@ def cel_failure(instance: bi.Instance, plan: dict) -> str | None:
     context.add_variable("ctx", instance.context)
     context.add_variable("plan", plan)
     context.add_variable("answer", plan)
+    for name, function in CEL_FUNCTIONS.items():  # the Verifier's additions to CEL (`sum`)
+        context.add_function(name, function)
     for constraint in instance.constraints:
         if "celExpression" not in constraint:
             continue
