@@ -12,8 +12,8 @@ from pydantic import ValidationError
 
 from deliberate.risk.client import RiskRejected
 from deliberate.risk.model import InvalidInput, score
-from deliberate.verifier.packs import Abstained, PackContext, registry
 from deliberate.verifier.cel_rules import FUNCTIONS as CEL_FUNCTIONS
+from deliberate.verifier.packs import Abstained, PackContext, registry
 from deliberate.verifier.parsing import extract_json
 from deliberate_bench.eval import business_instances as bi
 
