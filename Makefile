@@ -36,7 +36,8 @@ $(STAMP): $(DISTRIBUTIONS) $(BENCH_DISTRIBUTION)
 ## The development venv (.venv): the contract, the client, the servers with every extra, the lab, the embedded models.
 install: $(STAMP)
 
-## Every target with what it does (the `##` lines above each, here and in bench/bench.mk).
+## Every target with what it does, in sections, the README's two commands first (the `##` lines above each target and
+## the `##@` section lines, here and in bench/bench.mk).
 help:
 	@$(PYTHON) -m tests.make_targets
 
