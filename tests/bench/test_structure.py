@@ -3,13 +3,12 @@
 
 from __future__ import annotations
 
-import ast
 import importlib
 import re
 from pathlib import Path
 
 from deliberate_bench.command import BENCHMARKS
-from tests.import_graph import assert_acyclic
+from tests.import_graph import assert_acyclic, imported_names, module_names
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 PACKAGE = BENCH / "deliberate_bench"
@@ -17,24 +16,13 @@ MAX_LINES = 450
 ROOMS = {"speed", "replays", "live", "eval"}
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+MODULES = module_names(PACKAGE)
 
 
 def imports(path: Path) -> set[str]:
     """The package's modules a module imports anywhere in it (inside functions too: a cycle is one either way)."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            assert node.level == 0, f"{path.name}: a relative import"
-            found |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
-    return {name for name in found if name in MODULES}
+    assert not re.search(r"^\s*from \.", path.read_text(), re.MULTILINE), f"{path.name}: a relative import"
+    return imported_names(path, "") & set(MODULES)
 
 
 IMPORTS = {name: imports(path) - {name} for name, path in MODULES.items()}

@@ -4,11 +4,10 @@ neither the servers nor the lab; they plug into its command through entry points
 
 from __future__ import annotations
 
-import ast
 import subprocess
 from pathlib import Path
 
-from tests.import_graph import assert_acyclic
+from tests.import_graph import assert_acyclic, imported_names, module_names, package_of
 
 from .test_service_structure import MAX_LINES
 
@@ -27,23 +26,8 @@ def tracked_sources() -> list[Path]:
 
 def python_imports() -> dict[str, set[str]]:
     """The Python client's modules → the client modules and outside packages each imports at load."""
-    modules = {
-        ".".join(path.relative_to(PYTHON_CLIENT.parent).with_suffix("").parts).removesuffix(".__init__"): path
-        for path in PYTHON_CLIENT.rglob("*.py")
-    }
-    imports: dict[str, set[str]] = {}
-    for name, path in modules.items():
-        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        found: set[str] = set()
-        for node in ast.parse(path.read_text()).body:
-            if isinstance(node, ast.Import):
-                found |= {alias.name for alias in node.names}
-            elif isinstance(node, ast.ImportFrom):
-                base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
-                module = ".".join([*base, *([node.module] if node.module else [])])
-                found |= {module, *(f"{module}.{alias.name}" for alias in node.names)}
-        imports[name] = found
-    return imports
+    modules = module_names(PYTHON_CLIENT)
+    return {name: imported_names(path, package_of(name, path), at_load_only=True) for name, path in modules.items()}
 
 
 def test_the_checks_see_the_clients_files():

@@ -3,11 +3,10 @@ import cycles between modules, and no file a reader cannot hold in mind (docs/de
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests.import_graph import assert_acyclic
+from tests.import_graph import assert_acyclic, imported_names, module_names, package_of
 
 PACKAGE = Path(__file__).resolve().parents[2] / "services" / "deliberate"
 MAX_LINES = 450
@@ -31,31 +30,14 @@ FLOORS = {
 }
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+MODULES = module_names(PACKAGE)
 
 
 def imported_at_load(name: str, path: Path) -> Iterator[str]:
     """The package's modules that `name` imports when it is loaded (not those imported inside functions or only
     for type checking)."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            continue
-        for statement in node.body if isinstance(node, ast.Try) else [node]:
-            if isinstance(statement, ast.Import):
-                targets = [alias.name for alias in statement.names]
-            elif isinstance(statement, ast.ImportFrom):
-                base = package.split(".")[: len(package.split(".")) - statement.level + 1] if statement.level else []
-                module = ".".join([*base, *([statement.module] if statement.module else [])])
-                targets = [module, *(f"{module}.{alias.name}" for alias in statement.names)]
-            else:
-                continue
-            yield from (target for target in targets if target in MODULES and target != name)
+    found = imported_names(path, package_of(name, path), at_load_only=True)
+    yield from (target for target in found if target in MODULES and target != name)
 
 
 IMPORTS = {name: set(imported_at_load(name, path)) for name, path in MODULES.items()}

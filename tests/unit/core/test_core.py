@@ -40,24 +40,18 @@ def test_output_schema_is_checked_against_its_metaschema():
 
 
 def test_core_imports_no_engine():
-    """core/ is plumbing every service shares; engines build on it, never the other way round."""
-    import ast
+    """core/ is plumbing every service shares; engines build on it, never the other way round (not even inside a
+    function, which the floors of tests/repo/test_service_structure.py do not see)."""
     from pathlib import Path
 
     import deliberate.core
+    from tests.import_graph import imported_names
 
     core = Path(deliberate.core.__file__).parent
-    engine_imports = []
-    for module in sorted(core.glob("*.py")):
-        for node in ast.walk(ast.parse(module.read_text())):
-            if isinstance(node, ast.ImportFrom):
-                target = "." * node.level + (node.module or "")
-                names = [target]
-            elif isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            else:
-                continue
-            engine_imports += [
-                f"{module.name}: {n}" for n in names if n.startswith(("..engines", "deliberate.engines"))
-            ]
+    engine_imports = [
+        f"{module.name}: {name}"
+        for module in sorted(core.glob("*.py"))
+        for name in imported_names(module, "deliberate.core")
+        if name.startswith("deliberate.engines")
+    ]
     assert engine_imports == []

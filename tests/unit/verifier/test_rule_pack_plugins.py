@@ -4,7 +4,6 @@ none."""
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import subprocess
@@ -20,6 +19,7 @@ from deliberate.rule_packs.ad_selection.__main__ import main as ad_selection_com
 from deliberate.verifier.packs import ENTRY_POINT_GROUP
 from deliberate.verifier.reference import ReferenceStore
 from deliberate_client.examples import ads
+from tests.import_graph import imported_names
 
 VERIFIER = Path(__file__).resolve().parents[3] / "services/deliberate/verifier"
 SERVERS = VERIFIER.parent
@@ -39,16 +39,7 @@ def run_python(code: str, extra_path: Path | None = None) -> dict:
 
 def imported_modules(path: Path) -> set[str]:
     """Absolute names of the modules `path` imports, relative imports resolved."""
-    package = ["deliberate", *path.relative_to(VERIFIER.parent).parent.parts]
-    names = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            names |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            base = package[: len(package) - node.level + 1] if node.level else []
-            module = ".".join([*base, *([node.module] if node.module else [])])
-            names |= {module, *(f"{module}.{alias.name}" for alias in node.names)}
-    return names
+    return imported_names(path, ".".join(["deliberate", *path.relative_to(VERIFIER.parent).parent.parts]))
 
 
 def test_no_verifier_module_imports_the_examples_or_a_pack_plugin():
