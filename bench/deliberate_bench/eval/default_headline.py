@@ -20,7 +20,15 @@ from __future__ import annotations
 import time
 
 from deliberate_bench.eval.headline import paired, run_headline, targets_table
-from deliberate_bench.eval.outcomes import Outcome, named_after_stop, outcome_of, outcomes, peak_memory, stopped_drafts
+from deliberate_bench.eval.outcomes import (
+    Outcome,
+    live_drafts,
+    named_after_stop,
+    outcome_of,
+    outcomes,
+    peak_memory,
+    stopped_drafts,
+)
 from deliberate_bench.eval.report import markdown
 from deliberate_bench.eval.summary import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, config_summary
 
@@ -112,7 +120,6 @@ def default_headline(records: list[dict], source: str) -> dict:
     by_name = {c["name"]: c for c in configs}
     stack_mb = by_name[DEFAULT_ROW]["peak_rss_mb"]
     found_targets = targets(by_name, rows, stack_mb)
-    drafts = [d for r in gsm8k for d in r["solve"].get("drafts", [])]
     named_after_stop(configs, gsm8k)
     for config in configs:
         config["name"] = PROSE_ONLY.get(config["name"], config["name"])
@@ -125,7 +132,7 @@ def default_headline(records: list[dict], source: str) -> dict:
         "source": source,
         "default_row": DEFAULT_ROW,
         "configs": configs,
-        "drafts_recorded": len(drafts),
+        "drafts_recorded": len(live_drafts(gsm8k)),
         "drafts_stopped_by_the_quorum": stopped_drafts(gsm8k),
         "targets": found_targets,
         "bootstrap": {"seed": BOOTSTRAP_SEED, "resamples": BOOTSTRAP_RESAMPLES},

@@ -174,9 +174,14 @@ AFTER_STOP = "(after-stop)"
 VOTES_AND_ORACLES = re.compile(r"^((?:majority|pass)@\d+)")
 
 
+def live_drafts(records: list[dict]) -> list[dict]:
+    """Every draft of the records' live solves."""
+    return [draft for r in records for draft in (r.get("solve") or {}).get("drafts", [])]
+
+
 def stopped_drafts(records: list[dict]) -> int:
     """Drafts the round's quorum stopped before their answer (`ABORTED`), over the records' live solves."""
-    return sum(d.get("finish_reason") == "ABORTED" for r in records for d in (r.get("solve") or {}).get("drafts", []))
+    return sum(draft.get("finish_reason") == "ABORTED" for draft in live_drafts(records))
 
 
 def named_after_stop(configs: list[dict], records: list[dict]) -> None:

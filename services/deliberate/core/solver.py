@@ -84,8 +84,9 @@ def best_rows(
     per_value = {**({one_per: 1} if one_per is not None else {}), **dict(mapping(most_per, "most_per"))}
     argument = {field: "one_per" if field == one_per and field not in (most_per or {}) else "most_per"
                 for field in per_value}  # fmt: skip
+    included = mapping(include, "include")
     if not rows:
-        if low > 0 or any(lower > 0 or upper < 0 for _, lower, upper in sums) or mapping(include, "include"):
+        if low > 0 or any(lower > 0 or upper < 0 for _, lower, upper in sums) or included:
             raise NoSelection("no rows to choose from")
         return []
     problem = Problem(
@@ -96,7 +97,7 @@ def best_rows(
             *group_limits(rows, per_value, argument),
             *group_floors(rows, mapping(least_of, "least_of")),
         ],
-        lower=fixed(rows, mapping(include, "include"), "include", 1.0, 0.0),
+        lower=fixed(rows, included, "include", 1.0, 0.0),
         upper=fixed(rows, mapping(exclude, "exclude"), "exclude", 0.0, 1.0),
     )
     if any(lower > upper for lower, upper in zip(problem.lower, problem.upper, strict=True)):
