@@ -60,7 +60,7 @@ BENCHMARKS = {
     "load": Program("deliberate_bench.live.load", "goodput as clients multiply, against one program"),
     "reconnect": Program("deliberate_bench.live.reconnect", "reconnect backoff after a peer serves again"),
     "lm-eval-gateway": Program("deliberate_bench.live.lm_eval_gateway", "lm-evaluation-harness through the gateway"),
-    "index": Program("deliberate_bench.index", "the READMEs of bench/runs and bench/results"),
+    "index": Program("deliberate_bench.index", "the studies' indexes (bench/studies/README.md and each study's)"),
     "figures": Program("deliberate_bench.figures", "check every figure in the docs against its results file"),
     "compress-runs": Program("deliberate_bench.compress_runs", "compress finished runs files in place (.gz)"),
 }

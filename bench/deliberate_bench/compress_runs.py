@@ -1,7 +1,7 @@
-"""Compress finished runs files in place: `bench/runs/<name>` becomes `<name>.gz`, read back transparently by every
+"""Compress finished runs files in place: a study's `<name>` becomes `<name>.gz`, read back transparently by every
 reader of runs (`results.read_runs`), and a run resumed later appends to a plain `<name>` beside it.
 
-    deliberate bench compress-runs eval-gsm8k-200.runs.jsonl …   # names in bench/runs, or paths
+    deliberate bench compress-runs eval-gsm8k-200.runs.jsonl …   # names of declared runs files, or paths
 
 Deterministic (no name or time in the gzip header), so compressing the same records twice gives the same bytes.
 """
@@ -12,7 +12,7 @@ import gzip
 from pathlib import Path
 
 from deliberate_bench.command import parser_for
-from deliberate_bench.results import RUNS, runs_lines
+from deliberate_bench.results import LAB_FILES, runs_lines
 
 
 def compress(path: Path) -> Path:
@@ -26,10 +26,10 @@ def compress(path: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = parser_for("compress-runs", __doc__)
-    parser.add_argument("names", nargs="+", help="runs files: names in bench/runs, or paths")
+    parser.add_argument("names", nargs="+", help="runs files: names a study declares, or paths")
     args = parser.parse_args(argv)
     for name in args.names:
-        path = Path(name) if "/" in name else RUNS / name
+        path = Path(name) if "/" in name else LAB_FILES / name
         before = path.stat().st_size if path.exists() else 0
         packed = compress(path)
         print(f"{packed}: {before:,} → {packed.stat().st_size:,} bytes")

@@ -1,12 +1,12 @@
 """Figures in the README and docs/ written as references to the results file they come from, so that a figure cannot
 drift from its file: a Markdown link to a committed JSON result whose title names the value,
 
-    right on [68.5 %](../bench/results/eval-gsm8k.json "configs[name=pipeline@5].accuracy") of the problems
+    right on [68.5 %](../bench/studies/gsm8k-headline/eval-gsm8k.json "configs[name=pipeline@5].accuracy") of them
 
 renders as the figure linked to its file, and `deliberate bench figures` (tests/repo/test_doc_figures.py) resolves
 every such link and checks the figure against the value: the link's first number, read as a percentage of a fraction
 when it ends in `%` and the value is within [-1, 1], equal to the value to the digits it shows. A table copied whole
-from a Markdown result sits between `<!-- copied from ../bench/results/<name>.md -->` and `<!-- end of copy -->`,
+from a Markdown result sits between `<!-- copied from ../bench/studies/<s>/<name>.md -->` and `<!-- end of copy -->`,
 and must be a run of that file's lines.
 
 The path: keys joined by dots; `key[field=value]` picks the element of a list whose `field` is `value` (and
@@ -27,7 +27,7 @@ from deliberate_bench.results import ROOT
 
 # [text](path/to/file.json "path.in[name=x].file")
 REFERENCE = re.compile(r"\[(?P<text>[^\]]+)\]\((?P<file>[^)\s]+\.json) \"(?P<path>[^\"]+)\"\)")
-# A table copied whole from a results file: <!-- copied from ../bench/results/x.md --> … <!-- end of copy -->
+# A table copied whole from a results file: <!-- copied from ../bench/studies/s/x.md --> … <!-- end of copy -->
 COPY_START = re.compile(r"<!-- copied from (?P<file>\S+\.md) -->")
 COPY_END = "<!-- end of copy -->"
 NUMBER = re.compile(r"[-−+]?\d[\d,]*(?:\.\d+)?")

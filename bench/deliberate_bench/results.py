@@ -1,8 +1,8 @@
-"""Where the lab's files go, and the one way to write a result and read recorded runs.
+"""The one way to write a result and read recorded runs.
 
-Recorded inputs (`*.runs.jsonl`, judge datasets, the drafts behind shipped weights) go to `bench/runs/`; the summaries
-read from them (JSON, Markdown, plots) to `bench/results/`. Each directory's README says which command writes each
-file and which page cites it (`deliberate bench index`).
+Recorded inputs (`*.runs.jsonl`, judge datasets, the drafts behind shipped weights) and the summaries read from them
+(JSON, Markdown, plots) live in the folder of the study that declares them (`studies.LAB_FILES / name`); each
+study's README says which command writes each file and which page cites it (`deliberate bench index`).
 """
 
 from __future__ import annotations
@@ -18,19 +18,15 @@ import time
 from functools import cache
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]  # the repository
-RESULTS = ROOT / "bench/results"
-RUNS = ROOT / "bench/runs"
+from deliberate_bench.studies import LAB_FILES, ROOT, LabFiles
+
 # The runs defaults are chosen on: the tuning blocks (make eval-tuning, eval-tuning-2, eval-tuning-3), never scored.
-TUNING_RUNS = tuple(RUNS / f"eval-tuning{block}.runs.jsonl" for block in ("", "-2", "-3"))
+TUNING_RUNS = tuple(LAB_FILES / f"eval-tuning{block}.runs.jsonl" for block in ("", "-2", "-3"))
 
 
-def runs_directory(results_dir: Path, runs_dir: Path | None = None) -> Path:
-    """Where a command's runs file goes: `runs_dir` when given, bench/runs beside the default bench/results, else
-    (a results directory of its own, a test's) beside the summaries."""
-    if runs_dir is not None:
-        return runs_dir
-    return RUNS if results_dir.resolve() == RESULTS.resolve() else results_dir
+def runs_directory(results_dir: Path | LabFiles, runs_dir: Path | None = None) -> Path | LabFiles:
+    """Where a command's runs file goes: `runs_dir` when given, else beside its summaries."""
+    return runs_dir if runs_dir is not None else results_dir
 
 
 def runs_parts(path: Path) -> list[Path]:
@@ -85,7 +81,7 @@ def append_run(path: Path, record: dict) -> None:
         os.fsync(out.fileno())
 
 
-def write_result(name: str, figures: dict, directory: Path = RESULTS) -> Path:
+def write_result(name: str, figures: dict, directory: Path | LabFiles = LAB_FILES) -> Path:
     """`<directory>/<name>.json`: the figures and their provenance (`write_json`)."""
     return write_json(directory / f"{name}.json", figures)
 

@@ -10,7 +10,7 @@ import pytest
 from deliberate.scheduler.settings import SchedulerSettings
 from deliberate.selection.adaptive import PROGRAM, PROSE, AdaptivePolicy
 from deliberate_bench.replays.cascade import LatencyModel, Problem, run_policy, verified_single
-from deliberate_bench.results import RESULTS
+from deliberate_bench.results import LAB_FILES
 
 MODEL = LatencyModel(call_s=1.0, token_s=0.1, alpha=0.5)
 CASCADE = AdaptivePolicy.parse("cscscs/start2/step2/q2+x/greedy")
@@ -62,7 +62,7 @@ def test_a_greedy_single_pass_is_verified_with_the_live_rules():
 
 
 def test_the_deployed_cascade_is_the_replays_choice():
-    chosen = json.loads((RESULTS / "cascade_replay.json").read_text())["chosen"]
+    chosen = json.loads((LAB_FILES / "cascade_replay.json").read_text())["chosen"]
     fields = SchedulerSettings.model_fields
     assert fields["cascade_policy"].default == chosen["policy"]
     assert fields["cascade_max_drafts"].default == chosen["max_drafts"]

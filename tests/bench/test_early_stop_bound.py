@@ -53,9 +53,9 @@ def test_the_vote_is_the_most_common_answer_ties_to_the_first_finished():
 
 def test_a_judge_dataset_gives_rounds_of_its_first_drafts_per_problem():
     from deliberate_bench.replays.early_stop_bound import rounds_of_judge_dataset
-    from deliberate_bench.results import RUNS
+    from deliberate_bench.results import LAB_FILES
 
-    rounds = rounds_of_judge_dataset(RUNS / "judge-dataset", drafts_per_round=5)
+    rounds = rounds_of_judge_dataset(LAB_FILES / "judge-dataset", drafts_per_round=5)
     assert len(rounds) > 200 and all(1 <= len(r.drafts) <= 5 and r.gold for r in rounds)
     assert any(d.stop_share is not None for r in rounds for d in r.drafts)  # SmolLM2 writes wrong equations
 
@@ -130,9 +130,9 @@ def test_the_schedulers_default_mix_is_the_one_chosen_on_the_tuning_problems():
 
     from deliberate_bench.eval.replay import DEFAULT_MIX
     from deliberate_bench.replays.early_stop_bound import DEFAULT_CONFIDENCE_STOP, DEFAULT_CROSS_MODAL, mix_name
-    from deliberate_bench.results import RESULTS
+    from deliberate_bench.results import LAB_FILES
 
-    mix = json.loads((RESULTS / "early_stop_bound.json").read_text())["mix"]
+    mix = json.loads((LAB_FILES / "early_stop_bound.json").read_text())["mix"]
     default = mix_name(DEFAULT_MIX, DEFAULT_CROSS_MODAL, DEFAULT_CONFIDENCE_STOP)
     assert mix["default"] == default == mix["chosen_on_calibration"]
 

@@ -16,7 +16,7 @@ from deliberate_bench.eval.calls import Settings, gsm8k_request, without_early_s
 from deliberate_bench.eval.problems import Problem, load_problems, read_exclusions
 from deliberate_bench.eval.replay import ABLATIONS, live_check, replay
 from deliberate_bench.eval.stats import paired_bootstrap, percentile, wilson
-from deliberate_bench.results import RESULTS, RUNS, read_runs
+from deliberate_bench.results import LAB_FILES, read_runs
 
 # --- answers -------------------------------------------------------------------------------------
 
@@ -414,8 +414,8 @@ def test_the_replay_reproduces_the_committed_evaluation(tmp_path):
     table comes out again, and the live policy selects what the live Scheduler selected on every problem."""
     from deliberate_bench.eval.evaluation import replay_runs
 
-    committed = {c["name"]: c for c in json.loads((RESULTS / "eval-gsm8k-100.json").read_text())["configs"]}
-    assert replay_runs(RUNS / "eval-gsm8k-100.runs.jsonl", tmp_path) == 0
+    committed = {c["name"]: c for c in json.loads((LAB_FILES / "eval-gsm8k-100.json").read_text())["configs"]}
+    assert replay_runs(LAB_FILES / "eval-gsm8k-100.runs.jsonl", tmp_path) == 0
     replayed = json.loads((tmp_path / "eval-gsm8k-100.replay.json").read_text())
     by_name = {c["name"]: c for c in replayed["configs"]}
     for name in ["majority@3", "majority@5", "best_of@3", "best_of@5", "pipeline@5", *ABLATIONS]:
@@ -429,7 +429,7 @@ def test_a_learned_policy_never_sees_the_labels_of_the_problems_it_ranks():
     """Cross-validation by problem: relabelling one problem changes the weights of the other folds only."""
     from deliberate_bench.eval.replay import FOLDS, cross_validated
 
-    records = read_runs(RUNS / "eval-gsm8k-100.runs.jsonl")
+    records = read_runs(LAB_FILES / "eval-gsm8k-100.runs.jsonl")
     records = [r for r in records if r["task"] == "gsm8k"][:40]
     best, weights = cross_validated(records, 5, same_answer)
     assert len(weights) == FOLDS and all("score" in fold for fold in weights)
@@ -483,7 +483,7 @@ def test_the_headline_reads_recorded_drafts_as_the_default_round_and_scores_the_
     from deliberate_bench.eval.headline import PROGRAM_DRAFTS, headline, headline_rows
     from deliberate_bench.eval.replay import mix_suffix
 
-    records = read_runs(RUNS / "eval-tuning.runs.jsonl")  # 4 prose drafts + 4 programs each
+    records = read_runs(LAB_FILES / "eval-tuning.runs.jsonl")  # 4 prose drafts + 4 programs each
     result = headline(records, "eval-tuning.runs.jsonl")
     by_name = {c["name"]: c for c in result["configs"]}
     assert result["problems"] == len(records) and result["default_round"]["programs"] == PROGRAM_DRAFTS

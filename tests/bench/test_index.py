@@ -1,25 +1,20 @@
-"""bench/runs/ and bench/results/ hold only declared files, each with the command that writes it and the page that
-cites it, and their READMEs are the table written from that declaration (bench/deliberate_bench/index.py)."""
+"""Each study's folder under bench/studies/ holds its manifest, its generated summary table and only the files its
+variants declare, each with the command that writes it and the page that cites it; the indexes are the tables written
+from that declaration (bench/deliberate_bench/index.py, studies.py)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-import pytest
-
-from deliberate_bench import index
+from deliberate_bench import index, studies
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
-DIRECTORIES = list(index.TITLES)
-
-
-@pytest.mark.parametrize("directory", DIRECTORIES, ids=lambda d: d.name)
-def test_every_file_is_in_a_study_and_every_declared_file_exists(directory):
-    assert not index.undeclared(directory), "name them in a study's bench/studies/<study>/study.toml, or remove them"
-    assert not index.missing(directory)
+def test_every_file_is_in_its_study_and_every_declared_file_exists():
+    assert not index.undeclared(), "name them in their study's study.toml, or remove them"
+    assert not index.missing()
 
 
 def test_every_index_is_up_to_date():
@@ -28,40 +23,45 @@ def test_every_index_is_up_to_date():
 
 
 def test_every_study_has_a_manifest_that_says_what_it_asked_and_decided():
-    folders = [p for p in index.STUDIES.iterdir() if p.is_dir()]
-    assert len(folders) >= 10 and all((folder / index.MANIFEST).is_file() for folder in folders)
-    for study in index.studies():
+    folders = [p for p in studies.STUDIES.iterdir() if p.is_dir() and p != studies.UNFILED]
+    assert len(folders) >= 10 and all((folder / studies.MANIFEST).is_file() for folder in folders)
+    for study in studies.studies():
         assert study.question and study.rule and study.verdict and study.variants, study.name
         assert len({v.name for v in study.variants}) == len(study.variants), f"{study.name}: a variant named twice"
         assert {v.cited for v in study.variants} <= set(study.cited), f"{study.name}: a variant's page not cited"
 
 
 def test_no_file_belongs_to_two_variants():
-    for directory in DIRECTORIES:
-        names = [name for s in index.studies() for v in s.variants for name in v.files(directory)]
-        assert len(names) == len(set(names))
+    names = [name for s in studies.studies() for v in s.variants for name in v.files]
+    assert len(names) == len(set(names))
 
 
 def test_every_citation_is_a_docs_page():
-    pages = {page.partition("#")[0] for study in index.studies() for page in study.cited}
+    pages = {page.partition("#")[0] for study in studies.studies() for page in study.cited}
     assert not [page for page in pages if not (DOCS / page).exists()]
 
 
-def test_a_stray_file_is_reported(tmp_path, monkeypatch):
-    (tmp_path / "stray.json").write_text("{}")
-    study = index.Study(
-        "s", "q", "r", "v", ("eval.md",), (index.Variant("kept", "make x", "eval.md", (), ("kept.json",)),)
+def test_a_stray_file_is_reported_and_the_lab_writes_a_declared_name_into_its_study(tmp_path, monkeypatch):
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "stray.json").write_text("{}")
+    study = studies.Study(
+        "s", "q", "r", "v", ("eval.md",), (studies.Variant("kept", "make x", "eval.md", (), ("kept.json",)),)
     )
+    monkeypatch.setattr(studies, "STUDIES", tmp_path)
+    monkeypatch.setattr(studies, "UNFILED", tmp_path / "unfiled")
+    monkeypatch.setattr(studies, "studies", lambda: (study,))
     monkeypatch.setattr(index, "studies", lambda: (study,))
-    monkeypatch.setattr(index, "RESULTS", tmp_path)
-    assert index.undeclared(tmp_path) == ["stray.json"] and index.missing(tmp_path) == ["kept.json"]
+    assert index.undeclared() == ["s/stray.json"] and index.missing() == ["s/kept.json"]
+    assert studies.LAB_FILES / "kept.json" == tmp_path / "s" / "kept.json"
+    assert studies.LAB_FILES / "new.json" == tmp_path / "unfiled" / "new.json"  # until a study declares it
+    (tmp_path / "unfiled" / "kept.json").write_text("{}")
+    monkeypatch.setattr(index, "UNFILED", tmp_path / "unfiled")
+    assert index.file_declared() == ["s/kept.json"] and not index.missing()
 
 
 def test_every_results_file_says_which_commit_and_command_produced_it():
-    from deliberate_bench.results import RESULTS
-
     unstamped = []
-    for path in sorted(RESULTS.glob("*.json")):
+    for path in sorted(studies.STUDIES.glob("*/*.json")):
         result = json.loads(path.read_text())
         code = result.get("code") or {}
         if not (code.get("commit") or code.get("committed_in")) or not (

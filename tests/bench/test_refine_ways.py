@@ -87,9 +87,9 @@ def test_the_prefix_is_the_default_only_where_it_meets_its_targets():
 def test_the_schedulers_default_way_is_the_one_the_measurement_chose():
     """The committed measurement (make refine-ways) chose the deployed default by the rule fixed before the run."""
     from deliberate.scheduler.settings import SchedulerSettings
-    from deliberate_bench.results import RESULTS, RUNS, read_runs
+    from deliberate_bench.results import LAB_FILES, read_runs
 
-    measured = json.loads((RESULTS / "refine.json").read_text())
-    again = summary(list(read_runs(RUNS / "refine.runs.jsonl")))  # the rule applied again to the recorded calls
+    measured = json.loads((LAB_FILES / "refine.json").read_text())
+    again = summary(list(read_runs(LAB_FILES / "refine.runs.jsonl")))  # the rule applied again to the recorded calls
     assert SchedulerSettings.model_fields["final_text"].default == measured["default"] == again["default"]
     assert again["ways"] == measured["ways"]

@@ -2,9 +2,9 @@
 in the same order, with the same ranking values, under every registered selection policy.
 
 The Drafter and Refiner run the `recorded` engine on first-round drafts of two GSM8K problems recorded by
-`deliberate bench eval` (bench/runs/eval-gsm8k-100.runs.jsonl): the real services draft, verify, rank and refine them,
-without a model, in seconds. Each response becomes runs-file records by the evaluation's own `solve()`, and those
-records are replayed.
+`deliberate bench eval` (bench/studies/gsm8k-headline/eval-gsm8k-100.runs.jsonl): the real services draft, verify,
+rank and refine them, without a model, in seconds. Each response becomes runs-file records by the evaluation's own
+`solve()`, and those records are replayed.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from deliberate_bench.results import read_runs
 from deliberate_client.client import DeliberateClient, build_request
 
 ROOT = Path(__file__).resolve().parents[2]
-RUNS = ROOT / "bench/runs/eval-gsm8k-100.runs.jsonl"
+RUNS = ROOT / "bench/studies/gsm8k-headline/eval-gsm8k-100.runs.jsonl"
 NUM_DRAFTS = 5
 # Their five first-round drafts reach 3-4 different answers and one fails a hard rule. The arithmetic check verifies
 # two drafts that the vote does not put first, so `majority` selects otherwise than `best_of` (and `weighted`, which

@@ -14,9 +14,7 @@ NAMED = re.compile(rf"(?<![\w/.-])((?:{'|'.join(re.escape(t) for t in TOP)})/[\w
 READ = (".py", ".md", ".go", ".ts", ".sh", ".mk", ".toml", ".yaml", ".yml", "Makefile")
 # Files a command writes and the repository does not keep (outputs of runs not committed, build folders).
 WRITTEN_NOT_KEPT = {
-    "bench/results/confidence_stop.json",  # make bench-confidence-stop
-    "bench/results/prompt-budget.json",  # make bench-prompt-budget
-    "bench/results/lm-eval-gsm8k",  # make eval-lm-harness
+    "bench/studies/unfiled",  # what the lab writes before a study declares it (bench-confidence-stop, …)
     "deploy/.build",  # deploy/images.sh's staging folder
     "clients/go/bin",  # the Go client's built commands
 }
@@ -42,12 +40,16 @@ def exists(path: str, named_in: Path) -> bool:
 
 def tracked() -> list[Path]:
     listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    skipped = ("bench/results/", "bench/runs/")  # records of their day, not pointers
-    return [ROOT / f for f in listed.splitlines() if f.endswith(READ) and not f.startswith(skipped)]
+    return [ROOT / f for f in listed.splitlines() if f.endswith(READ) and not recorded(f)]
+
+
+def recorded(path: str) -> bool:
+    """A study's runs and summaries are records of their day, not pointers; its manifest and index are read."""
+    return path.startswith("bench/studies/") and path.count("/") == 3 and not path.endswith(("/README.md", ".toml"))
 
 
 def test_the_check_reads_patterns_as_patterns():
-    text = "see services/deliberate/core, bench/results/<name>.json, bench/results/cascade.{json,md} and docs/eval.md."
+    text = "see services/deliberate/core, bench/studies/<s>/x.json, bench/studies/cascade/c.{json,md}, docs/eval.md."
     assert named_paths(text) == ["services/deliberate/core", "docs/eval.md"]
 
 

@@ -14,9 +14,9 @@ checks on a pack built from the instance's params and context (credit: the risk 
 place of the service). Its objective (total CTR, total amount offered, gross profit) is computed here too, and for
 ads divided by the pack's exact optimum (an infeasible answer has ratio 0).
 
-One JSON line per (instance, row) is appended to `bench/runs/<name>.runs.jsonl` at once, so a rerun resumes (a failed
-call is recorded and tried again on the next run); the summary (`bench/results/<name>.json`, `.md`, `.png`) is rebuilt
-from that file, `--summarize` does only that.
+One JSON line per (instance, row) is appended to `<name>.runs.jsonl` (in the folder of the study that declares it) at
+once, so a rerun resumes (a failed call is recorded and tried again on the next run); the summary (`<name>.json`, `.md`,
+`.png`, beside it) is rebuilt from that file, `--summarize` does only that.
 
     deliberate bench business-eval --limit 2 --name business-quick
 """
@@ -49,8 +49,8 @@ from deliberate_bench.eval.services import (
     neighbour,
     started_stack,
 )
-from deliberate_bench.eval.summary import Paths
-from deliberate_bench.results import RESULTS, append_run, read_runs, remove_runs, runs_directory, runs_present
+from deliberate_bench.eval.summary import Paths, add_file_arguments
+from deliberate_bench.results import append_run, read_runs, remove_runs, runs_directory, runs_present
 from deliberate_client.client import build_request
 
 DEFAULT_PIPELINE_DRAFTS = 5  # the Scheduler's default round (docs/scheduler.md)
@@ -130,9 +130,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="sampling seed (default 2026)")
     parser.add_argument("--name", help="<runs-dir>/<name>.runs.jsonl, <results-dir>/<name>.* (default business, "
                         "business-tuning)")  # fmt: skip
-    parser.add_argument("--results-dir", type=Path, default=RESULTS, help="the summaries (default bench/results)")
-    parser.add_argument("--runs-dir", type=Path, help="the recorded runs (default bench/runs, or --results-dir)")
-    parser.add_argument("--fresh", action="store_true", help="discard the runs file and start over")
+    add_file_arguments(parser)
     parser.add_argument("--summarize", action="store_true", help="only rewrite the summaries from the runs file")
     parser.add_argument("--address", help="a running Scheduler's host:port (default: start the stack here)")
     parser.add_argument("--timeout", type=float, default=900.0, help="deadline per Solve in seconds")

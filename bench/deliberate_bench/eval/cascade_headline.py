@@ -1,7 +1,7 @@
 """Does deliberation pay for itself (issue 54)? The cascade — the default round — against what a user would run
 instead, all live on the same problems in one run (`make eval-cascade`: eval-200's 200 and 200 more, no tuning line).
 
-    deliberate bench cascade-headline bench/runs/eval-cascade.runs.jsonl   # → bench/results/cascade.{json,md,png}
+    deliberate bench cascade-headline bench/studies/cascade/eval-cascade.runs.jsonl   # → cascade.{json,md,png}
 
 Rows: `single:program:<model>` (one greedy program: the baseline), `single:<model>` (one greedy prose draft),
 `round@5` (five drafts at once, three prose and two programs, every draft to its end, the Scheduler's selection),

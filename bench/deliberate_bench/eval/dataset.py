@@ -41,10 +41,10 @@ from deliberate_bench.command import parser_for
 from deliberate_bench.eval.labels import GSM8K_CONSTRAINTS, SPLITS, gsm8k_label, normalized, rules_label, split_of
 from deliberate_bench.eval.problems import DEFAULT_DATA, DEFAULT_EXCLUDE, Problem, load_problems, read_exclusions
 from deliberate_bench.eval.services import interrupted
-from deliberate_bench.results import RUNS, append_run, read_runs, write_json
+from deliberate_bench.results import LAB_FILES, append_run, read_runs, write_json
 
 FORMAT_VERSION = 1
-DEFAULT_OUT = RUNS / "judge-dataset"
+DEFAULT_OUT = LAB_FILES / "judge-dataset"
 # The constraint the Scheduler adds to a free-text request (scheduler/verdicts.py); the GSM8K drafts get it too.
 
 
@@ -291,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from deliberate.drafter.prompts import DEFAULT_STRATEGIES
 
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output directory (default bench/runs/"
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output directory (default bench/studies/judge/"
                         "judge-dataset)")  # fmt: skip
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="JSONL of GSM8K-format problems")
     parser.add_argument("--exclude", type=Path, default=DEFAULT_EXCLUDE, help="line numbers never used")

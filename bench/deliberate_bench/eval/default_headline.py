@@ -3,7 +3,7 @@ problems (`make eval-default`: the default Drafter and Refiner, early stopping a
 greedy single passes of every embedded model beside it — what a user would pick instead — and the figures the
 default is held to.
 
-    deliberate bench default-headline bench/runs/eval-gsm8k-200-default.runs.jsonl   # → bench/results/<name>.*
+    deliberate bench default-headline bench/studies/gsm8k-headline/eval-gsm8k-200-default.runs.jsonl  # → <name>.*
 
 Rows: `single:<model>` and `single:program:<model>` (one greedy prose draft, one greedy program, each model),
 `majority@5` (a plain vote over the round's drafts, replayed), `pipeline@3` (the Scheduler's selection among the
@@ -164,7 +164,7 @@ def after_stop_note(result: dict) -> list[str]:
         f"The round's quorum stopped {stopped} of its {result['drafts_recorded']} drafts before their answer, so "
         f"`majority@{SIZE}(after-stop)` votes and `pass@{SIZE}(after-stop)` looks among the drafts that finished "
         "(as few as 2 on some problems); `pipeline@3(prose-only)` is the round's first three drafts, all prose. "
-        "Five complete drafts: `make eval-cascade` (bench/results/cascade.md).",
+        "Five complete drafts: `make eval-cascade` (bench/studies/cascade/cascade.md).",
     ]
 
 

@@ -11,9 +11,9 @@ Per GSM8K problem, two calls give every configuration, all on the same problems 
 * with `--early-stop both`, a second Solve of the same request with streaming verification and the quorum
   switched off, so the pipeline is reported both ways on the same problems in one run.
 
-Each finished problem is appended to `bench/runs/<name>.runs.jsonl` at once, so a rerun resumes where it stopped;
-the summary (`bench/results/<name>.json`, `.md`, `.png`) is always rebuilt from that file (`--summarize-only` does
-only that).
+Each finished problem is appended to `<name>.runs.jsonl` (in the folder of the study that declares it) at once, so a
+rerun resumes where it stopped; the summary (`<name>.json`, `.md`, `.png`, beside it) is always rebuilt from that file
+(`--summarize-only` does only that).
 Method and fields: docs/eval.md.
 """
 
@@ -51,9 +51,8 @@ from deliberate_bench.eval.services import (
     started_alone,
     started_stack,
 )
-from deliberate_bench.eval.summary import Paths, Tally, summary, write_all
+from deliberate_bench.eval.summary import Paths, Tally, add_file_arguments, summary, write_all
 from deliberate_bench.results import (
-    RESULTS,
     append_run,
     code_version,
     read_runs,
@@ -103,11 +102,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="eval",
         help="<runs-dir>/<name>.runs.jsonl, summarized into <results-dir>/<name>.{json,md,png}",
     )
-    parser.add_argument("--results-dir", type=Path, default=RESULTS, help="the summaries (default bench/results)")
-    parser.add_argument(
-        "--runs-dir", type=Path, help="the recorded runs (default bench/runs, or --results-dir when that is given)"
-    )
-    parser.add_argument("--fresh", action="store_true", help="discard the runs file and start over")
+    add_file_arguments(parser)
     parser.add_argument("--summarize-only", action="store_true", help="rebuild the summary from the runs file")
     parser.add_argument(
         "--replay",

@@ -1,6 +1,6 @@
 """Fits the learned selection policy's weights on labelled drafts and writes the shipped artefact.
 
-    deliberate bench fit-policy bench/runs/eval-tuning.runs.jsonl --drafts 5:3+2
+    deliberate bench fit-policy bench/studies/tuning-blocks/eval-tuning.runs.jsonl --drafts 5:3+2
 
 A logistic regression of "this valid draft's answer is right" on the selection signals (`replay.fit_weights`, the
 Scheduler's own fitting code) over every GSM8K record of the runs file that carries token confidence, each

@@ -2,11 +2,11 @@
 
 `make frontier-runs` records, per embedded model as Drafter, one `deliberate bench eval` run on the same tuning
 problems: a greedy prose pass, a greedy program pass, the pipeline at N = 5 (and N = 3 by refining the first 3 drafts),
-and the same selected drafts refined again by the other model's Refiner (`cross_refine`: the mixed deployments).
-This reads those runs (bench/runs/frontier-<model>.runs.jsonl) and writes bench/results/frontier.{json,md,png}: one
+and the same selected drafts refined again by the other model's Refiner (`cross_refine`: the mixed deployments). This
+reads those runs (bench/studies/frontier/frontier-<model>.runs.jsonl) and writes frontier.{json,md,png} beside them: one
 row per configuration with accuracy (Wilson interval), median and p95 latency per solve, tokens and peak memory; the
-frontier (no configuration is both faster and more accurate); and the default chosen by RULE, which was fixed before
-any run was scored.
+frontier (no configuration is both faster and more accurate); and the default chosen by RULE, which was fixed before any
+run was scored.
 
     deliberate bench frontier      (make frontier)
 """
@@ -28,7 +28,7 @@ from deliberate_bench.eval.outcomes import (
     stopped_drafts,
 )
 from deliberate_bench.eval.stats import percentile, wilson
-from deliberate_bench.results import RESULTS, RUNS, read_runs, write_json
+from deliberate_bench.results import LAB_FILES, read_runs, write_json
 
 MODELS = ("qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")
 TODAY = "pipeline@5:0.5b"  # the shipped default when the frontier was measured: 0.5B drafts (3 prose + 2 programs)
@@ -237,8 +237,8 @@ def plot(result: dict, path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs-dir", type=Path, default=RUNS, help="where make frontier-runs recorded (bench/runs)")
-    parser.add_argument("--results-dir", type=Path, default=RESULTS, help="frontier.{json,md,png} (bench/results)")
+    parser.add_argument("--runs-dir", type=Path, default=LAB_FILES, help="make frontier-runs' runs (the study's)")
+    parser.add_argument("--results-dir", type=Path, default=LAB_FILES, help="frontier.{json,md,png} (the study's)")
     args = parser.parse_args(argv)
     result = frontier(args.runs_dir)
     write_json(args.results_dir / "frontier.json", result)

@@ -2,7 +2,7 @@
 request runs them — N = 5 drafts, `--program-drafts` of them programs, ranked by the default selection policy —
 beside the single passes, the plain vote and the oracle, with the figures the project holds itself to.
 
-    deliberate bench headline bench/runs/eval-gsm8k-200.runs.jsonl   # → bench/results/eval-gsm8k.*
+    deliberate bench headline bench/studies/gsm8k-headline/eval-gsm8k-200.runs.jsonl   # → eval-gsm8k.*
 
 Every `pipeline@5` row is the selection replayed on the recorded drafts (`replay.py`): the answer of the draft the
 Scheduler would select and the status it would earn. The live pipeline of the recording (its own N, refinement
@@ -29,7 +29,7 @@ from deliberate_bench.eval.summary import (
     learned_configurations,
     per_configuration,
 )
-from deliberate_bench.results import RESULTS, read_runs, write_json
+from deliberate_bench.results import LAB_FILES, read_runs, write_json
 
 
 def headline_rows(size: int = MIX_SIZE, programs: int = PROGRAM_DRAFTS) -> dict[str, str]:
@@ -253,7 +253,7 @@ def run_headline(argv, doc: str, runs_help: str, name: str, summarize, write_mar
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("runs", type=Path, help=runs_help)
     parser.add_argument("--name", default=name, help="writes <results-dir>/<name>.{json,md,png}")
-    parser.add_argument("--results-dir", type=Path, default=RESULTS)
+    parser.add_argument("--results-dir", type=Path, default=LAB_FILES)
     args = parser.parse_args(argv)
     records = read_runs(args.runs)
     if not any(r.get("task") == "gsm8k" for r in records):

@@ -35,11 +35,11 @@ from deliberate_bench.eval.train_judge import (
     target_text,
     train,
 )
-from deliberate_bench.results import RESULTS, RUNS, read_runs, write_json
+from deliberate_bench.results import LAB_FILES, read_runs, write_json
 
-TRAINING_RUNS = RUNS / "eval-tuning.runs.jsonl"
-SCORED_RUNS = RUNS / "eval-gsm8k-200.runs.jsonl"
-OUT = RESULTS / "judge-signal"
+TRAINING_RUNS = LAB_FILES / "eval-tuning.runs.jsonl"
+SCORED_RUNS = LAB_FILES / "eval-gsm8k-200.runs.jsonl"
+OUT = LAB_FILES / "judge-signal"
 MODELS = Path(".deliberate/judges")
 
 

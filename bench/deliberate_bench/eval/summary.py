@@ -6,6 +6,7 @@ the three files; what each configuration means is in docs/eval.md.
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 from collections import Counter
@@ -39,6 +40,7 @@ from deliberate_bench.eval.replay import (
 from deliberate_bench.eval.report import markdown, plot
 from deliberate_bench.eval.stats import paired_bootstrap, percentile, wilson
 from deliberate_bench.results import read_runs, write_json
+from deliberate_bench.studies import LAB_FILES, LabFiles
 
 BOOTSTRAP_SEED = 2026
 
@@ -46,14 +48,21 @@ BOOTSTRAP_SEED = 2026
 BOOTSTRAP_RESAMPLES = 10_000
 
 
+def add_file_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where a resumable evaluation keeps its runs and summaries (`Paths`), and `--fresh`."""
+    parser.add_argument("--results-dir", type=Path, default=LAB_FILES, help="the summaries (default: their study's)")
+    parser.add_argument("--runs-dir", type=Path, help="the recorded runs (default: beside the summaries)")
+    parser.add_argument("--fresh", action="store_true", help="discard the runs file and start over")
+
+
 @dataclass(frozen=True)
 class Paths:
-    """A run's files: its recorded runs in `runs_directory` (bench/runs), the summaries read from them in
-    `directory` (bench/results); both in `directory` unless told."""
+    """A run's files: its recorded runs in `runs_directory`, the summaries read from them in `directory`; both in
+    `directory` unless told (by default `LAB_FILES`: the folder of the study that declares them)."""
 
-    directory: Path
+    directory: Path | LabFiles
     name: str
-    runs_directory: Path | None = None
+    runs_directory: Path | LabFiles | None = None
 
     @property
     def runs(self) -> Path:

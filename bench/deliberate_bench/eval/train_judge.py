@@ -24,12 +24,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from deliberate_bench.command import parser_for
-from deliberate_bench.results import RESULTS, RUNS, read_runs, write_json
+from deliberate_bench.results import LAB_FILES, read_runs, write_json
 
 DEFAULT_BASE = "smollm2-135m"
-DEFAULT_DATASET = RUNS / "judge-dataset"
+DEFAULT_DATASET = LAB_FILES / "judge-dataset"
 DEFAULT_OUT = Path(".deliberate/judges/smollm2-135m-judge")
-DEFAULT_REPORT = RESULTS / "judge-training.json"
+DEFAULT_REPORT = LAB_FILES / "judge-training.json"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -268,7 +268,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dataset",
         type=Path,
         action="append",
-        help="a `deliberate bench dataset` directory; repeat to pool several (default bench/runs/judge-dataset)",
+        help="a `deliberate bench dataset` directory; repeat to pool several (default: the judge study's)",
     )
     parser.add_argument("--base", default=DEFAULT_BASE, help="the model fine-tuned (default smollm2-135m)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where the trained judge is saved")

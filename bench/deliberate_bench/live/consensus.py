@@ -1,7 +1,8 @@
 """Refinement with the consensus prefix against without it: same drafts, same seed, in one run.
 
     deliberate bench consensus [--questions 20] [--drafts 5] [--draft-tokens 160] [--tokens 256] [--min-support 3]
-                              [--engine llamacpp] [--model embedded] [--runs bench/runs/consensus.runs.jsonl]
+                              [--engine llamacpp] [--model embedded]
+                              [--runs bench/studies/refinement/consensus.runs.jsonl]
                               [--fresh]
 
 For each GSM8K question (a fixed random sample of the training split, `deliberate bench eval`'s sampling) the N drafts
@@ -14,9 +15,9 @@ same engine with the same seed — once continuing after the prefix, once from s
 against the gold answer.
 
 Each question's outcome is appended to `--runs` as it finishes, so an interrupted run resumes where it stopped
-(`--fresh` starts over; a different configuration never mixes with the stored one). Writes
-bench/results/consensus.json: `token_ratio` and `latency_ratio` (with / without, over all questions), `prefix_share`
-(questions with a prefix), `accuracy_with` and `accuracy_without`, the basis counts, and `questions` (n).
+(`--fresh` starts over; a different configuration never mixes with the stored one). Writes consensus.json beside it:
+`token_ratio` and `latency_ratio` (with / without, over all questions), `prefix_share` (questions with a prefix),
+`accuracy_with` and `accuracy_without`, the basis counts, and `questions` (n).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from deliberate.verifier.parsing import extract_final_answer
 from deliberate_bench.eval.problems import load_problems
 from deliberate_bench.in_process import select_drafts, verify_drafts
 from deliberate_bench.inputs import add_data_argument
-from deliberate_bench.results import RUNS, append_run, read_runs, write_result
+from deliberate_bench.results import LAB_FILES, append_run, read_runs, write_result
 
 DRAFT_TEMPERATURE = 0.3  # the Drafter's default (DELIBERATE_TEMPERATURE)
 REFINE_TEMPERATURE = 0.7  # the Refiner's default
@@ -94,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--min-support", type=int, default=3)
     parser.add_argument("--engine", default="llamacpp", help="the services' default engine (llamacpp)")
     parser.add_argument("--model", default="embedded", help="the default embedded model (Qwen2.5-Coder-0.5B)")
-    parser.add_argument("--runs", type=Path, default=RUNS / "consensus.runs.jsonl")
+    parser.add_argument("--runs", type=Path, default=LAB_FILES / "consensus.runs.jsonl")
     parser.add_argument("--fresh", action="store_true", help="discard the stored runs and start over")
     add_data_argument(parser)
     args = parser.parse_args(argv)

@@ -11,7 +11,7 @@ One local stack (the default engine, model and sampling; the Refiner's consensus
 drafts asked for: once as it comes (every early-stop behaviour on, their defaults) and once with
 `disable_streaming_verification` and `disable_quorum` set. Each problem's pair is appended to the runs file
 as soon as it is done, and a run started again skips the problems already there (resumable; `--limit 3` is a
-quick profile). Writes bench/results/early_stop.json:
+quick profile). Writes bench/studies/early-stopping/early_stop.json:
 
 * `latency_ratio`: total solve latency with ÷ without;
 * `token_ratio`: completion tokens generated (drafts and refinement) with ÷ without;
@@ -56,7 +56,7 @@ from deliberate_bench.eval.ads import ad_instance, check_ad_plan
 from deliberate_bench.eval.problems import load_problems
 from deliberate_bench.eval.stats import paired_bootstrap
 from deliberate_bench.inputs import add_data_argument
-from deliberate_bench.results import RUNS, append_run, read_runs_by_id, write_result
+from deliberate_bench.results import LAB_FILES, append_run, read_runs_by_id, write_result
 from deliberate_client.client import DeliberateClient, build_request
 
 SEED = 1
@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-new-tokens", type=int, default=0, help="draft budget (default: the Drafter's)")
     parser.add_argument("--timeout", type=float, default=900.0, help="deadline of each solve, seconds")
     parser.add_argument("--runs", type=Path, default=None, help="per-problem records (default: by --out)")
-    parser.add_argument("--out", default="", help="result name under bench/results (early_stop, early_stop_aa)")
+    parser.add_argument("--out", default="", help="result name (early_stop, early_stop_aa)")
     parser.add_argument(
         "--compare",
         choices=["early_stop", "adaptive", "previous", "confidence"],
@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> None:
         "confidence": "confidence_stop_live",
     }
     args.out = args.out or names[args.compare] + ("_aa" if args.same_both_sides else "")
-    args.runs = args.runs or RUNS / f"{args.out}.runs.jsonl"
+    args.runs = args.runs or LAB_FILES / f"{args.out}.runs.jsonl"
 
     chosen = problems(args)
     done = read_runs_by_id(args.runs)

@@ -21,7 +21,8 @@ per minute), p50/p95/p99 latency of admitted requests, refusals (`RESOURCE_EXHAU
 was admitted is counted), deadlines exceeded, lost (no reply by the deadline + 5 s), and the drafts per request the
 round started. A minute here is the level's wall time, from its first request to the end of its last.
 
-Writes bench/results/load.{json,md,png} (load-quick.* with --quick: SmolLM2-135M, 1 and 2 clients, 30 s, the default
+Writes load.{json,md,png} in bench/studies/load-and-soak/ (load-quick.* with --quick: SmolLM2-135M, 1 and 2 clients,
+30 s, the default
 against the single-program server — a check that the machinery works, not a curve).
 """
 
@@ -50,7 +51,7 @@ from deliberate_bench.eval.problems import DEFAULT_SEED, TUNING_BLOCK_FILES, Pro
 from deliberate_bench.eval.services import Services
 from deliberate_bench.eval.stats import percentile
 from deliberate_bench.inputs import SAMPLE_GSM8K, SHARED_GSM8K
-from deliberate_bench.results import RESULTS, code_version, write_result
+from deliberate_bench.results import LAB_FILES, code_version, write_result
 from deliberate_client.client import build_request
 
 LOST_AFTER_S = 5.0  # past the deadline, as the soak counts it
@@ -128,8 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     figures["failures"] = failures(results)
     path = write_result(name, figures)
-    (RESULTS / f"{name}.md").write_text(markdown(figures))
-    plot(figures, RESULTS / f"{name}.png")
+    (LAB_FILES / f"{name}.md").write_text(markdown(figures))
+    plot(figures, LAB_FILES / f"{name}.png")
     print(f"wrote {path}")
     for failure in figures["failures"]:
         print(f"FAIL  {failure}")

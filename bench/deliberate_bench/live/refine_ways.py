@@ -5,19 +5,19 @@ through the gateway's stream (`make refine-ways`).
 
     deliberate bench refine-ways [--drafts-from RUNS] [--limit 60] [--no-gateway] [--runs FILE]
 
-Draft once, finish three ways. The drafts are the first rounds that `make refine-drafts` recorded (the default
-Drafter on tuning problems, never the scored sample). Here the Drafter runs the `recorded` engine on them, the
-Verifier and the Scheduler run as deployed but for one round without the quorum stop (so every recorded draft is
-verified whole and every way selects from the same drafts), and the Refiner runs the default Refiner model. For
-each problem the three ways go in an order that rotates from problem to problem, each once through gRPC and once
-through the gateway. Recorded per way: the answer and whether it is right, the refine stage's tokens and latency,
-the time from the drafts' end (the last `draft_verified`) to the first content (the first `refine_chunk` or
-`consensus_prefix`; through the gateway, the first `delta.content`), whether the answer ends with a plain
-`Final answer:` line, and whether it changed the answer of a draft whose plan was checked (`program`,
-`cross_check`). Each call's question opens with a label of its own (`LABELS`), so no call finds its question
-already in the Refiner's prompt cache. Each problem is appended to the runs file as it finishes (resumable;
-`--limit 2` is a quick profile). Writes bench/results/refine.{json,md}; the default is the cheapest way (refine
-tokens) whose accuracy is within `ALLOWANCE_POINTS` of the best (the rule fixed before the run).
+Draft once, finish three ways. The drafts are the first rounds that `make refine-drafts` recorded (the default Drafter
+on tuning problems, never the scored sample). Here the Drafter runs the `recorded` engine on them, the Verifier and the
+Scheduler run as deployed but for one round without the quorum stop (so every recorded draft is verified whole and every
+way selects from the same drafts), and the Refiner runs the default Refiner model. For each problem the three ways go in
+an order that rotates from problem to problem, each once through gRPC and once through the gateway. Recorded per way:
+the answer and whether it is right, the refine stage's tokens and latency, the time from the drafts' end (the last
+`draft_verified`) to the first content (the first `refine_chunk` or `consensus_prefix`; through the gateway, the first
+`delta.content`), whether the answer ends with a plain `Final answer:` line, and whether it changed the answer of a
+draft whose plan was checked (`program`, `cross_check`). Each call's question opens with a label of its own (`LABELS`),
+so no call finds its question already in the Refiner's prompt cache. Each problem is appended to the runs file as it
+finishes (resumable; `--limit 2` is a quick profile). Writes bench/studies/refinement/refine.{json,md}; the default is
+the cheapest way (refine tokens) whose accuracy is within `ALLOWANCE_POINTS` of the best (the rule fixed before the
+run).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from deliberate.selection import same_answer
 from deliberate.selection.final_text import PLAIN_FINAL_LINE
 from deliberate.verifier.parsing import extract_final_answer
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
-from deliberate_bench.results import RESULTS, RUNS, append_run, read_runs, read_runs_by_id, write_result
+from deliberate_bench.results import LAB_FILES, append_run, read_runs, read_runs_by_id, write_result
 from deliberate_client.client import DeliberateClient, build_request
 
 WAYS = FINAL_TEXTS  # name → SolveRequest.final_text
@@ -252,15 +252,15 @@ def markdown(figures: dict) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--drafts-from", type=Path, default=RUNS / "refine-drafts.runs.jsonl",
+    parser.add_argument("--drafts-from", type=Path, default=LAB_FILES / "refine-drafts.runs.jsonl",
                         help="runs file of recorded first rounds (make refine-drafts)")  # fmt: skip
     parser.add_argument("--limit", type=int, default=60, help="problems (default 60)")
     parser.add_argument("--refiner-model", default=DEFAULT_REFINER_MODEL)
     parser.add_argument("--no-gateway", action="store_true", help="gRPC only (half the refinements)")
     parser.add_argument("--timeout", type=float, default=600.0, help="deadline of each solve, seconds")
-    parser.add_argument("--runs", type=Path, default=RUNS / "refine.runs.jsonl")
+    parser.add_argument("--runs", type=Path, default=LAB_FILES / "refine.runs.jsonl")
     parser.add_argument("--name", default="refine", help="<results-dir>/<name>.{json,md}")
-    parser.add_argument("--results-dir", type=Path, default=RESULTS)
+    parser.add_argument("--results-dir", type=Path, default=LAB_FILES)
     args = parser.parse_args(argv)
 
     problems = recorded_rounds(args.drafts_from, args.limit)

@@ -26,7 +26,7 @@ services SERVING and the Scheduler's watchdog seeing the Verifier healthy. Each 
 One solve warms the stack up before the clock starts; a worker pauses 1 s after an error, as a retrying client would.
 A request with no reply by its deadline + 5 s is `lost`. Pass: lost == 0 and >= 95 % OK in steady and recovery.
 
-Writes bench/results/soak.json (soak-quick.json with --quick) and exits 1 when the criteria fail.
+Writes bench/studies/load-and-soak/soak.json (soak-quick.json with --quick) and exits 1 when the criteria fail.
 """
 
 from __future__ import annotations

@@ -4,12 +4,12 @@ against without (`final_text` refine), side by side on the same problems, reques
     deliberate bench stream-prefix [--limit 12] [--drafts 5] [--max-new-tokens 256] [--runs FILE]
 
 One local stack (the services' defaults; each request says its way to the final text). Each GSM8K problem (a fixed
-sample of --data) is streamed twice, the order alternating from problem to problem. For each side it records the
-time to first content — the first answer text a caller can show: the `consensus_prefix` event or the first
-`refine_chunk`, whichever comes first —, the time to the final answer, the refinement's tokens and whether the
-answer is right. Each problem's pair is appended to the runs file as it finishes (resumable; `--limit 2` is a quick
-profile). Writes bench/results/stream_prefix.json: `first_content_ratio` and `total_ratio` (with ÷ without, medians
-over the problems where the prefix was found, and over all), `refine_token_ratio`, `prefix_share`, the accuracies.
+sample of --data) is streamed twice, the order alternating from problem to problem. For each side it records the time to
+first content — the first answer text a caller can show: the `consensus_prefix` event or the first `refine_chunk`,
+whichever comes first —, the time to the final answer, the refinement's tokens and whether the answer is right. Each
+problem's pair is appended to the runs file as it finishes (resumable; `--limit 2` is a quick profile). Writes
+bench/studies/refinement/stream_prefix.json: `first_content_ratio` and `total_ratio` (with ÷ without, medians over the
+problems where the prefix was found, and over all), `refine_token_ratio`, `prefix_share`, the accuracies.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from deliberate.verifier.parsing import extract_final_answer
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_bench.eval.problems import load_problems
 from deliberate_bench.inputs import add_data_argument
-from deliberate_bench.results import RUNS, append_run, read_runs_by_id, write_result
+from deliberate_bench.results import LAB_FILES, append_run, read_runs_by_id, write_result
 from deliberate_client.client import DeliberateClient, build_request
 
 SEED = 1
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--drafts", type=int, default=5)
     parser.add_argument("--max-new-tokens", type=int, default=256, help="draft budget")
     parser.add_argument("--timeout", type=float, default=900.0, help="deadline of each solve, seconds")
-    parser.add_argument("--runs", type=Path, default=RUNS / "stream_prefix.runs.jsonl")
+    parser.add_argument("--runs", type=Path, default=LAB_FILES / "stream_prefix.runs.jsonl")
     add_data_argument(parser)
     args = parser.parse_args(argv)
 

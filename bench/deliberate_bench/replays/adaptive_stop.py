@@ -1,18 +1,18 @@
 """Adaptive draft counts, cross-modal agreement and confidence stops: chosen on the tuning problems, scored on others.
 
     deliberate bench adaptive-stop [--calibrate RUNS …]
-                                  [--runs bench/runs/eval-gsm8k-200.runs.jsonl]
+                                  [--runs bench/studies/gsm8k-headline/eval-gsm8k-200.runs.jsonl]
 
-Every policy of `deliberate_bench.stopping` (the order in which a round adds prose drafts and programs, how many
-start together, the quorum that settles it, cross-modal agreement) is replayed on the calibration runs (the tuning
-blocks, never scored) against the default round of 5 (`--program-drafts` of them programs, each to its end). For
-each accuracy loss allowed there (`--losses`, in points) the policy with the fewest tokens is chosen — with and
-without a confidence stop whose limits per kind are the 5th percentile of the right drafts' lowest window
-(`confidence_stop`) — and only then replayed on the scored runs, so nothing is fitted on what is scored. Writes
-bench/results/adaptive_stop.json: per choice, its calibration and scored `token_ratio` (tokens with ÷ without) and
-`accuracy_change_points` (the selected answer's accuracy with − without, same drafts, paired); and
-`agreement_precision`: how often a valid prose draft and a valid program that agree are right, against two prose
-drafts that agree (whether cross-modal agreement may settle a round sooner).
+Every policy of `deliberate_bench.stopping` (the order in which a round adds prose drafts and programs, how many start
+together, the quorum that settles it, cross-modal agreement) is replayed on the calibration runs (the tuning blocks,
+never scored) against the default round of 5 (`--program-drafts` of them programs, each to its end). For each accuracy
+loss allowed there (`--losses`, in points) the policy with the fewest tokens is chosen — with and without a confidence
+stop whose limits per kind are the 5th percentile of the right drafts' lowest window (`confidence_stop`) — and only then
+replayed on the scored runs, so nothing is fitted on what is scored. Writes
+bench/studies/adaptive-counts/adaptive_stop.json: per choice, its calibration and scored `token_ratio` (tokens with ÷
+without) and `accuracy_change_points` (the selected answer's accuracy with − without, same drafts, paired); and
+`agreement_precision`: how often a valid prose draft and a valid program that agree are right, against two prose drafts
+that agree (whether cross-modal agreement may settle a round sooner).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from deliberate_bench.replays.confidence_stop import read_records, stop_point, thresholds
 from deliberate_bench.replays.stopping import agreement_precision, choose, compare
-from deliberate_bench.results import RUNS, TUNING_RUNS, runs_present, write_result
+from deliberate_bench.results import LAB_FILES, TUNING_RUNS, runs_present, write_result
 
 CONFIDENCE_PERCENTILE = 5
 
@@ -31,7 +31,7 @@ CONFIDENCE_PERCENTILE = 5
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calibrate", type=Path, nargs="+", default=list(TUNING_RUNS), help="the tuning blocks' runs")
-    parser.add_argument("--runs", type=Path, default=RUNS / "eval-gsm8k-200.runs.jsonl")
+    parser.add_argument("--runs", type=Path, default=LAB_FILES / "eval-gsm8k-200.runs.jsonl")
     parser.add_argument("--losses", default="0,2,4", help="accuracy losses allowed on the calibration runs, points")
     args = parser.parse_args(argv)
     calibration = [r for path in args.calibrate for r in read_records(path)]

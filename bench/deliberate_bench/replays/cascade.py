@@ -1,7 +1,7 @@
 """The cascade chosen on recorded drafts (issue 54, item 5): every cascade policy replayed on the tuning problems'
 complete drafts, the default picked by the rule below, fixed before anything was scored.
 
-    deliberate bench cascade [--runs bench/runs/cascade-tuning.runs.jsonl …]
+    deliberate bench cascade [--runs bench/studies/cascade/cascade-tuning.runs.jsonl …]
 
 The runs (`make cascade-tuning`: the 1.5B model, tuning problems only, every draft to its end) hold per problem a
 greedy prose draft and a greedy program (`single`, `single_program`, verified here in process with the Verifier's own
@@ -40,9 +40,9 @@ from deliberate.verifier.rules import verify
 from deliberate.verifier.server import constraint_specs
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_bench.eval.replay import replay
-from deliberate_bench.results import RUNS, read_runs, write_result
+from deliberate_bench.results import LAB_FILES, read_runs, write_result
 
-DEFAULT_RUNS = (RUNS / "cascade-tuning.runs.jsonl",)
+DEFAULT_RUNS = (LAB_FILES / "cascade-tuning.runs.jsonl",)
 MAX_LATENCY_RATIO = 1.8
 MAX_P95_RATIO = 3.5
 MAX_TOKEN_RATIO = 2.2
@@ -246,7 +246,7 @@ def candidates(trusts: Sequence[float]) -> list[tuple[AdaptivePolicy, int]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=Path, nargs="+", default=list(DEFAULT_RUNS), help="tuning runs only")
-    parser.add_argument("--name", default="cascade_replay", help="bench/results/<name>.json")
+    parser.add_argument("--name", default="cascade_replay", help="writes <name>.json (in its study's folder)")
     args = parser.parse_args(argv)
     records = [record for path in args.runs for record in read_runs(path)]
     problems = problems_of(records)

@@ -1,7 +1,7 @@
 """Stopping drafts on the model's own confidence, replayed on recorded drafts (issue 25, item 1, offline).
 
-    deliberate bench confidence-stop [--calibrate bench/runs/eval-tuning.runs.jsonl]
-                                    [--runs bench/runs/eval-gsm8k-200.runs.jsonl]
+    deliberate bench confidence-stop [--calibrate bench/studies/tuning-blocks/eval-tuning.runs.jsonl]
+                                    [--runs bench/studies/gsm8k-headline/eval-gsm8k-200.runs.jsonl]
 
 DeepConf (arXiv 2508.15260) ends a trace once its token confidence, averaged over a sliding window, falls below a
 threshold set from earlier traces. Here, per kind of draft (prose, program): the threshold is a low percentile of
@@ -11,7 +11,7 @@ block), so that share of right drafts would have been stopped there; windows of 
 series: a draft whose window falls below its kind's threshold stops there (its tokens after that point are saved,
 and it leaves the vote with no answer). `token_ratio` is drafting tokens with ÷ without; accuracy is the majority
 vote of the drafts left (`majority`, the drafts that finished) and the learned-free `weighted` policy is not
-replayed (it needs verdicts of the cut text). Writes bench/results/confidence_stop.json.
+replayed (it needs verdicts of the cut text). Writes confidence_stop.json (no study keeps it).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from deliberate.selection import majority, same_answer
 from deliberate.selection.confidence import STOP_MIN_TOKENS as MIN_TOKENS
 from deliberate.selection.confidence import WINDOW_TOKENS, window_means
 from deliberate.selection.confidence import confidence_stop_point as stop_point  # noqa: F401 (adaptive_stop's)
-from deliberate_bench.results import RUNS, read_runs, write_result
+from deliberate_bench.results import LAB_FILES, read_runs, write_result
 
 PERCENTILES = (1, 5, 10, 20)
 
@@ -86,8 +86,8 @@ def replay(records: list[dict], limits: dict[str, float]) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--calibrate", type=Path, default=RUNS / "eval-tuning.runs.jsonl")
-    parser.add_argument("--runs", type=Path, default=RUNS / "eval-gsm8k-200.runs.jsonl")
+    parser.add_argument("--calibrate", type=Path, default=LAB_FILES / "eval-tuning.runs.jsonl")
+    parser.add_argument("--runs", type=Path, default=LAB_FILES / "eval-gsm8k-200.runs.jsonl")
     args = parser.parse_args(argv)
     calibration = [r for r in read_records(args.calibrate) if first_round(r)]
     scored = [r for r in read_records(args.runs) if first_round(r)]

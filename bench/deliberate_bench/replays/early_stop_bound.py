@@ -1,6 +1,7 @@
 """What early stopping can save on the default model's drafts: a replay of recorded rounds, the same drafts both ways.
 
-    deliberate bench early-stop-bound [--runs bench/runs/eval-gsm8k-200.runs.jsonl] [--step-seconds S1,S2,…]
+    deliberate bench early-stop-bound [--runs bench/studies/gsm8k-headline/eval-gsm8k-200.runs.jsonl]
+                                      [--step-seconds S1,S2,…]
 
 `make bench-early-stop` measures early stopping live, but two live solves never draw the same drafts (llama.cpp's
 sampling differs with the batch's layout), so its ratios carry the spread of two different samples (its control
@@ -25,7 +26,7 @@ the quorum rule holds with the drafts not yet started counted as still to come (
 `vote_accuracy_*` is a proxy for accuracy on the same drafts: the evaluation's majority vote (`majority@N`) over the
 drafts that finished and passed, in the order they finished, equals the gold answer; the pipeline's selection and
 refinement are not replayed; `vote_changed` counts the problems whose voted answer differs with and without.
-Writes bench/results/early_stop_bound.json.
+Writes bench/studies/early-stopping/early_stop_bound.json.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from deliberate.verifier.streaming import ArithmeticPrefix, GrowingDraft
 from deliberate_bench.eval.replay import DEFAULT_MIX, first_of_kinds, mixes
 from deliberate_bench.eval.replay import replay as rank
 from deliberate_bench.eval.stats import paired_bootstrap
-from deliberate_bench.results import RUNS, TUNING_RUNS, read_runs, runs_present, write_result
+from deliberate_bench.results import LAB_FILES, TUNING_RUNS, read_runs, runs_present, write_result
 
 # The pieces a draft's text is fed to the prefix check in: about a token each, as the Drafter streams it.
 PIECE_CHARS = 4
@@ -339,7 +340,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--runs",
         type=Path,
-        default=RUNS / "eval-gsm8k-200.runs.jsonl",
+        default=LAB_FILES / "eval-gsm8k-200.runs.jsonl",
         help="an evaluation's runs file, or a judge dataset's directory (its first --drafts drafts per problem)",
     )
     parser.add_argument("--drafts", type=int, default=5, help="drafts per round taken from a judge dataset")

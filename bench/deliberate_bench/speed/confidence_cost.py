@@ -2,7 +2,7 @@
 log-probabilities per token (`--confidence-top-k`), measured side by side in one run — the same prompt, 5 sequences
 decoded together as a round of drafts is, a fixed number of tokens (EOS ignored), the two settings alternated.
 
-    deliberate bench confidence-cost        # prints the ratio, writes bench/results/confidence_cost.json
+    deliberate bench confidence-cost        # prints the ratio, writes bench/studies/speed/confidence_cost.json
 
 The cost is llama.cpp's: with `logprobs` it takes a softmax and sorts the whole vocabulary (151k tokens for the
 default model) for every token of every sequence; k itself hardly matters.

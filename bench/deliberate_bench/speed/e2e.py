@@ -4,7 +4,7 @@
 
 Starts the stack on free ports, solves one warm-up question, then measures `--runs` solves of a GSM8K
 question (5 drafts, 128 new tokens per draft and for the refined answer) and writes
-bench/results/e2e.json with `latency_s` (median) and `stages` (median seconds per stage).
+bench/studies/speed/e2e.json with `latency_s` (median) and `stages` (median seconds per stage).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ the Drafter asks for its token confidence. GenerateDrafts has no minimum length,
 the direct side then decodes, per sequence, exactly the tokens the Drafter's draft had (n_predict, EOS ignored). The
 two sides run one after the other, REPEATS times, interleaved so drift in machine load hits both alike.
 `throughput_ratio` = the Drafter's median tokens/s ÷ direct xllamacpp's (target >= 0.9); with each side's runs and
-the load average before and after, it goes to bench/results/<out>.json.
+the load average before and after, it goes to <out>.json in its study's folder.
 
 `--with-transformers` adds the retired comparison of the llamacpp and transformers engines (same GGUF, prompts and
 token counts, each engine in a process of its own; information only, no target) under `transformers_comparison`.
@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--drafts", type=int, default=5)
     parser.add_argument("--tokens", type=int, default=128, help="new tokens per draft (at most)")
     parser.add_argument("--threads", type=int, default=0, help="llama.cpp threads of both sides; 0 = every CPU")
-    parser.add_argument("--out", default="engines", help="result name: bench/results/<out>.json")
+    parser.add_argument("--out", default="engines", help="result name: <out>.json")
     parser.add_argument("--with-transformers", action="store_true", help="add the retired transformers comparison")
     args = parser.parse_args(argv)
     threads = args.threads or cpu_count()

@@ -7,7 +7,7 @@ for each engine and embedded model.
 For each (engine, model): loads it, warms it up, then times 1 prompt and N prompts (one strategy hint
 each, as the Drafter builds them) with min_new_tokens = max_new_tokens = T, so both sides decode exactly
 T tokens per sequence with the same sampling parameters. Each side runs 3 times, interleaved; the
-medians and their ratio go to bench/results/fanout.json, one entry per (engine, model).
+medians and their ratio go to bench/studies/speed/fanout.json, one entry per (engine, model).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Both sides draft N continuations in one batched generation on the same engine an
 llama.cpp and the embedded Qwen2.5-Coder-0.5B), verify them with the same compiled rules (the arithmetic pack the
 Scheduler adds by default), select with the same formula and refine with the same prompt; re-drafting and early
 stopping are off on the services' side so the work is equal.
-The two sides alternate question by question. Writes bench/results/overhead.json (key `ratio` =
+The two sides alternate question by question. Writes bench/studies/speed/overhead.json (key `ratio` =
 services / in-process wall time; the goal is ≤ 1.05).
 """
 

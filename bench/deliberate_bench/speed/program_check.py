@@ -4,7 +4,7 @@ answer) in this process's warm pool, one at a time. Then every program draft rec
 evaluation, run under the current limits and under the former 0.5 s time limit: how long they take and how many
 outcomes the shorter limit changes (evidence that it costs ordinary programs nothing).
 
-    deliberate bench program-check        # prints the table, writes bench/results/program_check.json
+    deliberate bench program-check        # prints the table, writes bench/studies/speed/program_check.json
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from pathlib import Path
 
 from deliberate.verifier.hostile_programs import HOSTILE_PROGRAMS, as_draft
 from deliberate.verifier.program import LIMITS, ProgramLimits, check_program
-from deliberate_bench.results import RESULTS, RUNS, read_runs
+from deliberate_bench.results import LAB_FILES, read_runs
 
-RESULT = RESULTS / "program_check.json"
-RECORDED = RUNS / "eval-gsm8k-200.runs.jsonl"
+RESULT = LAB_FILES / "program_check.json"
+RECORDED = LAB_FILES / "eval-gsm8k-200.runs.jsonl"
 FORMER_LIMITS = ProgramLimits(time_s=0.5)  # the time limit before 40 ms
 ROUNDS = 3  # each program this many times
 

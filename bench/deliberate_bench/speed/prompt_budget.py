@@ -3,7 +3,7 @@
 Runs one greedy draft per GSM8K problem for each draft prompt below, side by side in one engine call,
 on the tuning problems (train.jsonl lines 0..N-1, which `deliberate bench eval` excludes). Prints, per prompt,
 the share of drafts that end within 320 and within the budget, mean tokens and accuracy; writes
-bench/results/prompt-budget.json.
+prompt-budget.json (no study keeps it).
 
     deliberate bench prompt-budget [--problems 12] [--budget 640]
 """
@@ -23,7 +23,7 @@ from deliberate.engines import SamplingParams, load_engine
 from deliberate.selection.numbers import extract_number
 from deliberate.verifier.parsing import extract_final_answer
 from deliberate_bench.inputs import SHARED_GSM8K as GSM8K
-from deliberate_bench.results import RESULTS
+from deliberate_bench.results import LAB_FILES
 
 # The old draft prompt (before this measurement) and the brief one that replaced it.
 VERBOSE_SYSTEM = "You are a careful problem solver. Show your reasoning, then state the result."
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
         "summary": summary,
         "rows": rows,
     }
-    out = RESULTS / "prompt-budget.json"
+    out = LAB_FILES / "prompt-budget.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(summary, indent=2))
 

@@ -5,7 +5,8 @@ prompt cache.
 
 Each side runs in a process of its own (RSS is per process): it loads the engine, then generates 3 drafts of
 4 tokens for each of N distinct ~60-word prompts, and reports VmRSS before and after. deliberate runs with the
-cache off (`host_prompt_cache_mib=0`); 8192 is llama.cpp's default. Results: bench/results/prompt_cache_memory.json.
+cache off (`host_prompt_cache_mib=0`); 8192 is llama.cpp's default. Results:
+bench/studies/speed/prompt_cache_memory.json.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ free ports with DELIBERATE_ENGINE_THREADS=1 for every Drafter (the Refiner keeps
 Drafter (docs/deploy.md#load-balancing) and sampling their load every second, solves one warm-up question, then the
 same `--requests` GSM8K questions one after the other: `--drafts` drafts of at most `--tokens` tokens each, fixed
 seeds, no quorum and no default arithmetic pack (so no draft is stopped early and both sides generate the same
-work), 8 refined tokens. Writes bench/results/scale.json:
+work), 8 refined tokens. Writes bench/studies/speed/scale.json:
 
 - `wall_ratio`: the 2-replica run's wall time for the requests over the 1-replica run's (lower is better);
 - `draft_ratio`: the same for the summed draft stage (`SolveResponse.timings.draft`);

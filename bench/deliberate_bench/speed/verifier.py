@@ -11,7 +11,7 @@
    would call it, loaded first by the Python client and then by clients/go/cmd/verifier-load (built offline from
    Debian's Go packages; skipped, saying why, without them). The kernel spreads connections, not calls, over the
    workers. On 2 cores the Python client takes most of a core the servers then lack; the Go one a fraction.
-Writes bench/results/verifier.json: drafts_per_s_per_core (and drafts_per_cpu_s), p99_ms, grpc_calls_per_s (the
+Writes bench/studies/speed/verifier.json: drafts_per_s_per_core (and drafts_per_cpu_s), p99_ms, grpc_calls_per_s (the
 second setup under the Go client, `grpc_load_generator` "go"; the Python client's figure where Go is missing),
 grpc_calls_per_s_python_client, grpc_calls_per_s_one_process, grpc_go_client_cpu_share, the families, and `goals`
 with `passed` per goal (issue 13).

@@ -30,7 +30,7 @@ FinishReason = Literal["stop", "length", "aborted"]
 @dataclass(frozen=True)
 class SamplingParams:
     # The services' sampling defaults (EngineSettings reads them): 256 new tokens cut off 33-67 % of the default
-    # model's drafts before their final line (bench/results/eval-budget256.md).
+    # model's drafts before their final line (bench/studies/gsm8k-headline/eval-budget256.md).
     temperature: float = 0.3
     top_p: float = 0.95
     max_new_tokens: int = 384

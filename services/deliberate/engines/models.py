@@ -11,7 +11,7 @@ Three models are embedded (docs/models.md has their provenance):
   at math, the model of the tests.
 
 `embedded` names the default embedded model. The defaults were chosen on the accuracy-latency frontier
-(bench/results/frontier.md): 1.5B drafts refined by the 0.5B model. Anything else is a path: a .gguf file, or a
+(bench/studies/frontier/frontier.md): 1.5B drafts refined by the 0.5B model. Anything else is a path: a .gguf file, or a
 directory (HF format, or holding exactly one .gguf).
 """
 

@@ -4,7 +4,7 @@
 `{"question": str, "strategy": str, "text": str}`. For each prompt it answers the text of the first record whose
 question and strategy hint both occur in the prompt (the Drafter renders both into each draft's prompt); a prompt
 no record matches so (the Refiner's) gets the first record whose question occurs in it, else `FALLBACK_TEXT`.
-So the real services can be run on drafts a model wrote once (`bench/results/*.runs.jsonl`), in seconds and with
+So the real services can be run on drafts a model wrote once (`bench/studies/<study>/*.runs.jsonl`), in seconds and with
 the same texts every time: `tests/integration/test_selection_identity.py` checks with it that the Scheduler ranks
 drafts exactly as `bench/deliberate_bench/eval/replay.py` does.
 

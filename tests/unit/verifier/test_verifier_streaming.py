@@ -17,7 +17,7 @@ from deliberate_client.examples import ads
 WRONG_ON_LINE_3 = "April: 48 clips.\nMay: 48 / 2 = 24 clips.\nTotal: 48 + 24 = 73 clips.\nFinal answer: 73\n"
 ARITHMETIC = ConstraintSpec(index=0, kind="rule_pack", source="arithmetic")
 # Real drafts of SmolLM2 and Qwen2.5-Coder on GSM8K and ad selection, committed with the judge's dataset.
-JUDGE_DATASETS = Path(__file__).resolve().parents[3] / "bench/runs"
+JUDGE_DATASETS = Path(__file__).resolve().parents[3] / "bench/studies/judge"
 
 
 def tokens_of(text: str, size: int = 3) -> list[str]:
