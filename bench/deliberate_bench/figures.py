@@ -9,6 +9,10 @@ when it ends in `%` and the value is within [-1, 1], equal to the value to the d
 from a Markdown result sits between `<!-- copied from ../bench/studies/<s>/<name>.md -->` and `<!-- end of copy -->`,
 and must be a run of that file's lines.
 
+A measured figure anywhere else — a decimal number with a unit, `68.5 %`, `6.17 s`, `1.59×`, outside a reference, a
+copy, code and inline code — fails the check, unless its paragraph says why no committed file holds it, with
+`<!-- figures not kept: why -->` (a report of a run that was not committed, a figure of another machine).
+
 The path: keys joined by dots; `key[field=value]` picks the element of a list whose `field` is `value` (and
 `key[a=1,b=2]` the one where both hold), `key[3]` the fourth (brackets may hold dots).
 """
@@ -30,6 +34,16 @@ REFERENCE = re.compile(r"\[(?P<text>[^\]]+)\]\((?P<file>[^)\s]+\.json) \"(?P<pat
 # A table copied whole from a results file: <!-- copied from ../bench/studies/s/x.md --> … <!-- end of copy -->
 COPY_START = re.compile(r"<!-- copied from (?P<file>\S+\.md) -->")
 COPY_END = "<!-- end of copy -->"
+# A figure as a measurement is written: a decimal number and its unit.
+MEASURED = re.compile(r"(?<![\w.\[/-])\d+\.\d+ ?(?:%|×|x\b|(?:s|ms|min|points?|GiB|MiB|MB)\b)")
+NOT_KEPT = "<!-- figures not kept:"
+# Where a measured figure may sit: a fenced block (fences at the start of a line), inline code (on one line or two),
+# a copied block, a reference.
+EXEMPT = re.compile(
+    r"^[ \t]*```.*?^[ \t]*```|`[^`\n]*(?:\n[^`\n]*)?`|<!-- copied from .*?<!-- end of copy -->|"
+    r"\[[^\]]+\]\([^)\s]+\.json \"[^\"]+\"\)",
+    re.S | re.M,
+)
 NUMBER = re.compile(r"[-−+]?\d[\d,]*(?:\.\d+)?")
 SEGMENT = re.compile(r"(?P<key>[^.\[\]]+)?(?:\[(?P<pick>[^\]]+)\])?")
 
@@ -174,11 +188,28 @@ def check(root: Path = ROOT) -> tuple[int, list[str]]:
     return len(found) + sum(len(c.lines) for c in copied), wrong
 
 
+def loose(page: Path) -> list[str]:
+    """`page:line: figure` for each measured figure outside a reference, a copy or code, in a paragraph that does not
+    say its figures are not kept."""
+    text = page.read_text()
+    blanked = EXEMPT.sub(lambda m: re.sub(r"[^\n]", " ", m[0]), text)  # same lines, exempt text gone
+    found = []
+    for paragraph in re.finditer(r"(?:[^\n]+\n?)+", blanked):
+        if NOT_KEPT in text[paragraph.start() : paragraph.end()]:
+            continue
+        for figure in MEASURED.finditer(paragraph[0]):
+            line = text.count("\n", 0, paragraph.start() + figure.start()) + 1
+            found.append(f"{page.relative_to(ROOT)}:{line}: {figure[0]}")
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = parser_for("figures", __doc__)
     parser.parse_args(argv)
     count, wrong = check()
-    for line in wrong:
+    unreferenced = [line for page in pages() for line in loose(page)]
+    for line in wrong + unreferenced:
         print(line, file=sys.stderr)
-    print(f"{count} figures (references and copied lines) on {len(pages())} pages, {len(wrong)} not their file's")
-    return 1 if wrong else 0
+    print(f"{count} figures (references and copied lines) on {len(pages())} pages, {len(wrong)} not their file's, "
+          f"{len(unreferenced)} measured figures referencing no file")  # fmt: skip
+    return 1 if wrong or unreferenced else 0

@@ -66,3 +66,21 @@ def test_a_copied_table_must_be_a_run_of_its_files_lines(tmp_path):
     assert figures.copy_mismatch(copy) is None
     page.write_text("<!-- copied from r.md -->\n| a | b |\n|---|---|\n| 1 | 3 |\n<!-- end of copy -->\n")
     assert "'| 1 | 3 |' is not the file's" in figures.copy_mismatch(figures.copies(page)[0])
+
+
+def test_no_measured_figure_outside_a_reference():
+    unreferenced = [line for page in figures.pages() for line in figures.loose(page)]
+    assert not unreferenced, "write them as references to their results file (docs: figures.py)\n" + "\n".join(
+        unreferenced
+    )
+
+
+def test_a_measured_figure_must_reference_its_file_or_say_why_not(tmp_path, monkeypatch):
+    monkeypatch.setattr(figures, "ROOT", tmp_path)
+    page = tmp_path / "p.md"
+    page.write_text(
+        'Right on [68.5 %](r.json "configs[0].accuracy") in `0.5 s` steps.\n\n```\n1.5 s\n```\n\n'
+        "The program took 6.17 s\nagainst 5.3 s.\n\n"
+        "<!-- figures not kept: a run not committed -->\nIt took 9.9 s.\n"
+    )
+    assert figures.loose(page) == ["p.md:7: 6.17 s", "p.md:8: 5.3 s"]

@@ -9,8 +9,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 TOP = ("services", "bench", "clients", "docs", "deploy", "tests", "protos", ".ci")
-# A path at the start of a word, under one of the top folders, ending in a word character.
-NAMED = re.compile(rf"(?<![\w/.-])((?:{'|'.join(re.escape(t) for t in TOP)})/[\w./-]*\w)")
+# A path at the start of a word, under one of the top folders, ending in a word character; not one named in a
+# commit (`dde7d7c:bench/results/business.json`, git's syntax for a file of the history).
+NAMED = re.compile(rf"(?<![\w/.-])(?<![0-9a-f]{{7}}:)((?:{'|'.join(re.escape(t) for t in TOP)})/[\w./-]*\w)")
 READ = (".py", ".md", ".go", ".ts", ".sh", ".mk", ".toml", ".yaml", ".yml", "Makefile")
 # Files a command writes and the repository does not keep (outputs of runs not committed, build folders).
 WRITTEN_NOT_KEPT = {
@@ -51,6 +52,7 @@ def recorded(path: str) -> bool:
 def test_the_check_reads_patterns_as_patterns():
     text = "see services/deliberate/core, bench/studies/<s>/x.json, bench/studies/cascade/c.{json,md}, docs/eval.md."
     assert named_paths(text) == ["services/deliberate/core", "docs/eval.md"]
+    assert named_paths("git show dde7d7c:bench/results/business.json") == []
 
 
 def test_every_named_path_exists():
