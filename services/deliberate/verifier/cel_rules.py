@@ -40,8 +40,20 @@ def cel_sum(values: object) -> int | float:
     return math.fsum(values)  # correctly rounded: 0.05 + 0.04 + 0.01 is 0.1, not 0.09999999999999999
 
 
-# Functions the Verifier adds to CEL; cel_cost counts each as a loop over its list.
-FUNCTIONS = {"sum": cel_sum}
+def monthly_payment(amount: object, annual_rate: object, months: object) -> float:
+    """`monthly_payment(amount, annual_rate, months)`: an annuity loan's monthly payment (the rate a fraction a year),
+    so a request can cap a loan's instalment, which standard CEL (no powers) cannot compute:
+    `plan.offers.all(o, monthly_payment(double(o.amount), o.annual_rate, o.term_months) <= 900.0)`."""
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (amount, annual_rate, months)):
+        raise ValueError("monthly_payment() takes three numbers: amount, annual rate, months")
+    if months <= 0 or not 0 <= annual_rate <= 1:
+        raise ValueError("monthly_payment(): months must be positive and the annual rate a fraction in [0, 1]")
+    monthly = annual_rate / 12
+    return amount / months if monthly == 0 else amount * monthly / (1 - (1 + monthly) ** -months)
+
+
+# Functions the Verifier adds to CEL; cel_cost counts `sum` as a loop over its list.
+FUNCTIONS = {"sum": cel_sum, "monthly_payment": monthly_payment}
 
 
 def compile_cel(spec: ConstraintSpec):

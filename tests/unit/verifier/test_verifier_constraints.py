@@ -170,6 +170,23 @@ def test_a_total_is_a_constraint_of_the_request_through_cel_sum():
     assert "sum() takes a list of numbers only" in said
 
 
+def test_a_payment_cap_is_a_constraint_of_the_request_through_cel_monthly_payment():
+    """An instalment cap that standard CEL (no powers) cannot state: `monthly_payment(amount, annual_rate, months)`;
+    10,000 at 5.9 % over 36 months is 303.77 a month."""
+    cap = ConstraintSpec(0, "cel_expression",
+                         "plan.offers.all(o, monthly_payment(double(o.amount), o.annual_rate, o.term_months) <= 304.0)",
+                         id="payment_cap", failure_message="the monthly payment is at most 304")  # fmt: skip
+    rules = compile_rules("", [cap], {}).rules
+    within = '{"offers": [{"amount": 10000, "annual_rate": 0.059, "term_months": 36}]}'
+    assert verify(within, rules).valid
+    over = '{"offers": [{"amount": 10000, "annual_rate": 0.059, "term_months": 24}]}'
+    assert messages(verify(over, rules))["payment_cap"].startswith("payment_cap failed: the monthly payment is at most")
+    free = ConstraintSpec(0, "cel_expression", "monthly_payment(1200.0, 0.0, 12) == 100.0", id="free")
+    assert messages(verify('{"a": 1}', compile_rules("", [free], {}).rules))["free"] == "free passed"
+    wrong = ConstraintSpec(0, "cel_expression", "monthly_payment(1200.0, 0.05, 0) > 0.0", id="wrong")
+    assert "months must be positive" in messages(verify('{"a": 1}', compile_rules("", [wrong], {}).rules))["wrong"]
+
+
 def test_a_sum_counts_as_a_loop_in_the_cost_estimate():
     assert cel_cost("sum(plan.ids.map(i, i)) > 0", 1000) > cel_cost("size(plan.ids) > 0", 1000) + 1000 * 999
 
