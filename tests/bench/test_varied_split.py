@@ -1,0 +1,86 @@
+"""The varied business split (deliberate_bench.eval.varied_instances): rules beyond the packs' worked examples, stated
+in words and as the request's CEL; its optimum computed apart (varied_references) and agreeing with the services'
+exact engine where both can state the rules."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from deliberate.core.solver import NoSelection, best_rows
+from deliberate_bench.eval import varied_instances as vi
+from deliberate_bench.eval import varied_references as vr
+from deliberate_bench.eval.business_judge import judge
+
+SCORED = [instance for case in vi.GENERATORS for instance in vi.instances(case)]
+TUNING = [instance for case in vi.GENERATORS for instance in vi.instances(case, "tuning")]
+
+
+def test_at_least_60_scored_instances_apart_from_the_tuning_ones_and_the_same_each_time():
+    assert len(SCORED) >= 60
+    assert not {i.id for i in SCORED} & {i.id for i in TUNING}
+    assert [i.to_dict() for i in vi.instances("credit")] == [i.to_dict() for i in SCORED if i.case == "credit"]
+
+
+def test_each_instance_mixes_one_to_three_rules_stated_in_words_and_as_cel():
+    for instance in SCORED:
+        kinds = vi.rule_kinds(instance)
+        assert 1 <= len(kinds) <= 3, (instance.id, kinds)
+        stated = [c for c in instance.constraints if c.get("id", "").rsplit("_", 1)[0] in {*kinds, "base_step"}]
+        assert len(stated) == len(instance.meta["rules"])
+        assert all(c["failureMessage"] in instance.prompt for c in stated), instance.id
+
+
+def test_every_rule_kind_the_issue_lists_is_drawn():
+    drawn = {kind for instance in SCORED for kind in vi.rule_kinds(instance)}
+    assert drawn == {*vi.AD_RULE_KINDS, *vi.CREDIT_RULE_KINDS, *vi.PROMOTION_RULE_KINDS}
+
+
+def test_the_reference_passes_every_rule_and_some_instances_have_no_plan():
+    infeasible = 0
+    for instance in SCORED:
+        plan = vr.reference(instance)
+        if plan is None:
+            infeasible += 1
+            continue
+        judged = judge(instance, json.dumps(plan))
+        assert judged.feasible, (instance.id, judged.check)
+    assert 0.05 <= infeasible / len(SCORED) <= 0.25
+
+
+@pytest.mark.parametrize("instance", [i for i in SCORED if i.case == "ads"], ids=lambda i: i.id)
+def test_the_ad_reference_agrees_with_the_services_exact_engine(instance):
+    """Two formulations written apart — the evaluation's milp model and `best_rows` with its keyword rules — reach
+    the same optimum, or both find none."""
+    plan = vr.reference(instance)
+    catalog = instance.context["catalog"]
+    rules = {rule["kind"]: rule for rule in instance.meta["rules"]}
+    rows = [ad for ad in catalog if ad["cost"] <= rules.get("cost_cap", {}).get("cap", float("inf"))]
+    count = instance.meta["picks"]
+    if "count_range" in rules:
+        count = [rules["count_range"]["low"], rules["count_range"]["high"]]
+    elif "as_many_as_fit" in rules:
+        count = [1, None]
+    minimize = "ctr_floor_min_cost" in rules
+    arguments = {
+        "count": count,
+        "at_most": {"cost": instance.meta["budget"],
+                    **({"impressions": rules["impressions_limit"]["limit"]} if "impressions_limit" in rules else {})},
+        "most_per": {"category": rules["most_per_category"]["k"]} if "most_per_category" in rules else None,
+        "least_of": {"category": {rules["at_least_one_of"]["category"]: 1}} if "at_least_one_of" in rules else None,
+        "include": {"id": rules["include"]["ids"]} if "include" in rules else None,
+        "exclude": {**({"category": rules["exclude_categories"]["categories"]} if "exclude_categories" in rules
+                       else {}), **({"id": rules["exclude_ids"]["ids"]} if "exclude_ids" in rules else {})} or None,
+        "at_least": {"ctr": rules["ctr_floor_min_cost"]["floor"]} if minimize else None,
+    }  # fmt: skip
+    objective = "cost" if minimize else "ctr"
+    try:
+        chosen = best_rows(rows, **({"minimize": "cost"} if minimize else {"maximize": "ctr"}), **arguments)
+    except NoSelection:
+        assert plan is None
+        return
+    assert plan is not None
+    by_id = {ad["id"]: ad for ad in catalog}
+    total = sum(by_id[i][objective] for i in plan["selected_ids"])
+    assert total == pytest.approx(sum(rows[k][objective] for k in chosen), abs=1e-9)
