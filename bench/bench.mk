@@ -1,7 +1,7 @@
 # The lab's targets (bench/, docs/eval.md): each calls `deliberate bench <name>` or `deliberate bench eval`; included by the
 # Makefile, so `make <target>` runs them from the repository's root. `make help` lists them with the Makefile's.
 
-.PHONY: cascade-tuning bench-cascade eval-cascade bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-confidence bench-confidence-stop bench-overhead bench-consensus bench-stream-prefix refine-drafts refine-ways bench-early-stop bench-adaptive bench-early-stop-bound bench-adaptive-stop bench-scale bench-index soak soak-quick bench-load bench-load-quick eval eval-quick eval-tuning eval-tuning-2 eval-tuning-3 eval-200 eval-headline eval-default eval-business eval-business-quick frontier-runs frontier learned-policy replay dataset train-judge eval-judges judge-signal eval-lm-harness
+.PHONY: cascade-tuning bench-cascade eval-cascade bench bench-engines bench-prompt-budget bench-fanout bench-e2e bench-verifier bench-confidence bench-confidence-stop bench-overhead bench-consensus bench-stream-prefix refine-drafts refine-ways bench-early-stop bench-adaptive bench-early-stop-bound bench-adaptive-stop bench-scale bench-index soak soak-quick bench-load bench-load-quick eval eval-quick eval-tuning eval-tuning-2 eval-tuning-3 eval-200 eval-headline eval-default eval-business eval-business-varied eval-business-quick frontier-runs frontier learned-policy replay dataset train-judge eval-judges judge-signal eval-lm-harness
 
 ##@ the lab: benchmarks (each writes <name>.json into the folder of its study, bench/studies/<study>/)
 
@@ -236,6 +236,13 @@ eval-quick: install
 ## bench/studies/business-evaluation/business.runs.jsonl and bench/studies/business-evaluation/business.{json,md,png}; hours; resumable: rerun to continue.
 eval-business: install
 	$(VENV)/bin/deliberate bench business-eval $(EVAL_ARGS)
+
+## Decisions stated in words (issue 55): the varied split — 60 requests whose rules go beyond the packs' worked
+## examples (at most k per category, a contracted ad, a payment cap, a discount budget, …), stated in words and as
+## the request's own CEL, some with no feasible plan — with the worked example alone (`template`) and the
+## evaluation's own optimum (`reference`) beside the model's rows; resumable (hours on 2 cores).
+eval-business-varied: install
+	$(VENV)/bin/deliberate bench business-eval --varied $(EVAL_ARGS)
 
 ## A quick look at it: 2 instances per case on the test model (SmolLM2-135M), short budgets, no re-drafts,
 ## into bench/studies/unfiled/business-quick.* (never the committed results).

@@ -183,5 +183,5 @@ def test_summary_takes_the_last_record_per_pair_and_one_key_per_case():
     result = summary(runs)
     assert set(result) >= {"ads", "commands", "model"} and "credit" not in result
     assert result["ads"]["instances"] == 1
-    assert set(result["ads"]["rows"]) == {"single", "single:program", "pipeline", "reference"}
+    assert set(result["ads"]["rows"]) == {"single", "single:program", "template", "pipeline", "reference"}
     assert result["ads"]["rows"]["single"]["feasible_share"] == 1.0

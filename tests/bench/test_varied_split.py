@@ -84,3 +84,37 @@ def test_the_ad_reference_agrees_with_the_services_exact_engine(instance):
     by_id = {ad["id"]: ad for ad in catalog}
     total = sum(by_id[i][objective] for i in plan["selected_ids"])
     assert total == pytest.approx(sum(rows[k][objective] for k in chosen), abs=1e-9)
+
+
+def test_the_worked_example_alone_fits_the_examples_split_and_rarely_the_varied_one():
+    """The `template` row: the prompt's example program run with no model. Every scored request of the examples'
+    split has its shape; the varied split must measure more than copying it (issue 55: at most 20 %)."""
+    from deliberate_bench.eval import business_instances as bi
+    from deliberate_bench.eval.templates import template_answer
+
+    def feasible_share(instances) -> float:
+        return sum(judge(i, template_answer(i)[0]).feasible for i in instances) / len(instances)
+
+    assert feasible_share([i for case in bi.CASES for i in bi.instances(case)]) == 1.0
+    solvable = [i for i in SCORED if vr.reference(i) is not None]
+    assert feasible_share(solvable) <= 0.20
+
+
+def test_the_summary_counts_instances_no_plan_solves_apart_and_per_rule_kind():
+    from deliberate_bench.eval.business_summary import summary
+
+    def record(instance_id, row, feasible, status, solvable, kinds=("include",)):
+        return {"case": "ads", "id": instance_id, "split": "scored", "row": row, "feasible": feasible,
+                "status": status, "solvable": solvable, "rule_kinds": list(kinds), "latency_s": 1.0}  # fmt: skip
+
+    records = [record("a", "pipeline", True, "VERIFIED", True), record("b", "pipeline", False, "UNVERIFIED", True),
+               record("c", "pipeline", False, "UNVERIFIED", False), record("d", "pipeline", False, "VERIFIED", False,
+                                                                              ("cost_cap",))]  # fmt: skip
+    pipeline = summary(records)["ads"]["rows"]["pipeline"]
+    assert pipeline["instances"] == 2 and pipeline["feasible_share"] == 0.5
+    assert (
+        pipeline["unsolvable"] == 2 and pipeline["unsolvable_unverified"] == 1 and pipeline["verified_infeasible"] == 1
+    )
+    kinds = summary(records)["ads"]["rule_kinds"]
+    assert kinds["include"] == {"instances": 2, "feasible_share": {"pipeline": 0.5}}
+    assert kinds["cost_cap"] == {"instances": 0, "feasible_share": {}}

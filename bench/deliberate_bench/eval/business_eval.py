@@ -6,8 +6,13 @@ Per instance of `business_instances` (the scored split unless --split tuning) an
 * `single`: one prose draft (num_drafts=1, program_drafts=0), the deployment's re-drafts and refinement;
 * `single:program`: one program draft (num_drafts=1, program_drafts=1), a decision program reading `ctx`;
 * `pipeline`: the default round (--pipeline-drafts, the deployment's share of programs);
+* `template`: no model — the decision prompt's worked example program run alone on the request's data
+  (`templates`): what the prompt gives for free;
 * `reference`: no model — the ad pack's exact optimum, the best grid offers for credit, the best full-price plan
-  for a promotion.
+  for a promotion; on the varied split the evaluation's own optimum of the request's rules (`varied_references`).
+
+`--varied` runs the varied split (`varied_instances`: rules beyond the examples, in words and as the request's own
+CEL, some instances with no feasible plan at all) in place of the examples' split.
 
 Each answer is checked here, in process: the output schema, the request's CEL constraints, and the rule pack's own
 checks on a pack built from the instance's params and context (credit: the risk model `deliberate.risk.model` in
@@ -36,6 +41,8 @@ import grpc
 
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_bench.eval import business_instances as bi
+from deliberate_bench.eval import varied_instances as vi
+from deliberate_bench.eval import varied_references as vr
 from deliberate_bench.eval.business_judge import Judgement, build_pack, judge, pack_constraint
 from deliberate_bench.eval.business_references import credit_reference, promotion_reference
 from deliberate_bench.eval.business_summary import ROWS, markdown, rounded, write_summaries
@@ -50,6 +57,7 @@ from deliberate_bench.eval.services import (
     started_stack,
 )
 from deliberate_bench.eval.summary import Paths, add_file_arguments
+from deliberate_bench.eval.templates import template_answer
 from deliberate_bench.results import append_run, read_runs, remove_runs, runs_directory, runs_present
 from deliberate_client.client import build_request
 
@@ -85,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     engine, drafter_model, refiner_model = engine_and_models()
     model = deployment(drafter_model, refiner_model)
     s = Settings(args.seed, args.max_new_tokens, args.refine_max_new_tokens, args.pipeline_drafts, args.timeout,
-                 engine, model)  # fmt: skip
+                 engine, model, "varied" if args.varied else "examples")  # fmt: skip
     if args.fresh:
         remove_runs(paths.runs)
     records = read_runs(paths.runs)
@@ -98,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     todo = [
         (instance, row)
         for case in args.cases
-        for instance in bi.instances(case, args.split)[: args.limit]
+        for instance in (vi if args.varied else bi).instances(case, args.split)[: args.limit]
         for row in args.rows
         if (case, instance.id, row) not in done
     ]
@@ -123,13 +131,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rows", default=",".join(ROWS), help="comma-separated (default: all four)")
     parser.add_argument("--limit", type=int, help="the first N instances of each case (default: all)")
     parser.add_argument("--split", choices=("scored", "tuning"), default="scored")
+    parser.add_argument("--varied", action="store_true", help="the varied split's instances (varied_instances)")
     parser.add_argument("--model", help="DELIBERATE_MODEL for the stack (default: the environment's)")
     parser.add_argument("--max-new-tokens", type=int, help="per draft (default: the server's)")
     parser.add_argument("--refine-max-new-tokens", type=int, help="for the refined answer (default: the server's)")
     parser.add_argument("--pipeline-drafts", type=int, default=DEFAULT_PIPELINE_DRAFTS, help="N of `pipeline`")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="sampling seed (default 2026)")
     parser.add_argument("--name", help="<runs-dir>/<name>.runs.jsonl, <results-dir>/<name>.* (default business, "
-                        "business-tuning)")  # fmt: skip
+                        "business-tuning, business-varied, business-varied-tuning)")  # fmt: skip
     add_file_arguments(parser)
     parser.add_argument("--summarize", action="store_true", help="only rewrite the summaries from the runs file")
     parser.add_argument("--address", help="a running Scheduler's host:port (default: start the stack here)")
@@ -141,7 +150,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = sorted(set(args.cases) - set(bi.CASES)) + sorted(set(args.rows) - set(ROWS))
     if unknown:
         parser.error(f"unknown cases or rows: {', '.join(unknown)}")
-    args.name = args.name or ("business" if args.split == "scored" else "business-tuning")
+    args.name = args.name or "-".join(["business", *(["varied"] if args.varied else []),
+                                       *(["tuning"] if args.split == "tuning" else [])])  # fmt: skip
     return args
 
 
@@ -149,19 +159,20 @@ def run(args: argparse.Namespace, s: Settings, paths: Paths, todo: list[tuple[bi
     """Runs the pairs on the services (started here unless --address; not at all for reference rows alone)."""
     stack = services = None
     try:
-        if any(row != "reference" for _, row in todo):
+        if any(row not in WITHOUT_A_MODEL for _, row in todo):
             stack, services = connect(args, s)
             if services is None:
                 return 1
         for count, (instance, row) in enumerate(todo, start=1):
-            if row == "reference":
-                outcome = reference_row(instance)
+            if row in WITHOUT_A_MODEL:
+                outcome = WITHOUT_A_MODEL[row](instance)
             else:
                 outcome = solve_row(services, s, instance, row)
             if str(outcome.get("error") or "").startswith("UNAVAILABLE"):  # a service is gone: stop, rerun resumes
                 print(f"error: {outcome['error']}; stopping — rerun to resume", file=sys.stderr)
                 return 1
             record = {"case": instance.case, "id": instance.id, "split": instance.split, "row": row, **outcome,
+                      **instance_facts(instance),
                       "settings": s.fingerprint(), "command": command_line(),
                       "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
             append_run(paths.runs, record)
@@ -221,11 +232,13 @@ class Settings:
     timeout_s: float
     engine: str
     model: str
+    instances: str = "examples"  # or "varied"
 
     def fingerprint(self) -> dict:
         """What must match for records of two runs to be pooled."""
         return {
-            "instance_seed": bi.SEED,
+            **({"instances": "varied"} if self.instances == "varied" else {}),  # the examples' records predate it
+            "instance_seed": vi.SEED if self.instances == "varied" else bi.SEED,
             "seed": self.seed,
             "max_new_tokens": self.max_new_tokens,
             "refine_max_new_tokens": self.refine_max_new_tokens,
@@ -313,7 +326,30 @@ def reference_row(instance: bi.Instance) -> dict:
             **judged(judge(instance, answer))}  # fmt: skip
 
 
+def template_row(instance: bi.Instance) -> dict:
+    """The worked example's program run alone on the request's data (`templates`), judged like an answer."""
+    started = time.perf_counter()
+    answer, happened = template_answer(instance)
+    latency = elapsed(started)
+    outcome = judged(judge(instance, answer))
+    if answer is None:
+        outcome["check"] = happened
+    return {"error": None, "status": None, "answer": answer, "latency_s": latency, "tokens": 0, **outcome}
+
+
+WITHOUT_A_MODEL = {"reference": reference_row, "template": template_row}
+
+
+def instance_facts(instance: bi.Instance) -> dict:
+    """What the summary groups a varied instance's records by: whether any plan keeps its rules, and which rules."""
+    if not vr.is_varied(instance):
+        return {}
+    return {"solvable": vr.cached_reference(instance) is not None, "rule_kinds": vi.rule_kinds(instance)}
+
+
 def reference_plan(instance: bi.Instance) -> dict | None:
+    if vr.is_varied(instance):
+        return vr.cached_reference(instance)
     if instance.case == "ads":
         return build_pack(instance, pack_constraint(instance)).reference_answer()
     if instance.case == "credit":

@@ -1,10 +1,12 @@
 """Every business answer judged by the evaluation itself, as the Verifier's rule pack would judge it, in process:
-its schema, its CEL rules and the pack's checks, and the objective against the exact optimum."""
+its schema, its CEL rules and the pack's checks, and the objective against the exact optimum — the ad pack's on the
+examples' split, the evaluation's own (`varied_references`) on the varied split, whose rules the packs do not know."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import partial
 
 import cel
 import jsonschema
@@ -16,10 +18,15 @@ from deliberate.verifier.cel_rules import FUNCTIONS as CEL_FUNCTIONS
 from deliberate.verifier.packs import Abstained, PackContext, registry
 from deliberate.verifier.parsing import extract_json
 from deliberate_bench.eval import business_instances as bi
+from deliberate_bench.eval import varied_references
 
 
 def total_ctr(pack, answer) -> float:
     return round(sum(pack.ads[i].ctr for i in answer.selected_ids), 6)
+
+
+def total_cost(pack, answer) -> float:
+    return float(sum(pack.ads[i].cost for i in answer.selected_ids))
 
 
 def total_amount(pack, answer) -> float:
@@ -40,40 +47,58 @@ class Judgement:
     check: str  # the first constraint missed, or what the plan achieves
     objective: float | None = None  # of a feasible plan
     bound: float | None = None  # the best objective any plan of the instance reaches, where known
+    minimize: bool = False  # the objective is a cost (a varied ad request with a CTR floor)
 
     @property
     def ratio(self) -> float | None:
-        """objective / bound for a feasible plan, 0 for an infeasible one; None without a bound."""
+        """How close to the bound a feasible plan comes, 1 at it (objective / bound, or bound / objective for a
+        cost), 0 for an infeasible one; None without a bound."""
         if self.bound is None:
             return None
         if not self.feasible or self.objective is None:
             return 0.0
+        if self.minimize:
+            return 1.0 if self.objective <= 0 else round(self.bound / self.objective, 6)
         return 1.0 if self.bound <= 0 else round(self.objective / self.bound, 6)
 
 
 def judge(instance: bi.Instance, text: str | None) -> Judgement:
     """Whether the answer satisfies every constraint of its request, and how good a plan it is."""
     pack = build_pack(instance, pack_constraint(instance))
-    bound = optimum_of(pack)
+    minimize = instance.meta.get("objective") == "min_cost"
+    bound = bound_of(instance, pack)
+    failed = partial(Judgement, False, bound=bound, minimize=minimize)
     plan, error = extract_json(text or "")
     if error is not None or not isinstance(plan, dict):
-        return Judgement(False, f"no JSON object: {error or type(plan).__name__}", bound=bound)
+        return failed(f"no JSON object: {error or type(plan).__name__}")
     missed = schema_error(instance.output_schema, plan) or cel_failure(instance, plan)
     if missed:
-        return Judgement(False, missed, bound=bound)
+        return failed(missed)
     try:
         answer = pack.answer_model.model_validate(plan)
     except ValidationError as failure:
-        return Judgement(False, f"{pack.name}: {failure.errors()[0]['msg']}", bound=bound)
+        return failed(f"{pack.name}: {failure.errors()[0]['msg']}")
     for rule_id, method in pack.checks():
         result = getattr(pack, method)(answer)
         if isinstance(result, Abstained):
             continue
         passed, detail = result
         if not passed:
-            return Judgement(False, f"{rule_id}: {detail}", bound=bound)
-    objective = OBJECTIVES[instance.case](pack, answer)
-    return Judgement(True, f"feasible, objective {objective:.6g}", objective, bound)
+            return failed(f"{rule_id}: {detail}")
+    objective = (total_cost if minimize else OBJECTIVES[instance.case])(pack, answer)
+    return Judgement(True, f"feasible, objective {objective:.6g}", objective, bound, minimize)
+
+
+def bound_of(instance: bi.Instance, pack) -> float | None:
+    """The best objective of the instance: on the varied split its own reference plan's (None when no plan fits),
+    else the pack's exact optimum where it solves one (the ad pack)."""
+    if not varied_references.is_varied(instance):
+        return optimum_of(pack)
+    plan = varied_references.cached_reference(instance)
+    if plan is None:
+        return None
+    answer = pack.answer_model.model_validate(plan)
+    return (total_cost if instance.meta.get("objective") == "min_cost" else OBJECTIVES[instance.case])(pack, answer)
 
 
 def build_pack(instance: bi.Instance, constraint: dict):

@@ -13,7 +13,7 @@ from deliberate_bench.eval.stats import percentile, wilson
 from deliberate_bench.eval.summary import Paths
 from deliberate_bench.results import read_runs, write_json
 
-ROWS = ("single", "single:program", "pipeline", "reference")
+ROWS = ("single", "single:program", "template", "pipeline", "reference")
 OBJECTIVE_NAMES = {"ads": "total CTR", "credit": "total amount offered", "promotion": "gross profit"}
 
 
@@ -23,6 +23,10 @@ def latest(records: list[dict], split: str) -> dict[tuple[str, str, str], dict]:
 
 
 def row_summary(records: list[dict]) -> dict:
+    """Feasibility and objective over the instances some plan solves; on the varied split, beside them, the
+    instances none does (`solvable` false), where an answer must not be `VERIFIED`."""
+    unsolvable = [r for r in records if r.get("solvable") is False]
+    records = [r for r in records if r.get("solvable") is not False]
     judged_records = [r for r in records if r.get("feasible") is not None]
     n = len(judged_records)
     feasible = sum(bool(r["feasible"]) for r in judged_records)
@@ -40,13 +44,35 @@ def row_summary(records: list[dict]) -> dict:
         "objective_ratio_mean": rounded(statistics.fmean(ratios)) if ratios else None,
         "objective_ratio_p10": rounded(percentile(ratios, 0.10)),
         "objective_mean_of_feasible": rounded(statistics.fmean(objectives)) if objectives else None,
-        "verified_infeasible": sum(r.get("status") == "VERIFIED" and r.get("feasible") is False for r in records),
+        "verified_infeasible": sum(
+            r.get("status") == "VERIFIED" and r.get("feasible") is False for r in records + unsolvable
+        ),  # fmt: skip
+        "unsolvable": len(unsolvable),
+        "unsolvable_unverified": sum(r.get("status") == "UNVERIFIED" for r in unsolvable)
+        if any(r.get("status") for r in unsolvable)
+        else None,  # a row without a model has no status
         "statuses": dict(sorted(Counter(r.get("status") or "none" for r in records).items())),
         "errors": sum(bool(r.get("error")) for r in records),
         "latency_p50_s": rounded(percentile(latencies, 0.50), 3),
         "latency_p95_s": rounded(percentile(latencies, 0.95), 3),
         "tokens_mean": rounded(statistics.fmean(tokens), 1) if tokens else None,
     }
+
+
+def by_rule_kind(records: list[dict]) -> dict:
+    """Per rule kind of the varied split: the solvable instances that state it, and the share of them each row that
+    ran answered with a feasible plan."""
+    kinds = sorted({kind for r in records for kind in r.get("rule_kinds", ())})
+    result = {}
+    for kind in kinds:
+        stating = [r for r in records if kind in r.get("rule_kinds", ()) and r.get("solvable") is not False]
+        shares = {}
+        for row in ROWS:
+            judged_records = [r for r in stating if r["row"] == row and r.get("feasible") is not None]
+            if judged_records:
+                shares[row] = rounded(sum(bool(r["feasible"]) for r in judged_records) / len(judged_records))
+        result[kind] = {"instances": len({r["id"] for r in stating}), "feasible_share": shares}
+    return result
 
 
 def rounded(value: float | None, digits: int = 4) -> float | None:
@@ -63,6 +89,8 @@ def summary(records: list[dict], split: str = "scored") -> dict:
         rows = {row: row_summary([r for r in of_case if r["row"] == row]) for row in ROWS}
         result[case] = {"instances": len({r["id"] for r in of_case}), "objective": OBJECTIVE_NAMES[case],
                         "rows": rows}  # fmt: skip
+        if kinds := by_rule_kind(of_case):
+            result[case]["rule_kinds"] = kinds
     settings = [r["settings"] for r in records if "settings" in r]
     result["split"] = split
     result["commands"] = list(dict.fromkeys(r["command"] for r in records if r.get("command")))
@@ -73,11 +101,19 @@ def summary(records: list[dict], split: str = "scored") -> dict:
 
 
 def markdown(result: dict) -> str:
+    varied = (result.get("settings") or {}).get("instances") == "varied"
+    bound = (
+        "the evaluation's own optimum of the request's rules (`varied_references`; for an ad request with a CTR "
+        "floor, the least cost over the plan's cost), 0 for an infeasible answer; instances no plan solves are "
+        "counted apart, below"
+        if varied
+        else "the exact optimum, 0 for an infeasible answer (ads only: credit and promotion have no bound)"
+    )
     lines = [
-        f"Business cases ({result['split']} instances), engine `{result['engine']}`, model `{result['model']}`. "
-        "Feasible: every constraint of the request holds, checked by the evaluation (schema, CEL, the rule pack in "
-        "process); 95 % Wilson interval. Objective ratio: the plan's objective over the exact optimum, 0 for an "
-        "infeasible answer (ads only: credit and promotion have no bound).",
+        f"Business cases ({'the varied split, ' if varied else ''}{result['split']} instances), engine "
+        f"`{result['engine']}`, model `{result['model']}`. Feasible: every constraint of the request holds, checked "
+        f"by the evaluation (schema, CEL, the rule pack in process); 95 % Wilson interval. Objective ratio: the "
+        f"plan's objective over {bound}.",
         "",
         "| case | row | n | feasible (95 % CI) | VERIFIED but infeasible | objective ratio mean / p10 "
         "| mean objective of feasible | latency p50 / p95 | tokens | errors |",
@@ -101,9 +137,41 @@ def markdown(result: dict) -> str:
                 f"| {case} | `{row}` | {x['instances']} | {feasible} | {x['verified_infeasible']} | {ratio} "
                 f"| {objective} | {x['latency_p50_s']} s / {x['latency_p95_s']} s | {tokens} | {x['errors']} |"
             )
+    lines += unsolvable_lines(result) + rule_kind_lines(result)
     lines += ["", "Objectives: " + "; ".join(f"{c}: {OBJECTIVE_NAMES[c]}" for c in bi.CASES if c in result) + "."]
     lines += ["", *(f"`{command}`" for command in result["commands"])]
     return "\n".join(lines) + "\n"
+
+
+def unsolvable_lines(result: dict) -> list[str]:
+    """The varied split's instances no plan solves: each row's answers there, and how many ended UNVERIFIED."""
+    lines = []
+    for case in bi.CASES:
+        for row, x in result.get(case, {}).get("rows", {}).items():
+            if x.get("unsolvable"):
+                unverified = "—" if x["unsolvable_unverified"] is None else x["unsolvable_unverified"]
+                lines.append(f"| {case} | `{row}` | {x['unsolvable']} | {unverified} |")
+    if not lines:
+        return []
+    header = ["", "Instances no plan solves (the rules contradict each other): every answer must end UNVERIFIED.", "",
+              "| case | row | instances | UNVERIFIED |", "|---|---|---:|---:|"]  # fmt: skip
+    return header + lines
+
+
+def rule_kind_lines(result: dict) -> list[str]:
+    """Per rule kind of the varied split, each row's feasible share on the solvable instances that state it."""
+    lines = []
+    for case in bi.CASES:
+        for kind, x in result.get(case, {}).get("rule_kinds", {}).items():
+            shares = " | ".join("—" if row not in x["feasible_share"] else f"{100 * x['feasible_share'][row]:.0f} %"
+                                for row in ROWS)  # fmt: skip
+            lines.append(f"| {case} | {kind} | {x['instances']} | {shares} |")
+    if not lines:
+        return []
+    columns = " | ".join(f"`{row}`" for row in ROWS)
+    header = f"| case | rule kind | instances | {columns} |"
+    return ["", "Feasible share per rule kind (solvable instances stating it):", "", header,
+            "|---|---|---:|" + "---:|" * len(ROWS), *lines]  # fmt: skip
 
 
 FEASIBLE_COLOUR, RATIO_COLOUR = "tab:green", "tab:blue"

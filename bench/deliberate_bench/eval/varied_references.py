@@ -26,6 +26,21 @@ def reference(instance: bi.Instance) -> dict | None:
     return REFERENCES[instance.case](instance)
 
 
+def is_varied(instance: bi.Instance) -> bool:
+    """An instance of the varied split: its rules are its own (`meta["rules"]`), not only its pack's."""
+    return "rules" in instance.meta
+
+
+SOLVED: dict[str, dict | None] = {}  # instance id → its reference, in this process
+
+
+def cached_reference(instance: bi.Instance) -> dict | None:
+    """`reference`, solved once per instance in a process (every row of an instance is judged against it)."""
+    if instance.id not in SOLVED:
+        SOLVED[instance.id] = reference(instance)
+    return SOLVED[instance.id]
+
+
 def solved(
     objective: list[float], rows: list[tuple[list[float], float, float]], upper: list[float]
 ) -> list[int] | None:
