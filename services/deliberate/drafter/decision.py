@@ -64,7 +64,12 @@ BEST_ROWS_HELP = (
     "`best_rows(rows, maximize, count=None, at_most=None, one_per=None)` is already defined: from `rows`, the list "
     "of dicts that may be chosen, it returns the list of rows with the highest total of the field `maximize`, "
     "exactly `count` of them, the total of each field in `at_most` (a dict: field -> limit) at most its limit, "
-    "and at most one row for each value of the field `one_per`. It raises ValueError when no choice fits."
+    "and at most one row for each value of the field `one_per`. It raises ValueError when no choice fits. "
+    "Other rules a question may state, as keyword arguments: minimize=\"field\" in place of maximize (the least "
+    "total); count=[low, high] for a range, count=None for as many as fit; at_least={field: floor} for a floor on a "
+    "total; most_per={field: k} for at most k rows per value; least_of={field: {value: k}} for at least k rows of "
+    "that value; include={field: [values]} for rows that must be chosen; exclude={field: [values]} for rows that "
+    "may not. A rule on one row alone (each cost at most 500) filters `rows` first."
 )
 
 DECISION_RULES = (

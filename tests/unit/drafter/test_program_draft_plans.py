@@ -255,3 +255,11 @@ def test_a_replacement_of_a_program_is_a_program_and_of_prose_prose():
     round_.replace(SimpleNamespace(draft=common_pb2.Draft(index=0)), "arithmetic failed")
     assert [(r.first_index, r.num_drafts, r.program_drafts) for r in started] == [(3, 1, 1), (4, 1, 0)]
     assert round_.calls.kind_of(3) == "program" and round_.calls.kind_of(4) == "prose"
+
+
+def test_the_decision_prompt_teaches_every_rule_the_exact_engine_takes():
+    """A rule the sandbox's best_rows accepts but the prompt never names is one no program states (issue 55)."""
+    from deliberate.drafter.decision import BEST_ROWS_HELP
+    from deliberate.verifier.decision_program import SIGNATURE
+
+    assert not [name for name in SIGNATURE if f"{name}=" not in BEST_ROWS_HELP]
