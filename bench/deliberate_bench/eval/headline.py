@@ -260,10 +260,9 @@ def run_headline(argv, doc: str, runs_help: str, name: str, summarize, write_mar
         parser.error(f"{args.runs}: no GSM8K problems recorded")
     result = summarize(records, args.runs.name)
     args.results_dir.mkdir(parents=True, exist_ok=True)
-    base = args.results_dir / args.name
-    write_json(base.with_suffix(".json"), result)
-    base.with_suffix(".md").write_text(write_markdown(result))
-    draw(result, base.with_suffix(".png"))
+    write_json(args.results_dir / f"{args.name}.json", result)  # each file by its own name: its study's folder
+    (args.results_dir / f"{args.name}.md").write_text(write_markdown(result))
+    draw(result, args.results_dir / f"{args.name}.png")
     for target in result["targets"]:
         print(f"{'met   ' if target['met'] else 'missed'}  {target['target']}: {target['value']}")
     return 0
