@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from deliberate.core.solver import NoSelection, best_rows
+from deliberate.decisions.solver import NoSelection, best_rows
 from deliberate_bench.eval import varied_instances as vi
 from deliberate_bench.eval import varied_references as vr
 from deliberate_bench.eval.business_judge import judge

@@ -18,10 +18,10 @@ import grpc
 import pytest
 
 from deliberate.cli.stack import Ports, Stack
+from deliberate.decisions.reference import ReferenceStore
 from deliberate.rule_packs.ad_selection import catalog_store
 from deliberate.rule_packs.ad_selection.catalog import Ad
 from deliberate.verifier.constraints import ConstraintSpec, compile_rules
-from deliberate.verifier.reference import ReferenceStore
 from deliberate.verifier.rules import verify
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb2_grpc

@@ -11,11 +11,12 @@ from tests.import_graph import assert_acyclic, imported_names, module_names, pac
 PACKAGE = Path(__file__).resolve().parents[2] / "services" / "deliberate"
 MAX_LINES = 450
 
-# Floor of each room, lowest first. `core` is plumbing, `selection` pure domain code; the services sit above the
-# engines and the risk model; the rule packs plug into the Verifier; the commands and generated tables on top.
+# Floor of each room, lowest first. `core` is plumbing, `selection` and `decisions` pure domain code; the services
+# sit above the engines and the risk model; the rule packs plug in; the commands and generated tables on top.
 FLOORS = {
     "core": 0,
     "selection": 1,
+    "decisions": 1,
     "engines": 2,
     "risk": 2,
     "drafter": 3,
@@ -88,3 +89,19 @@ def test_every_service_starts_without_the_client_package():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+SERVICES = ("drafter", "refiner", "verifier", "scheduler", "gateway")
+
+
+def test_no_service_imports_another():
+    """Each service is its own process and image: what two of them share lives below them (`decisions` for the
+    decision feature, issue 55), never in one of them — not even an import inside a function."""
+    crossing = sorted(
+        f"{name} imports {target}"
+        for name, path in MODULES.items()
+        if room(name) in SERVICES
+        for target in imported_names(path, package_of(name, path))
+        if target.startswith("deliberate.") and room(target) in SERVICES and room(target) != room(name)
+    )
+    assert not crossing, "\n".join(crossing)

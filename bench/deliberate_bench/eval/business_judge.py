@@ -12,10 +12,10 @@ import cel
 import jsonschema
 from pydantic import ValidationError
 
+from deliberate.decisions.packs import Abstained, PackContext, registry
 from deliberate.risk.client import RiskRejected
 from deliberate.risk.model import InvalidInput, score
 from deliberate.verifier.cel_rules import FUNCTIONS as CEL_FUNCTIONS
-from deliberate.verifier.packs import Abstained, PackContext, registry
 from deliberate.verifier.parsing import extract_json
 from deliberate_bench.eval import business_instances as bi
 from deliberate_bench.eval import varied_references

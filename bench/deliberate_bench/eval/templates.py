@@ -14,10 +14,10 @@ import json
 import re
 from types import SimpleNamespace
 
+from deliberate.decisions.packs import decision_data
 from deliberate.rule_packs.credit.prompt import SCORE_OFFER_EXAMPLE
 from deliberate.rule_packs.promotion.prompt import PROMOTION_EXAMPLE
 from deliberate.verifier.decision_program import SolverCalls
-from deliberate.verifier.packs import decision_data
 from deliberate_bench.eval import business_instances as bi
 from deliberate_bench.eval.business_judge import build_pack, pack_constraint
 from deliberate_client.examples import promotion

@@ -15,7 +15,7 @@ import keyword
 import re
 
 from ..core.convert import field_names, in_reading_order, is_table
-from ..core.decision_prompts import DecisionPrompt
+from ..decisions.prompts import DecisionPrompt
 
 # Strategy hints of decision programs, one per draft, cycling. The first three formulate the question for the
 # exact engine, `best_rows` (`verifier.decision_program.SolverCalls`), as the worked example does, each stressing
@@ -59,13 +59,13 @@ answer = {"box_ids": [b["id"] for b in plan]}
 print(json.dumps(answer))
 ```"""
 
-# The exact engine, as the program sees it (the Verifier's sandbox defines it; `core.solver.best_rows` solves).
+# The exact engine, as the program sees it (the Verifier's sandbox defines it; `decisions.solver.best_rows` solves).
 BEST_ROWS_HELP = (
     "`best_rows(rows, maximize, count=None, at_most=None, one_per=None)` is already defined: from `rows`, the list "
     "of dicts that may be chosen, it returns the list of rows with the highest total of the field `maximize`, "
     "exactly `count` of them, the total of each field in `at_most` (a dict: field -> limit) at most its limit, "
     "and at most one row for each value of the field `one_per`. It raises ValueError when no choice fits. "
-    "Other rules a question may state, as keyword arguments: minimize=\"field\" in place of maximize (the least "
+    'Other rules a question may state, as keyword arguments: minimize="field" in place of maximize (the least '
     "total); count=[low, high] for a range, count=None for as many as fit; at_least={field: floor} for a floor on a "
     "total; most_per={field: k} for at most k rows per value; least_of={field: {value: k}} for at least k rows of "
     "that value; include={field: [values]} for rows that must be chosen; exclude={field: [values]} for rows that "

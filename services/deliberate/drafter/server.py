@@ -18,9 +18,9 @@ from deliberate_api.drafter.v1 import drafter_service_pb2, drafter_service_pb2_g
 
 from ..core import telemetry
 from ..core.convert import FINISH_REASONS, duration, struct_to_dict
-from ..core.decision_prompts import decision_prompt_of
 from ..core.gpu import GpuMonitor, GpuReading
 from ..core.requests import parse_output_schema
+from ..decisions.prompts import decision_prompt_of
 from ..engines.base import Cancellation, Completion, Engine, SamplingParams, TextDelta
 from ..engines.models import confidence_floors
 from ..engines.service import EngineServicer, open_engine_of

@@ -16,8 +16,8 @@ from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 
 from ..core.convert import struct_to_dict
 from ..core.limits import MAX_DECISION_DATA_BYTES
+from ..decisions.packs import decision_data, solves_exactly
 from ..selection.final_text import with_plain_final_line
-from ..verifier.packs import decision_data, solves_exactly
 from .settings import SchedulerSettings
 from .verdicts import DEFAULT_PROGRAM, with_computed_answer
 

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 from ..core.requests import InvalidArgument
 from ..core.schemas import compiled_validator
+from ..decisions.packs import ReferenceUnavailable, RulePack, decision_data, registry
 from .cel_rules import CelEnvironment, cel_check, compile_cel, compiled_cel
 from .constraint_spec import ConstraintSpec
 from .decision_program import decision_program_rule
 from .pack_rules import pack_rules
-from .packs import ReferenceUnavailable, RulePack, decision_data, registry
 from .program import PROGRAM, is_program_rule, program_rule
 from .rules import ANSWER_RULES, JSON_RULES, Rule, schema_check
 from .streaming import ArithmeticPrefix, JsonFencePrefix, PrefixCheck

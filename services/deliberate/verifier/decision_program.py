@@ -67,8 +67,8 @@ def decision_program_rule(data: dict, functions: Mapping[str, Callable] | None =
 
 # The exact engine a decision program may call: `best_rows(rows, maximize, count=None, at_most=None, one_per=None,
 # *, minimize, at_least, most_per, least_of, include, exclude)` returns the best rows within the rules
-# (`core.solver.best_rows`). The model writes the formulation from the question's words; the rules check the plan it
-# prints as any other plan.
+# (`decisions.solver.best_rows`). The model writes the formulation from the question's words; the rules check the
+# plan it prints as any other plan.
 BEST_ROWS = "best_rows"
 RULES = ("minimize", "at_least", "most_per", "least_of", "include", "exclude")  # keyword-only
 SIGNATURE = ("count", "at_most", "one_per", *RULES)
@@ -108,7 +108,7 @@ class SolverCalls:
         self.limits = limits
 
     def best_rows(self, rows, maximize=None, count=None, at_most=None, one_per=None, **rules):
-        from ..core.solver import SelectionError, best_rows
+        from ..decisions.solver import SelectionError, best_rows
 
         if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
             such_as = "".join(f' such as ctx["{table}"]' for table in self.tables[:1])

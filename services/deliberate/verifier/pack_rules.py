@@ -11,12 +11,12 @@ from pydantic import ValidationError
 
 from ..core.requests import InvalidArgument
 from ..core.schemas import shorten
+from ..decisions.packs import Abstained, PackContext, Quality, ReferenceUnavailable, RulePack, registry
 from .constraint_spec import ConstraintSpec
-from .packs import Abstained, PackContext, Quality, ReferenceUnavailable, RulePack, registry
 from .program import PROGRAM, program_rule
 from .rules import MAX_DETAIL_CHARS, Abstain, Draft, Rule
 
-log = logging.getLogger("deliberate.verifier.packs")
+log = logging.getLogger("deliberate.decisions.packs")
 
 
 def pack_rules(

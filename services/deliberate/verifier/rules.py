@@ -36,7 +36,7 @@ from deliberate.selection.numbers import extract_number
 from deliberate.verifier.parsing import FinalAnswer, find_final_answer, parse_json
 
 if TYPE_CHECKING:
-    from deliberate.verifier.packs import Quality as PackQuality
+    from deliberate.decisions.packs import Quality as PackQuality
 
 HARD_RULE_WEIGHT = 1.0
 SOFT_RULE_WEIGHT = 0.5

@@ -21,12 +21,12 @@ from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb
 from ..core import metrics, telemetry
 from ..core.convert import FINISH_REASON_NAMES, set_duration, struct_to_dict
 from ..core.requests import InvalidArgument
+from ..decisions.packs import Quality, RulePack
 from .arithmetic import computations
 from .constraints import ConstraintSpec, RuleSet, compile_rules
 from .judge import Judge
 from .limits import CHECK_CONSTRAINTS, VERIFY_DRAFTS_OWN_FIELDS, VERIFY_STREAM_START
 from .pack_rules import scored
-from .packs import Quality, RulePack
 from .rules import Verdict, verify
 from .settings import VerifierSettings
 from .streaming import GrowingDraft, PrefixFailure

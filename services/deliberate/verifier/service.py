@@ -9,12 +9,12 @@ from deliberate_api.verifier.v1 import verifier_service_pb2, verifier_service_pb
 
 from ..core.server import ServiceSpec, method_names, run
 from ..core.tls import channel_credentials
+from ..decisions.packs import registry
+from ..decisions.reference import ReferenceStore, store_name
 from ..engines.service import open_engine
 from ..risk.client import RiskClient
 from .judge import Judge
-from .packs import registry
 from .program import PROGRAM
-from .reference import ReferenceStore, store_name
 from .server import VerifierServicer
 from .settings import VerifierSettings
 

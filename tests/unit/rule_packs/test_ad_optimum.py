@@ -10,11 +10,11 @@ from itertools import combinations
 
 import pytest
 
+from deliberate.decisions.packs import Abstained, PackContext, Quality
 from deliberate.rule_packs.ad_selection import AdPlan, AdSelectionPack, AdSelectionParams
 from deliberate.rule_packs.ad_selection.catalog import Ad, shipped_catalog
 from deliberate.rule_packs.ad_selection.catalog_store import CURRENT, version_key
 from deliberate.rule_packs.ad_selection.optimum import best_plan
-from deliberate.verifier.packs import Abstained, PackContext, Quality
 
 # Four ads, three categories; budget 3000. With one ad per category the best pair is 2 + 3 (0.09, cost 2500).
 SMALL = [

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from deliberate.core.decision_prompts import decision_prompt_of
+from deliberate.decisions.packs import PackContext, Quality
+from deliberate.decisions.prompts import decision_prompt_of
 from deliberate.drafter.decision import DECISION_STRATEGIES, DECISION_SYSTEM_PROMPT, decision_system_prompt
 from deliberate.drafter.prompts import draft_plans
 from deliberate.drafter.server import decision_plans
@@ -16,7 +17,6 @@ from deliberate.rule_packs.credit.pack import CreditOffers, CreditPack, CreditPa
 from deliberate.rule_packs.credit.prompt import SCORE_OFFER_EXAMPLE, SCORE_OFFER_STRATEGIES
 from deliberate.verifier.constraints import ConstraintSpec, compile_rules
 from deliberate.verifier.hostile_programs import as_decision_draft
-from deliberate.verifier.packs import PackContext, Quality
 from deliberate.verifier.rules import verify
 from deliberate_client.examples import credit
 

@@ -10,11 +10,11 @@ import time
 import pytest
 
 from deliberate.core.requests import InvalidArgument
+from deliberate.decisions.packs import Quality
 from deliberate.rule_packs.promotion.pack import PromotionPack, PromotionParams, PromotionPlan
 from deliberate.rule_packs.promotion.prompt import PROMOTION_EXAMPLE
 from deliberate.verifier.constraints import ConstraintSpec, compile_rules
 from deliberate.verifier.hostile_programs import as_decision_draft
-from deliberate.verifier.packs import Quality
 from deliberate.verifier.rules import verify
 from deliberate_client.examples import promotion
 

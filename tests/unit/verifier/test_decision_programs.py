@@ -92,7 +92,7 @@ def test_a_program_that_formulates_the_question_for_best_rows_prints_the_optimum
 
 def test_a_program_states_rules_beyond_the_example_through_the_engine_in_the_sandbox():
     """At most two ads of a category, one named ad that must be in, a category left out, the count as a range: the
-    keyword-only rules reach `core.solver.best_rows` from the sandbox, and a misspelled one is named."""
+    keyword-only rules reach `decisions.solver.best_rows` from the sandbox, and a misspelled one is named."""
     catalog = DECISION_DATA["catalog"]
     must, banned = catalog[0]["id"], next(ad["category"] for ad in catalog if ad["category"] != catalog[0]["category"])
     code = (

@@ -11,10 +11,10 @@ from google.protobuf import struct_pb2
 from pydantic import BaseModel
 
 from deliberate.core.requests import InvalidArgument
+from deliberate.decisions.packs import PackContext, RulePack
 from deliberate.risk.model import score
 from deliberate.verifier.constraints import ConstraintSpec, compile_rules
 from deliberate.verifier.pack_rules import resolve_services
-from deliberate.verifier.packs import PackContext, RulePack
 from deliberate.verifier.rules import verify
 from deliberate.verifier.server import VerifierServicer
 from deliberate.verifier.settings import VerifierSettings

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from deliberate.decisions.packs import ENTRY_POINT_GROUP
+from deliberate.decisions.reference import ReferenceStore
 from deliberate.rule_packs.ad_selection import catalog
 from deliberate.rule_packs.ad_selection.__main__ import main as ad_selection_command
-from deliberate.verifier.packs import ENTRY_POINT_GROUP
-from deliberate.verifier.reference import ReferenceStore
 from deliberate_client.examples import ads
 from tests.import_graph import imported_names
 
@@ -102,7 +102,7 @@ def test_the_verifier_finds_ad_selection_through_the_entry_point_not_by_import()
         import json, sys
         import deliberate.verifier.__main__, deliberate.verifier.server, deliberate.verifier.constraints
         before = any(name.startswith("deliberate.rule_packs.") for name in sys.modules)
-        from deliberate.verifier.packs import load_registry
+        from deliberate.decisions.packs import load_registry
         registry = load_registry()
         print(json.dumps({"imported_by_the_verifier": before, "packs": sorted(registry),
                           "modules": [registry[name].__module__ for name in ("ad_selection", "credit", "promotion")]}))
@@ -125,7 +125,7 @@ def test_a_user_pack_installed_under_the_entry_point_is_loaded_and_run(tmp_path)
         textwrap.dedent(
             """
             from pydantic import BaseModel
-            from deliberate.verifier.packs import RulePack, check
+            from deliberate.decisions.packs import RulePack, check
 
             class NoParams(BaseModel):
                 pass
@@ -150,7 +150,7 @@ def test_a_user_pack_installed_under_the_entry_point_is_loaded_and_run(tmp_path)
         """
         import json
         from deliberate.verifier.constraints import ConstraintSpec, compile_rules
-        from deliberate.verifier.packs import load_registry
+        from deliberate.decisions.packs import load_registry
         from deliberate.verifier.rules import verify
         rules = compile_rules("", [ConstraintSpec(0, "rule_pack", "shout")], {}).rules
         verdicts = {text: [o.message for o in verify(text, rules, "stop", None, {}).outcomes if o.rule_id == "all_caps"]
@@ -195,7 +195,7 @@ def test_the_drafter_reads_a_pack_s_decision_prompt_without_the_verifier():
     found = run_python(
         """
         import json, sys
-        from deliberate.core.decision_prompts import decision_prompt_of
+        from deliberate.decisions.prompts import decision_prompt_of
         prompt = decision_prompt_of(["credit"])
         print(json.dumps({"found": prompt is not None,
                           "verifier": sorted(m for m in sys.modules if m.startswith(("deliberate.verifier", "redis"))),

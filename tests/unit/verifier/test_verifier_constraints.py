@@ -8,9 +8,9 @@ import json
 import pytest
 
 from deliberate.core.requests import InvalidArgument
+from deliberate.decisions.packs import REGISTRY, load_registry
 from deliberate.verifier.cel_cost import CHARS_PER_STEP, ITEMS_PER_STEP, MAX_CEL_COST, cel_cost
 from deliberate.verifier.constraints import ConstraintSpec, compile_rules
-from deliberate.verifier.packs import REGISTRY, load_registry
 from deliberate.verifier.rules import verify
 from deliberate_client.examples import ads
 

@@ -17,7 +17,7 @@ from functools import lru_cache
 
 from pydantic import ValidationError
 
-from deliberate.verifier.packs import ReferenceStore, ReferenceUnavailable
+from deliberate.decisions.packs import ReferenceStore, ReferenceUnavailable
 
 from .catalog import Ad
 

@@ -1,7 +1,7 @@
 """The best plan of an ad-selection request, solved exactly: the bound a draft's total CTR is measured against, and
 the plan offered as a reference when no draft is feasible.
 
-The 0-1 integer program of `core.solver.best_rows`: maximize Σ ctr·x subject to Σ cost·x ≤ budget, Σ x = picks
+The 0-1 integer program of `decisions.solver.best_rows`: maximize Σ ctr·x subject to Σ cost·x ≤ budget, Σ x = picks
 (when the request fixes it) and, with the category rule on, at most one ad per category.
 """
 
@@ -11,7 +11,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from deliberate.core.solver import NoSelection, SelectionError, best_rows
+from deliberate.decisions.solver import NoSelection, SelectionError, best_rows
 
 from .catalog import Ad
 

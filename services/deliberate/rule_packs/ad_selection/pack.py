@@ -18,7 +18,7 @@ from functools import cached_property
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
-from deliberate.verifier.packs import Abstained, CheckResult, Quality, ReferenceStore, RulePack, check
+from deliberate.decisions.packs import Abstained, CheckResult, Quality, ReferenceStore, RulePack, check
 
 from .catalog import BUDGET, Ad, shipped_catalog
 from .catalog_store import current_catalog
@@ -54,7 +54,7 @@ class AdSelectionPack(RulePack):
     # A decision program reads a catalog given in params as ctx["catalog"], and the rule's numbers beside it: a plan
     # of `ctx["picks"]` ads is one the program can count to (the recorded programs' commonest failure was the size).
     data_params = ("catalog", "budget", "picks", "one_per_category")
-    exact_optimum = True  # `optimum`: the best plan within the rules, solved by `core.solver`
+    exact_optimum = True  # `optimum`: the best plan within the rules, solved by `decisions.solver`
 
     @property
     def reference(self) -> ReferenceStore | None:

@@ -15,9 +15,9 @@ from functools import cached_property
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
+from deliberate.decisions.packs import CheckResult, Quality, RulePack, check
 from deliberate.risk.client import RiskClient, RiskRejected, RiskUnavailable
 from deliberate.risk.model import Applicant, Offer, Score
-from deliberate.verifier.packs import CheckResult, Quality, RulePack, check
 
 from .prompt import SCORE_OFFER
 

@@ -3,7 +3,7 @@ decision program's simulator, the seed's "call the built-in simulator to try it 
 offers the model approves with `score_offer` (`CreditPack.score_offer`), and the risk check still scores the offers
 it prints. Text only: the Drafter reads it without the Verifier's dependencies."""
 
-from deliberate.core.decision_prompts import DecisionPrompt
+from deliberate.decisions.prompts import DecisionPrompt
 
 SCORE_OFFER = "score_offer"
 SCORE_OFFER_HELP = (

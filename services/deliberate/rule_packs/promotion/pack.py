@@ -25,7 +25,7 @@ from functools import cached_property
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
-from deliberate.verifier.packs import Abstained, CheckResult, Quality, RulePack, check
+from deliberate.decisions.packs import Abstained, CheckResult, Quality, RulePack, check
 
 MAX_REPORTED = 5  # failures listed per message; the rest are counted
 # A percentage the message advertises: "25%", "25 %", "25 percent", "12.5% off".

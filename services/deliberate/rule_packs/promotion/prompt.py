@@ -4,7 +4,7 @@ prompt replaces the exact engine's selection example, which promotion programs c
 (recorded: `best_rows` over the products with no margin in its formulation). Text only: the Drafter reads it
 without the Verifier's dependencies."""
 
-from deliberate.core.decision_prompts import DecisionPrompt
+from deliberate.decisions.prompts import DecisionPrompt
 
 PROMOTION_HELP = (
     "At a discount of d %, a product's margin is (price * (1 - d / 100) - unit_cost) / (price * (1 - d / 100)); "

@@ -1,11 +1,13 @@
-"""The arithmetic pack: every `a op b = c` the draft writes is recomputed exactly; a draft without one abstains."""
+"""The arithmetic pack: every `a op b = c` the draft writes is recomputed exactly; a draft without one abstains. It
+reads the draft's text with the Verifier's equation parser (`verifier.arithmetic`), and is installed under the
+`deliberate.rule_packs` entry point like every other pack."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel
 
-from ..arithmetic import check_arithmetic, format_wrong
-from . import Abstained, CheckResult, RulePack, check, register
+from deliberate.decisions.packs import Abstained, CheckResult, RulePack, check
+from deliberate.verifier.arithmetic import check_arithmetic, format_wrong
 
 MAX_REPORTED = 5
 
@@ -14,7 +16,6 @@ class NoParams(BaseModel):
     pass
 
 
-@register
 class ArithmeticPack(RulePack):
     name = "arithmetic"
     answer_model = None  # reads the draft's text

@@ -1,4 +1,4 @@
-"""`core.solver.best_rows`, the exact selection engine: checked against brute force on random tables, and clear
+"""`decisions.solver.best_rows`, the exact selection engine: checked against brute force on random tables, and clear
 errors for calls that are not a selection problem."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from itertools import combinations
 
 import pytest
 
-from deliberate.core.solver import NoSelection, SelectionError, best_rows
+from deliberate.decisions.solver import NoSelection, SelectionError, best_rows
 
 
 def brute_force(rows, maximize, count, at_most, one_per):

@@ -4,10 +4,9 @@ A pack is a `RulePack` subclass with a pydantic model for the answer (its valida
 first, structural rule) and a parameters model read from the request's context plus the constraint's
 params; each method decorated with `@check("budget_check")` becomes one more rule with that id.
 
-Packs are found in `REGISTRY`: the built-in `arithmetic` pack registers on import; every other pack — the
-ad-selection pack shipped with deliberate (`deliberate.rule_packs.ad_selection`) as much as a user's — is
-installed under the `deliberate.rule_packs` entry-point group (`my_pack = my_module:MyPack`). The Verifier
-imports no pack by name.
+Packs are found in `REGISTRY`: every pack — those shipped with deliberate (`deliberate.rule_packs`: arithmetic, ad
+selection, credit, promotion) as much as a user's — is installed under the `deliberate.rule_packs` entry-point group
+(`my_pack = my_module:MyPack`). No service imports a pack by name.
 
 A pack gets a context, not the Verifier's services: it declares by name the services it cannot check without
 (`requires`) and those it reads where the Verifier has them (`uses`); the Verifier resolves them into the pack's
@@ -28,7 +27,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel
 
-from ..reference import ReferenceStore, ReferenceUnavailable
+from .reference import ReferenceStore, ReferenceUnavailable
 
 __all__ = [
     "Abstained",
@@ -43,7 +42,7 @@ __all__ = [
     "register",
 ]
 
-log = logging.getLogger("deliberate.verifier.packs")
+log = logging.getLogger("deliberate.decisions.packs")
 
 ENTRY_POINT_GROUP = "deliberate.rule_packs"
 
@@ -158,7 +157,7 @@ class RulePack:
 
     def decision_functions(self) -> dict[str, Callable]:
         """The functions a decision program of this request may call, by name (the Drafter describes them from the
-        pack's `deliberate.decision_prompts` entry point, core/decision_prompts.py), run in the Verifier's process
+        pack's `deliberate.decision_prompts` entry point, decisions/prompts.py), run in the Verifier's process
         on the plain values the sandbox passes; the sandbox bounds how often (`decision_program.HOST_CALLS`). A
         function sees this request only: the pack's params, never another's."""
         return {}
@@ -212,9 +211,7 @@ def register(pack: type[RulePack]) -> type[RulePack]:
 
 
 def load_registry() -> dict[str, type[RulePack]]:
-    """The built-in pack plus every pack installed under the entry-point group."""
-    from . import arithmetic  # noqa: F401 (registers on import)
-
+    """Every pack installed under the entry-point group (the arithmetic pack shipped with deliberate as well)."""
     for entry in entry_points(group=ENTRY_POINT_GROUP):
         try:
             register(entry.load())
