@@ -69,3 +69,30 @@ def test_goodput_ratio_is_against_the_single_program_server_at_the_same_level():
         {"config": "default", "clients": 1, "goodput_ratio": 1.5},
         {"config": "default", "clients": 2, "goodput_ratio": None},  # nothing to divide by
     ]
+
+
+def test_where_the_time_goes_is_read_from_the_schedulers_spans(tmp_path):
+    """Real spans through the file exporter the stack's services use: the level's requests (by their id's tag) and
+    no other's give the p50 seconds of each stage."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from deliberate.cli.trace_analysis import REQUEST_SPANS
+    from deliberate.core import telemetry
+    from deliberate_bench.live.load_stages import request_id, stage_figures, stage_table
+
+    trace_file = tmp_path / "spans.jsonl"
+    provider = TracerProvider(resource=Resource.create({"service.name": "deliberate-scheduler"}))
+    provider.add_span_processor(SimpleSpanProcessor(telemetry.FileSpanExporter(trace_file)))
+    tracer = provider.get_tracer("test")
+    for number, (tag, draft) in enumerate([("default-c2", 4.0), ("default-c2", 6.0), ("default-c4", 30.0)]):
+        attributes = {telemetry.REQUEST_ID: request_id(tag, number, "p1"), telemetry.stage_seconds("draft"): draft,
+                      telemetry.stage_seconds("total"): draft + 1}  # fmt: skip
+        with tracer.start_as_current_span(REQUEST_SPANS[0], attributes=attributes):
+            pass
+    figures = stage_figures(trace_file, "default-c2")
+    assert figures["traced_requests"] == 2 and figures["stage_p50_s"] == {"draft": 5.0, "total": 6.0}
+    table = stage_table([{"name": "default", "points": [{"clients": 2, **figures}]}])
+    assert "| default | 2 | 2 | 5.0 | — | — | — | 6.0 |" in table
+    assert stage_figures(tmp_path / "none.jsonl", "default-c2") == {}

@@ -51,6 +51,7 @@ from deliberate_bench.eval.problems import DEFAULT_SEED, TUNING_BLOCK_FILES, Pro
 from deliberate_bench.eval.services import Services
 from deliberate_bench.eval.stats import percentile
 from deliberate_bench.inputs import SAMPLE_GSM8K, SHARED_GSM8K
+from deliberate_bench.live.load_stages import request_id, stage_figures, stage_table
 from deliberate_bench.results import LAB_FILES, code_version, write_result
 from deliberate_client.client import build_request
 
@@ -71,6 +72,7 @@ class Call:
     hinted: bool = False  # ... and carried a retry-after-ms hint
     retry_admitted: bool | None = None  # the retry after the hint: admitted (any status but RESOURCE_EXHAUSTED)
     ticket: str = ""  # the place the refusal held for the retry (core/admission.py), sent back with it
+    request_id: str = ""  # its spans' `deliberate.request_id` (load_stages)
 
     @property
     def latency(self) -> float | None:
@@ -103,7 +105,10 @@ def main(argv: list[str] | None = None) -> int:
     log_dir = Path(tempfile.mkdtemp(prefix="deliberate-load-"))
     print(f"load: levels {levels}, {duration:.0f} s each, deadline {args.deadline:.0f} s, configs {configs}, "
           f"model {os.environ.get('DELIBERATE_MODEL', 'the default')}; logs in {log_dir}/", flush=True)  # fmt: skip
-    with Stack(ports=Ports.free(), log_dir=log_dir, state_dir=log_dir, with_gateway=False) as stack:
+    trace_file = log_dir / "spans.jsonl"
+    with Stack(
+        ports=Ports.free(), log_dir=log_dir, state_dir=log_dir, with_gateway=False, trace_file=trace_file
+    ) as stack:
         sender = Sender(stack, args.deadline, max_new_tokens)
         sender.warm_up(problems[0], configs)
         results = []
@@ -114,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
                 points.append(point(calls, clients, args.deadline) | queue_figures(queue))
                 print(f"  {config:15} {clients:3} clients: {summary_line(points[-1])}", flush=True)
             results.append({"name": config, "points": points})
+    for result in results:  # the services have stopped: every span is in the file
+        for p in result["points"]:
+            p.update(stage_figures(trace_file, f"{result['name']}-c{p['clients']}"))
     figures = {
         "question": "right answers within the deadline per minute as concurrent clients multiply, on 2 cores",
         "levels": levels,
@@ -149,6 +157,7 @@ class Sender:
 
     def __init__(self, stack, deadline: float, max_new_tokens: int):
         self.deadline = deadline
+        self.numbers = itertools.count()  # each request's own number, for its id
         self.services = Services(stack.address, stack.address_of("drafter"), stack.address_of("refiner"))
         self.settings = Settings(sizes=[5], max_new_tokens=max_new_tokens, refine_max_new_tokens=None,
                                  temperature=None, seed=0, check_arithmetic=True, refine_subsets=False,
@@ -157,16 +166,17 @@ class Sender:
     def warm_up(self, problem: Problem, configs: list[str]) -> None:
         """One request of each configuration before any clock: the first pays for cold caches."""
         for config in configs:
-            self.send(config, problem, time.monotonic())
+            self.send(config, problem, time.monotonic(), f"{config}-warm-up")
 
-    def send(self, config: str, problem: Problem, begun: float) -> Call:
+    def send(self, config: str, problem: Problem, begun: float, tag: str) -> Call:
         """One request; refused with a hint, it waits the hint and is sent once more within its first deadline (the
         request's deadline is one instant, however many tries)."""
         call = Call(problem.id, started=time.monotonic() - begun)
+        call.request_id = request_id(tag, next(self.numbers), problem.id)
         self.attempt(call, config, problem, self.deadline)
         left = self.deadline - (time.monotonic() - begun - call.started)
         if call.code == "RESOURCE_EXHAUSTED" and call.hinted:
-            retried = Call(problem.id, started=call.started, refused=True, hinted=True)
+            retried = Call(problem.id, started=call.started, refused=True, hinted=True, request_id=call.request_id)
             if left > 0:
                 self.attempt(retried, config, problem, left, ticket=call.ticket)
                 retried.retry_admitted = retried.code != "RESOURCE_EXHAUSTED"
@@ -186,7 +196,7 @@ class Sender:
         """One Solve; a retry sends back the ticket its refusal carried (the place held for it)."""
         round_of_5 = {"num_drafts": 5, "draft_count": "all_at_once"} if config == "round5" else {}
         request = build_request(problem.question, max_new_tokens=self.settings.max_new_tokens,
-                                request_id=f"load-{config}-{problem.id}", **round_of_5)  # fmt: skip
+                                request_id=call.request_id, **round_of_5)  # fmt: skip
         metadata = ((TICKET_KEY, ticket or TICKET_WANTED),)  # a first try asks for a ticket, a retry sends its own
         try:
             response = self.services.scheduler.Solve(request, timeout=timeout, metadata=metadata)
@@ -207,7 +217,7 @@ class Sender:
         """One greedy program from the Drafter; refused (its bound: the plain server's own), it waits the hint as a
         Solve's client does."""
         settings = replace(self.settings, timeout_s=timeout)
-        done = single_pass(self.services, settings, f"load-single-{problem.id}", problem.question, program=True)
+        done = single_pass(self.services, settings, call.request_id, problem.question, program=True)
         error = done.get("error")
         call.code = error.split(":", 1)[0] if error else "OK"
         if call.code == "RESOURCE_EXHAUSTED":
@@ -234,7 +244,7 @@ def run_level(
         while time.monotonic() - begun < duration:
             with lock:
                 problem = problems[next(numbers) % len(problems)]
-            call = sender.send(config, problem, begun)
+            call = sender.send(config, problem, begun, f"{config}-c{clients}")
             with lock:
                 calls.append(call)
 
@@ -361,6 +371,7 @@ def markdown(figures: dict) -> str:
                 f"{p['refused']} ({p['retries_admitted']}/{p['retries']}) | {p['deadline_exceeded']} | {p['lost']} | "
                 f"{p['drafts_mean']} | {p.get('drafter_queue_mean')} / {p.get('drafter_queue_max')} |"
             )
+    lines += stage_table(figures["configs"])
     if figures["ratios"]:
         lines += ["", "| config | clients | goodput ÷ single-program |", "|---|---|---|"]
         for r in figures["ratios"]:
