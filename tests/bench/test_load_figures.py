@@ -96,3 +96,43 @@ def test_where_the_time_goes_is_read_from_the_schedulers_spans(tmp_path):
     table = stage_table([{"name": "default", "points": [{"clients": 2, **figures}]}])
     assert "| default | 2 | 2 | 5.0 | — | — | — | 6.0 |" in table
     assert stage_figures(tmp_path / "none.jsonl", "default-c2") == {}
+
+
+def test_the_gateway_row_counts_an_http_refusal_and_a_deadline_as_the_grpc_rows_do():
+    """A real HTTP server answering as the gateway does: 429 with retry-after-ms is a hinted refusal, 504 a deadline,
+    200 an answer judged by its final line."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from deliberate_bench.live.load_gateway import through_gateway
+
+    replies = iter([(429, {"retry-after-ms": "5"}, {}), (504, {}, {}),
+                    (200, {}, {"choices": [{"message": {"content": "... so 72.\nFinal answer: 72"}}],
+                               "deliberate": {"num_drafts": 3}})])  # fmt: skip
+
+    class Gateway(BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            status, headers, body = next(replies)
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(json.dumps(body).encode())
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Gateway)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        refused, late, answered = (Call("gsm8k:1", started=0.0, request_id="load-gateway-c1-0") for _ in range(3))
+        for call in (refused, late, answered):
+            through_gateway(url, call, "How many clips?", "72", max_new_tokens=64, timeout=10)
+    finally:
+        server.shutdown()
+    assert (refused.code, refused.refused, refused.hinted) == ("RESOURCE_EXHAUSTED", True, True)
+    assert late.code == "DEADLINE_EXCEEDED" and not late.refused
+    assert answered.code == "OK" and answered.right and answered.drafts == 3

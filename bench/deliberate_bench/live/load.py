@@ -10,6 +10,7 @@ reads as the request's). Configurations (`--configs`):
 
     default         the Scheduler's default round (the cascade), nothing set but the deadline
     round5          5 drafts all at once (DRAFT_COUNT_ALL_AT_ONCE), the round before the cascade
+    gateway         the default round through the OpenAI-compatible gateway (HTTP; load_gateway.py)
     single-program  what a user would run instead: the same Drafter (same engine, same llama.cpp core) asked for one
                     greedy program per request, no Scheduler or Verifier; its program is run in this process's
                     sandbox (milliseconds) and its printed number is the answer — `deliberate bench eval`'s
@@ -51,12 +52,13 @@ from deliberate_bench.eval.problems import DEFAULT_SEED, TUNING_BLOCK_FILES, Pro
 from deliberate_bench.eval.services import Services
 from deliberate_bench.eval.stats import percentile
 from deliberate_bench.inputs import SAMPLE_GSM8K, SHARED_GSM8K
+from deliberate_bench.live.load_gateway import through_gateway
 from deliberate_bench.live.load_stages import request_id, stage_figures, stage_table
 from deliberate_bench.results import LAB_FILES, code_version, write_result
 from deliberate_client.client import build_request
 
 LOST_AFTER_S = 5.0  # past the deadline, as the soak counts it
-CONFIGS = ("default", "round5", "single-program")
+CONFIGS = ("default", "round5", "gateway", "single-program")
 PROBLEMS = 50
 
 
@@ -85,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--levels", help="concurrent clients per level (default 1,2,4,8,16; 1,2 with --quick)")
     parser.add_argument("--duration", type=float, help="seconds of new requests per level (default 180; 30 quick)")
     parser.add_argument("--deadline", type=float, default=60.0, help="each request's deadline, seconds")
-    parser.add_argument("--configs", help=f"comma list of {', '.join(CONFIGS)} (default all; quick: no round5)")
+    parser.add_argument("--configs", help=f"comma list of {', '.join(CONFIGS)} (default all; quick: default and "
+                        "single-program)")  # fmt: skip
     parser.add_argument("--max-new-tokens", type=int, help="draft budget (default 384; 48 with --quick)")
     parser.add_argument("--name", help="results name (default load, or load-quick)")
     args = parser.parse_args(argv)
@@ -106,9 +109,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load: levels {levels}, {duration:.0f} s each, deadline {args.deadline:.0f} s, configs {configs}, "
           f"model {os.environ.get('DELIBERATE_MODEL', 'the default')}; logs in {log_dir}/", flush=True)  # fmt: skip
     trace_file = log_dir / "spans.jsonl"
-    with Stack(
-        ports=Ports.free(), log_dir=log_dir, state_dir=log_dir, with_gateway=False, trace_file=trace_file
-    ) as stack:
+    gateway = "gateway" in configs
+    env = {"DELIBERATE_REQUEST_TIMEOUT_S": str(args.deadline)} if gateway else {}  # the gateway's deadline
+    stack = Stack(ports=Ports.free(), log_dir=log_dir, state_dir=log_dir, with_gateway=gateway, trace_file=trace_file,
+                  env=env)  # fmt: skip
+    with stack:
         sender = Sender(stack, args.deadline, max_new_tokens)
         sender.warm_up(problems[0], configs)
         results = []
@@ -158,6 +163,7 @@ class Sender:
     def __init__(self, stack, deadline: float, max_new_tokens: int):
         self.deadline = deadline
         self.numbers = itertools.count()  # each request's own number, for its id
+        self.gateway_url = stack.gateway_url
         self.services = Services(stack.address, stack.address_of("drafter"), stack.address_of("refiner"))
         self.settings = Settings(sizes=[5], max_new_tokens=max_new_tokens, refine_max_new_tokens=None,
                                  temperature=None, seed=0, check_arithmetic=True, refine_subsets=False,
@@ -189,6 +195,9 @@ class Sender:
     def attempt(self, call: Call, config: str, problem: Problem, timeout: float, ticket: str = "") -> None:
         if config == "single-program":
             self.single_program(call, problem, timeout)
+        elif config == "gateway":
+            through_gateway(self.gateway_url, call, problem.question, problem.gold, self.settings.max_new_tokens,
+                            timeout)  # fmt: skip
         else:
             self.solve(call, config, problem, timeout, ticket)
 
