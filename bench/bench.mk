@@ -102,7 +102,8 @@ soak: install
 soak-quick: install
 	$(VENV)/bin/deliberate bench soak --quick $(SOAK_ARGS)
 
-## Load (docs/scaling.md): 1, 2, 4, 8 and 16 closed-loop clients on GSM8K tuning problems, 60 s deadline, the
+## Load (docs/scaling.md): 1, 2, 4, 8 and 16 closed-loop clients on GSM8K tuning problems and one business decision
+## in five (the business tuning split), 60 s deadline, the
 ## default round (over gRPC and through the OpenAI gateway) beside a round of 5 and a plain single-program server on
 ## the same cores; goodput (right answers within the deadline per minute), latency, refusals, lost, and where the
 ## time goes (the Scheduler's spans); writes bench/studies/load-and-soak/load.{json,md,png} (~70 min).

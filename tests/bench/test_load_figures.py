@@ -105,7 +105,9 @@ def test_the_gateway_row_counts_an_http_refusal_and_a_deadline_as_the_grpc_rows_
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+    from deliberate_bench.eval.problems import Problem
     from deliberate_bench.live.load_gateway import through_gateway
+    from deliberate_bench.live.load_items import gsm8k_item
 
     replies = iter([(429, {"retry-after-ms": "5"}, {}), (504, {}, {}),
                     (200, {}, {"choices": [{"message": {"content": "... so 72.\nFinal answer: 72"}}],
@@ -127,12 +129,29 @@ def test_the_gateway_row_counts_an_http_refusal_and_a_deadline_as_the_grpc_rows_
     server = ThreadingHTTPServer(("127.0.0.1", 0), Gateway)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}"
+    problem = Problem(id="gsm8k:1", line=1, question="How many clips?", gold="72")
     try:
         refused, late, answered = (Call("gsm8k:1", started=0.0, request_id="load-gateway-c1-0") for _ in range(3))
         for call in (refused, late, answered):
-            through_gateway(url, call, "How many clips?", "72", max_new_tokens=64, timeout=10)
+            through_gateway(url, call, gsm8k_item(problem), max_new_tokens=64, timeout=10)
     finally:
         server.shutdown()
     assert (refused.code, refused.refused, refused.hinted) == ("RESOURCE_EXHAUSTED", True, True)
     assert late.code == "DEADLINE_EXCEEDED" and not late.refused
     assert answered.code == "OK" and answered.right and answered.drafts == 3
+
+
+def test_one_request_in_five_is_a_business_decision_judged_by_its_feasibility():
+    from deliberate_bench.eval.problems import Problem
+    from deliberate_bench.live.load_items import items
+
+    problems = [Problem(id=f"gsm8k:{n}", line=n, question=f"q{n}", gold=str(n)) for n in range(8)]
+    sent = items(problems, 0.2)
+    assert [item.instance is not None for item in sent] == [False] * 4 + [True] + [False] * 4 + [True]
+    assert [item.instance.case for item in sent if item.instance] == ["ads", "credit"]  # the cases in turn
+    assert all(item.instance.split == "tuning" for item in sent if item.instance)
+    assert [item.id for item in items(problems, 0.0)] == [problem.id for problem in problems]
+    assert sent[0].right("... Final answer: 0") and not sent[0].right("Final answer: 1")
+    assert not sent[4].right('{"selected_ids": []}')  # no plan of no ads passes the ad rules
+    p = point([call(0, 10, business=True), call(0, 10, right=False, business=True), call(0, 10)], 3, DEADLINE)
+    assert (p["business_answered"], p["business_right"], p["right"]) == (2, 1, 2)

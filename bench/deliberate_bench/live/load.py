@@ -3,10 +3,11 @@ on the same stack and the same cores.
 
     deliberate bench load [--levels 1,2,4,8,16] [--duration 180] [--deadline 60] [--configs ...] [--quick]
 
-A closed loop per level: `clients` threads, each sending the next GSM8K tuning problem (a fixed sample of the first
-tuning block; never a scored problem) as soon as its last one ended, for `--duration` seconds; then no new request,
-and those in flight end by their deadline. Every request carries the deadline (the gRPC timeout, which the Scheduler
-reads as the request's). Configurations (`--configs`):
+A closed loop per level: `clients` threads, each sending the next request — a GSM8K tuning problem (a fixed sample of
+the first tuning block; never a scored problem), or one time in five a business decision of the business tuning
+split (`--business-share`, load_items.py) — as soon as its last one ended, for `--duration` seconds; then no new
+request, and those in flight end by their deadline. Every request carries the deadline (the gRPC timeout, which the
+Scheduler reads as the request's). Configurations (`--configs`):
 
     default         the Scheduler's default round (the cascade), nothing set but the deadline
     round5          5 drafts all at once (DRAFT_COUNT_ALL_AT_ONCE), the round before the cascade
@@ -44,8 +45,6 @@ import grpc
 from deliberate.cli.stack import Ports, Stack
 from deliberate.core.admission import TICKET_KEY, TICKET_WANTED, retry_after_ms, retry_ticket
 from deliberate.engines.models import DEFAULT_EMBEDDED
-from deliberate.selection import same_answer
-from deliberate.verifier.parsing import extract_final_answer
 from deliberate_api.drafter.v1.drafter_service_pb2 import GetLoadRequest
 from deliberate_bench.eval.calls import Settings, single_pass
 from deliberate_bench.eval.problems import DEFAULT_SEED, TUNING_BLOCK_FILES, Problem, load_problems, read_exclusions
@@ -53,6 +52,7 @@ from deliberate_bench.eval.services import Services
 from deliberate_bench.eval.stats import percentile
 from deliberate_bench.inputs import SAMPLE_GSM8K, SHARED_GSM8K
 from deliberate_bench.live.load_gateway import through_gateway
+from deliberate_bench.live.load_items import Item, items, single_decision_program
 from deliberate_bench.live.load_stages import request_id, stage_figures, stage_table
 from deliberate_bench.results import LAB_FILES, code_version, write_result
 from deliberate_client.client import build_request
@@ -60,6 +60,7 @@ from deliberate_client.client import build_request
 LOST_AFTER_S = 5.0  # past the deadline, as the soak counts it
 CONFIGS = ("default", "round5", "gateway", "single-program")
 PROBLEMS = 50
+BUSINESS_SHARE = 0.2  # one request in 5 a business decision (load_items), the rest GSM8K
 
 
 @dataclass
@@ -75,6 +76,7 @@ class Call:
     retry_admitted: bool | None = None  # the retry after the hint: admitted (any status but RESOURCE_EXHAUSTED)
     ticket: str = ""  # the place the refusal held for the retry (core/admission.py), sent back with it
     request_id: str = ""  # its spans' `deliberate.request_id` (load_stages)
+    business: bool = False  # a business decision (right: a feasible plan), not a GSM8K problem
 
     @property
     def latency(self) -> float | None:
@@ -90,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--configs", help=f"comma list of {', '.join(CONFIGS)} (default all; quick: default and "
                         "single-program)")  # fmt: skip
     parser.add_argument("--max-new-tokens", type=int, help="draft budget (default 384; 48 with --quick)")
+    parser.add_argument("--business-share", type=float, help=f"share of business decisions (default {BUSINESS_SHARE}; "
+                        "0 with --quick)")  # fmt: skip
     parser.add_argument("--name", help="results name (default load, or load-quick)")
     args = parser.parse_args(argv)
     if args.quick:  # read by the stack's services when they start
@@ -104,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     name = args.name or ("load-quick" if args.quick else "load")
     code_version()  # the commit the stack starts at, kept for the result (a run outlasts commits)
     problems = tuning_problems(PROBLEMS)
+    share = args.business_share if args.business_share is not None else (0.0 if args.quick else BUSINESS_SHARE)
+    sent = items(problems, share)
 
     log_dir = Path(tempfile.mkdtemp(prefix="deliberate-load-"))
     print(f"load: levels {levels}, {duration:.0f} s each, deadline {args.deadline:.0f} s, configs {configs}, "
@@ -115,12 +121,12 @@ def main(argv: list[str] | None = None) -> int:
                   env=env)  # fmt: skip
     with stack:
         sender = Sender(stack, args.deadline, max_new_tokens)
-        sender.warm_up(problems[0], configs)
+        sender.warm_up(sent[0], configs)
         results = []
         for config in configs:
             points = []
             for clients in levels:
-                calls, queue = run_level(sender, config, clients, duration, problems)
+                calls, queue = run_level(sender, config, clients, duration, sent)
                 points.append(point(calls, clients, args.deadline) | queue_figures(queue))
                 print(f"  {config:15} {clients:3} clients: {summary_line(points[-1])}", flush=True)
             results.append({"name": config, "points": points})
@@ -135,7 +141,13 @@ def main(argv: list[str] | None = None) -> int:
         "lost_after_deadline_s": LOST_AFTER_S,
         "max_new_tokens": max_new_tokens,
         "model": os.environ.get("DELIBERATE_MODEL", DEFAULT_EMBEDDED),
-        "problems": f"{len(problems)} GSM8K tuning problems (first tuning block, seed {DEFAULT_SEED}), in turn",
+        "problems": f"{len(problems)} GSM8K tuning problems (first tuning block, seed {DEFAULT_SEED}), in turn"
+        + (
+            f", and one request in {round(1 / share)} a business decision of the tuning split (right: feasible)"
+            if share
+            else ""
+        ),  # fmt: skip
+        "business_share": share,
         "command": "deliberate bench load" + (" --quick" if args.quick else ""),
         "configs": results,
         "ratios": goodput_ratios(results),
@@ -169,22 +181,23 @@ class Sender:
                                  temperature=None, seed=0, check_arithmetic=True, refine_subsets=False,
                                  ads_catalog_size=0, timeout_s=deadline, engine="", model="")  # fmt: skip
 
-    def warm_up(self, problem: Problem, configs: list[str]) -> None:
+    def warm_up(self, item: Item, configs: list[str]) -> None:
         """One request of each configuration before any clock: the first pays for cold caches."""
         for config in configs:
-            self.send(config, problem, time.monotonic(), f"{config}-warm-up")
+            self.send(config, item, time.monotonic(), f"{config}-warm-up")
 
-    def send(self, config: str, problem: Problem, begun: float, tag: str) -> Call:
+    def send(self, config: str, item: Item, begun: float, tag: str) -> Call:
         """One request; refused with a hint, it waits the hint and is sent once more within its first deadline (the
         request's deadline is one instant, however many tries)."""
-        call = Call(problem.id, started=time.monotonic() - begun)
-        call.request_id = request_id(tag, next(self.numbers), problem.id)
-        self.attempt(call, config, problem, self.deadline)
+        call = Call(item.id, started=time.monotonic() - begun, business=item.instance is not None)
+        call.request_id = request_id(tag, next(self.numbers), item.id)
+        self.attempt(call, config, item, self.deadline)
         left = self.deadline - (time.monotonic() - begun - call.started)
         if call.code == "RESOURCE_EXHAUSTED" and call.hinted:
-            retried = Call(problem.id, started=call.started, refused=True, hinted=True, request_id=call.request_id)
+            retried = Call(item.id, started=call.started, refused=True, hinted=True, request_id=call.request_id,
+                           business=call.business)  # fmt: skip
             if left > 0:
-                self.attempt(retried, config, problem, left, ticket=call.ticket)
+                self.attempt(retried, config, item, left, ticket=call.ticket)
                 retried.retry_admitted = retried.code != "RESOURCE_EXHAUSTED"
             else:
                 retried.code = "DEADLINE_EXCEEDED"  # the hint outlasted the deadline: not sent again
@@ -192,20 +205,19 @@ class Sender:
         call.ended = time.monotonic() - begun
         return call
 
-    def attempt(self, call: Call, config: str, problem: Problem, timeout: float, ticket: str = "") -> None:
+    def attempt(self, call: Call, config: str, item: Item, timeout: float, ticket: str = "") -> None:
         if config == "single-program":
-            self.single_program(call, problem, timeout)
+            self.single_program(call, item, timeout)
         elif config == "gateway":
-            through_gateway(self.gateway_url, call, problem.question, problem.gold, self.settings.max_new_tokens,
-                            timeout)  # fmt: skip
+            through_gateway(self.gateway_url, call, item, self.settings.max_new_tokens, timeout)
         else:
-            self.solve(call, config, problem, timeout, ticket)
+            self.solve(call, config, item, timeout, ticket)
 
-    def solve(self, call: Call, config: str, problem: Problem, timeout: float, ticket: str = "") -> None:
+    def solve(self, call: Call, config: str, item: Item, timeout: float, ticket: str = "") -> None:
         """One Solve; a retry sends back the ticket its refusal carried (the place held for it)."""
         round_of_5 = {"num_drafts": 5, "draft_count": "all_at_once"} if config == "round5" else {}
-        request = build_request(problem.question, max_new_tokens=self.settings.max_new_tokens,
-                                request_id=call.request_id, **round_of_5)  # fmt: skip
+        request = build_request(item.prompt, max_new_tokens=self.settings.max_new_tokens, request_id=call.request_id,
+                                **item.request, **round_of_5)  # fmt: skip
         metadata = ((TICKET_KEY, ticket or TICKET_WANTED),)  # a first try asks for a ticket, a retry sends its own
         try:
             response = self.services.scheduler.Solve(request, timeout=timeout, metadata=metadata)
@@ -219,14 +231,19 @@ class Sender:
                     time.sleep(hint / 1000)
             return
         call.code = "OK"
-        call.right = same_answer(extract_final_answer(response.answer), problem.gold)
+        call.right = item.right(response.answer)
         call.drafts = response.round_plan.drafts_started or response.num_drafts
 
-    def single_program(self, call: Call, problem: Problem, timeout: float) -> None:
-        """One greedy program from the Drafter; refused (its bound: the plain server's own), it waits the hint as a
-        Solve's client does."""
+    def single_program(self, call: Call, item: Item, timeout: float) -> None:
+        """One greedy program from the Drafter (a decision program for a business request); refused (its bound: the
+        plain server's own), it waits the hint as a Solve's client does."""
+        if item.instance is not None:
+            call.code, plan = single_decision_program(self.services.drafter, item.instance, call.request_id,
+                                                      self.settings.max_new_tokens, timeout)  # fmt: skip
+            call.right, call.drafts = call.code == "OK" and item.right(plan), 1
+            return
         settings = replace(self.settings, timeout_s=timeout)
-        done = single_pass(self.services, settings, call.request_id, problem.question, program=True)
+        done = single_pass(self.services, settings, call.request_id, item.prompt, program=True)
         error = done.get("error")
         call.code = error.split(":", 1)[0] if error else "OK"
         if call.code == "RESOURCE_EXHAUSTED":
@@ -235,12 +252,12 @@ class Sender:
             if hint is not None:
                 time.sleep(hint / 1000)
             return
-        call.right = not error and same_answer(done["answer"], problem.gold)
+        call.right = not error and item.right(done["answer"])
         call.drafts = 1
 
 
 def run_level(
-    sender: Sender, config: str, clients: int, duration: float, problems: list[Problem]
+    sender: Sender, config: str, clients: int, duration: float, sent: list[Item]
 ) -> tuple[list[Call], list[int]]:
     """`clients` closed-loop clients for `duration` seconds; returns every call once all have ended, and the
     Drafter's queue (sequences waiting for an engine slot) sampled each second meanwhile."""
@@ -252,8 +269,8 @@ def run_level(
     def client() -> None:
         while time.monotonic() - begun < duration:
             with lock:
-                problem = problems[next(numbers) % len(problems)]
-            call = sender.send(config, problem, begun, f"{config}-c{clients}")
+                item = sent[next(numbers) % len(sent)]
+            call = sender.send(config, item, begun, f"{config}-c{clients}")
             with lock:
                 calls.append(call)
 
@@ -295,6 +312,8 @@ def point(calls: list[Call], clients: int, deadline: float) -> dict:
         "requests": len(calls),
         "answered": len(answered),
         "right": sum(c.right for c in answered),
+        "business_answered": sum(c.business for c in answered),  # of them business decisions, right when feasible
+        "business_right": sum(c.business and c.right for c in answered),
         "throughput_per_min": round(len(answered) / minutes, 2),
         "goodput_per_min": round(len(good) / minutes, 2),
         "p50_s": pct(50),
@@ -376,7 +395,7 @@ def markdown(figures: dict) -> str:
         for p in config["points"]:
             lines.append(
                 f"| {config['name']} | {p['clients']} | {p['goodput_per_min']} | {p['throughput_per_min']} | "
-                f"{p['right']}/{p['answered']} | {p['p50_s']} | {p['p95_s']} | {p['p99_s']} | "
+                f"{p['right']}/{p['answered']}{business_part(p)} | {p['p50_s']} | {p['p95_s']} | {p['p99_s']} | "
                 f"{p['refused']} ({p['retries_admitted']}/{p['retries']}) | {p['deadline_exceeded']} | {p['lost']} | "
                 f"{p['drafts_mean']} | {p.get('drafter_queue_mean')} / {p.get('drafter_queue_max')} |"
             )
@@ -387,6 +406,11 @@ def markdown(figures: dict) -> str:
             ratio = r["goodput_ratio"] if r["goodput_ratio"] is not None else "n/a (no right answer to divide by)"
             lines.append(f"| {r['config']} | {r['clients']} | {ratio} |")
     return "\n".join(lines) + "\n"
+
+
+def business_part(p: dict) -> str:
+    """` (business 3/5)`: the right (feasible) and answered business decisions among a level's answers."""
+    return f" (business {p['business_right']}/{p['business_answered']})" if p.get("business_answered") else ""
 
 
 def plot(figures: dict, path: Path) -> None:

@@ -10,17 +10,15 @@ import time
 import urllib.error
 import urllib.request
 
-from deliberate.selection import same_answer
-from deliberate.verifier.parsing import extract_final_answer
-
 # HTTP statuses as the gRPC codes the other rows count (gateway/errors.py maps the other way).
 STATUS_CODES = {429: "RESOURCE_EXHAUSTED", 504: "DEADLINE_EXCEEDED", 503: "UNAVAILABLE"}
 
 
-def through_gateway(url: str, call, question: str, gold: str, max_new_tokens: int, timeout: float) -> None:
-    """One chat completion; fills `call` (load.Call) as `Sender.solve` does."""
-    body = {"model": "deliberate", "messages": [{"role": "user", "content": question}],
-            "request_id": call.request_id, "max_draft_tokens": max_new_tokens}  # fmt: skip
+def through_gateway(url: str, call, item, max_new_tokens: int, timeout: float) -> None:
+    """One chat completion of `item` (load_items.Item, its schema, context and constraints as the gateway takes
+    them); fills `call` (load.Call) as `Sender.solve` does."""
+    body = {"model": "deliberate", "messages": [{"role": "user", "content": item.prompt}],
+            "request_id": call.request_id, "max_draft_tokens": max_new_tokens, **item.gateway}  # fmt: skip
     request = urllib.request.Request(f"{url}/v1/chat/completions", json.dumps(body).encode(),
                                      {"Content-Type": "application/json"})  # fmt: skip
     try:
@@ -41,6 +39,5 @@ def through_gateway(url: str, call, question: str, gold: str, max_new_tokens: in
         call.code = "DEADLINE_EXCEEDED" if isinstance(error.reason, TimeoutError) else "UNAVAILABLE"
         return
     call.code = "OK"
-    content = answer["choices"][0]["message"]["content"]
-    call.right = same_answer(extract_final_answer(content), gold)
+    call.right = item.right(answer["choices"][0]["message"]["content"])
     call.drafts = (answer.get("deliberate") or {}).get("num_drafts", 0)
