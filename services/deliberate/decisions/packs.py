@@ -27,14 +27,13 @@ from typing import ClassVar
 
 from pydantic import BaseModel
 
-from .reference import ReferenceStore, ReferenceUnavailable
+from .prompts import DecisionPrompt
 
 __all__ = [
     "Abstained",
     "CheckResult",
     "PackContext",
     "Quality",
-    "ReferenceStore",
     "ReferenceUnavailable",
     "RulePack",
     "check",
@@ -45,6 +44,12 @@ __all__ = [
 log = logging.getLogger("deliberate.decisions.packs")
 
 ENTRY_POINT_GROUP = "deliberate.rule_packs"
+
+
+class ReferenceUnavailable(Exception):
+    """A pack's reference data could not be read (`reference.ReferenceStore`); the message names the store and says
+    why. Here, not beside the store, so that reading a pack needs no Redis client (the Drafter reads a pack's
+    prompt)."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +133,9 @@ class RulePack:
     # question is a selection that an exact engine answers, and decision programs call one (`best_rows`), so the
     # Scheduler gives them more of a round (`--bounded-decision-program-drafts`).
     exact_optimum: ClassVar[bool] = False
+    # What a decision program is told about the functions the pack gives it (`decision_functions`): the Drafter puts
+    # it in the program prompt in place of the exact engine's (`prompts.decision_prompt_of`). None: the engine's.
+    decision_prompt: ClassVar[DecisionPrompt | None] = None
 
     def __init__(self, params: BaseModel, context: PackContext | None = None):
         """`context`: what the Verifier resolved (`pack_rules`); None, as a test may make a pack that requires
@@ -156,8 +164,8 @@ class RulePack:
         return None
 
     def decision_functions(self) -> dict[str, Callable]:
-        """The functions a decision program of this request may call, by name (the Drafter describes them from the
-        pack's `deliberate.decision_prompts` entry point, decisions/prompts.py), run in the Verifier's process
+        """The functions a decision program of this request may call, by name (the Drafter describes them with the
+        pack's `decision_prompt`), run in the Verifier's process
         on the plain values the sandbox passes; the sandbox bounds how often (`decision_program.HOST_CALLS`). A
         function sees this request only: the pack's params, never another's."""
         return {}
@@ -208,6 +216,19 @@ def register(pack: type[RulePack]) -> type[RulePack]:
         raise ValueError(f"rule pack {pack.name!r} is registered twice")
     REGISTRY[pack.name] = pack
     return pack
+
+
+def pack_class(name: str) -> type[RulePack] | None:
+    """One pack by name, loading its own entry point only: the Drafter reads a pack's prompt so, without the other
+    packs' dependencies. None for a name no installed pack has, or one that fails to load (logged)."""
+    if name in REGISTRY:
+        return REGISTRY[name]
+    for entry in entry_points(group=ENTRY_POINT_GROUP, name=name):
+        try:
+            return register(entry.load())
+        except Exception:  # a broken third-party pack must not stop the service
+            log.exception("rule pack failed to load", extra={"entry_point": entry.value})
+    return None
 
 
 def load_registry() -> dict[str, type[RulePack]]:

@@ -1,21 +1,14 @@
 """What a decision program is told about the functions a rule pack defines in its sandbox.
 
 A pack that gives the request's decision programs functions of its own (the credit pack's `score_offer`: the risk
-model as the seed's "built-in simulator") declares how the Drafter describes them under the entry-point group
-`deliberate.decision_prompts`, by the pack's name. It is its own entry point, text only, so the Drafter reads it
-without the Verifier's dependencies; the pack's `decision_functions` defines the functions themselves.
+model as the seed's "built-in simulator") says how the Drafter describes them in its `decision_prompt`, and defines
+the functions themselves in `decision_functions`: one entry point per pack (`deliberate.rule_packs`). The Drafter
+loads only the packs a request names, and a pack module needs neither Redis nor the Verifier to load.
 """
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
-from functools import cache
-from importlib.metadata import entry_points
-
-log = logging.getLogger("deliberate.decision_prompts")
-
-ENTRY_POINT_GROUP = "deliberate.decision_prompts"
 
 
 @dataclass(frozen=True)
@@ -28,22 +21,13 @@ class DecisionPrompt:
     strategies: tuple[str, ...]
 
 
-@cache
-def decision_prompts() -> dict[str, DecisionPrompt]:
-    """Every installed pack's decision prompt, by pack name, loaded on first use."""
-    prompts = {}
-    for entry in entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            prompt = entry.load()
-        except Exception:  # a broken third-party prompt must not stop the Drafter
-            log.exception("decision prompt failed to load", extra={"entry_point": entry.value})
-            continue
-        if isinstance(prompt, DecisionPrompt):
-            prompts[entry.name] = prompt
-    return prompts
-
-
 def decision_prompt_of(pack_names) -> DecisionPrompt | None:
-    """The decision prompt of the first named pack that has one; None when none has."""
-    prompts = decision_prompts()
-    return next((prompts[name] for name in pack_names if name in prompts), None)
+    """The decision prompt of the first named pack that has one (`RulePack.decision_prompt`); None when none has.
+    Loads only the named packs (`packs.pack_class`)."""
+    from .packs import pack_class  # packs reads DecisionPrompt from here
+
+    for name in pack_names:
+        pack = pack_class(name)
+        if pack is not None and pack.decision_prompt is not None:
+            return pack.decision_prompt
+    return None

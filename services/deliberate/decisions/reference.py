@@ -16,9 +16,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-
-class ReferenceUnavailable(Exception):
-    """Reference data could not be read; the message names the store and says why."""
+from .packs import ReferenceUnavailable
 
 
 class ReferenceStore:

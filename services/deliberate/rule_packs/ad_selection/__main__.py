@@ -12,7 +12,7 @@ from pathlib import Path
 
 import redis
 
-from deliberate.decisions.packs import ReferenceStore
+from deliberate.decisions.reference import ReferenceStore
 
 from . import catalog_store
 from .catalog import ADS, Ad, shipped_catalog

@@ -14,10 +14,14 @@ from __future__ import annotations
 import secrets
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from deliberate.decisions.packs import ReferenceStore, ReferenceUnavailable
+from deliberate.decisions.packs import ReferenceUnavailable
+
+if TYPE_CHECKING:  # the store's module needs Redis; the pack loads without it
+    from deliberate.decisions.reference import ReferenceStore
 
 from .catalog import Ad
 

@@ -15,14 +15,18 @@ from __future__ import annotations
 import copy
 from decimal import Decimal
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
-from deliberate.decisions.packs import Abstained, CheckResult, Quality, ReferenceStore, RulePack, check
+from deliberate.decisions.packs import Abstained, CheckResult, Quality, RulePack, check
 
 from .catalog import BUDGET, Ad, shipped_catalog
 from .catalog_store import current_catalog
 from .optimum import Optimum, best_plan
+
+if TYPE_CHECKING:  # the store's module needs Redis; a pack loads without it (the Drafter reads pack prompts)
+    from deliberate.decisions.reference import ReferenceStore
 
 
 class AdPlan(BaseModel):

@@ -19,7 +19,7 @@ from deliberate.decisions.packs import CheckResult, Quality, RulePack, check
 from deliberate.risk.client import RiskClient, RiskRejected, RiskUnavailable
 from deliberate.risk.model import Applicant, Offer, Score
 
-from .prompt import SCORE_OFFER
+from .prompt import DECISION_PROMPT, SCORE_OFFER
 
 MAX_PROBABILITY_OF_DEFAULT = 0.05
 MAX_LOSS_GIVEN_DEFAULT = 0.4
@@ -67,6 +67,7 @@ class CreditPack(RulePack):
     params_model = CreditParams
     requires = ("risk",)  # the risk-model service's client: no offer is approved unchecked
     data_params = ("applicant", "disclosure")  # what a decision program reads in ctx, wherever the request put it
+    decision_prompt = DECISION_PROMPT  # score_offer, as its programs are told it
 
     @cached_property
     def applicant(self) -> Applicant:

@@ -1,7 +1,7 @@
-"""The credit pack's decision prompt (entry point `credit` of `deliberate.decision_prompts`): the risk model as a
+"""The credit pack's decision prompt (`CreditPack.decision_prompt`): the risk model as a
 decision program's simulator, the seed's "call the built-in simulator to try it out". The program searches the
 offers the model approves with `score_offer` (`CreditPack.score_offer`), and the risk check still scores the offers
-it prints. Text only: the Drafter reads it without the Verifier's dependencies."""
+it prints."""
 
 from deliberate.decisions.prompts import DecisionPrompt
 

@@ -27,6 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 from deliberate.decisions.packs import Abstained, CheckResult, Quality, RulePack, check
 
+from .prompt import DECISION_PROMPT
+
 MAX_REPORTED = 5  # failures listed per message; the rest are counted
 # A percentage the message advertises: "25%", "25 %", "25 percent", "12.5% off".
 ADVERTISED_PERCENT = re.compile(r"(\d+(?:[.,]\d+)?)\s*(?:%|percent\b|per cent\b)", re.IGNORECASE)
@@ -127,6 +129,7 @@ class PromotionPack(RulePack):
     params_model = PromotionParams
     # The policy is request data a decision program checks its plan against (ctx["max_discount_percent"], …).
     data_params = ("min_margin_percent", "min_plan_margin_percent", "max_discount_percent", "forbidden_claims")
+    decision_prompt = DECISION_PROMPT  # the margin formula and a worked plan, in place of the exact engine's example
 
     @cached_property
     def products(self) -> dict[str, Product]:

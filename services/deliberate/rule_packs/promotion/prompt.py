@@ -1,8 +1,7 @@
-"""The promotion pack's decision prompt (entry point `promotion` of `deliberate.decision_prompts`): how a decision
+"""The promotion pack's decision prompt (`PromotionPack.decision_prompt`): how a decision
 program computes a plan from the table and the policy in `ctx`. The pack defines no function for its programs; the
 prompt replaces the exact engine's selection example, which promotion programs copied without fitting it
-(recorded: `best_rows` over the products with no margin in its formulation). Text only: the Drafter reads it
-without the Verifier's dependencies."""
+(recorded: `best_rows` over the products with no margin in its formulation)."""
 
 from deliberate.decisions.prompts import DecisionPrompt
 
