@@ -9,6 +9,9 @@ when it ends in `%` and the value is within [-1, 1], equal to the value to the d
 from a Markdown result sits between `<!-- copied from ../bench/studies/<s>/<name>.md -->` and `<!-- end of copy -->`,
 and must be a run of that file's lines.
 
+`deliberate bench figures --write` rewrites each figure that drifted from its file to the file's value, in the
+same digits and unit, and prints each change: the figures follow a rerun, the prose around them is reread by hand.
+
 A measured figure anywhere else — a decimal number with a unit, `68.5 %`, `6.17 s`, `1.59×`, outside a reference, a
 copy, code and inline code — fails the check, unless its paragraph says why no committed file holds it, with
 `<!-- figures not kept: why -->` (a report of a run that was not committed, a figure of another machine).
@@ -203,9 +206,52 @@ def loose(page: Path) -> list[str]:
     return found
 
 
+def shown_as(reference: Reference, value: float) -> str:
+    """The reference's text with its figure replaced by `value`, in the same digits, sign and unit."""
+    shown = NUMBER.search(reference.text)
+    digits = shown[0].replace(",", "").replace("−", "-")
+    scaled = value * 100 if reference.text.rstrip().endswith("%") and -1 <= value <= 1 else value
+    decimals = len(digits.partition(".")[2])
+    figure = f"{scaled:,.{decimals}f}" if "," in shown[0] else f"{scaled:.{decimals}f}"
+    if shown[0][0] in "+-−" and scaled >= 0:
+        figure = ("+" if shown[0][0] == "+" else "") + figure
+    if shown[0][0] == "−":
+        figure = figure.replace("-", "−")
+    return reference.text[: shown.start()] + figure + reference.text[shown.end() :]
+
+
+def rewritten(page: Path) -> list[str]:
+    """Rewrites each numeric reference of the page that drifted from its file to the file's value (same digits and
+    unit); returns what changed, `page:line: old → new`. The prose around a figure is the writer's to read again."""
+    lines, changed = page.read_text().split("\n"), []
+    for reference in references(page):
+        if mismatch(reference) is None or not reference.file.is_file():
+            continue
+        try:
+            value = resolve(loaded(reference.file), reference.path)
+        except (KeyError, IndexError):
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or NUMBER.search(reference.text) is None:
+            continue
+        new = shown_as(reference, value)
+        line = lines[reference.line - 1]
+        for match in REFERENCE.finditer(line):
+            if match["text"] == reference.text and match["path"] == reference.path:
+                lines[reference.line - 1] = line[: match.start("text")] + new + line[match.end("text") :]
+                changed.append(f"{page.relative_to(ROOT)}:{reference.line}: {reference.text} → {new}")
+                break
+    if changed:
+        page.write_text("\n".join(lines))
+    return changed
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = parser_for("figures", __doc__)
-    parser.parse_args(argv)
+    parser.add_argument("--write", action="store_true", help="rewrite drifted figures from their files, and say which")
+    args = parser.parse_args(argv)
+    if args.write:
+        for line in (line for page in pages() for line in rewritten(page)):
+            print(line)
     count, wrong = check()
     unreferenced = [line for page in pages() for line in loose(page)]
     for line in wrong + unreferenced:

@@ -84,3 +84,23 @@ def test_a_measured_figure_must_reference_its_file_or_say_why_not(tmp_path, monk
         "<!-- figures not kept: a run not committed -->\nIt took 9.9 s.\n"
     )
     assert figures.loose(page) == ["p.md:7: 6.17 s", "p.md:8: 5.3 s"]
+
+
+def test_write_moves_a_drifted_figure_to_its_files_value_in_the_same_digits(tmp_path, monkeypatch):
+    monkeypatch.setattr(figures, "ROOT", tmp_path)
+    (tmp_path / "r.json").write_text(json.dumps({**RESULT, "gap": 2.04, "loss": -1.26, "amount": 117945.24}))
+    page = tmp_path / "p.md"
+    page.write_text(
+        'Right on [68.4 %](r.json "configs[name=pipeline@5].accuracy") at [21.1 s](r.json "configs[0].p50"), '
+        '[+1.5](r.json "gap") points, [−0.5](r.json "loss"), [117,900](r.json "amount"); '
+        '[68.5 %](r.json "configs[0].accuracy").\n'
+    )
+    changed = figures.rewritten(page)
+    assert page.read_text() == (
+        'Right on [68.5 %](r.json "configs[name=pipeline@5].accuracy") at [21.0 s](r.json "configs[0].p50"), '
+        '[+2.0](r.json "gap") points, [−1.3](r.json "loss"), [117,945](r.json "amount"); '
+        '[68.5 %](r.json "configs[0].accuracy").\n'
+    )
+    assert changed == ["p.md:1: 68.4 % → 68.5 %", "p.md:1: 21.1 s → 21.0 s", "p.md:1: +1.5 → +2.0",
+                       "p.md:1: −0.5 → −1.3", "p.md:1: 117,900 → 117,945"]  # fmt: skip
+    assert figures.rewritten(page) == [] and all(figures.mismatch(r) is None for r in figures.references(page))
