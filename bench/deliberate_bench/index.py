@@ -128,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in undeclared():
         print(f"bench/studies/{name}: declared by no variant of its study ({MANIFEST})", file=sys.stderr)
     for path in unfiled():
-        print(f"bench/studies/unfiled/{path.name}: no study declares it yet (not committed)", file=sys.stderr)
+        why = "a plot drawn on demand" if path.suffix == ".png" else "no study declares it yet"
+        print(f"bench/studies/unfiled/{path.name}: {why} (not committed)", file=sys.stderr)
     stale = []
     for path, text in indexes().items():
         if args.write:
