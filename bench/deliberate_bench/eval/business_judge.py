@@ -7,12 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import partial
+from types import SimpleNamespace
 
 import cel
 import jsonschema
 from pydantic import ValidationError
 
-from deliberate.decisions.packs import Abstained, PackContext, registry
+from deliberate.decisions.packs import Abstained, PackContext, decision_data, registry
 from deliberate.risk.client import RiskRejected
 from deliberate.risk.model import InvalidInput, score
 from deliberate.verifier.cel_rules import FUNCTIONS as CEL_FUNCTIONS
@@ -112,6 +113,13 @@ def build_pack(instance: bi.Instance, constraint: dict):
 
 def pack_constraint(instance: bi.Instance) -> dict:
     return next(c for c in instance.constraints if "rulePack" in c)
+
+
+def program_data(instance: bi.Instance) -> dict:
+    """What the instance's decision programs read as `ctx`: its context and its pack's data params."""
+    constraint = pack_constraint(instance)
+    packs = [SimpleNamespace(kind="rule_pack", source=constraint["rulePack"], params=constraint.get("params", {}))]
+    return decision_data(instance.context, packs)
 
 
 def optimum_of(pack) -> float | None:

@@ -12,14 +12,12 @@ import contextlib
 import io
 import json
 import re
-from types import SimpleNamespace
 
-from deliberate.decisions.packs import decision_data
 from deliberate.rule_packs.credit.prompt import SCORE_OFFER_EXAMPLE
 from deliberate.rule_packs.promotion.prompt import PROMOTION_EXAMPLE
 from deliberate.verifier.decision_program import SolverCalls
 from deliberate_bench.eval import business_instances as bi
-from deliberate_bench.eval.business_judge import build_pack, pack_constraint
+from deliberate_bench.eval.business_judge import build_pack, pack_constraint, program_data
 from deliberate_client.examples import promotion
 
 AD_EXAMPLE = """
@@ -54,8 +52,7 @@ def template_program(instance: bi.Instance) -> str:
 def template_answer(instance: bi.Instance) -> tuple[str | None, str]:
     """(the JSON the example program printed last, or None; what happened)."""
     constraint = pack_constraint(instance)
-    packs = [SimpleNamespace(kind="rule_pack", source=constraint["rulePack"], params=constraint.get("params", {}))]
-    ctx = decision_data(instance.context, packs)  # what the request's decision programs read
+    ctx = program_data(instance)  # what the request's decision programs read
     names = {"ctx": ctx, "json": json, "best_rows": SolverCalls(ctx).best_rows}
     if instance.case == "credit":
         names["score_offer"] = build_pack(instance, constraint).score_offer

@@ -15,11 +15,9 @@ import itertools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 
 import grpc
 
-from deliberate.decisions.packs import decision_data
 from deliberate.selection import same_answer
 from deliberate.verifier.decision_program import decision_program_rule
 from deliberate.verifier.parsing import extract_final_answer
@@ -27,7 +25,7 @@ from deliberate.verifier.rules import Draft
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.drafter.v1 import drafter_service_pb2
 from deliberate_bench.eval import business_instances as bi
-from deliberate_bench.eval.business_judge import build_pack, judge, pack_constraint
+from deliberate_bench.eval.business_judge import build_pack, judge, pack_constraint, program_data
 from deliberate_bench.eval.problems import Problem
 
 
@@ -80,8 +78,7 @@ def single_decision_program(drafter, instance: bi.Instance, request_id: str, max
                             timeout: float) -> tuple[str, str | None]:  # fmt: skip
     """(status name, the printed plan or None): one greedy decision program from the Drafter, run here."""
     constraint = pack_constraint(instance)
-    packs = [SimpleNamespace(kind="rule_pack", source=constraint["rulePack"], params=constraint.get("params", {}))]
-    data = decision_data(instance.context, packs)
+    data = program_data(instance)
     request = drafter_service_pb2.GenerateDraftsRequest(
         request_id=request_id, prompt=instance.prompt, num_drafts=1, program_drafts=1,
         sampling=common_pb2.SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens),
