@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from google.protobuf import json_format
 
 from deliberate.selection.adaptive import AdaptivePolicy, settled
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
@@ -70,6 +71,8 @@ def test_a_first_stage_whose_greedy_drafts_agree_ends_the_cascade(stack, otlp_re
     assert round_span["attributes"]["deliberate.round.stop_reason"] == plan.stop_reason
     (request_span,) = [s for s in spans if s["name"].endswith("/Solve") and s["service"] == "deliberate-scheduler"]
     assert request_span["attributes"]["deliberate.round.stop_reason"] == plan.stop_reason
+    said = json_format.Parse(request_span["attributes"]["deliberate.round.plan"], pb.RoundPlan())
+    assert said == plan and said.options.max_drafts == 6 and said.options.draft_count == pb.DRAFT_COUNT_CASCADE
     calls = [s for s in spans if s["service"] == "deliberate-drafter" and s["name"].endswith("/GenerateDrafts")]
     if response.rounds == 1:
         assert len(calls) == plan.stages, "one Drafter call per stage"

@@ -40,7 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from deliberate.engines.models import confidence_floors
-from deliberate.scheduler.rounds.stopping_rules import default_quorum, quorum_reason
+from deliberate.scheduler.round_plan import default_quorum
+from deliberate.scheduler.rounds.stopping_rules import quorum_reason
 from deliberate.scheduler.settings import SchedulerSettings
 from deliberate.selection import DEFAULT_POLICY, answer_key, majority, same_answer
 from deliberate.selection.confidence import confidence_stop_point

@@ -66,6 +66,8 @@ ROUND_WAY = "deliberate.round.way"
 ROUND_MAX_DRAFTS = "deliberate.round.max_drafts"
 ROUND_STAGES = "deliberate.round.stages"
 ROUND_STOP_REASON = "deliberate.round.stop_reason"
+# The request's plan as the response says it (`SolveResponse.round_plan`, JSON): its options as resolved, its stop.
+ROUND_PLAN = "deliberate.round.plan"
 ADAPTIVE_POLICY = "deliberate.round.adaptive.policy"
 ADAPTIVE_DRAFTS = "deliberate.round.adaptive.drafts"
 ADAPTIVE_SETTLED = "deliberate.round.adaptive.settled"

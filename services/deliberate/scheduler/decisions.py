@@ -18,20 +18,26 @@ from ..core.convert import struct_to_dict
 from ..core.limits import MAX_DECISION_DATA_BYTES
 from ..decisions.packs import decision_data, solves_exactly
 from ..selection.final_text import with_plain_final_line
+from .round_options import round_options
 from .settings import SchedulerSettings
 from .verdicts import DEFAULT_PROGRAM, with_computed_answer
 
 
 def first_round_programs(
-    request: pb.SolveRequest, num_drafts: int, settings: SchedulerSettings, packs: list[SimpleNamespace] | None = None
+    request: pb.SolveRequest,
+    num_drafts: int,
+    settings: SchedulerSettings,
+    packs: list[SimpleNamespace] | None = None,
+    options: pb.RoundOptions | None = None,
 ) -> int:
     """How many of the first round's drafts are programs: the request's count (at most N), else the deployment's
     (at most N - 1: one draft stays prose) — for a structured answer its decision programs'
     (`--decision-program-drafts`, or `--bounded-decision-program-drafts` where a rule pack solves the question
     exactly), none where the request's data is too large for the sandbox. `packs`: `rule_pack_constraints` of the
-    request, where the caller has them already."""
-    if request.HasField("program_drafts"):
-        return min(request.program_drafts, num_drafts)
+    request, `options` its round options (`round_options`), where the caller has them already."""
+    options = round_options(request) if options is None else options
+    if options.HasField("program_drafts"):
+        return min(options.program_drafts, num_drafts)
     if not request.output_schema.strip():
         return min(settings.program_drafts, num_drafts - 1)
     if packs is None:
@@ -86,7 +92,7 @@ def shifted_to_programs(
     programs all failed to run to a plan (no `program` rule passed in `verdicts`): programs that crash or run past
     the budget are no better a bet than prose told its numbers (recorded: promotion rounds of programs only, every
     one cut off). A request that set its own count, and a free-text question, keep theirs."""
-    if not request.output_schema.strip() or request.HasField("program_drafts"):
+    if not request.output_schema.strip() or round_options(request).HasField("program_drafts"):
         return programs
     if programs and not any(program_ran(v) for v in verdicts):
         return programs

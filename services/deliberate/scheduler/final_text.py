@@ -1,4 +1,4 @@
-"""How the selected drafts become the text a person reads (`SolveRequest.final_text`, `--final-text`): the best
+"""How the selected drafts become the text a person reads (the plan's `final_text`, `--final-text`): the best
 draft passed through, a worked solution the Refiner writes, or the Refiner continuing the drafts' consensus prefix;
 and the thinking-trace marker that goes beside the answer (docs/refiner.md, "Three ways to the final text")."""
 
@@ -7,29 +7,15 @@ from __future__ import annotations
 from deliberate_api.refiner.v1 import refiner_service_pb2
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 
-from ..core.requests import FINAL_TEXTS
 from ..selection import answer_key
 from ..selection.final_text import passed_and_failed, thinking_trace
 from . import decisions
 from .solve import DraftState, Solve
 
-WAYS = {value: way for way, value in FINAL_TEXTS.items()}  # SolveRequest.final_text → the way's name
 
-
-def way_of(request: pb.SolveRequest, default: str) -> str:
-    """The request's way, else the deployment's (`default`)."""
-    return WAYS.get(request.final_text, default)
-
-
-def starts_from_consensus(request: pb.SolveRequest, way: str) -> bool:
-    """Whether the Scheduler looks for a consensus prefix: for the prefix way, not when the request turns it off,
-    nor for a structured answer (a JSON object does not start with the drafts' reasoning lines)."""
-    return way == "prefix" and not request.disable_consensus_prefix and not request.output_schema
-
-
-def trace_of(best: DraftState, request: pb.SolveRequest) -> str:
-    """The thinking-trace marker of the best selected draft; "" where the request turns it off."""
-    if request.disable_thinking_trace or best.verdict is None:
+def trace_of(best: DraftState, wanted: bool) -> str:
+    """The thinking-trace marker of the best selected draft; "" where the request's plan turns it off."""
+    if not wanted or best.verdict is None:
         return ""
     passed, failed = passed_and_failed(best.verdict.rule_results)
     return thinking_trace(best.draft.index, best.verdict.score, passed, failed)

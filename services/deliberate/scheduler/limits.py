@@ -20,6 +20,7 @@ from ..core.limits import (
 from ..core.requests import InvalidArgument
 from ..selection import POLICIES
 from .decisions import decision_data_bytes
+from .round_options import grouped_field, round_options
 from .settings import SchedulerSettings
 
 # Request ids become log fields, span attributes and draft ids.
@@ -33,11 +34,14 @@ class SolveLimits(MessageLimits):
 
     def check(self, request, settings) -> None:
         super().check(request, settings)
-        if request.HasField("program_drafts") and 0 < request.num_drafts < request.program_drafts:
+        options = round_options(request)  # flat or grouped, as the plan reads them
+        if options.HasField("program_drafts") and 0 < options.max_drafts < options.program_drafts:
+            most = "round.max_drafts" if request.round.max_drafts else "num_drafts"
             raise InvalidArgument(
-                "program_drafts", f"must be at most num_drafts ({request.num_drafts}), got {request.program_drafts}"
+                grouped_field(request, "program_drafts", "program_drafts"),
+                f"must be at most {most} ({options.max_drafts}), got {options.program_drafts}",
             )
-        if request.program_drafts and request.output_schema.strip():
+        if options.program_drafts and request.output_schema.strip():
             size = decision_data_bytes(request)
             if size > MAX_DECISION_DATA_BYTES:
                 raise InvalidArgument(
@@ -59,6 +63,10 @@ SOLVE = SolveLimits(
         "request_id": Text(MAX_REQUEST_ID_CHARS),
         "selection_policy": OneOf(lambda: sorted(POLICIES), "the registered selection policies"),
         "program_drafts": Range(0, Setting("max_drafts")),
+        "round.max_drafts": Range(0, Setting("max_drafts")),
+        "round.program_drafts": Range(0, Setting("max_drafts")),
+        "round.quorum": Range(0, Setting("max_drafts")),
+        "round.selection_policy": OneOf(lambda: sorted(POLICIES), "the registered selection policies"),
         **nested("sampling", SAMPLING),
         **nested("refine_sampling", SAMPLING),
         **CONSTRAINTS,

@@ -42,6 +42,7 @@ from .events import Emit
 from .learning.weight_learner import WeightLearner
 from .learning.weight_store import FileStateStore, StateStore
 from .learning.weights import DecisionFeatures
+from .round_options import round_options
 from .rounds import run_round
 from .rounds.draft_stages import DraftStages, announce, candidate
 from .settings import SchedulerSettings
@@ -123,18 +124,19 @@ class Pipeline:
 
     async def solve(self, request: pb.SolveRequest, deadline_s: float, emit: Emit | None) -> pb.SolveResponse:
         """One request through the stages. `emit`: the stream's event sink (SolveStream); None for a unary Solve."""
-        decision = self.draft_count(request.num_drafts)  # before the checks: a round without programs skips theirs
+        options = round_options(request)  # the one reading of the request's round options, flat or grouped
+        decision = self.draft_count(options.max_drafts)  # before the checks: a round without programs skips theirs
         # A decision's rule packs, converted once for both questions (a pack's catalog can be large).
         packs = decisions.rule_pack_constraints(request) if request.output_schema.strip() else []
         plan = round_plan.resolve(
             request,
             self.settings,
             decision,
-            decisions.first_round_programs(request, decision.num_drafts, self.settings, packs),
+            decisions.first_round_programs(request, decision.num_drafts, self.settings, packs, options),
             decisions.decision_kind(request, packs),
             self.downstream.spreads_drafts,
+            options,
         )
-        way = final_text.way_of(request, self.settings.final_text)
         solve = Solve(
             request=request,
             request_id=request.request_id or uuid.uuid4().hex[:REQUEST_ID_HEX_CHARS],
@@ -142,12 +144,13 @@ class Pipeline:
             checks=Checks(
                 request.prompt,
                 request.output_schema,
-                effective_constraints(request, programs=plan.programs > 0),
+                effective_constraints(request, plan.programs > 0, plan.default_arithmetic),
                 request.context,
             ),
             emit=emit or drop_event,
-            final_text=way,
-            consensus_prefix=final_text.starts_from_consensus(request, way),
+            final_text=plan.final_text,
+            consensus_prefix=plan.consensus_prefix,
+            thinking_trace=plan.thinking_trace,
             selection_policy=plan.selection,
         )
         span = trace.get_current_span()
@@ -186,7 +189,7 @@ class Pipeline:
         outcome = solve.round_outcome
         response.num_drafts_reason = "; ".join(filter(None, [plan.max_reason, outcome.note if outcome else ""]))
         response.round_plan.CopyFrom(self.plan_report(solve, plan))
-        span.set_attribute(telemetry.ROUND_STOP_REASON, response.round_plan.stop_reason)
+        span.set_attributes(round_plan.span_attributes(response.round_plan))
         response.rounds = solve.rounds
         span.set_attribute(telemetry.SOLVE_STATUS, pb.SolveStatus.Name(response.status))
         return response
@@ -250,7 +253,7 @@ class Pipeline:
         if programs and request.output_schema.strip():  # decision programs read the request's data as `ctx`
             drafter_request.context.update(decisions.decision_data_of(request))
             drafter_request.rule_packs.extend(c.rule_pack for c in request.constraints if c.HasField("rule_pack"))
-        return await run_round(self.downstream, self.stages, self.settings, solve, plan, drafter_request)
+        return await run_round(self.downstream, self.stages, solve, plan, drafter_request)
 
     async def select_and_refine(self, solve: Solve) -> pb.SolveResponse:
         started = time.perf_counter()
@@ -266,7 +269,7 @@ class Pipeline:
         span.set_attribute(telemetry.FINAL_TEXT, solve.final_text)
         announce(solve, selection)
         best = solve.drafts[selection.selected[0].draft_id]
-        trace_marker = final_text.trace_of(best, solve.request)
+        trace_marker = final_text.trace_of(best, solve.thinking_trace)
         if trace_marker:
             solve.emit(events.thinking_trace(trace_marker))
         prefix = self.find_consensus(solve, selection) if solve.consensus_prefix else None
@@ -432,7 +435,7 @@ class Pipeline:
             sampling=request.refine_sampling,
             output_schema=request.output_schema,
             disable_thinking_trace=True,  # the Scheduler makes the marker, whichever way the text is made
-            disable_consensus_prefix=request.disable_consensus_prefix or not solve.consensus_prefix,
+            disable_consensus_prefix=not solve.consensus_prefix,  # the plan's: the request's switch and the way
         )
         if prefix is not None:
             refine_request.consensus_prefix = prefix.text

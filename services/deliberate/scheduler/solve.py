@@ -148,9 +148,12 @@ class Solve:
     rounds: int = 0
     early_stop: pb.EarlyStop = field(default_factory=pb.EarlyStop)
     round_outcome: RoundOutcome | None = None  # how the last staged round went (`rounds.staged`); None for none
-    final_text: str = "refine"  # how the final text is made (`final_text.way_of`)
-    selection_policy: str = "weighted"  # what ranks the drafts (`RoundPlan.selection`)
-    consensus_prefix: bool = False  # refinement starts from the drafts' consensus prefix (`starts_from_consensus`)
+    # From the request's plan (`round_plan.RoundPlan`): how the final text is made, what ranks the drafts, whether
+    # refinement starts from the drafts' consensus prefix and whether a thinking-trace marker is made.
+    final_text: str = "refine"
+    selection_policy: str = "weighted"
+    consensus_prefix: bool = False
+    thinking_trace: bool = True
     # Streamed rounds whose calls are ended when the request ends (`StreamedRound.close`).
     open_streams: list = field(default_factory=list)
     # A plan a rule pack computed itself (CheckConstraints), offered only beside an UNVERIFIED answer.

@@ -13,14 +13,17 @@ from ..selection import Selection, answer_key
 
 # How many distinct Verifier messages a re-draft prompt carries.
 MAX_FEEDBACK_MESSAGES = 3
-# The rule pack every request without an output schema gets, unless it sets disable_default_arithmetic.
+# The rule pack every request without an output schema gets, unless its plan turns it off (default_arithmetic).
 DEFAULT_ARITHMETIC = common_pb2.Constraint(rule_pack="arithmetic")
 DEFAULT_PROGRAM = common_pb2.Constraint(rule_pack="program")
 
 
-def effective_constraints(request: pb.SolveRequest, programs: bool = False) -> list[common_pb2.Constraint]:
+def effective_constraints(
+    request: pb.SolveRequest, programs: bool = False, default_arithmetic: bool = True
+) -> list[common_pb2.Constraint]:
     """The request's constraints, plus by default for a request without an output schema: the arithmetic pack
-    (hard) unless the request declared it or turned the default off, and — when the round has program drafts —
+    (hard) unless the request declared it or its plan turned the default off (`default_arithmetic`), and — when
+    the round has program drafts —
     the program check (hard: the program runs in the Verifier's sandbox and its printed value is the answer;
     prose drafts abstain)."""
     constraints = list(request.constraints)
@@ -29,7 +32,7 @@ def effective_constraints(request: pb.SolveRequest, programs: bool = False) -> l
     declared = {c.rule_pack for c in constraints if c.WhichOneof("kind") == "rule_pack"}
     if programs and "program" not in declared:
         constraints.append(DEFAULT_PROGRAM)
-    if request.disable_default_arithmetic or "arithmetic" in declared:
+    if not default_arithmetic or "arithmetic" in declared:
         return constraints
     return [*constraints, DEFAULT_ARITHMETIC]
 

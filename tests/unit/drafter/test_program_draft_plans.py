@@ -27,7 +27,7 @@ from deliberate.engines.base import Batch, Completion, Engine, TextDelta
 from deliberate.scheduler.decisions import first_round_programs
 from deliberate.scheduler.limits import SOLVE
 from deliberate.scheduler.replicas import DrafterReplicas
-from deliberate.scheduler.rounds.stopping_rules import Options
+from deliberate.scheduler.round_plan import Stopping
 from deliberate.scheduler.rounds.streamed import StreamedRound
 from deliberate.scheduler.settings import SchedulerSettings
 from deliberate_api.common.v1 import common_pb2
@@ -241,7 +241,7 @@ def test_a_replacement_of_a_program_is_a_program_and_of_prose_prose():
     stubs = SimpleNamespace(drafter_replicas=DrafterReplicas("d:1"))  # one Drafter: no replicas to spread over
     one_drafter = SimpleNamespace(stubs=stubs)
     stages = SimpleNamespace(verify_timeout_s=1.0)
-    round_ = StreamedRound(one_drafter, stages, solve, Options(streaming=True, quorum=2, replace=True), request)
+    round_ = StreamedRound(one_drafter, stages, solve, Stopping(streaming=True, quorum=2, replace=True), request)
     started: list[drafter_service_pb2.GenerateDraftsRequest] = []
 
     def start_drafter(replacement, replica=None):

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from deliberate.core.requests import InvalidArgument
 from deliberate.scheduler.drafter_load import Decision
-from deliberate.scheduler.round_plan import SATURATED, resolve
+from deliberate.scheduler.limits import SOLVE
+from deliberate.scheduler.round_options import round_options
+from deliberate.scheduler.round_plan import SATURATED, resolve, to_proto
 from deliberate.scheduler.settings import SchedulerSettings
 from deliberate.scheduler.solve import RoundOutcome
 from deliberate.selection.adaptive import PROGRAM, AdaptivePolicy
@@ -96,3 +99,63 @@ def test_a_free_text_cascade_ranks_by_its_own_policy_unless_the_request_names_on
     decision = resolve(pb.SolveRequest(prompt="q", output_schema="{}"), SETTINGS, IDLE, 1, "unbounded", False)
     assert decision.selection == SETTINGS.selection_policy == "weighted", "a decision's plans keep the formula"
     assert plan_of(pb.SolveRequest(prompt="q"), spreads=True).selection == "weighted"
+
+
+def test_the_grouped_options_win_over_the_flat_fields_which_keep_working():
+    flat = pb.SolveRequest(prompt="q", num_drafts=4, program_drafts=1, disable_quorum=True, selection_policy="best_of")
+    assert round_options(flat) == pb.RoundOptions(max_drafts=4, program_drafts=1, quorum=0, selection_policy="best_of")
+    both = pb.SolveRequest()
+    both.CopyFrom(flat)
+    both.round.CopyFrom(pb.RoundOptions(max_drafts=2, quorum=2, streaming_verification=False))
+    options = round_options(both)
+    assert (options.max_drafts, options.program_drafts, options.quorum) == (2, 1, 2), "unset in the group: flat"
+    assert options.HasField("streaming_verification") and not options.streaming_verification
+    assert options.selection_policy == "best_of"
+    nothing = round_options(pb.SolveRequest(prompt="q"))
+    assert not any(nothing.HasField(name) for name in ("quorum", "program_drafts", "confidence_stop"))
+
+
+@pytest.mark.parametrize(
+    ("flat", "grouped"),
+    [
+        ({"disable_default_arithmetic": True}, {"default_arithmetic": False}),
+        ({"disable_thinking_trace": True}, {"thinking_trace": False}),
+        (
+            {"disable_quorum": True, "disable_streaming_verification": True},
+            {"quorum": 0, "streaming_verification": False},
+        ),
+        ({"num_drafts": 3, "program_drafts": 0}, {"max_drafts": 3, "program_drafts": 0}),
+        ({"final_text": pb.FINAL_TEXT_REFINE}, {"final_text": pb.FINAL_TEXT_REFINE}),
+        ({"draft_count": pb.DRAFT_COUNT_ALL_AT_ONCE}, {"draft_count": pb.DRAFT_COUNT_ALL_AT_ONCE}),
+    ],
+)
+def test_a_flat_field_and_its_grouped_twin_resolve_to_one_plan(flat, grouped):
+    by_flat = plan_of(pb.SolveRequest(prompt="q", **flat))
+    by_group = plan_of(pb.SolveRequest(prompt="q", round=pb.RoundOptions(**grouped)))
+    assert by_flat == by_group != plan_of(pb.SolveRequest(prompt="q"))
+
+
+def test_the_response_says_every_option_as_resolved():
+    plan = resolve(pb.SolveRequest(prompt="q", round=pb.RoundOptions(quorum=0)), SETTINGS, IDLE, 1, "", False)
+    said = to_proto(plan, stages=1, drafts_started=2, stop_reason="settled: agree").options
+    # Every field is set: the request's where it said one, else the settings'.
+    assert all(said.HasField(field.name) for field in said.DESCRIPTOR.fields if field.has_presence)
+    assert (said.draft_count, said.max_drafts, said.program_drafts) == (pb.DRAFT_COUNT_CASCADE, 6, 3)
+    assert said.quorum == 2, "a cascade stops on its policy's quorum (q2), not on the all-at-once quorum"
+    assert said.default_arithmetic and said.thinking_trace and not said.consensus_prefix
+    assert said.selection_policy == "majority" and said.final_text == pb.FINAL_TEXT_PASS_THROUGH
+
+
+def test_the_edge_checks_the_grouped_options_and_names_the_grouped_field():
+    settings = SchedulerSettings()
+    with pytest.raises(InvalidArgument, match=r"^round\.max_drafts: must be in \[0, 8\], got 9"):
+        SOLVE.check(pb.SolveRequest(prompt="q", round=pb.RoundOptions(max_drafts=9)), settings)
+    with pytest.raises(
+        InvalidArgument, match=r"^round\.program_drafts: must be at most round\.max_drafts \(2\), got 3"
+    ):
+        SOLVE.check(pb.SolveRequest(prompt="q", round=pb.RoundOptions(max_drafts=2, program_drafts=3)), settings)
+    with pytest.raises(InvalidArgument, match=r"^round\.selection_policy: 'coin' is not one of"):
+        SOLVE.check(pb.SolveRequest(prompt="q", round=pb.RoundOptions(selection_policy="coin")), settings)
+    SOLVE.check(
+        pb.SolveRequest(prompt="q", num_drafts=2, round=pb.RoundOptions(max_drafts=4, program_drafts=3)), settings
+    )

@@ -8,11 +8,12 @@ from types import SimpleNamespace
 import pytest
 
 from deliberate.engines.models import confidence_floors
+from deliberate.scheduler.round_options import round_options
+from deliberate.scheduler.round_plan import stopping_of
 from deliberate.scheduler.rounds.stopping_rules import (
     ConfidenceStops,
     cancel_came_too_late,
     decision_reason,
-    options_of,
     quorum_reason,
     scored_against_bound,
     stopped_verdict,
@@ -22,6 +23,11 @@ from deliberate.selection.confidence import STOP_MIN_TOKENS, WINDOW_TOKENS, pars
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.drafter.v1 import drafter_service_pb2
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
+
+
+def stopping(request: pb.SolveRequest, num_drafts: int, **deployment):
+    """What stops the round of this request: its options, flat or grouped, read as the plan reads them."""
+    return stopping_of(round_options(request), num_drafts, **deployment)
 
 
 def test_a_quorum_of_agreeing_valid_drafts_ends_the_round():
@@ -56,25 +62,25 @@ def test_a_decision_scored_against_a_bound_ends_on_a_plan_at_the_bound_not_on_ag
     assert decision_reason(scored_against_bound([plan_verdict(0.1 + 0.2 + 0.3, 0.3 + 0.2 + 0.1)]))
     # Invalid plans, and plans with no bound (credit, promotion), are not scored against one: the quorum applies.
     assert scored_against_bound([plan_verdict(0.5, 0.5, valid=False), plan_verdict(0.5, None)]) == []
-    default, named = options_of(pb.SolveRequest(), 5), options_of(pb.SolveRequest(quorum=3), 5)
+    default, named = stopping(pb.SolveRequest(), 5), stopping(pb.SolveRequest(quorum=3), 5)
     assert default.default_quorum and not named.default_quorum, "a quorum the request names is kept as asked"
-    assert not options_of(pb.SolveRequest(disable_quorum=True), 5).default_quorum
+    assert not stopping(pb.SolveRequest(disable_quorum=True), 5).default_quorum
 
 
 def test_every_behaviour_is_switchable_per_request():
-    assert options_of(pb.SolveRequest(), 5) == options_of(pb.SolveRequest(quorum=0), 5)
-    default = options_of(pb.SolveRequest(), 5)
+    assert stopping(pb.SolveRequest(), 5) == stopping(pb.SolveRequest(quorum=0), 5)
+    default = stopping(pb.SolveRequest(), 5)
     assert (default.streaming, default.quorum, default.replace) == (True, 3, False)
-    assert options_of(pb.SolveRequest(quorum=2), 5).quorum == 2
-    off = options_of(pb.SolveRequest(disable_streaming_verification=True, disable_quorum=True), 5)
+    assert stopping(pb.SolveRequest(quorum=2), 5).quorum == 2
+    off = stopping(pb.SolveRequest(disable_streaming_verification=True, disable_quorum=True), 5)
     assert not off.active, "both off: the plain round"
-    assert not options_of(pb.SolveRequest(disable_streaming_verification=True, replace_aborted_drafts=True), 5).replace
+    assert not stopping(pb.SolveRequest(disable_streaming_verification=True, replace_aborted_drafts=True), 5).replace
 
 
 def test_the_default_quorum_is_never_a_single_draft():
     """With 2 drafts, half rounded up is 1: the first valid draft would cancel the other, agreeing with nobody."""
-    assert [options_of(pb.SolveRequest(), n).quorum for n in (1, 2, 3, 4, 5, 8)] == [1, 2, 2, 2, 3, 4]
-    assert options_of(pb.SolveRequest(quorum=1), 2).quorum == 1, "asked for explicitly, one draft is enough"
+    assert [stopping(pb.SolveRequest(), n).quorum for n in (1, 2, 3, 4, 5, 8)] == [1, 2, 2, 2, 3, 4]
+    assert stopping(pb.SolveRequest(quorum=1), 2).quorum == 1, "asked for explicitly, one draft is enough"
 
 
 def test_a_straggler_that_ended_before_its_cancel_is_whole():
@@ -100,10 +106,10 @@ def test_a_valid_prose_draft_and_a_valid_program_that_agree_reach_the_cross_moda
 
 
 def test_the_cross_modal_quorum_joins_the_default_quorum_only():
-    assert options_of(pb.SolveRequest(), 5, cross_modal=True).cross_modal
-    assert not options_of(pb.SolveRequest(), 5).cross_modal, "the deployment turned it off"
-    assert not options_of(pb.SolveRequest(quorum=3), 5, cross_modal=True).cross_modal, "the request named its quorum"
-    assert not options_of(pb.SolveRequest(disable_quorum=True), 5, cross_modal=True).cross_modal
+    assert stopping(pb.SolveRequest(), 5, cross_modal=True).cross_modal
+    assert not stopping(pb.SolveRequest(), 5).cross_modal, "the deployment turned it off"
+    assert not stopping(pb.SolveRequest(quorum=3), 5, cross_modal=True).cross_modal, "the request named its quorum"
+    assert not stopping(pb.SolveRequest(disable_quorum=True), 5, cross_modal=True).cross_modal
 
 
 FLOORS = {"prose": 5.0, "program": 4.0}
@@ -114,19 +120,17 @@ def delta(*confidences: float, floor: float = 0.0) -> drafter_service_pb2.DraftD
 
 
 def test_the_confidence_stop_is_the_deployments_unless_the_request_says():
-    assert not options_of(pb.SolveRequest(), 5).confidence_stop, "the deployment's default, given here as off"
-    assert options_of(pb.SolveRequest(), 5, confidence_stop=True).confidence_stop
-    assert options_of(pb.SolveRequest(confidence_stop=True), 5).confidence_stop
-    assert not options_of(pb.SolveRequest(confidence_stop=False), 5, confidence_stop=True).confidence_stop
-    alone = options_of(
-        pb.SolveRequest(disable_streaming_verification=True, disable_quorum=True), 5, confidence_stop=True
-    )
+    assert not stopping(pb.SolveRequest(), 5).confidence_stop, "the deployment's default, given here as off"
+    assert stopping(pb.SolveRequest(), 5, confidence_stop=True).confidence_stop
+    assert stopping(pb.SolveRequest(confidence_stop=True), 5).confidence_stop
+    assert not stopping(pb.SolveRequest(confidence_stop=False), 5, confidence_stop=True).confidence_stop
+    alone = stopping(pb.SolveRequest(disable_streaming_verification=True, disable_quorum=True), 5, confidence_stop=True)
     assert alone.active, "the confidence stop alone still streams the round"
     assert not SchedulerSettings().confidence_stop, "off by default (the replay on the tuning problems chose so)"
 
 
 def test_a_draft_is_stopped_once_its_window_falls_below_its_kinds_floor_never_before_the_minimum():
-    stops = ConfidenceStops(options_of(pb.SolveRequest(), 5, confidence_stop=True))
+    stops = ConfidenceStops(stopping(pb.SolveRequest(), 5, confidence_stop=True))
     draft = common_pb2.Draft(id="d0", kind="prose")
     for token in range(STOP_MIN_TOKENS - 1):  # hesitant from the start, but not judged yet
         draft.text += "x\n" if token % 10 == 9 else "x"
@@ -141,13 +145,13 @@ def test_a_draft_is_stopped_once_its_window_falls_below_its_kinds_floor_never_be
 
 
 def test_the_deployments_floors_override_the_drafters_and_no_floor_never_stops():
-    deployment = ConfidenceStops(options_of(pb.SolveRequest(), 5, confidence_stop=True, confidence_floors=FLOORS))
+    deployment = ConfidenceStops(stopping(pb.SolveRequest(), 5, confidence_stop=True, confidence_floors=FLOORS))
     confident = common_pb2.Draft(id="p", kind="program")
     assert all(deployment.check(confident, delta(6.0, floor=9.0)) is None for _ in range(100)), "4.0 is the floor"
-    offered_none = ConfidenceStops(options_of(pb.SolveRequest(), 5, confidence_stop=True))
+    offered_none = ConfidenceStops(stopping(pb.SolveRequest(), 5, confidence_stop=True))
     unsure = common_pb2.Draft(id="s", kind="prose")
     assert all(offered_none.check(unsure, delta(0.0)) is None for _ in range(100)), "no model floor: never stopped"
-    off = ConfidenceStops(options_of(pb.SolveRequest(confidence_stop=False), 5, confidence_stop=True))
+    off = ConfidenceStops(stopping(pb.SolveRequest(confidence_stop=False), 5, confidence_stop=True))
     assert all(off.check(unsure, delta(0.0, floor=5.0)) is None for _ in range(100))
     assert deployment.check(common_pb2.Draft(id="q", kind="program"), delta()) is None, "no confidences: no judging"
 

@@ -118,7 +118,7 @@ def test_requests_without_an_output_schema_get_the_arithmetic_pack_by_default():
     cel = common_pb2.Constraint(cel_expression="size(text) > 0")
     assert effective_constraints(pb.SolveRequest(prompt="q", constraints=[cel])) == [cel, DEFAULT_ARITHMETIC]
     assert DEFAULT_ARITHMETIC.rule_pack == "arithmetic" and not DEFAULT_ARITHMETIC.soft
-    assert effective_constraints(pb.SolveRequest(prompt="q", disable_default_arithmetic=True)) == []
+    assert effective_constraints(pb.SolveRequest(prompt="q"), default_arithmetic=False) == []
     assert effective_constraints(pb.SolveRequest(prompt="q", output_schema='{"type": "object"}')) == []
     soft = common_pb2.Constraint(rule_pack="arithmetic", soft=True)  # declared by the client: kept as declared
     assert effective_constraints(pb.SolveRequest(prompt="q", constraints=[soft])) == [soft]
@@ -127,8 +127,7 @@ def test_requests_without_an_output_schema_get_the_arithmetic_pack_by_default():
 def test_a_round_with_program_drafts_gets_the_program_check_by_default():
     program = common_pb2.Constraint(rule_pack="program")
     assert effective_constraints(pb.SolveRequest(prompt="q"), programs=True) == [program, DEFAULT_ARITHMETIC]
-    plain = pb.SolveRequest(prompt="q", disable_default_arithmetic=True)
-    assert effective_constraints(plain, programs=True) == [program]
+    assert effective_constraints(pb.SolveRequest(prompt="q"), programs=True, default_arithmetic=False) == [program]
     soft = common_pb2.Constraint(rule_pack="program", soft=True)  # declared by the client: kept as declared
     assert effective_constraints(pb.SolveRequest(prompt="q", constraints=[soft]), programs=True)[0] == soft
     assert len(effective_constraints(pb.SolveRequest(prompt="q", constraints=[soft]), programs=True)) == 2

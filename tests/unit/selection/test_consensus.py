@@ -192,14 +192,19 @@ def test_without_shared_computations_the_line_prefix_stands():
 
 
 def test_the_scheduler_looks_for_a_consensus_prefix_only_for_the_prefix_way():
-    from deliberate.scheduler.final_text import starts_from_consensus, way_of
+    from deliberate.scheduler.drafter_load import Decision
+    from deliberate.scheduler.round_plan import resolve
+    from deliberate.scheduler.settings import SchedulerSettings
     from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 
-    plain = pb.SolveRequest(prompt="q")
-    assert way_of(plain, "refine") == "refine"
-    assert way_of(pb.SolveRequest(prompt="q", final_text=pb.FINAL_TEXT_CONSENSUS_PREFIX), "refine") == "prefix"
-    assert way_of(pb.SolveRequest(prompt="q", final_text=pb.FINAL_TEXT_PASS_THROUGH), "prefix") == "pass_through"
-    assert starts_from_consensus(plain, "prefix")
-    assert not any(starts_from_consensus(plain, way) for way in ("refine", "pass_through"))
-    assert not starts_from_consensus(pb.SolveRequest(prompt="q", disable_consensus_prefix=True), "prefix")
-    assert not starts_from_consensus(pb.SolveRequest(prompt="q", output_schema="{}"), "prefix")
+    def plan(way: str, **request):
+        settings = SchedulerSettings(final_text=way)
+        return resolve(pb.SolveRequest(prompt="q", **request), settings, Decision(5, "", 0.0), 2, "", False)
+
+    assert plan("refine").final_text == "refine"
+    assert plan("refine", final_text=pb.FINAL_TEXT_CONSENSUS_PREFIX).final_text == "prefix"
+    assert plan("prefix", final_text=pb.FINAL_TEXT_PASS_THROUGH).final_text == "pass_through"
+    assert plan("prefix").consensus_prefix
+    assert not any(plan(way).consensus_prefix for way in ("refine", "pass_through"))
+    assert not plan("prefix", disable_consensus_prefix=True).consensus_prefix
+    assert not plan("prefix", output_schema="{}").consensus_prefix

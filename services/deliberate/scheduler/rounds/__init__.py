@@ -19,11 +19,9 @@ from deliberate_api.drafter.v1 import drafter_service_pb2
 
 from ..downstream import Downstream
 from ..round_plan import RoundPlan
-from ..settings import SchedulerSettings
 from ..solve import Solve
 from .draft_stages import DraftStages
 from .staged import staged_round
-from .stopping_rules import options_of
 from .streamed import streamed_round
 from .whole import whole_round
 
@@ -31,19 +29,14 @@ from .whole import whole_round
 async def run_round(
     downstream: Downstream,
     stages: DraftStages,
-    settings: SchedulerSettings,
     solve: Solve,
     plan: RoundPlan,
     drafter_request: drafter_service_pb2.GenerateDraftsRequest,
 ) -> list[common_pb2.DraftVerdict]:
     """The round's drafts, started as the request's plan says — in stages (the cascade, adaptive), streamed, or
     whole — each verified as soon as it arrives. Returns this round's verdicts."""
-    request, on = solve.request, settings
     if plan.staged:
         return await staged_round(stages, solve, plan, drafter_request)
-    options = options_of(
-        request, drafter_request.num_drafts, on.cross_modal_quorum, on.confidence_stop, on.confidence_floors_of_kind
-    )
-    if options.active or downstream.spreads_drafts:  # several replicas: streamed parts, failover
-        return await streamed_round(downstream, stages, solve, options, drafter_request)
+    if plan.stopping.active or downstream.spreads_drafts:  # several replicas: streamed parts, failover
+        return await streamed_round(downstream, stages, solve, plan.stopping, drafter_request)
     return await whole_round(stages, solve, drafter_request)

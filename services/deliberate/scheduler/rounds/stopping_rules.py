@@ -1,14 +1,12 @@
-"""The rules of early stopping, as pure functions (docs/scheduler.md, "Early stopping"): what a request turned on
-(`options_of`), when a quorum ends the round (`quorum_reason`), and the verdict of a draft stopped on one or on its
-confidence. The round that applies them is `streamed.StreamedRound`; the lab's early-stop bound
+"""The rules of early stopping, as pure functions (docs/scheduler.md, "Early stopping"): when a quorum ends the round
+(`quorum_reason`), and the verdict of a draft stopped on one or on its confidence; what a request turned on is its
+plan's (`round_plan.Stopping`). The round that applies them is `streamed.StreamedRound`; the lab's early-stop bound
 (`deliberate_bench.replays.early_stop_bound`) replays them on recorded drafts."""
 
 from __future__ import annotations
 
-import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 
 from deliberate_api.common.v1 import common_pb2
 from deliberate_api.drafter.v1 import drafter_service_pb2
@@ -17,56 +15,8 @@ from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from ...selection import answer_key
 from ...selection.adaptive import cross_modal_agreement
 from ...selection.confidence import WINDOW_TOKENS, ConfidenceWatch
+from ..round_plan import Stopping
 from ..solve import DraftState
-
-
-@dataclass(frozen=True)
-class Options:
-    streaming: bool  # verify while drafting; abort a draft at its first failed hard rule
-    quorum: int  # agreeing valid drafts that end the round; 0: wait for every draft
-    replace: bool  # start a replacement for an aborted draft
-    # The quorum is the default one (the request named none): a decision whose plans are scored against a bound then
-    # ends on a plan at the bound rather than on agreement (`decision_reason`).
-    default_quorum: bool = False
-    cross_modal: bool = False  # a valid prose draft and a valid program agreeing end the round too
-    confidence_stop: bool = False  # stop a draft whose token confidence falls below its kind's floor
-    # The deployment's floors per kind (--confidence-floors); empty: those the Drafter sends, its model's.
-    confidence_floors: Mapping[str, float] = field(default_factory=dict)
-
-    @property
-    def active(self) -> bool:
-        return self.streaming or self.quorum > 0 or self.confidence_stop
-
-
-def default_quorum(num_drafts: int) -> int:
-    """Half the round's drafts, rounded up, and at least two: one draft alone agrees with nobody."""
-    return min(num_drafts, max(2, math.ceil(num_drafts / 2)))
-
-
-def options_of(
-    request: pb.SolveRequest,
-    num_drafts: int,
-    cross_modal: bool = False,
-    confidence_stop: bool = False,
-    confidence_floors: Mapping[str, float] | None = None,
-) -> Options:
-    """`cross_modal` (the deployment's --cross-modal-quorum) joins the default quorum only: a request that names
-    its quorum gets exactly that many agreeing drafts. `confidence_stop` (the deployment's --confidence-stop) holds
-    where the request does not say; `confidence_floors` are the deployment's (--confidence-floors)."""
-    if request.HasField("confidence_stop"):
-        confidence_stop = request.confidence_stop
-    quorum = 0 if request.disable_quorum else (request.quorum or default_quorum(num_drafts))
-    streaming = not request.disable_streaming_verification
-    quorum_by_default = quorum > 0 and not request.quorum
-    return Options(
-        streaming=streaming,
-        quorum=quorum,
-        replace=streaming and request.replace_aborted_drafts,
-        cross_modal=cross_modal and quorum_by_default,
-        default_quorum=quorum_by_default,
-        confidence_stop=confidence_stop,
-        confidence_floors=dict(confidence_floors or {}),
-    )
 
 
 def quorum_reason(valid_answers: list[str], generating: int, quorum: int, kinds: Sequence[str] = ()) -> str:
@@ -136,7 +86,7 @@ class ConfidenceStops:
     """The confidence stop of a round's drafts: one watch per draft, fed the token confidences of its deltas, with
     the floor of its kind that the deployment sets or, where it sets none, the Drafter sent with its first delta."""
 
-    def __init__(self, options: Options):
+    def __init__(self, options: Stopping):
         self.on, self.floors = options.confidence_stop, options.confidence_floors
         self.offered: dict[str, float] = {}  # draft id → the floor its first delta offered (0: none)
         self.watches: dict[str, ConfidenceWatch] = {}

@@ -39,13 +39,13 @@ from deliberate_api.verifier.v1 import verifier_service_pb2
 from ...core import metrics, telemetry
 from ..downstream import Downstream, StageError, Stream
 from ..replicas import Replica
+from ..round_plan import Stopping
 from ..solve import DraftState, Solve
 from .draft_stages import DraftStages
 from .drafter_calls import DrafterCalls
 from .failover import Failover
 from .stopping_rules import (
     ConfidenceStops,
-    Options,
     cancel_came_too_late,
     decision_reason,
     quorum_reason,
@@ -73,7 +73,7 @@ async def streamed_round(
     downstream: Downstream,
     stages: DraftStages,
     solve: Solve,
-    options: Options,
+    options: Stopping,
     drafter_request: drafter_service_pb2.GenerateDraftsRequest,
 ) -> list[common_pb2.DraftVerdict]:
     """Runs a streamed round to its end (its calls are ended with the request's, `StreamedRound.close`); returns its
@@ -96,7 +96,7 @@ class StreamedRound(Failover):
         downstream: Downstream,
         stages: DraftStages,
         solve: Solve,
-        options: Options,
+        options: Stopping,
         request: drafter_service_pb2.GenerateDraftsRequest,
     ):
         self.downstream = downstream  # the Verifier's stream; the Drafter's calls go through `calls`

@@ -60,7 +60,7 @@ OUTCOME_ACCEPTED: Outcome
 OUTCOME_REJECTED: Outcome
 
 class SolveRequest(_message.Message):
-    __slots__ = ("prompt", "output_schema", "constraints", "context", "num_drafts", "sampling", "strategy_hints", "request_id", "refine_sampling", "disable_thinking_trace", "disable_consensus_prefix", "disable_default_arithmetic", "disable_streaming_verification", "disable_quorum", "quorum", "replace_aborted_drafts", "selection_policy", "program_drafts", "draft_count", "confidence_stop", "final_text")
+    __slots__ = ("prompt", "output_schema", "constraints", "context", "num_drafts", "sampling", "strategy_hints", "request_id", "refine_sampling", "disable_thinking_trace", "disable_consensus_prefix", "disable_default_arithmetic", "disable_streaming_verification", "disable_quorum", "quorum", "replace_aborted_drafts", "selection_policy", "program_drafts", "draft_count", "confidence_stop", "final_text", "round")
     PROMPT_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     CONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
@@ -82,6 +82,7 @@ class SolveRequest(_message.Message):
     DRAFT_COUNT_FIELD_NUMBER: _ClassVar[int]
     CONFIDENCE_STOP_FIELD_NUMBER: _ClassVar[int]
     FINAL_TEXT_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
     prompt: str
     output_schema: str
     constraints: _containers.RepeatedCompositeFieldContainer[_common_pb2.Constraint]
@@ -103,10 +104,39 @@ class SolveRequest(_message.Message):
     draft_count: DraftCount
     confidence_stop: bool
     final_text: FinalText
-    def __init__(self, prompt: _Optional[str] = ..., output_schema: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[_common_pb2.Constraint, _Mapping]]] = ..., context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., num_drafts: _Optional[int] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., strategy_hints: _Optional[_Iterable[str]] = ..., request_id: _Optional[str] = ..., refine_sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., disable_thinking_trace: _Optional[bool] = ..., disable_consensus_prefix: _Optional[bool] = ..., disable_default_arithmetic: _Optional[bool] = ..., disable_streaming_verification: _Optional[bool] = ..., disable_quorum: _Optional[bool] = ..., quorum: _Optional[int] = ..., replace_aborted_drafts: _Optional[bool] = ..., selection_policy: _Optional[str] = ..., program_drafts: _Optional[int] = ..., draft_count: _Optional[_Union[DraftCount, str]] = ..., confidence_stop: _Optional[bool] = ..., final_text: _Optional[_Union[FinalText, str]] = ...) -> None: ...
+    round: RoundOptions
+    def __init__(self, prompt: _Optional[str] = ..., output_schema: _Optional[str] = ..., constraints: _Optional[_Iterable[_Union[_common_pb2.Constraint, _Mapping]]] = ..., context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., num_drafts: _Optional[int] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., strategy_hints: _Optional[_Iterable[str]] = ..., request_id: _Optional[str] = ..., refine_sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., disable_thinking_trace: _Optional[bool] = ..., disable_consensus_prefix: _Optional[bool] = ..., disable_default_arithmetic: _Optional[bool] = ..., disable_streaming_verification: _Optional[bool] = ..., disable_quorum: _Optional[bool] = ..., quorum: _Optional[int] = ..., replace_aborted_drafts: _Optional[bool] = ..., selection_policy: _Optional[str] = ..., program_drafts: _Optional[int] = ..., draft_count: _Optional[_Union[DraftCount, str]] = ..., confidence_stop: _Optional[bool] = ..., final_text: _Optional[_Union[FinalText, str]] = ..., round: _Optional[_Union[RoundOptions, _Mapping]] = ...) -> None: ...
+
+class RoundOptions(_message.Message):
+    __slots__ = ("draft_count", "max_drafts", "program_drafts", "quorum", "streaming_verification", "replace_aborted_drafts", "confidence_stop", "default_arithmetic", "selection_policy", "final_text", "consensus_prefix", "thinking_trace")
+    DRAFT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    MAX_DRAFTS_FIELD_NUMBER: _ClassVar[int]
+    PROGRAM_DRAFTS_FIELD_NUMBER: _ClassVar[int]
+    QUORUM_FIELD_NUMBER: _ClassVar[int]
+    STREAMING_VERIFICATION_FIELD_NUMBER: _ClassVar[int]
+    REPLACE_ABORTED_DRAFTS_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_STOP_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_ARITHMETIC_FIELD_NUMBER: _ClassVar[int]
+    SELECTION_POLICY_FIELD_NUMBER: _ClassVar[int]
+    FINAL_TEXT_FIELD_NUMBER: _ClassVar[int]
+    CONSENSUS_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    THINKING_TRACE_FIELD_NUMBER: _ClassVar[int]
+    draft_count: DraftCount
+    max_drafts: int
+    program_drafts: int
+    quorum: int
+    streaming_verification: bool
+    replace_aborted_drafts: bool
+    confidence_stop: bool
+    default_arithmetic: bool
+    selection_policy: str
+    final_text: FinalText
+    consensus_prefix: bool
+    thinking_trace: bool
+    def __init__(self, draft_count: _Optional[_Union[DraftCount, str]] = ..., max_drafts: _Optional[int] = ..., program_drafts: _Optional[int] = ..., quorum: _Optional[int] = ..., streaming_verification: _Optional[bool] = ..., replace_aborted_drafts: _Optional[bool] = ..., confidence_stop: _Optional[bool] = ..., default_arithmetic: _Optional[bool] = ..., selection_policy: _Optional[str] = ..., final_text: _Optional[_Union[FinalText, str]] = ..., consensus_prefix: _Optional[bool] = ..., thinking_trace: _Optional[bool] = ...) -> None: ...
 
 class RoundPlan(_message.Message):
-    __slots__ = ("way", "policy", "max_drafts", "max_drafts_reason", "stages", "drafts_started", "stop_reason")
+    __slots__ = ("way", "policy", "max_drafts", "max_drafts_reason", "stages", "drafts_started", "stop_reason", "options", "decision")
     WAY_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
     MAX_DRAFTS_FIELD_NUMBER: _ClassVar[int]
@@ -114,6 +144,8 @@ class RoundPlan(_message.Message):
     STAGES_FIELD_NUMBER: _ClassVar[int]
     DRAFTS_STARTED_FIELD_NUMBER: _ClassVar[int]
     STOP_REASON_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    DECISION_FIELD_NUMBER: _ClassVar[int]
     way: str
     policy: str
     max_drafts: int
@@ -121,7 +153,9 @@ class RoundPlan(_message.Message):
     stages: int
     drafts_started: int
     stop_reason: str
-    def __init__(self, way: _Optional[str] = ..., policy: _Optional[str] = ..., max_drafts: _Optional[int] = ..., max_drafts_reason: _Optional[str] = ..., stages: _Optional[int] = ..., drafts_started: _Optional[int] = ..., stop_reason: _Optional[str] = ...) -> None: ...
+    options: RoundOptions
+    decision: str
+    def __init__(self, way: _Optional[str] = ..., policy: _Optional[str] = ..., max_drafts: _Optional[int] = ..., max_drafts_reason: _Optional[str] = ..., stages: _Optional[int] = ..., drafts_started: _Optional[int] = ..., stop_reason: _Optional[str] = ..., options: _Optional[_Union[RoundOptions, _Mapping]] = ..., decision: _Optional[str] = ...) -> None: ...
 
 class ScoreComponents(_message.Message):
     __slots__ = ("score", "agreement", "latency", "answer_share", "final", "alpha", "beta", "gamma", "delta", "signals")

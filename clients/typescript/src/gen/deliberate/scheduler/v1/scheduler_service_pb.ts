@@ -14,7 +14,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file deliberate/scheduler/v1/scheduler_service.proto.
  */
 export const file_deliberate_scheduler_v1_scheduler_service: GenFile = /*@__PURE__*/
-  fileDesc("Ci9kZWxpYmVyYXRlL3NjaGVkdWxlci92MS9zY2hlZHVsZXJfc2VydmljZS5wcm90bxIXZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEikQYKDFNvbHZlUmVxdWVzdBIOCgZwcm9tcHQYASABKAkSFQoNb3V0cHV0X3NjaGVtYRgCIAEoCRI1Cgtjb25zdHJhaW50cxgDIAMoCzIgLmRlbGliZXJhdGUuY29tbW9uLnYxLkNvbnN0cmFpbnQSKAoHY29udGV4dBgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEgoKbnVtX2RyYWZ0cxgFIAEoBRI2CghzYW1wbGluZxgGIAEoCzIkLmRlbGliZXJhdGUuY29tbW9uLnYxLlNhbXBsaW5nUGFyYW1zEhYKDnN0cmF0ZWd5X2hpbnRzGAcgAygJEhIKCnJlcXVlc3RfaWQYCCABKAkSPQoPcmVmaW5lX3NhbXBsaW5nGAkgASgLMiQuZGVsaWJlcmF0ZS5jb21tb24udjEuU2FtcGxpbmdQYXJhbXMSHgoWZGlzYWJsZV90aGlua2luZ190cmFjZRgKIAEoCBIgChhkaXNhYmxlX2NvbnNlbnN1c19wcmVmaXgYCyABKAgSIgoaZGlzYWJsZV9kZWZhdWx0X2FyaXRobWV0aWMYDCABKAgSJgoeZGlzYWJsZV9zdHJlYW1pbmdfdmVyaWZpY2F0aW9uGA0gASgIEhYKDmRpc2FibGVfcXVvcnVtGA4gASgIEg4KBnF1b3J1bRgPIAEoBRIeChZyZXBsYWNlX2Fib3J0ZWRfZHJhZnRzGBAgASgIEhgKEHNlbGVjdGlvbl9wb2xpY3kYESABKAkSGwoOcHJvZ3JhbV9kcmFmdHMYEiABKAVIAIgBARI4CgtkcmFmdF9jb3VudBgTIAEoDjIjLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkRyYWZ0Q291bnQSHAoPY29uZmlkZW5jZV9zdG9wGBQgASgISAGIAQESNgoKZmluYWxfdGV4dBgVIAEoDjIiLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkZpbmFsVGV4dEIRCg9fcHJvZ3JhbV9kcmFmdHNCEgoQX2NvbmZpZGVuY2Vfc3RvcCKUAQoJUm91bmRQbGFuEgsKA3dheRgBIAEoCRIOCgZwb2xpY3kYAiABKAkSEgoKbWF4X2RyYWZ0cxgDIAEoBRIZChFtYXhfZHJhZnRzX3JlYXNvbhgEIAEoCRIOCgZzdGFnZXMYBSABKAUSFgoOZHJhZnRzX3N0YXJ0ZWQYBiABKAUSEwoLc3RvcF9yZWFzb24YByABKAkinAIKD1Njb3JlQ29tcG9uZW50cxINCgVzY29yZRgBIAEoARIRCglhZ3JlZW1lbnQYAiABKAESDwoHbGF0ZW5jeRgDIAEoARIUCgxhbnN3ZXJfc2hhcmUYBCABKAESDQoFZmluYWwYBSABKAESDQoFYWxwaGEYBiABKAESDAoEYmV0YRgHIAEoARINCgVnYW1tYRgIIAEoARINCgVkZWx0YRgJIAEoARJGCgdzaWduYWxzGAogAygLMjUuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuU2NvcmVDb21wb25lbnRzLlNpZ25hbHNFbnRyeRouCgxTaWduYWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgBOgI4ASLVAgoLRHJhZnRSZXBvcnQSKgoFZHJhZnQYASABKAsyGy5kZWxpYmVyYXRlLmNvbW1vbi52MS5EcmFmdBIzCgd2ZXJkaWN0GAIgASgLMiIuZGVsaWJlcmF0ZS5jb21tb24udjEuRHJhZnRWZXJkaWN0EhAKCHNlbGVjdGVkGAMgASgIEjwKCmNvbXBvbmVudHMYBCABKAsyKC5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5TY29yZUNvbXBvbmVudHMSFAoMZHVwbGljYXRlX29mGAUgASgJEg0KBXJvdW5kGAYgASgFEjQKB2Fib3J0ZWQYByABKAsyIy5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5EcmFmdEFib3J0EjoKCXBsYWNlbWVudBgIIAEoCzInLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkRyYWZ0UGxhY2VtZW50IksKDkRyYWZ0UGxhY2VtZW50Eg8KB3JlcGxpY2EYASABKAkSEgoKbW92ZWRfZnJvbRgCIAEoCRIUCgxtb3ZlZF9yZWFzb24YAyABKAkihAEKCkRyYWZ0QWJvcnQSDgoGcmVhc29uGAEgASgJEg8KB3J1bGVfaWQYAiABKAkSDwoHbWVzc2FnZRgDIAEoCRIvCgJhdBgEIAEoCzIjLmRlbGliZXJhdGUuY29tbW9uLnYxLkRyYWZ0UG9zaXRpb24SEwoLcmVwbGFjZWRfYnkYBSABKAkijgEKCUVhcmx5U3RvcBIOCgZxdW9ydW0YASABKAUSDwoHcmVhY2hlZBgCIAEoCBIOCgZyZWFzb24YAyABKAkSDwoHYWJvcnRlZBgEIAEoBRIRCgljYW5jZWxsZWQYBSABKAUSFAoMcmVwbGFjZW1lbnRzGAYgASgFEhYKDmxvd19jb25maWRlbmNlGAcgASgFIuMBCgxTdGFnZVRpbWluZ3MSKAoFZHJhZnQYASABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SKQoGdmVyaWZ5GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEikKBnNlbGVjdBgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIpCgZyZWZpbmUYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SKAoFdG90YWwYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24i2wYKDVNvbHZlUmVzcG9uc2USEgoKcmVxdWVzdF9pZBgBIAEoCRIOCgZhbnN3ZXIYAiABKAkSNAoGc3RhdHVzGAMgASgOMiQuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuU29sdmVTdGF0dXMSFQoNc3RhdHVzX3JlYXNvbhgEIAEoCRI0CgZkcmFmdHMYBSADKAsyJC5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5EcmFmdFJlcG9ydBIaChJzZWxlY3RlZF9kcmFmdF9pZHMYBiADKAkSFgoOdGhpbmtpbmdfdHJhY2UYByABKAkSEAoIdHJhY2VfaWQYCCABKAkSNgoHdGltaW5ncxgJIAEoCzIlLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlN0YWdlVGltaW5ncxIvCgV1c2FnZRgKIAEoCzIgLmRlbGliZXJhdGUuY29tbW9uLnYxLlRva2VuVXNhZ2USEgoKbnVtX2RyYWZ0cxgLIAEoBRIZChFudW1fZHJhZnRzX3JlYXNvbhgMIAEoCRIOCgZyb3VuZHMYDSABKAUSGAoQY29uc2Vuc3VzX3ByZWZpeBgOIAEoCRIbChNyZWZpbmVfdG9rZW5fYnVkZ2V0GA8gASgFEhwKFHJlZmluZV9idWRnZXRfcmVhc29uGBAgASgJEhMKC3ZlcmlmaWVkX2J5GBEgAygJEjYKCmVhcmx5X3N0b3AYEiABKAsyIi5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5FYXJseVN0b3ASGAoQc2VsZWN0aW9uX3BvbGljeRgTIAEoCRIyCgdxdWFsaXR5GBQgASgLMiEuZGVsaWJlcmF0ZS5jb21tb24udjEuUGxhblF1YWxpdHkSOwoOcmVmZXJlbmNlX3BsYW4YFSABKAsyIy5kZWxpYmVyYXRlLmNvbW1vbi52MS5SZWZlcmVuY2VQbGFuEhgKEHJlZHJhZnRfZmVlZGJhY2sYFiADKAkSNgoKZmluYWxfdGV4dBgXIAEoDjIiLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkZpbmFsVGV4dBI2Cgpyb3VuZF9wbGFuGBggASgLMiIuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuUm91bmRQbGFuIl4KFVN1Ym1pdEZlZWRiYWNrUmVxdWVzdBISCgpyZXF1ZXN0X2lkGAEgASgJEjEKB291dGNvbWUYAiABKA4yIC5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5PdXRjb21lIjYKFlN1Ym1pdEZlZWRiYWNrUmVzcG9uc2USHAoUb3V0Y29tZXNfdW50aWxfcmVmaXQYASABKAUiEQoPR2V0U3RhdGVSZXF1ZXN0IsYBChBTZWxlY3Rpb25XZWlnaHRzEg0KBWFscGhhGAEgASgBEgwKBGJldGEYAiABKAESDQoFZ2FtbWEYAyABKAESDQoFZGVsdGEYBCABKAESRwoHd2VpZ2h0cxgFIAMoCzI2LmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlNlbGVjdGlvbldlaWdodHMuV2VpZ2h0c0VudHJ5Gi4KDFdlaWdodHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAE6AjgBIrIBCg5WZXJpZmllckhlYWx0aBIPCgdoZWFsdGh5GAEgASgIEhwKFGNvbnNlY3V0aXZlX2ZhaWx1cmVzGAIgASgFEhAKCHJlc3RhcnRzGAMgASgFEjUKEWxhc3RfcmVzdGFydF90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglyZXN0YXJ0ZXIYBSABKAkSFQoNd2F0Y2hkb2dfcm9sZRgGIAEoCSKLAQoORmVlZGJhY2tDb3VudHMSEQoJc3VibWl0dGVkGAEgASgDEhAKCGFjY2VwdGVkGAIgASgDEhAKCHJlamVjdGVkGAMgASgDEhcKD3Vua25vd25fcmVxdWVzdBgEIAEoAxIOCgZyZWZpdHMYBSABKAMSGQoRcGVuZGluZ19kZWNpc2lvbnMYBiABKAMi1QIKEEdldFN0YXRlUmVzcG9uc2USOgoHd2VpZ2h0cxgBIAEoCzIpLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlNlbGVjdGlvbldlaWdodHMSEgoKbnVtX2RyYWZ0cxgCIAEoBRIZChFudW1fZHJhZnRzX3JlYXNvbhgDIAEoCRIVCglmYXN0X21vZGUYBCABKAhCAhgBEhMKC3V0aWxpemF0aW9uGAUgASgBEhoKEnV0aWxpemF0aW9uX3NvdXJjZRgGIAEoCRI5Cgh2ZXJpZmllchgHIAEoCzInLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlZlcmlmaWVySGVhbHRoEjkKCGZlZWRiYWNrGAggASgLMicuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuRmVlZGJhY2tDb3VudHMSGAoQc2VsZWN0aW9uX3BvbGljeRgJIAEoCSJMChJTb2x2ZVN0cmVhbVJlcXVlc3QSNgoHcmVxdWVzdBgBIAEoCzIlLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlNvbHZlUmVxdWVzdCLpBAoTU29sdmVTdHJlYW1SZXNwb25zZRJCCg9kcmFmdF9nZW5lcmF0ZWQYASABKAsyJy5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5EcmFmdEdlbmVyYXRlZEgAEkAKDmRyYWZ0X3ZlcmlmaWVkGAIgASgLMiYuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuRHJhZnRWZXJpZmllZEgAEkAKDmRyYWZ0X3NlbGVjdGVkGAMgASgLMiYuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuRHJhZnRTZWxlY3RlZEgAEkIKD2RyYWZ0X2Rpc2NhcmRlZBgEIAEoCzInLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkRyYWZ0RGlzY2FyZGVkSAASPAoMcmVmaW5lX2NodW5rGAUgASgLMiQuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuUmVmaW5lQ2h1bmtIABI3CgVmaW5hbBgGIAEoCzImLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlNvbHZlUmVzcG9uc2VIABI+Cg1yb3VuZF9zdGFydGVkGAcgASgLMiUuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuUm91bmRTdGFydGVkSAASRAoQY29uc2Vuc3VzX3ByZWZpeBgIIAEoCzIoLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkNvbnNlbnN1c1ByZWZpeEgAEkAKDnRoaW5raW5nX3RyYWNlGAkgASgLMiYuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuVGhpbmtpbmdUcmFjZUgAQgcKBWV2ZW50IooBCg9Db25zZW5zdXNQcmVmaXgSDAoEdGV4dBgBIAEoCRIXCg9zb3VyY2VfZHJhZnRfaWQYAiABKAkSHAoUc3VwcG9ydGluZ19kcmFmdF9pZHMYAyADKAkSDQoFYmFzaXMYBCABKAkSDQoFbGluZXMYBSABKAUSFAoMY29tcHV0YXRpb25zGAYgASgFIlMKDFJvdW5kU3RhcnRlZBINCgVyb3VuZBgBIAEoBRISCgpudW1fZHJhZnRzGAIgASgFEg4KBnJlYXNvbhgDIAEoCRIQCghmZWVkYmFjaxgEIAEoCSI8Cg5EcmFmdEdlbmVyYXRlZBIqCgVkcmFmdBgBIAEoCzIbLmRlbGliZXJhdGUuY29tbW9uLnYxLkRyYWZ0IkQKDURyYWZ0VmVyaWZpZWQSMwoHdmVyZGljdBgBIAEoCzIiLmRlbGliZXJhdGUuY29tbW9uLnYxLkRyYWZ0VmVyZGljdCI+Cg1EcmFmdFNlbGVjdGVkEhAKCGRyYWZ0X2lkGAEgASgJEgwKBHJhbmsYAiABKAUSDQoFc2NvcmUYAyABKAEiMgoORHJhZnREaXNjYXJkZWQSEAoIZHJhZnRfaWQYASABKAkSDgoGcmVhc29uGAIgASgJIhsKC1JlZmluZUNodW5rEgwKBHRleHQYASABKAkiHQoNVGhpbmtpbmdUcmFjZRIMCgR0ZXh0GAEgASgJKnwKCUZpbmFsVGV4dBIaChZGSU5BTF9URVhUX1VOU1BFQ0lGSUVEEAASGwoXRklOQUxfVEVYVF9QQVNTX1RIUk9VR0gQARIVChFGSU5BTF9URVhUX1JFRklORRACEh8KG0ZJTkFMX1RFWFRfQ09OU0VOU1VTX1BSRUZJWBADKnkKCkRyYWZ0Q291bnQSGwoXRFJBRlRfQ09VTlRfVU5TUEVDSUZJRUQQABIbChdEUkFGVF9DT1VOVF9BTExfQVRfT05DRRABEhgKFERSQUZUX0NPVU5UX0FEQVBUSVZFEAISFwoTRFJBRlRfQ09VTlRfQ0FTQ0FERRADKr4BCgtTb2x2ZVN0YXR1cxIcChhTT0xWRV9TVEFUVVNfVU5TUEVDSUZJRUQQABIZChVTT0xWRV9TVEFUVVNfVkVSSUZJRUQQARIbChdTT0xWRV9TVEFUVVNfVU5WRVJJRklFRBACEhcKE1NPTFZFX1NUQVRVU19GQUlMRUQQAxIaChZTT0xWRV9TVEFUVVNfVU5DSEVDS0VEEAQSJAogU09MVkVfU1RBVFVTX0NPTVBVVEFUSU9OX0NIRUNLRUQQBSpOCgdPdXRjb21lEhcKE09VVENPTUVfVU5TUEVDSUZJRUQQABIUChBPVVRDT01FX0FDQ0VQVEVEEAESFAoQT1VUQ09NRV9SRUpFQ1RFRBACMqoDChBTY2hlZHVsZXJTZXJ2aWNlElYKBVNvbHZlEiUuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuU29sdmVSZXF1ZXN0GiYuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuU29sdmVSZXNwb25zZRJqCgtTb2x2ZVN0cmVhbRIrLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlNvbHZlU3RyZWFtUmVxdWVzdBosLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlNvbHZlU3RyZWFtUmVzcG9uc2UwARJxCg5TdWJtaXRGZWVkYmFjaxIuLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlN1Ym1pdEZlZWRiYWNrUmVxdWVzdBovLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlN1Ym1pdEZlZWRiYWNrUmVzcG9uc2USXwoIR2V0U3RhdGUSKC5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5HZXRTdGF0ZVJlcXVlc3QaKS5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5HZXRTdGF0ZVJlc3BvbnNlYgZwcm90bzM", [file_deliberate_common_v1_common, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("Ci9kZWxpYmVyYXRlL3NjaGVkdWxlci92MS9zY2hlZHVsZXJfc2VydmljZS5wcm90bxIXZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEixwYKDFNvbHZlUmVxdWVzdBIOCgZwcm9tcHQYASABKAkSFQoNb3V0cHV0X3NjaGVtYRgCIAEoCRI1Cgtjb25zdHJhaW50cxgDIAMoCzIgLmRlbGliZXJhdGUuY29tbW9uLnYxLkNvbnN0cmFpbnQSKAoHY29udGV4dBgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEgoKbnVtX2RyYWZ0cxgFIAEoBRI2CghzYW1wbGluZxgGIAEoCzIkLmRlbGliZXJhdGUuY29tbW9uLnYxLlNhbXBsaW5nUGFyYW1zEhYKDnN0cmF0ZWd5X2hpbnRzGAcgAygJEhIKCnJlcXVlc3RfaWQYCCABKAkSPQoPcmVmaW5lX3NhbXBsaW5nGAkgASgLMiQuZGVsaWJlcmF0ZS5jb21tb24udjEuU2FtcGxpbmdQYXJhbXMSHgoWZGlzYWJsZV90aGlua2luZ190cmFjZRgKIAEoCBIgChhkaXNhYmxlX2NvbnNlbnN1c19wcmVmaXgYCyABKAgSIgoaZGlzYWJsZV9kZWZhdWx0X2FyaXRobWV0aWMYDCABKAgSJgoeZGlzYWJsZV9zdHJlYW1pbmdfdmVyaWZpY2F0aW9uGA0gASgIEhYKDmRpc2FibGVfcXVvcnVtGA4gASgIEg4KBnF1b3J1bRgPIAEoBRIeChZyZXBsYWNlX2Fib3J0ZWRfZHJhZnRzGBAgASgIEhgKEHNlbGVjdGlvbl9wb2xpY3kYESABKAkSGwoOcHJvZ3JhbV9kcmFmdHMYEiABKAVIAIgBARI4CgtkcmFmdF9jb3VudBgTIAEoDjIjLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkRyYWZ0Q291bnQSHAoPY29uZmlkZW5jZV9zdG9wGBQgASgISAGIAQESNgoKZmluYWxfdGV4dBgVIAEoDjIiLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkZpbmFsVGV4dBI0CgVyb3VuZBgWIAEoCzIlLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlJvdW5kT3B0aW9uc0IRCg9fcHJvZ3JhbV9kcmFmdHNCEgoQX2NvbmZpZGVuY2Vfc3RvcCLMBAoMUm91bmRPcHRpb25zEjgKC2RyYWZ0X2NvdW50GAEgASgOMiMuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuRHJhZnRDb3VudBISCgptYXhfZHJhZnRzGAIgASgFEhsKDnByb2dyYW1fZHJhZnRzGAMgASgFSACIAQESEwoGcXVvcnVtGAQgASgFSAGIAQESIwoWc3RyZWFtaW5nX3ZlcmlmaWNhdGlvbhgFIAEoCEgCiAEBEiMKFnJlcGxhY2VfYWJvcnRlZF9kcmFmdHMYBiABKAhIA4gBARIcCg9jb25maWRlbmNlX3N0b3AYByABKAhIBIgBARIfChJkZWZhdWx0X2FyaXRobWV0aWMYCCABKAhIBYgBARIYChBzZWxlY3Rpb25fcG9saWN5GAkgASgJEjYKCmZpbmFsX3RleHQYCiABKA4yIi5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5GaW5hbFRleHQSHQoQY29uc2Vuc3VzX3ByZWZpeBgLIAEoCEgGiAEBEhsKDnRoaW5raW5nX3RyYWNlGAwgASgISAeIAQFCEQoPX3Byb2dyYW1fZHJhZnRzQgkKB19xdW9ydW1CGQoXX3N0cmVhbWluZ192ZXJpZmljYXRpb25CGQoXX3JlcGxhY2VfYWJvcnRlZF9kcmFmdHNCEgoQX2NvbmZpZGVuY2Vfc3RvcEIVChNfZGVmYXVsdF9hcml0aG1ldGljQhMKEV9jb25zZW5zdXNfcHJlZml4QhEKD190aGlua2luZ190cmFjZSLeAQoJUm91bmRQbGFuEgsKA3dheRgBIAEoCRIOCgZwb2xpY3kYAiABKAkSEgoKbWF4X2RyYWZ0cxgDIAEoBRIZChFtYXhfZHJhZnRzX3JlYXNvbhgEIAEoCRIOCgZzdGFnZXMYBSABKAUSFgoOZHJhZnRzX3N0YXJ0ZWQYBiABKAUSEwoLc3RvcF9yZWFzb24YByABKAkSNgoHb3B0aW9ucxgIIAEoCzIlLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlJvdW5kT3B0aW9ucxIQCghkZWNpc2lvbhgJIAEoCSKcAgoPU2NvcmVDb21wb25lbnRzEg0KBXNjb3JlGAEgASgBEhEKCWFncmVlbWVudBgCIAEoARIPCgdsYXRlbmN5GAMgASgBEhQKDGFuc3dlcl9zaGFyZRgEIAEoARINCgVmaW5hbBgFIAEoARINCgVhbHBoYRgGIAEoARIMCgRiZXRhGAcgASgBEg0KBWdhbW1hGAggASgBEg0KBWRlbHRhGAkgASgBEkYKB3NpZ25hbHMYCiADKAsyNS5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5TY29yZUNvbXBvbmVudHMuU2lnbmFsc0VudHJ5Gi4KDFNpZ25hbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAE6AjgBItUCCgtEcmFmdFJlcG9ydBIqCgVkcmFmdBgBIAEoCzIbLmRlbGliZXJhdGUuY29tbW9uLnYxLkRyYWZ0EjMKB3ZlcmRpY3QYAiABKAsyIi5kZWxpYmVyYXRlLmNvbW1vbi52MS5EcmFmdFZlcmRpY3QSEAoIc2VsZWN0ZWQYAyABKAgSPAoKY29tcG9uZW50cxgEIAEoCzIoLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLlNjb3JlQ29tcG9uZW50cxIUCgxkdXBsaWNhdGVfb2YYBSABKAkSDQoFcm91bmQYBiABKAUSNAoHYWJvcnRlZBgHIAEoCzIjLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkRyYWZ0QWJvcnQSOgoJcGxhY2VtZW50GAggASgLMicuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuRHJhZnRQbGFjZW1lbnQiSwoORHJhZnRQbGFjZW1lbnQSDwoHcmVwbGljYRgBIAEoCRISCgptb3ZlZF9mcm9tGAIgASgJEhQKDG1vdmVkX3JlYXNvbhgDIAEoCSKEAQoKRHJhZnRBYm9ydBIOCgZyZWFzb24YASABKAkSDwoHcnVsZV9pZBgCIAEoCRIPCgdtZXNzYWdlGAMgASgJEi8KAmF0GAQgASgLMiMuZGVsaWJlcmF0ZS5jb21tb24udjEuRHJhZnRQb3NpdGlvbhITCgtyZXBsYWNlZF9ieRgFIAEoCSKOAQoJRWFybHlTdG9wEg4KBnF1b3J1bRgBIAEoBRIPCgdyZWFjaGVkGAIgASgIEg4KBnJlYXNvbhgDIAEoCRIPCgdhYm9ydGVkGAQgASgFEhEKCWNhbmNlbGxlZBgFIAEoBRIUCgxyZXBsYWNlbWVudHMYBiABKAUSFgoObG93X2NvbmZpZGVuY2UYByABKAUi4wEKDFN0YWdlVGltaW5ncxIoCgVkcmFmdBgBIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIpCgZ2ZXJpZnkYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SKQoGc2VsZWN0GAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEikKBnJlZmluZRgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIoCgV0b3RhbBgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiLbBgoNU29sdmVSZXNwb25zZRISCgpyZXF1ZXN0X2lkGAEgASgJEg4KBmFuc3dlchgCIAEoCRI0CgZzdGF0dXMYAyABKA4yJC5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5Tb2x2ZVN0YXR1cxIVCg1zdGF0dXNfcmVhc29uGAQgASgJEjQKBmRyYWZ0cxgFIAMoCzIkLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkRyYWZ0UmVwb3J0EhoKEnNlbGVjdGVkX2RyYWZ0X2lkcxgGIAMoCRIWCg50aGlua2luZ190cmFjZRgHIAEoCRIQCgh0cmFjZV9pZBgIIAEoCRI2Cgd0aW1pbmdzGAkgASgLMiUuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuU3RhZ2VUaW1pbmdzEi8KBXVzYWdlGAogASgLMiAuZGVsaWJlcmF0ZS5jb21tb24udjEuVG9rZW5Vc2FnZRISCgpudW1fZHJhZnRzGAsgASgFEhkKEW51bV9kcmFmdHNfcmVhc29uGAwgASgJEg4KBnJvdW5kcxgNIAEoBRIYChBjb25zZW5zdXNfcHJlZml4GA4gASgJEhsKE3JlZmluZV90b2tlbl9idWRnZXQYDyABKAUSHAoUcmVmaW5lX2J1ZGdldF9yZWFzb24YECABKAkSEwoLdmVyaWZpZWRfYnkYESADKAkSNgoKZWFybHlfc3RvcBgSIAEoCzIiLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkVhcmx5U3RvcBIYChBzZWxlY3Rpb25fcG9saWN5GBMgASgJEjIKB3F1YWxpdHkYFCABKAsyIS5kZWxpYmVyYXRlLmNvbW1vbi52MS5QbGFuUXVhbGl0eRI7Cg5yZWZlcmVuY2VfcGxhbhgVIAEoCzIjLmRlbGliZXJhdGUuY29tbW9uLnYxLlJlZmVyZW5jZVBsYW4SGAoQcmVkcmFmdF9mZWVkYmFjaxgWIAMoCRI2CgpmaW5hbF90ZXh0GBcgASgOMiIuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuRmluYWxUZXh0EjYKCnJvdW5kX3BsYW4YGCABKAsyIi5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5Sb3VuZFBsYW4iXgoVU3VibWl0RmVlZGJhY2tSZXF1ZXN0EhIKCnJlcXVlc3RfaWQYASABKAkSMQoHb3V0Y29tZRgCIAEoDjIgLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLk91dGNvbWUiNgoWU3VibWl0RmVlZGJhY2tSZXNwb25zZRIcChRvdXRjb21lc191bnRpbF9yZWZpdBgBIAEoBSIRCg9HZXRTdGF0ZVJlcXVlc3QixgEKEFNlbGVjdGlvbldlaWdodHMSDQoFYWxwaGEYASABKAESDAoEYmV0YRgCIAEoARINCgVnYW1tYRgDIAEoARINCgVkZWx0YRgEIAEoARJHCgd3ZWlnaHRzGAUgAygLMjYuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuU2VsZWN0aW9uV2VpZ2h0cy5XZWlnaHRzRW50cnkaLgoMV2VpZ2h0c0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoAToCOAEisgEKDlZlcmlmaWVySGVhbHRoEg8KB2hlYWx0aHkYASABKAgSHAoUY29uc2VjdXRpdmVfZmFpbHVyZXMYAiABKAUSEAoIcmVzdGFydHMYAyABKAUSNQoRbGFzdF9yZXN0YXJ0X3RpbWUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXJlc3RhcnRlchgFIAEoCRIVCg13YXRjaGRvZ19yb2xlGAYgASgJIosBCg5GZWVkYmFja0NvdW50cxIRCglzdWJtaXR0ZWQYASABKAMSEAoIYWNjZXB0ZWQYAiABKAMSEAoIcmVqZWN0ZWQYAyABKAMSFwoPdW5rbm93bl9yZXF1ZXN0GAQgASgDEg4KBnJlZml0cxgFIAEoAxIZChFwZW5kaW5nX2RlY2lzaW9ucxgGIAEoAyLVAgoQR2V0U3RhdGVSZXNwb25zZRI6Cgd3ZWlnaHRzGAEgASgLMikuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuU2VsZWN0aW9uV2VpZ2h0cxISCgpudW1fZHJhZnRzGAIgASgFEhkKEW51bV9kcmFmdHNfcmVhc29uGAMgASgJEhUKCWZhc3RfbW9kZRgEIAEoCEICGAESEwoLdXRpbGl6YXRpb24YBSABKAESGgoSdXRpbGl6YXRpb25fc291cmNlGAYgASgJEjkKCHZlcmlmaWVyGAcgASgLMicuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuVmVyaWZpZXJIZWFsdGgSOQoIZmVlZGJhY2sYCCABKAsyJy5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5GZWVkYmFja0NvdW50cxIYChBzZWxlY3Rpb25fcG9saWN5GAkgASgJIkwKElNvbHZlU3RyZWFtUmVxdWVzdBI2CgdyZXF1ZXN0GAEgASgLMiUuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuU29sdmVSZXF1ZXN0IukEChNTb2x2ZVN0cmVhbVJlc3BvbnNlEkIKD2RyYWZ0X2dlbmVyYXRlZBgBIAEoCzInLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkRyYWZ0R2VuZXJhdGVkSAASQAoOZHJhZnRfdmVyaWZpZWQYAiABKAsyJi5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5EcmFmdFZlcmlmaWVkSAASQAoOZHJhZnRfc2VsZWN0ZWQYAyABKAsyJi5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5EcmFmdFNlbGVjdGVkSAASQgoPZHJhZnRfZGlzY2FyZGVkGAQgASgLMicuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuRHJhZnREaXNjYXJkZWRIABI8CgxyZWZpbmVfY2h1bmsYBSABKAsyJC5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5SZWZpbmVDaHVua0gAEjcKBWZpbmFsGAYgASgLMiYuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuU29sdmVSZXNwb25zZUgAEj4KDXJvdW5kX3N0YXJ0ZWQYByABKAsyJS5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5Sb3VuZFN0YXJ0ZWRIABJEChBjb25zZW5zdXNfcHJlZml4GAggASgLMiguZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuQ29uc2Vuc3VzUHJlZml4SAASQAoOdGhpbmtpbmdfdHJhY2UYCSABKAsyJi5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5UaGlua2luZ1RyYWNlSABCBwoFZXZlbnQiigEKD0NvbnNlbnN1c1ByZWZpeBIMCgR0ZXh0GAEgASgJEhcKD3NvdXJjZV9kcmFmdF9pZBgCIAEoCRIcChRzdXBwb3J0aW5nX2RyYWZ0X2lkcxgDIAMoCRINCgViYXNpcxgEIAEoCRINCgVsaW5lcxgFIAEoBRIUCgxjb21wdXRhdGlvbnMYBiABKAUiUwoMUm91bmRTdGFydGVkEg0KBXJvdW5kGAEgASgFEhIKCm51bV9kcmFmdHMYAiABKAUSDgoGcmVhc29uGAMgASgJEhAKCGZlZWRiYWNrGAQgASgJIjwKDkRyYWZ0R2VuZXJhdGVkEioKBWRyYWZ0GAEgASgLMhsuZGVsaWJlcmF0ZS5jb21tb24udjEuRHJhZnQiRAoNRHJhZnRWZXJpZmllZBIzCgd2ZXJkaWN0GAEgASgLMiIuZGVsaWJlcmF0ZS5jb21tb24udjEuRHJhZnRWZXJkaWN0Ij4KDURyYWZ0U2VsZWN0ZWQSEAoIZHJhZnRfaWQYASABKAkSDAoEcmFuaxgCIAEoBRINCgVzY29yZRgDIAEoASIyCg5EcmFmdERpc2NhcmRlZBIQCghkcmFmdF9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiGwoLUmVmaW5lQ2h1bmsSDAoEdGV4dBgBIAEoCSIdCg1UaGlua2luZ1RyYWNlEgwKBHRleHQYASABKAkqfAoJRmluYWxUZXh0EhoKFkZJTkFMX1RFWFRfVU5TUEVDSUZJRUQQABIbChdGSU5BTF9URVhUX1BBU1NfVEhST1VHSBABEhUKEUZJTkFMX1RFWFRfUkVGSU5FEAISHwobRklOQUxfVEVYVF9DT05TRU5TVVNfUFJFRklYEAMqeQoKRHJhZnRDb3VudBIbChdEUkFGVF9DT1VOVF9VTlNQRUNJRklFRBAAEhsKF0RSQUZUX0NPVU5UX0FMTF9BVF9PTkNFEAESGAoURFJBRlRfQ09VTlRfQURBUFRJVkUQAhIXChNEUkFGVF9DT1VOVF9DQVNDQURFEAMqvgEKC1NvbHZlU3RhdHVzEhwKGFNPTFZFX1NUQVRVU19VTlNQRUNJRklFRBAAEhkKFVNPTFZFX1NUQVRVU19WRVJJRklFRBABEhsKF1NPTFZFX1NUQVRVU19VTlZFUklGSUVEEAISFwoTU09MVkVfU1RBVFVTX0ZBSUxFRBADEhoKFlNPTFZFX1NUQVRVU19VTkNIRUNLRUQQBBIkCiBTT0xWRV9TVEFUVVNfQ09NUFVUQVRJT05fQ0hFQ0tFRBAFKk4KB091dGNvbWUSFwoTT1VUQ09NRV9VTlNQRUNJRklFRBAAEhQKEE9VVENPTUVfQUNDRVBURUQQARIUChBPVVRDT01FX1JFSkVDVEVEEAIyqgMKEFNjaGVkdWxlclNlcnZpY2USVgoFU29sdmUSJS5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5Tb2x2ZVJlcXVlc3QaJi5kZWxpYmVyYXRlLnNjaGVkdWxlci52MS5Tb2x2ZVJlc3BvbnNlEmoKC1NvbHZlU3RyZWFtEisuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuU29sdmVTdHJlYW1SZXF1ZXN0GiwuZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuU29sdmVTdHJlYW1SZXNwb25zZTABEnEKDlN1Ym1pdEZlZWRiYWNrEi4uZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuU3VibWl0RmVlZGJhY2tSZXF1ZXN0Gi8uZGVsaWJlcmF0ZS5zY2hlZHVsZXIudjEuU3VibWl0RmVlZGJhY2tSZXNwb25zZRJfCghHZXRTdGF0ZRIoLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkdldFN0YXRlUmVxdWVzdBopLmRlbGliZXJhdGUuc2NoZWR1bGVyLnYxLkdldFN0YXRlUmVzcG9uc2ViBnByb3RvMw", [file_deliberate_common_v1_common, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message deliberate.scheduler.v1.SolveRequest
@@ -199,6 +199,17 @@ export type SolveRequest = Message<"deliberate.scheduler.v1.SolveRequest"> & {
    * @generated from field: deliberate.scheduler.v1.FinalText final_text = 21;
    */
   finalText: FinalText;
+
+  /**
+   * The round's options, grouped (docs/scheduler.md, "A request's plan"). Each field set here wins over the flat field
+   * above that it groups (num_drafts, draft_count, program_drafts, quorum and disable_quorum, the other disable_*
+   * switches, confidence_stop, selection_policy, final_text), which keep working; unset, the flat field applies,
+   * then the Scheduler's setting. The response's round_plan.options says what the Scheduler resolved.
+   * Limits: max_drafts in [0, 8] (--max-drafts); program_drafts in [0, 8] (--max-drafts); quorum in [0, 8] (--max-drafts); selection_policy empty or one of the registered selection policies (best_of, learned, majority, weighted).
+   *
+   * @generated from field: deliberate.scheduler.v1.RoundOptions round = 22;
+   */
+  round?: RoundOptions | undefined;
 };
 
 /**
@@ -207,6 +218,106 @@ export type SolveRequest = Message<"deliberate.scheduler.v1.SolveRequest"> & {
  */
 export const SolveRequestSchema: GenMessage<SolveRequest> = /*@__PURE__*/
   messageDesc(file_deliberate_scheduler_v1_scheduler_service, 0);
+
+/**
+ * How a request's round drafts, stops, checks and writes its answer. Every field may be left unset: the
+ * Scheduler's setting applies (SolveRequest.round says how the flat fields map here).
+ *
+ * @generated from message deliberate.scheduler.v1.RoundOptions
+ */
+export type RoundOptions = Message<"deliberate.scheduler.v1.RoundOptions"> & {
+  /**
+   * How drafts start: all at once, adaptively, or as the cascade.
+   *
+   * @generated from field: deliberate.scheduler.v1.DraftCount draft_count = 1;
+   */
+  draftCount: DraftCount;
+
+  /**
+   * At most this many drafts in a round; 0 lets the Scheduler choose.
+   *
+   * @generated from field: int32 max_drafts = 2;
+   */
+  maxDrafts: number;
+
+  /**
+   * Of a round's drafts, how many are programs; 0: prose only.
+   *
+   * @generated from field: optional int32 program_drafts = 3;
+   */
+  programDrafts?: number | undefined;
+
+  /**
+   * Valid drafts that must agree for the round to stop early; 0: wait for every draft; unset: the default quorum
+   * (half the round's drafts, at least 2, and a valid prose draft and program that agree).
+   *
+   * @generated from field: optional int32 quorum = 4;
+   */
+  quorum?: number | undefined;
+
+  /**
+   * Whether drafts are verified while they stream (a draft that fails a hard rule on its prefix is aborted).
+   *
+   * @generated from field: optional bool streaming_verification = 5;
+   */
+  streamingVerification?: boolean | undefined;
+
+  /**
+   * Whether an aborted draft is replaced by a new one while the others run.
+   *
+   * @generated from field: optional bool replace_aborted_drafts = 6;
+   */
+  replaceAbortedDrafts?: boolean | undefined;
+
+  /**
+   * Whether a draft whose token confidence falls below its kind's floor is stopped.
+   *
+   * @generated from field: optional bool confidence_stop = 7;
+   */
+  confidenceStop?: boolean | undefined;
+
+  /**
+   * Whether a request without an output schema gets the arithmetic rule pack (hard) by default.
+   *
+   * @generated from field: optional bool default_arithmetic = 8;
+   */
+  defaultArithmetic?: boolean | undefined;
+
+  /**
+   * The selection policy that ranks the drafts (as SolveRequest.selection_policy).
+   *
+   * @generated from field: string selection_policy = 9;
+   */
+  selectionPolicy: string;
+
+  /**
+   * How the selected drafts become the text a person reads.
+   *
+   * @generated from field: deliberate.scheduler.v1.FinalText final_text = 10;
+   */
+  finalText: FinalText;
+
+  /**
+   * Whether refinement may start from the drafts' consensus prefix.
+   *
+   * @generated from field: optional bool consensus_prefix = 11;
+   */
+  consensusPrefix?: boolean | undefined;
+
+  /**
+   * Whether a thinking-trace marker is made.
+   *
+   * @generated from field: optional bool thinking_trace = 12;
+   */
+  thinkingTrace?: boolean | undefined;
+};
+
+/**
+ * Describes the message deliberate.scheduler.v1.RoundOptions.
+ * Use `create(RoundOptionsSchema)` to create a new message.
+ */
+export const RoundOptionsSchema: GenMessage<RoundOptions> = /*@__PURE__*/
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 1);
 
 /**
  * How the first round drafted, resolved once per request, and why it stopped where it did.
@@ -258,6 +369,22 @@ export type RoundPlan = Message<"deliberate.scheduler.v1.RoundPlan"> & {
    * @generated from field: string stop_reason = 7;
    */
   stopReason: string;
+
+  /**
+   * The request's options as the Scheduler resolved them once, every field set: the request's, else its
+   * settings' (max_drafts and program_drafts are the first round's).
+   *
+   * @generated from field: deliberate.scheduler.v1.RoundOptions options = 8;
+   */
+  options?: RoundOptions | undefined;
+
+  /**
+   * What ends a decision's round: "bounded" (a plan at the rule pack's optimum), "unbounded" (a plan that passes
+   * every rule); "" for a free-text question (its drafts agreeing).
+   *
+   * @generated from field: string decision = 9;
+   */
+  decision: string;
 };
 
 /**
@@ -265,7 +392,7 @@ export type RoundPlan = Message<"deliberate.scheduler.v1.RoundPlan"> & {
  * Use `create(RoundPlanSchema)` to create a new message.
  */
 export const RoundPlanSchema: GenMessage<RoundPlan> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 1);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 2);
 
 /**
  * The parts of a draft's selection score. `final` is the selected policy's ranking value
@@ -344,7 +471,7 @@ export type ScoreComponents = Message<"deliberate.scheduler.v1.ScoreComponents">
  * Use `create(ScoreComponentsSchema)` to create a new message.
  */
 export const ScoreComponentsSchema: GenMessage<ScoreComponents> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 2);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 3);
 
 /**
  * One draft with everything the pipeline learned about it.
@@ -407,7 +534,7 @@ export type DraftReport = Message<"deliberate.scheduler.v1.DraftReport"> & {
  * Use `create(DraftReportSchema)` to create a new message.
  */
 export const DraftReportSchema: GenMessage<DraftReport> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 3);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 4);
 
 /**
  * Where a draft was generated (docs/scheduler.md, "Several Drafter replicas").
@@ -443,7 +570,7 @@ export type DraftPlacement = Message<"deliberate.scheduler.v1.DraftPlacement"> &
  * Use `create(DraftPlacementSchema)` to create a new message.
  */
 export const DraftPlacementSchema: GenMessage<DraftPlacement> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 4);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 5);
 
 /**
  * Why and where the Scheduler stopped a draft before its end.
@@ -491,7 +618,7 @@ export type DraftAbort = Message<"deliberate.scheduler.v1.DraftAbort"> & {
  * Use `create(DraftAbortSchema)` to create a new message.
  */
 export const DraftAbortSchema: GenMessage<DraftAbort> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 5);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 6);
 
 /**
  * What early stopping did for a request.
@@ -551,7 +678,7 @@ export type EarlyStop = Message<"deliberate.scheduler.v1.EarlyStop"> & {
  * Use `create(EarlyStopSchema)` to create a new message.
  */
 export const EarlyStopSchema: GenMessage<EarlyStop> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 6);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 7);
 
 /**
  * Wall time spent in each stage.
@@ -590,7 +717,7 @@ export type StageTimings = Message<"deliberate.scheduler.v1.StageTimings"> & {
  * Use `create(StageTimingsSchema)` to create a new message.
  */
 export const StageTimingsSchema: GenMessage<StageTimings> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 7);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 8);
 
 /**
  * @generated from message deliberate.scheduler.v1.SolveResponse
@@ -760,7 +887,7 @@ export type SolveResponse = Message<"deliberate.scheduler.v1.SolveResponse"> & {
  * Use `create(SolveResponseSchema)` to create a new message.
  */
 export const SolveResponseSchema: GenMessage<SolveResponse> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 8);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 9);
 
 /**
  * @generated from message deliberate.scheduler.v1.SubmitFeedbackRequest
@@ -782,7 +909,7 @@ export type SubmitFeedbackRequest = Message<"deliberate.scheduler.v1.SubmitFeedb
  * Use `create(SubmitFeedbackRequestSchema)` to create a new message.
  */
 export const SubmitFeedbackRequestSchema: GenMessage<SubmitFeedbackRequest> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 9);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 10);
 
 /**
  * @generated from message deliberate.scheduler.v1.SubmitFeedbackResponse
@@ -801,7 +928,7 @@ export type SubmitFeedbackResponse = Message<"deliberate.scheduler.v1.SubmitFeed
  * Use `create(SubmitFeedbackResponseSchema)` to create a new message.
  */
 export const SubmitFeedbackResponseSchema: GenMessage<SubmitFeedbackResponse> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 10);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 11);
 
 /**
  * @generated from message deliberate.scheduler.v1.GetStateRequest
@@ -814,7 +941,7 @@ export type GetStateRequest = Message<"deliberate.scheduler.v1.GetStateRequest">
  * Use `create(GetStateRequestSchema)` to create a new message.
  */
 export const GetStateRequestSchema: GenMessage<GetStateRequest> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 11);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 12);
 
 /**
  * @generated from message deliberate.scheduler.v1.SelectionWeights
@@ -856,7 +983,7 @@ export type SelectionWeights = Message<"deliberate.scheduler.v1.SelectionWeights
  * Use `create(SelectionWeightsSchema)` to create a new message.
  */
 export const SelectionWeightsSchema: GenMessage<SelectionWeights> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 12);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 13);
 
 /**
  * @generated from message deliberate.scheduler.v1.VerifierHealth
@@ -903,7 +1030,7 @@ export type VerifierHealth = Message<"deliberate.scheduler.v1.VerifierHealth"> &
  * Use `create(VerifierHealthSchema)` to create a new message.
  */
 export const VerifierHealthSchema: GenMessage<VerifierHealth> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 13);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 14);
 
 /**
  * @generated from message deliberate.scheduler.v1.FeedbackCounts
@@ -945,7 +1072,7 @@ export type FeedbackCounts = Message<"deliberate.scheduler.v1.FeedbackCounts"> &
  * Use `create(FeedbackCountsSchema)` to create a new message.
  */
 export const FeedbackCountsSchema: GenMessage<FeedbackCounts> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 14);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 15);
 
 /**
  * @generated from message deliberate.scheduler.v1.GetStateResponse
@@ -1010,7 +1137,7 @@ export type GetStateResponse = Message<"deliberate.scheduler.v1.GetStateResponse
  * Use `create(GetStateResponseSchema)` to create a new message.
  */
 export const GetStateResponseSchema: GenMessage<GetStateResponse> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 15);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 16);
 
 /**
  * @generated from message deliberate.scheduler.v1.SolveStreamRequest
@@ -1027,7 +1154,7 @@ export type SolveStreamRequest = Message<"deliberate.scheduler.v1.SolveStreamReq
  * Use `create(SolveStreamRequestSchema)` to create a new message.
  */
 export const SolveStreamRequestSchema: GenMessage<SolveStreamRequest> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 16);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 17);
 
 /**
  * One stage event. The stream ends with exactly one `final` event.
@@ -1100,7 +1227,7 @@ export type SolveStreamResponse = Message<"deliberate.scheduler.v1.SolveStreamRe
  * Use `create(SolveStreamResponseSchema)` to create a new message.
  */
 export const SolveStreamResponseSchema: GenMessage<SolveStreamResponse> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 17);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 18);
 
 /**
  * The opening that enough drafts agree on, sent as soon as the drafts are ranked, before refinement
@@ -1157,7 +1284,7 @@ export type ConsensusPrefix = Message<"deliberate.scheduler.v1.ConsensusPrefix">
  * Use `create(ConsensusPrefixSchema)` to create a new message.
  */
 export const ConsensusPrefixSchema: GenMessage<ConsensusPrefix> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 18);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 19);
 
 /**
  * A drafting round begins: the first one, or a re-draft after no draft passed the hard rules.
@@ -1195,7 +1322,7 @@ export type RoundStarted = Message<"deliberate.scheduler.v1.RoundStarted"> & {
  * Use `create(RoundStartedSchema)` to create a new message.
  */
 export const RoundStartedSchema: GenMessage<RoundStarted> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 19);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 20);
 
 /**
  * @generated from message deliberate.scheduler.v1.DraftGenerated
@@ -1212,7 +1339,7 @@ export type DraftGenerated = Message<"deliberate.scheduler.v1.DraftGenerated"> &
  * Use `create(DraftGeneratedSchema)` to create a new message.
  */
 export const DraftGeneratedSchema: GenMessage<DraftGenerated> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 20);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 21);
 
 /**
  * @generated from message deliberate.scheduler.v1.DraftVerified
@@ -1229,7 +1356,7 @@ export type DraftVerified = Message<"deliberate.scheduler.v1.DraftVerified"> & {
  * Use `create(DraftVerifiedSchema)` to create a new message.
  */
 export const DraftVerifiedSchema: GenMessage<DraftVerified> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 21);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 22);
 
 /**
  * @generated from message deliberate.scheduler.v1.DraftSelected
@@ -1258,7 +1385,7 @@ export type DraftSelected = Message<"deliberate.scheduler.v1.DraftSelected"> & {
  * Use `create(DraftSelectedSchema)` to create a new message.
  */
 export const DraftSelectedSchema: GenMessage<DraftSelected> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 22);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 23);
 
 /**
  * @generated from message deliberate.scheduler.v1.DraftDiscarded
@@ -1280,7 +1407,7 @@ export type DraftDiscarded = Message<"deliberate.scheduler.v1.DraftDiscarded"> &
  * Use `create(DraftDiscardedSchema)` to create a new message.
  */
 export const DraftDiscardedSchema: GenMessage<DraftDiscarded> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 23);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 24);
 
 /**
  * A piece of the answer, in order; their concatenation is SolveResponse.answer unless the refinement was
@@ -1301,7 +1428,7 @@ export type RefineChunk = Message<"deliberate.scheduler.v1.RefineChunk"> & {
  * Use `create(RefineChunkSchema)` to create a new message.
  */
 export const RefineChunkSchema: GenMessage<RefineChunk> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 24);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 25);
 
 /**
  * The thinking-trace marker (SolveResponse.thinking_trace), sent once right after selection, before the answer's
@@ -1321,7 +1448,7 @@ export type ThinkingTrace = Message<"deliberate.scheduler.v1.ThinkingTrace"> & {
  * Use `create(ThinkingTraceSchema)` to create a new message.
  */
 export const ThinkingTraceSchema: GenMessage<ThinkingTrace> = /*@__PURE__*/
-  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 25);
+  messageDesc(file_deliberate_scheduler_v1_scheduler_service, 26);
 
 /**
  * How the final text is made from the selected drafts.
