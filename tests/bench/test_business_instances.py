@@ -9,10 +9,11 @@ from functools import cache
 import pytest
 
 from deliberate.risk.model import Offer
+from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_bench.eval import business_instances as bi
-from deliberate_bench.eval.business_eval import reference_row
+from deliberate_bench.eval.business_eval import Settings, reference_row, request_for
 from deliberate_bench.eval.business_judge import judge
-from deliberate_bench.eval.business_summary import row_summary, summary
+from deliberate_bench.eval.business_summary import markdown, row_summary, summary
 from deliberate_bench.eval.stats import wilson
 
 
@@ -183,5 +184,22 @@ def test_summary_takes_the_last_record_per_pair_and_one_key_per_case():
     result = summary(runs)
     assert set(result) >= {"ads", "commands", "model"} and "credit" not in result
     assert result["ads"]["instances"] == 1
-    assert set(result["ads"]["rows"]) == {"single", "single:program", "template", "pipeline", "reference"}
+    assert set(result["ads"]["rows"]) == {"single", "single:program", "template", "pipeline", "cascade", "reference"}
     assert result["ads"]["rows"]["single"]["feasible_share"] == 1.0
+
+
+def test_each_deliberating_row_says_its_median_latency_over_one_decision_programs():
+    runs = [record("a", "single:program", True, latency=10.0), record("a", "cascade", True, latency=12.0),
+            record("a", "reference", True, latency=0.01, tokens=None)]  # fmt: skip
+    rows = summary(runs)["ads"]["rows"]
+    assert rows["cascade"]["latency_p50_vs_single_program"] == 1.2
+    assert rows["reference"]["latency_p50_vs_single_program"] is None, "no model: nothing to compare"
+    assert "ads `cascade` 1.2×" in markdown(summary(runs))
+
+
+def test_the_cascade_row_asks_for_the_default_and_the_pipeline_row_for_its_round_all_at_once():
+    instance = bi.instances("ads", "scored")[0]
+    settings = Settings(2026, None, None, 5, 60.0, "llamacpp", "m")
+    cascade, pipeline = request_for(instance, "cascade", settings), request_for(instance, "pipeline", settings)
+    assert (cascade.num_drafts, cascade.draft_count) == (0, pb.DRAFT_COUNT_CASCADE)
+    assert (pipeline.num_drafts, pipeline.draft_count) == (5, pb.DRAFT_COUNT_ALL_AT_ONCE)

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
+from google.protobuf import json_format
 
 from deliberate_api.scheduler.v1 import scheduler_service_pb2 as pb
 from deliberate_bench.eval import business_instances as bi
@@ -249,13 +250,23 @@ class Settings:
         }
 
 
+# Per model row: (num_drafts, program_drafts, draft_count); 0, None and "": the deployment's. `pipeline` is the round
+# of N all at once that the rows before the cascade measured; `cascade` is what a client gets by default.
+ROW_REQUESTS = {
+    "single": (1, 0, "all_at_once"),
+    "single:program": (1, 1, "all_at_once"),
+    "pipeline": (None, None, "all_at_once"),
+    "cascade": (0, None, "cascade"),
+}
+
+
 def request_for(instance: bi.Instance, row: str, s: Settings) -> pb.SolveRequest:
-    drafts = {"single": (1, 0), "single:program": (1, 1), "pipeline": (s.pipeline_drafts, None)}
-    num_drafts, program_drafts = drafts[row]
+    num_drafts, program_drafts, draft_count = ROW_REQUESTS[row]
     return build_request(
         instance.prompt,
-        num_drafts=num_drafts,
+        num_drafts=s.pipeline_drafts if num_drafts is None else num_drafts,
         program_drafts=program_drafts,  # None: the deployment's default
+        draft_count=draft_count,
         max_new_tokens=s.max_new_tokens,
         refine_max_new_tokens=s.refine_max_new_tokens,
         seed=s.seed,
@@ -290,6 +301,7 @@ def solve_row(services: Services, s: Settings, instance: bi.Instance, row: str) 
         "draft_kinds": [r.draft.kind or "prose" for r in response.drafts],
         "drafts": [draft_record(report) for report in response.drafts],
         "redraft_feedback": list(response.redraft_feedback),
+        "round_plan": json_format.MessageToDict(response.round_plan, preserving_proto_field_name=True),
         **judged(judge(instance, answer)),
     }
     if response.HasField("quality"):  # the Scheduler's own figure, beside ours

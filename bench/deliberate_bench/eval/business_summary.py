@@ -13,7 +13,7 @@ from deliberate_bench.eval.stats import percentile, wilson
 from deliberate_bench.eval.summary import Paths
 from deliberate_bench.results import read_runs, write_json
 
-ROWS = ("single", "single:program", "template", "pipeline", "reference")
+ROWS = ("single", "single:program", "template", "pipeline", "cascade", "reference")
 OBJECTIVE_NAMES = {"ads": "total CTR", "credit": "total amount offered", "promotion": "gross profit"}
 
 
@@ -75,6 +75,15 @@ def by_rule_kind(records: list[dict]) -> dict:
     return result
 
 
+def add_latency_ratios(rows: dict[str, dict], baseline: str = "single:program") -> None:
+    """Each model row's median latency over one decision program's (`latency_p50_vs_single_program`): what a
+    user pays for deliberating, on the same instances."""
+    base = rows.get(baseline, {}).get("latency_p50_s")
+    for row in rows.values():
+        p50 = row.get("latency_p50_s")
+        row["latency_p50_vs_single_program"] = rounded(p50 / base, 3) if base and p50 and row["tokens_mean"] else None
+
+
 def rounded(value: float | None, digits: int = 4) -> float | None:
     return None if value is None else round(value, digits)
 
@@ -87,6 +96,7 @@ def summary(records: list[dict], split: str = "scored") -> dict:
         if not of_case:
             continue
         rows = {row: row_summary([r for r in of_case if r["row"] == row]) for row in ROWS}
+        add_latency_ratios(rows)
         result[case] = {"instances": len({r["id"] for r in of_case}), "objective": OBJECTIVE_NAMES[case],
                         "rows": rows}  # fmt: skip
         if kinds := by_rule_kind(of_case):
@@ -137,10 +147,21 @@ def markdown(result: dict) -> str:
                 f"| {case} | `{row}` | {x['instances']} | {feasible} | {x['verified_infeasible']} | {ratio} "
                 f"| {objective} | {x['latency_p50_s']} s / {x['latency_p95_s']} s | {tokens} | {x['errors']} |"
             )
-    lines += unsolvable_lines(result) + rule_kind_lines(result)
+    lines += latency_ratio_lines(result) + unsolvable_lines(result) + rule_kind_lines(result)
     lines += ["", "Objectives: " + "; ".join(f"{c}: {OBJECTIVE_NAMES[c]}" for c in bi.CASES if c in result) + "."]
     lines += ["", *(f"`{command}`" for command in result["commands"])]
     return "\n".join(lines) + "\n"
+
+
+def latency_ratio_lines(result: dict) -> list[str]:
+    """The deliberating rows' median latency over one decision program's, per case."""
+    said = [
+        f"{case} `{row}` {x['latency_p50_vs_single_program']}×"
+        for case in bi.CASES
+        for row, x in result.get(case, {}).get("rows", {}).items()
+        if row in ("pipeline", "cascade") and x.get("latency_p50_vs_single_program")
+    ]
+    return ["", "Median latency over `single:program`'s: " + "; ".join(said) + "."] if said else []
 
 
 def unsolvable_lines(result: dict) -> list[str]:
