@@ -40,4 +40,5 @@ def through_gateway(url: str, call, item, max_new_tokens: int, timeout: float) -
         return
     call.code = "OK"
     call.right = item.right(answer["choices"][0]["message"]["content"])
-    call.drafts = (answer.get("deliberate") or {}).get("num_drafts", 0)
+    said = answer.get("deliberate") or {}  # drafts started, as the gRPC rows count them; the maximum is num_drafts
+    call.drafts = (said.get("round_plan") or {}).get("drafts_started") or said.get("num_drafts", 0)
