@@ -189,7 +189,8 @@ def markdown(result: dict) -> str:
     lines += ["", "| target | value | met |", "|---|---|---|"]
     lines += [f"| {t['target']} | {t['value']} | {'yes' if t['met'] else 'no'} |" for t in result["targets"]]
     lines += ["", "Why, per rule that ended the cascade (accuracy of each row on those problems):", "",
-              "| rule | problems | cascade | one greedy program | majority@5 | pass@5 |", "|---|---:|---:|---:|---:|---:|"]
+              "| rule | problems | cascade | one greedy program | majority@5 | pass@5 |",
+              "|---|---:|---:|---:|---:|---:|"]  # fmt: skip
     for r in result["by_stop_rule"]:
         a = r["accuracy"]
         lines.append(f"| {r['rule']} | {r['problems']} | {a[DEFAULT_ROW]:.1%} | {a[result['baseline_row']]:.1%} | "
