@@ -80,5 +80,5 @@ def test_why_says_per_stop_rule_what_each_row_got_on_those_problems():
     settled, spent = why["settled: a valid prose draft and a valid program agree"], why["not settled: 8 drafts spent"]
     assert settled["problems"] == 2 and settled["accuracy"]["cascade"] == 1.0
     assert spent["problems"] == 2 and spent["accuracy"]["cascade"] == 0.5
-    assert spent["accuracy"][f"single:program:{MODEL}"] == 0.0 and spent["accuracy"]["pass@5"] == 1.0
+    assert spent["accuracy"]["baseline"] == 0.0 and spent["accuracy"]["pass@5"] == 1.0
     assert "| not settled: 8 drafts spent | 2 | 50.0% | 0.0% |" in markdown(headline(RECORDS, "runs"))
