@@ -4,7 +4,7 @@ precision, and the issue's targets judged on them."""
 
 from __future__ import annotations
 
-from deliberate_bench.eval.cascade_headline import headline, markdown, vote
+from deliberate_bench.eval.cascade_headline import headline, markdown, stop_rule, vote
 
 MODEL = "qwen2.5-coder-1.5b"
 
@@ -63,3 +63,22 @@ def test_the_targets_say_which_figures_are_met():
     assert p50["value"] == round(18.0 / 5.0, 2) and not p50["met"]
     assert targets["cascade ≥ majority@5 over complete drafts"]["met"]
     assert "| `cascade` | 75.0%" in markdown(headline(RECORDS, "runs"))
+
+
+def test_a_stop_rule_is_named_without_the_numbers_it_saw():
+    assert stop_rule("settled: a valid program draft's token confidence 8.05 ≥ 7.8") == (
+        "settled: a valid program draft's token confidence ≥ 7.8"
+    )
+    assert stop_rule("settled: 2 valid drafts agree on 4999999999999999/250000000000000") == (
+        "settled: 2 valid drafts agree"
+    )
+    assert stop_rule("not settled: 4 drafts spent") == "not settled: 4 drafts spent"
+
+
+def test_why_says_per_stop_rule_what_each_row_got_on_those_problems():
+    why = {r["rule"]: r for r in headline(RECORDS, "runs")["by_stop_rule"]}
+    settled, spent = why["settled: a valid prose draft and a valid program agree"], why["not settled: 8 drafts spent"]
+    assert settled["problems"] == 2 and settled["accuracy"]["cascade"] == 1.0
+    assert spent["problems"] == 2 and spent["accuracy"]["cascade"] == 0.5
+    assert spent["accuracy"]["baseline"] == 0.0 and spent["accuracy"]["pass@5"] == 1.0
+    assert "| not settled: 8 drafts spent | 2 | 50.0% | 0.0% |" in markdown(headline(RECORDS, "runs"))

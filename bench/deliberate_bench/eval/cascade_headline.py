@@ -8,11 +8,14 @@ Rows: `single:program:<model>` (one greedy program: the baseline), `single:<mode
 `majority@5` and `pass@5` read from those complete drafts (a plain vote over every answered draft; an oracle), and
 `cascade` (the live default Solve). Each row: accuracy with its 95 % Wilson interval, the paired difference to the
 baseline with a bootstrap interval over problems, latency p50/p95, mean tokens; the cascade's share of problems
-settled at its first stage and its `VERIFIED` precision against the accuracy of the rest.
+settled at its first stage and its `VERIFIED` precision against the accuracy of the rest. Where a target is missed,
+`by_stop_rule` says why from the same records: per rule that ended the cascade, its problems, and on them the
+cascade's, the greedy program's, the vote's and the oracle's accuracy (what stopping there cost, or saved).
 """
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections import Counter
 from collections.abc import Mapping
@@ -62,6 +65,26 @@ def rows_of(records: list[Mapping], model: str) -> dict[str, list[dict]]:
         add(DEFAULT_ROW, cascade.get("answer"), gold, cascade.get("latency_s"), cascade.get("completion_tokens", 0),
             cascade.get("status"), first)  # fmt: skip
     return rows
+
+
+def stop_rule(stop_reason: str) -> str:
+    """The rule that ended a cascade, without the numbers it saw ("settled: 2 valid drafts agree on 40" → "settled: 2
+    valid drafts agree")."""
+    rule = re.sub(r" agree on \S+$", " agree", stop_reason or "unrecorded")
+    return re.sub(r"confidence [\d.]+ ≥", "confidence ≥", rule)
+
+
+def by_stop_rule(records: list[Mapping], rows: Mapping[str, list[dict]], baseline_row: str) -> list[dict]:
+    """Per rule that ended the cascade: how many problems, and on those the rows' accuracy (the baseline's under
+    `baseline`: a model's name holds dots, which a figure's path would split)."""
+    rules = [stop_rule((r["solve"].get("round_plan") or {}).get("stop_reason", "")) for r in records]
+    shown = {DEFAULT_ROW: DEFAULT_ROW, "baseline": baseline_row, "majority@5": "majority@5", "pass@5": "pass@5"}
+    table = []
+    for rule, count in Counter(rules).most_common():
+        at = [i for i, one in enumerate(rules) if one == rule]
+        accuracy = {key: round(sum(rows[row][i]["right"] for i in at) / count, 3) for key, row in shown.items()}
+        table.append({"rule": rule, "problems": count, "accuracy": accuracy})
+    return table
 
 
 def summary(name: str, per: list[dict], baseline: list[dict]) -> dict:
@@ -136,6 +159,7 @@ def headline(records: list[Mapping], source: str) -> dict:
                 (r["solve"].get("round_plan") or {}).get("stop_reason", "").split(":")[0] for r in done
             ).most_common()
         ),  # fmt: skip
+        "by_stop_rule": by_stop_rule(done, rows, baseline_row),
         "commits": sorted({(r.get("code") or {}).get("commit", "unrecorded") for r in done}),
         "bootstrap": BOOTSTRAP,
         "code": code_version(),
@@ -165,6 +189,13 @@ def markdown(result: dict) -> str:
         )
     lines += ["", "| target | value | met |", "|---|---|---|"]
     lines += [f"| {t['target']} | {t['value']} | {'yes' if t['met'] else 'no'} |" for t in result["targets"]]
+    lines += ["", "Why, per rule that ended the cascade (accuracy of each row on those problems):", "",
+              "| rule | problems | cascade | one greedy program | majority@5 | pass@5 |",
+              "|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for r in result["by_stop_rule"]:
+        a = r["accuracy"]
+        lines.append(f"| {r['rule']} | {r['problems']} | {a[DEFAULT_ROW]:.1%} | {a['baseline']:.1%} | "
+                     f"{a['majority@5']:.1%} | {a['pass@5']:.1%} |")  # fmt: skip
     return "\n".join(lines) + "\n"
 
 

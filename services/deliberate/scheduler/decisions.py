@@ -85,14 +85,19 @@ def decision_data_bytes(request: pb.SolveRequest, packs: list[SimpleNamespace] |
 
 
 def shifted_to_programs(
-    request: pb.SolveRequest, programs: int, num_drafts: int, verdicts: Sequence[common_pb2.DraftVerdict] = ()
+    request: pb.SolveRequest,
+    programs: int,
+    num_drafts: int,
+    verdicts: Sequence[common_pb2.DraftVerdict] = (),
+    programs_fixed: bool = False,
 ) -> int:
     """The next re-draft round's programs of a decision whose round failed (no draft passed): half of the prose
     drafts, rounded up, become programs — the seed's "higher weight for simulator calls" — unless the round's
     programs all failed to run to a plan (no `program` rule passed in `verdicts`): programs that crash or run past
     the budget are no better a bet than prose told its numbers (recorded: promotion rounds of programs only, every
-    one cut off). A request that set its own count, and a free-text question, keep theirs."""
-    if not request.output_schema.strip() or round_options(request).HasField("program_drafts"):
+    one cut off). A request that set its own count (`programs_fixed`, the plan's), and a free-text question, keep
+    theirs."""
+    if not request.output_schema.strip() or programs_fixed:
         return programs
     if programs and not any(program_ran(v) for v in verdicts):
         return programs

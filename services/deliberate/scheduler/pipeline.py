@@ -196,13 +196,11 @@ class Pipeline:
 
     @staticmethod
     def plan_report(solve: Solve, plan: round_plan.RoundPlan) -> pb.RoundPlan:
-        """The plan as the response says it: a staged round's stages and stop; all at once, one stage whose drafts
-        ended or were stopped early."""
+        """The plan as the response says it (all at once: one stage, whose drafts ended or were stopped early)."""
         if (outcome := solve.round_outcome) is not None:
             return round_plan.to_proto(plan, outcome.stages, outcome.drafts_started, outcome.stop_reason)
         first = sum(state.round == 0 for state in solve.drafts.values())
-        stop = solve.early_stop.reason or "every draft ended"
-        return round_plan.to_proto(plan, 1 if first else 0, first, stop)
+        return round_plan.to_proto(plan, 1 if first else 0, first, solve.early_stop.reason or "every draft ended")
 
     async def draft_rounds(self, solve: Solve, plan: round_plan.RoundPlan) -> None:
         """Rounds until a draft passes every hard rule or the re-drafts run out."""
@@ -221,7 +219,9 @@ class Pipeline:
             if any(v.valid for v in verdicts) or not verdicts:
                 return
             feedback = verifier_feedback(verdicts)
-            programs = decisions.shifted_to_programs(solve.request, programs, plan.max_drafts, verdicts)
+            programs = decisions.shifted_to_programs(
+                solve.request, programs, plan.max_drafts, verdicts, plan.programs_fixed
+            )
 
     def round_sampling(self, request: pb.SolveRequest, round_: int) -> common_pb2.SamplingParams:
         """The client's sampling; a re-draft explores more, at a higher temperature."""

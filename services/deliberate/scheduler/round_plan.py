@@ -110,6 +110,7 @@ class RoundPlan:
     final_text: str = "refine"  # how the answer is written (`FINAL_TEXTS`' names)
     consensus_prefix: bool = False  # refinement starts from the drafts' consensus prefix
     thinking_trace: bool = True  # a thinking-trace marker is made
+    programs_fixed: bool = False  # the client set its programs: re-draft rounds keep them
 
     @property
     def staged(self) -> bool:
@@ -155,6 +156,7 @@ def resolve(
         and said(options, "consensus_prefix", default=True)
         and not request.output_schema.strip(),
         thinking_trace=said(options, "thinking_trace", default=True),
+        programs_fixed=options.HasField("program_drafts"),
     )
 
 

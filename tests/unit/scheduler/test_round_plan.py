@@ -50,6 +50,12 @@ def test_a_request_without_programs_gets_a_cascade_of_prose():
     assert plan_of(pb.SolveRequest(prompt="q"), programs=0).programs == 0, "its data too large for the sandbox"
 
 
+def test_the_plan_says_whether_the_client_fixed_its_programs_for_the_re_draft_rounds():
+    assert plan_of(pb.SolveRequest(prompt="q", program_drafts=0)).programs_fixed
+    assert plan_of(pb.SolveRequest(prompt="q", round=pb.RoundOptions(program_drafts=1))).programs_fixed
+    assert not plan_of(pb.SolveRequest(prompt="q")).programs_fixed
+
+
 @pytest.mark.parametrize(
     ("request_", "spreads"),
     [(pb.SolveRequest(prompt="q", draft_count=pb.DRAFT_COUNT_ALL_AT_ONCE), False), (pb.SolveRequest(prompt="q"), True)],

@@ -66,7 +66,7 @@ def test_a_failed_decision_round_moves_half_its_prose_drafts_to_programs():
     assert shifted_to_programs(decision(), 4, 5, PROGRAM_RAN) == 5
     assert shifted_to_programs(decision(), 5, 5, PROGRAM_RAN) == 5
     assert shifted_to_programs(decision(), 0, 5) == 3  # no program yet: prose failed, programs are tried
-    assert shifted_to_programs(decision(program_drafts=1), 1, 5, PROGRAM_RAN) == 1  # the client's count is kept
+    assert shifted_to_programs(decision(program_drafts=1), 1, 5, PROGRAM_RAN, programs_fixed=True) == 1  # kept
     assert shifted_to_programs(pb.SolveRequest(prompt="q"), 2, 5, PROGRAM_RAN) == 2  # free text: the tuned mix stays
 
 
