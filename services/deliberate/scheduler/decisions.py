@@ -89,7 +89,8 @@ def shifted_to_programs(
     programs: int,
     num_drafts: int,
     verdicts: Sequence[common_pb2.DraftVerdict] = (),
-    programs_fixed: bool = False,
+    *,
+    programs_fixed: bool,
 ) -> int:
     """The next re-draft round's programs of a decision whose round failed (no draft passed): half of the prose
     drafts, rounded up, become programs — the seed's "higher weight for simulator calls" — unless the round's

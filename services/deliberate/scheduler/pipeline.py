@@ -220,7 +220,7 @@ class Pipeline:
                 return
             feedback = verifier_feedback(verdicts)
             programs = decisions.shifted_to_programs(
-                solve.request, programs, plan.max_drafts, verdicts, plan.programs_fixed
+                solve.request, programs, plan.max_drafts, verdicts, programs_fixed=plan.programs_fixed
             )
 
     def round_sampling(self, request: pb.SolveRequest, round_: int) -> common_pb2.SamplingParams:

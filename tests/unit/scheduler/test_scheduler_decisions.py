@@ -62,17 +62,20 @@ PROGRAMS_FAILED = [program_verdict("program failed: the ```python block opened o
 
 
 def test_a_failed_decision_round_moves_half_its_prose_drafts_to_programs():
-    assert shifted_to_programs(decision(), 2, 5, PROGRAM_RAN) == 4  # 3 prose: 2 of them become programs
-    assert shifted_to_programs(decision(), 4, 5, PROGRAM_RAN) == 5
-    assert shifted_to_programs(decision(), 5, 5, PROGRAM_RAN) == 5
-    assert shifted_to_programs(decision(), 0, 5) == 3  # no program yet: prose failed, programs are tried
+    # 3 prose: 2 of them become programs
+    assert shifted_to_programs(decision(), 2, 5, PROGRAM_RAN, programs_fixed=False) == 4
+    assert shifted_to_programs(decision(), 4, 5, PROGRAM_RAN, programs_fixed=False) == 5
+    assert shifted_to_programs(decision(), 5, 5, PROGRAM_RAN, programs_fixed=False) == 5
+    # no program yet: prose failed, programs are tried
+    assert shifted_to_programs(decision(), 0, 5, programs_fixed=False) == 3
     assert shifted_to_programs(decision(program_drafts=1), 1, 5, PROGRAM_RAN, programs_fixed=True) == 1  # kept
-    assert shifted_to_programs(pb.SolveRequest(prompt="q"), 2, 5, PROGRAM_RAN) == 2  # free text: the tuned mix stays
+    # free text: the tuned mix stays
+    assert shifted_to_programs(pb.SolveRequest(prompt="q"), 2, 5, PROGRAM_RAN, programs_fixed=False) == 2
 
 
 def test_a_round_whose_programs_never_ran_to_a_plan_keeps_its_mix():
-    assert shifted_to_programs(decision(), 1, 3, PROGRAMS_FAILED) == 1
-    assert shifted_to_programs(decision(), 1, 3, [*PROGRAMS_FAILED, *PROGRAM_RAN]) == 2
+    assert shifted_to_programs(decision(), 1, 3, PROGRAMS_FAILED, programs_fixed=False) == 1
+    assert shifted_to_programs(decision(), 1, 3, [*PROGRAMS_FAILED, *PROGRAM_RAN], programs_fixed=False) == 2
 
 
 def quality(objective: float, bound: float | None = None) -> common_pb2.PlanQuality:
