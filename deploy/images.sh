@@ -73,6 +73,8 @@ build() {
     $ENGINE build "${format[@]}" --quiet --target "$target" --build-arg "BASE_IMAGE=$BASE_IMAGE" \
       --build-arg "VERSION=$VERSION" -t "deliberate-$target:$VERSION" -f deploy/Containerfile . >/dev/null
   done
+  # A rebuilt image leaves the one it replaces untagged: drop those (ours only, by label) so disk does not fill up.
+  $ENGINE image prune --force --filter label=org.opencontainers.image.title=deliberate >/dev/null
   $ENGINE images --filter reference='deliberate-*' --format '{{.Repository}}:{{.Tag}} {{.Size}}'
 }
 
