@@ -2,9 +2,11 @@
 the request's `ctx`, with only what a model copies from the question put in. For ads the exact engine's example (a
 made-up question about boxes) with the catalog's names in place of the boxes': the rows within the pool, the field
 `ctr` maximized, the count `picks`, the budget on `cost`, one per `category` when the pack's rule is on. For credit
-and promotion the pack's own example, its count of offers and of products set to the question's. On the examples'
-split this plan is feasible on every scored instance (the scored requests have the example's shape); the varied
-split is meant to leave it behind."""
+and promotion the pack's own example: the promotion's count of products set to the question's; the credit example's
+one offer at its own rate and term has no number of offers to set. On the examples' split the ads plan is feasible
+on every scored instance (those requests have the engine example's shape); since issue 55 the credit and promotion
+examples have shapes of their own (one offer; a clearance at one discount), and the varied split leaves all three
+behind."""
 
 from __future__ import annotations
 
@@ -45,7 +47,7 @@ def template_program(instance: bi.Instance) -> str:
     if instance.case == "ads":
         return AD_EXAMPLE
     if instance.case == "credit":
-        return with_number(code_of(SCORE_OFFER_EXAMPLE), "count", instance.meta["offers"])
+        return code_of(SCORE_OFFER_EXAMPLE)
     return with_number(code_of(PROMOTION_EXAMPLE), "most", promotion.MAX_ITEMS)
 
 

@@ -12,45 +12,46 @@ SCORE_OFFER_HELP = (
     '"loss_given_default": <float>, "approved": <bool>}; "approved" is True only when both are under the '
     "bank's limits. A smaller amount or a lower rate lowers both. Call it at most 200 times."
 )
-# A made-up question asking for 2 offers: the pattern a small model copies — read the applicant from ctx, the number
-# of offers from the question (a list of terms written for the example's 2 was copied as it stood), search each
-# offer's amount with score_offer, fill up with smaller amounts where too few terms are approved (a weak applicant's
-# long terms never are), print the JSON.
-SCORE_OFFER_EXAMPLE = """Example. Question: propose 2 different loan offers, each as large as the risk model \
-approves; "disclosure" carries the given sentence. The data: ctx["applicant"], a dict; ctx["disclosure"], a text.
+# A made-up question of another shape than any evaluated request (one offer, its rate and term given, a cap on the
+# monthly payment, amounts in steps): it shows how to call score_offer and check a rule in code, not what to answer
+# (an example with the evaluation's shape was copied as it stood and answered every request of it; issue 55).
+SCORE_OFFER_EXAMPLE = """Example. Question: propose 1 loan offer at the annual rate 0.069 over 60 months: the largest \
+amount, in steps of 1,000, that the risk model approves and whose monthly payment is at most 30 % of the \
+applicant's monthly income; "disclosure" carries the given sentence. The data: ctx["applicant"], a dict; \
+ctx["disclosure"], a text.
 ```python
 import json
 
 applicant = ctx["applicant"]  # keys: annual_income, monthly_debt_payments, credit_score, collateral_value
 disclosure = ctx["disclosure"]
-count = 2  # the number of offers the question asks for (the answer's list of offers holds exactly 2)
+rate, term = 0.069, 60  # the rate and the term the question gives
+most_payment = 0.30 * applicant["annual_income"] / 12  # the question's cap on the monthly payment
 
-# each offer a different term; for each term the largest amount the risk model approves, trying high to low
+
+def monthly_payment(amount, annual_rate, term_months):
+    r = annual_rate / 12
+    return amount * r / (1 - (1 + r) ** -term_months)
+
+
+# from the largest amount the payment cap allows down, each try 10 % smaller, in steps of 1,000: the first one
+# the risk model approves keeps every rule
 offers = []
-for term in [36, 60, 24, 48, 72, 12, 84]:
-    if len(offers) == count:
+amount = int(most_payment / monthly_payment(1, rate, term) / 1000) * 1000
+while amount >= 1000:
+    if monthly_payment(amount, rate, term) <= most_payment and score_offer(amount, rate, term)["approved"]:
+        offers.append({"amount": amount, "annual_rate": rate, "term_months": term})
         break
-    amount = 2 * applicant["annual_income"]
-    while amount >= 500:
-        if score_offer(amount, 0.059, term)["approved"]:
-            offers.append({"amount": amount, "annual_rate": 0.059, "term_months": term})
-            break
-        amount = int(amount * 0.8 / 100) * 100
-# fewer terms approved than offers asked: a smaller amount of an approved offer is approved too
-while offers and len(offers) < count:
-    last = offers[-1]
-    offers.append({"amount": int(last["amount"] * 0.8 / 100) * 100, "annual_rate": 0.059,
-                   "term_months": last["term_months"]})
+    amount = int(amount * 0.9 / 1000) * 1000
 answer = {"offers": offers, "disclosure": disclosure}
 print(json.dumps(answer))
 ```"""
 SCORE_OFFER_STRATEGIES = (
-    "As the example does: count is the number of offers the question asks for; each offer a different term, and "
-    "for each term the largest amount score_offer approves, trying amounts from high to low.",
+    "As the example does: search each offer's amount from high to low with score_offer and check every rule of the "
+    "question in code; give the answer as many offers as it asks for, each different (another term or rate).",
     "As many offers as the question asks for, each a different annual_rate (such as 0.059, 0.079, 0.099); for "
-    "each rate the largest amount score_offer approves, trying amounts from high to low.",
+    "each rate the largest amount score_offer approves that keeps the question's rules, trying high to low.",
     "As many offers as the question asks for, each a different term; for each, start from a small amount "
-    "score_offer approves and raise it step by step while it stays approved.",
+    "score_offer approves and raise it step by step while it stays approved and keeps the question's rules.",
 )
 
 DECISION_PROMPT = DecisionPrompt(SCORE_OFFER_HELP, SCORE_OFFER_EXAMPLE, SCORE_OFFER_STRATEGIES)

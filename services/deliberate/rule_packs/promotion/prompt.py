@@ -11,45 +11,47 @@ PROMOTION_HELP = (
     "least the plan's floor keeps the plan's margin there too. A percentage the message states must not exceed "
     "the largest discount of the plan."
 )
-# A made-up question (2 to 4 products, its own floors): read the table and the policy from ctx, the number of
-# products from the question, compute each discount from the margin formula, print the JSON.
-PROMOTION_EXAMPLE = """Example. Question: a promotion of 2 to 4 products from the table; quantity at most the \
-stock; margin per product >= 20 % and of the whole plan >= 25 % at the discounted prices; each discount within its \
-category's cap; a short message without the forbidden claims. The data: ctx["products"], a list of dicts; \
-ctx["max_discount_percent"], a dict; ctx["min_margin_percent"] = 20; ctx["min_plan_margin_percent"] = 25; \
+# A made-up question of another shape than any evaluated request (a clearance: one discount for all, at most one
+# product per category, half the stock, one margin floor): it shows the margin formula and the rules checked in
+# code, not what to answer (an example with the evaluation's shape answered every request of it; issue 55).
+PROMOTION_EXAMPLE = """Example. Question: a clearance of at most 3 products from the table, all at the same 15 % \
+discount, at most one product per category, the quantity of each half its stock; every product keeps a margin of at \
+least ctx["min_margin_percent"] % at the discounted price; the products with the most stock first; a short message \
+without the forbidden claims. The data: ctx["products"], a list of dicts; ctx["min_margin_percent"] = 20; \
 ctx["forbidden_claims"], a list of texts.
 ```python
 import json
 
 products = ctx["products"]  # a list of 6 dicts; each dict has the keys category, name, price, sku, stock, unit_cost
 forbidden_claims = ctx["forbidden_claims"]  # a list of 3 strs
-max_discount_percent = ctx["max_discount_percent"]  # keys: food, toys
 min_margin_percent = ctx["min_margin_percent"]  # 20
-min_plan_margin_percent = ctx["min_plan_margin_percent"]  # 25
-most = 4  # the most products the question allows
+discount = 15  # the question's one discount
+most = 3  # the most products the question allows
 
-# the higher of the two floors for every product: then the whole plan's margin is above both floors
-floor = max(min_margin_percent, min_plan_margin_percent)
-candidates = []
-for p in products:
-    # the largest discount that keeps the margin at the floor: price * (1 - d / 100) * (1 - floor / 100) >= unit_cost
-    largest = 100 * (1 - p["unit_cost"] / (p["price"] * (1 - floor / 100)))
-    cap = max_discount_percent.get(p["category"], 99)  # a category without a cap
-    discount = int(min(largest, cap))
-    if discount >= 1 and p["stock"] >= 1:
-        profit = (p["price"] * (1 - discount / 100) - p["unit_cost"]) * p["stock"]
-        candidates.append({"profit": profit, "sku": p["sku"], "discount_percent": discount, "quantity": p["stock"]})
-candidates.sort(key=lambda c: c["profit"], reverse=True)  # the most gross profit first
-items = [{"sku": c["sku"], "discount_percent": c["discount_percent"], "quantity": c["quantity"]} for c in candidates]
-answer = {"items": items[:most], "message": "Selected favourites are on offer this week, while stocks last."}
+
+def margin_percent(product, discount):
+    price = product["price"] * (1 - discount / 100)
+    return 100 * (price - product["unit_cost"]) / price
+
+
+items, categories = [], set()
+for p in sorted(products, key=lambda p: p["stock"], reverse=True):  # the most stock first
+    if len(items) == most or p["category"] in categories or p["stock"] < 2:
+        continue  # the count reached, one per category already, too little stock to halve
+    if margin_percent(p, discount) >= min_margin_percent:
+        items.append({"sku": p["sku"], "discount_percent": discount, "quantity": p["stock"] // 2})
+        categories.add(p["category"])
+answer = {"items": items, "message": "A few favourites are reduced this week, while stocks last."}
 print(json.dumps(answer))
 ```"""
 PROMOTION_STRATEGIES = (
-    "As the example does: each product at the largest whole discount that keeps its margin at the higher of the two "
-    "floors and within its category's cap, quantity = its stock; the most profitable first, as many as the question "
-    "allows.",
-    "As the example does, then check each rule of the question in code on the chosen items (quantity, cap, margin "
-    "per product, margin of the plan) and drop an item that breaks one before printing.",
+    "As the example does: compute each product's margin at a discount with the formula, keep only the products and "
+    "discounts that meet every rule of the question (both margin floors, each category's cap, the count), then take "
+    "the most profitable.",
+    "Give each product the largest whole discount its rules allow (the margin floors and its category's cap), then "
+    "choose products in order of gross profit while the plan keeps every rule of the question.",
+    "Build the plan, then check each rule of the question in code on the chosen items (quantity, cap, margin per "
+    "product, margin of the plan) and drop an item that breaks one before printing.",
 )
 
 DECISION_PROMPT = DecisionPrompt(PROMOTION_HELP, PROMOTION_EXAMPLE, PROMOTION_STRATEGIES)
