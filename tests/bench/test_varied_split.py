@@ -86,16 +86,20 @@ def test_the_ad_reference_agrees_with_the_services_exact_engine(instance):
     assert total == pytest.approx(sum(rows[k][objective] for k in chosen), abs=1e-9)
 
 
-def test_the_worked_example_alone_fits_the_examples_split_and_rarely_the_varied_one():
-    """The `template` row: the prompt's example program run with no model. Every scored request of the examples'
-    split has its shape; the varied split must measure more than copying it (issue 55: at most 20 %)."""
+def test_the_worked_examples_alone_rarely_fit_the_varied_split_nor_the_packs_requests():
+    """The `template` row: the prompt's example program run with no model. The exact engine's example still has
+    the shape of every scored ad request of the examples' split; the packs' examples no longer answer their own
+    evaluation (issue 55: credit asks 2 or 3 offers, the example gives one; the promotion example ignores caps and
+    the plan's floor), and the varied split must measure more than copying (at most 20 %)."""
     from deliberate_bench.eval import business_instances as bi
     from deliberate_bench.eval.templates import template_answer
 
     def feasible_share(instances) -> float:
         return sum(judge(i, template_answer(i)[0]).feasible for i in instances) / len(instances)
 
-    assert feasible_share([i for case in bi.CASES for i in bi.instances(case)]) == 1.0
+    assert feasible_share(bi.instances("ads")) == 1.0
+    assert feasible_share(bi.instances("credit")) == 0.0
+    assert feasible_share(bi.instances("promotion")) <= 0.5
     solvable = [i for i in SCORED if vr.reference(i) is not None]
     assert feasible_share(solvable) <= 0.20
 

@@ -12,7 +12,7 @@ from deliberate.decisions.prompts import decision_prompt_of
 from deliberate.drafter.decision import DECISION_STRATEGIES, DECISION_SYSTEM_PROMPT, decision_system_prompt
 from deliberate.drafter.prompts import draft_plans
 from deliberate.drafter.server import decision_plans
-from deliberate.risk.model import Applicant, Offer, score
+from deliberate.risk.model import score
 from deliberate.rule_packs.credit.pack import CreditOffers, CreditPack, CreditParams, breach
 from deliberate.rule_packs.credit.prompt import SCORE_OFFER_EXAMPLE, SCORE_OFFER_STRATEGIES
 from deliberate.verifier.constraints import ConstraintSpec, compile_rules
@@ -123,23 +123,54 @@ def verify_credit_program(code: str, risk: ScoresInProcess):
     return verify(draft, rules.rules_for("program"), "stop", rules.output_schema, credit.context(), "program")
 
 
-def test_the_prompt_s_example_program_searches_offers_the_risk_model_approves():
-    """The example the Drafter shows, with a third term for the worked example's 3 offers: every offer it prints
-    passes the risk check, each the largest of its search, and it asked the risk model on the way."""
-    code = example_program(SCORE_OFFER_EXAMPLE).replace("count = 2", "count = 3")
+def one_offer_schema() -> str:
+    schema = json.loads(json.dumps(credit.OUTPUT_SCHEMA))
+    schema["properties"]["offers"]["minItems"] = schema["properties"]["offers"]["maxItems"] = 1
+    return json.dumps(schema)
+
+
+def run_example(applicant: dict, risk: ScoresInProcess):
+    context = {**credit.context(), "applicant": applicant}
+    rules = compile_rules(one_offer_schema(), [ConstraintSpec(0, "rule_pack", "credit")], context, {"risk": risk})
+    code = example_program(SCORE_OFFER_EXAMPLE)
+    return verify(as_decision_draft(code), rules.rules_for("program"), "stop", rules.output_schema, context, "program")
+
+
+def monthly_payment(amount: float, annual_rate: float, term_months: int) -> float:
+    r = annual_rate / 12
+    return amount * r / (1 - (1 + r) ** -term_months)
+
+
+WEAK_APPLICANT = {"annual_income": 30000, "monthly_debt_payments": 400, "credit_score": 600, "collateral_value": 0}
+
+
+def test_the_prompt_s_example_program_answers_its_own_question_with_the_risk_model():
+    """The example the Drafter shows answers its own made-up question (one offer at 0.069 over 60 months, amounts
+    in steps of 1,000, the monthly payment at most 30 % of the monthly income), asking the risk model on the way:
+    the pack's checks pass its offer."""
     risk = ScoresInProcess()
-    verdict = verify_credit_program(code, risk)
+    verdict = run_example(credit.APPLICANT, risk)
     assert verdict.valid, "; ".join(o.message for o in verdict.outcomes)
-    printed = json.loads(verdict.extracted_answer)["offers"]
-    assert [o["term_months"] for o in printed] == [36, 60, 24]
-    applicant = Applicant(**credit.APPLICANT)
-    for offer in printed:  # the largest of its search: the next amount up is not approved
-        larger = Offer(offer["amount"] / 0.8 + 100, offer["annual_rate"], offer["term_months"])
-        assert (
-            score(applicant, larger).probability_of_default >= 0.05
-            or score(applicant, larger).loss_given_default >= 0.4
-        )
-    assert risk.scored > len(printed) + 3  # the search's calls, then the risk check's 3
+    (offer,) = json.loads(verdict.extracted_answer)["offers"]
+    assert (offer["annual_rate"], offer["term_months"]) == (0.069, 60) and offer["amount"] % 1000 == 0
+    assert monthly_payment(offer["amount"], 0.069, 60) <= 0.30 * credit.APPLICANT["annual_income"] / 12
+    assert risk.scored > 1  # the search's calls, then the risk check's
+
+
+def test_the_prompt_s_example_offers_nothing_rather_than_an_offer_the_risk_model_refuses():
+    """A weak applicant whom the risk model approves for no amount over 60 months: the example prints no offer (the
+    schema then refuses the empty list), never one the model refused."""
+    verdict = run_example(WEAK_APPLICANT, ScoresInProcess())
+    assert json.loads(verdict.extracted_answer)["offers"] == []
+    assert not verdict.valid and "should be non-empty" in "; ".join(o.message for o in verdict.outcomes)
+
+
+def test_the_prompt_s_example_is_not_an_answer_to_the_evaluated_requests():
+    """Issue 55: the example has a shape of its own - one offer, where every evaluated request asks for 2 or 3
+    different offers - so copying it answers none of them."""
+    assert "Propose" not in SCORE_OFFER_EXAMPLE and "1 loan offer" in SCORE_OFFER_EXAMPLE
+    verdict = run_example(credit.APPLICANT, ScoresInProcess())
+    assert len(json.loads(verdict.extracted_answer)["offers"]) < credit.OFFERS
 
 
 def test_score_offer_answers_for_the_request_s_applicant_and_refuses_bad_input():
@@ -179,24 +210,3 @@ def test_a_credit_request_s_programs_get_the_pack_s_strategies_and_others_the_ex
     assert [plan.strategy for plan in credit_plans if plan.decision] == list(SCORE_OFFER_STRATEGIES[:2])
     other = decision_plans(plans, 0, 0, credit.context(), ["ad_selection"])
     assert [plan.strategy for plan in other if plan.decision] == list(DECISION_STRATEGIES[:2])
-
-
-def test_the_example_program_fills_up_with_smaller_amounts_when_few_terms_are_approved():
-    """A weak applicant whose longer terms the risk model never approves: the example still prints as many
-    different offers as asked, each approved."""
-    weak = {"annual_income": 30000, "monthly_debt_payments": 400, "credit_score": 600, "collateral_value": 0}
-    context = {**credit.context(), "applicant": weak}
-    rules = compile_rules(
-        json.dumps(credit.OUTPUT_SCHEMA),
-        [ConstraintSpec(0, "rule_pack", "credit")],
-        context,
-        {"risk": ScoresInProcess()},
-    )
-    code = example_program(SCORE_OFFER_EXAMPLE).replace("count = 2", "count = 3")
-    verdict = verify(
-        as_decision_draft(code), rules.rules_for("program"), "stop", rules.output_schema, context, "program"
-    )
-    assert verdict.valid, "; ".join(o.message for o in verdict.outcomes)
-    printed = json.loads(verdict.extracted_answer)["offers"]
-    terms = {offer["term_months"] for offer in printed}
-    assert len(printed) == 3 and len(terms) < 3  # a term repeated at a smaller amount

@@ -284,22 +284,35 @@ def test_a_verification_is_fast():
     assert per_draft < 0.020, f"{per_draft * 1000:.2f} ms of CPU per draft"
 
 
-UNCAPPED_POLICY = {**promotion.POLICY, "max_discount_percent": {"grocery": 25, "home": 40}}  # appliances: no cap
-PRODUCT_FLOOR_HIGHER = {**promotion.POLICY, "min_margin_percent": 35, "min_plan_margin_percent": 25}
-
-
-@pytest.mark.parametrize("policy", [promotion.POLICY, UNCAPPED_POLICY, PRODUCT_FLOOR_HIGHER])
-def test_the_decision_prompt_s_example_program_prints_a_plan_every_check_admits(policy):
-    """The example the Drafter shows promotion programs, with the worked example's number of products: its plan
-    passes every rule of the pack, run as a decision program (ctx: the table plus the policy) — also where a
-    category has no cap and where the product floor is the higher one."""
-    code = example_program(PROMOTION_EXAMPLE).replace("most = 4", f"most = {promotion.MAX_ITEMS}")
+def run_example(policy: dict):
     spec = ConstraintSpec(0, "rule_pack", "promotion", params=policy)
     context = promotion.context()
     rule_set = compile_rules(json.dumps(promotion.output_schema()), [spec], context)
-    verdict = verify(
-        as_decision_draft(code), rule_set.rules_for("program"), "stop", rule_set.output_schema, context, "program"
-    )
-    assert verdict.valid, "; ".join(o.message for o in verdict.outcomes if not o.passed)
-    assert {"margin_check", "plan_margin_check", "discount_cap_check", "stock_check"} <= set(verdict.evidence)
-    assert len(json.loads(verdict.extracted_answer)["items"]) == promotion.MAX_ITEMS
+    draft = as_decision_draft(example_program(PROMOTION_EXAMPLE))
+    verdict = verify(draft, rule_set.rules_for("program"), "stop", rule_set.output_schema, context, "program")
+    return verdict, context
+
+
+def test_the_decision_prompt_s_example_program_answers_its_own_question():
+    """The example the Drafter shows promotion programs answers its own made-up question: at most 3 products, one
+    per category, all at 15 %, half the stock of each, the most stock first, each margin at least the floor; run as
+    a decision program, the pack's per-product checks pass it."""
+    verdict, context = run_example(promotion.POLICY)
+    passed = {o.rule_id for o in verdict.outcomes if o.passed}
+    assert {"program", "margin_check", "stock_check", "claims_check"} <= passed
+    items = json.loads(verdict.extracted_answer)["items"]
+    by_sku = {p["sku"]: p for p in context["products"]}
+    assert 1 <= len(items) <= 3 and {item["discount_percent"] for item in items} == {15}
+    assert len({by_sku[item["sku"]]["category"] for item in items}) == len(items)
+    assert all(item["quantity"] == by_sku[item["sku"]]["stock"] // 2 for item in items)
+    stocks = [by_sku[item["sku"]]["stock"] for item in items]
+    assert stocks == sorted(stocks, reverse=True)
+
+
+def test_the_decision_prompt_s_example_is_not_an_answer_to_the_pack_s_rules():
+    """Issue 55: the example answers another question than the requests it is shown for; it reads neither the
+    category caps nor the plan's floor, so a policy with a cap under its 15 % fails the plan it prints."""
+    capped = {**promotion.POLICY, "max_discount_percent": {"grocery": 10, "home": 10, "appliances": 10}}
+    verdict, _ = run_example(capped)
+    assert not verdict.valid
+    assert "discount_cap_check" in {o.rule_id for o in verdict.outcomes if not o.passed}
