@@ -35,26 +35,25 @@ DECISION_STRATEGIES = (
 
 # One worked example on a made-up problem (boxes, not any request's domain): a small model copies the pattern —
 # read `ctx`, state the rules as best_rows's arguments, print the JSON — far better than it follows a description.
-DECISION_EXAMPLE = """Example. Question: pick 3 boxes with the highest total value; total weight at most 10; \
-at most 2 boxes of one color; box 7 must be in the plan; at least one blue box; only boxes whose id is allowed. \
-The data: ctx["boxes"], a list of dicts; ctx["allowed"], a list of ids; ctx["limit"] = 10; ctx["count"] = 3.
+DECISION_EXAMPLE = """Example. Question: pick 2 boxes with the highest total value; total weight at most 10; \
+no two boxes of one color; only boxes whose id is allowed. The data: ctx["boxes"], a list of dicts; \
+ctx["allowed"], a list of ids; ctx["limit"] = 10; ctx["count"] = 2; ctx["one_per_color"] = True.
 ```python
 import json
 
 boxes = ctx["boxes"]  # a list of 8 dicts; each dict has the keys id, color, value, weight
 allowed = ctx["allowed"]  # a list of 6 ints
-count = ctx["count"]  # 3
+count = ctx["count"]  # 2
 limit = ctx["limit"]  # 10
+one_per_color = ctx["one_per_color"]  # True
 
-# each rule of the question is an argument of best_rows; a rule the question does not state is left out
+# the boxes of highest total value: exactly `count`, total weight at most `limit`, at most one box of a color
 plan = best_rows(
     [b for b in boxes if b["id"] in allowed],  # rows: the dicts that may be chosen
     maximize="value",
     count=count,
-    at_most={"weight": limit},  # total weight at most limit
-    most_per={"color": 2},  # at most 2 boxes of one color
-    include={"id": [7]},  # box 7 must be in the plan
-    least_of={"color": {"blue": 1}},  # at least one blue box
+    at_most={"weight": limit},
+    one_per="color" if one_per_color else None,
 )
 answer = {"box_ids": [b["id"] for b in plan]}
 print(json.dumps(answer))
