@@ -136,24 +136,20 @@ def run_example(applicant: dict, risk: ScoresInProcess):
     return verify(as_decision_draft(code), rules.rules_for("program"), "stop", rules.output_schema, context, "program")
 
 
-def monthly_payment(amount: float, annual_rate: float, term_months: int) -> float:
-    r = annual_rate / 12
-    return amount * r / (1 - (1 + r) ** -term_months)
-
-
 WEAK_APPLICANT = {"annual_income": 30000, "monthly_debt_payments": 400, "credit_score": 600, "collateral_value": 0}
 
 
 def test_the_prompt_s_example_program_answers_its_own_question_with_the_risk_model():
-    """The example the Drafter shows answers its own made-up question (one offer at 0.069 over 60 months, amounts
-    in steps of 1,000, the monthly payment at most 30 % of the monthly income), asking the risk model on the way:
-    the pack's checks pass its offer."""
+    """The example the Drafter shows answers its own made-up question (one offer at 0.069 over 60 months, as large
+    as the risk model approves, amounts rounded to 1,000), asking the risk model on the way: the pack's checks
+    pass its offer."""
     risk = ScoresInProcess()
     verdict = run_example(credit.APPLICANT, risk)
     assert verdict.valid, "; ".join(o.message for o in verdict.outcomes)
     (offer,) = json.loads(verdict.extracted_answer)["offers"]
     assert (offer["annual_rate"], offer["term_months"]) == (0.069, 60) and offer["amount"] % 1000 == 0
-    assert monthly_payment(offer["amount"], 0.069, 60) <= 0.30 * credit.APPLICANT["annual_income"] / 12
+    tried_before = offer["amount"] / 0.9 + 1000  # at least the search's previous try, which was refused
+    assert not pack().score_offer(tried_before, 0.069, 60)["approved"]
     assert risk.scored > 1  # the search's calls, then the risk check's
 
 

@@ -10,38 +10,37 @@ SCORE_OFFER_HELP = (
     "`score_offer(amount, annual_rate, term_months)` is already defined: it asks the bank's risk model about one "
     'loan offer to this applicant and returns a dict {"probability_of_default": <float>, '
     '"loss_given_default": <float>, "approved": <bool>}; "approved" is True only when both are under the '
-    "bank's limits. A smaller amount or a lower rate lowers both. Call it at most 200 times."
+    "bank's limits. A smaller amount or a lower rate lowers both. Call it at most 200 times. An offer's monthly "
+    "payment is amount * r / (1 - (1 + r) ** -term_months), where r = annual_rate / 12."
 )
-# A made-up question of another shape than any evaluated request (one offer, its rate and term given, a cap on the
-# monthly payment, amounts in steps): it shows how to call score_offer and check a rule in code, not what to answer
-# (an example with the evaluation's shape was copied as it stood and answered every request of it; issue 55).
-SCORE_OFFER_EXAMPLE = """Example. Question: propose 1 loan offer at the annual rate 0.069 over 60 months: the largest \
-amount, in steps of 1,000, that the risk model approves and whose monthly payment is at most 30 % of the \
-applicant's monthly income; "disclosure" carries the given sentence. The data: ctx["applicant"], a dict; \
-ctx["disclosure"], a text.
+# A made-up question of another shape than any evaluated request (one offer, its rate and term given): it shows
+# how to call score_offer, as a function a program can call again, not what to answer (an example with the
+# evaluation's shape was copied as it stood and answered every request of it; an example with a made-up payment cap
+# had its cap copied into every program, whose offers then fell to a quarter of the old ones: issue 55).
+SCORE_OFFER_EXAMPLE = """Example. Question: propose 1 loan offer at the annual rate 0.069 over 60 months, as large as \
+the risk model approves (amounts rounded to 1,000); "disclosure" carries the given sentence. The data: \
+ctx["applicant"], a dict; ctx["disclosure"], a text.
 ```python
 import json
 
 applicant = ctx["applicant"]  # keys: annual_income, monthly_debt_payments, credit_score, collateral_value
 disclosure = ctx["disclosure"]
-rate, term = 0.069, 60  # the rate and the term the question gives
-most_payment = 0.30 * applicant["annual_income"] / 12  # the question's cap on the monthly payment
 
 
-def monthly_payment(amount, annual_rate, term_months):
-    r = annual_rate / 12
-    return amount * r / (1 - (1 + r) ** -term_months)
+# the first amount the risk model approves at this rate and term, from twice the yearly income down; 0 when none is
+def largest_approved(rate, term):
+    amount = int(2 * applicant["annual_income"] / 1000) * 1000
+    while amount >= 1000:
+        if score_offer(amount, rate, term)["approved"]:
+            return amount
+        amount = int(amount * 0.9 / 1000) * 1000  # each try 10 % smaller
+    return 0
 
 
-# from the largest amount the payment cap allows down, each try 10 % smaller, in steps of 1,000: the first one
-# the risk model approves keeps every rule
 offers = []
-amount = int(most_payment / monthly_payment(1, rate, term) / 1000) * 1000
-while amount >= 1000:
-    if monthly_payment(amount, rate, term) <= most_payment and score_offer(amount, rate, term)["approved"]:
-        offers.append({"amount": amount, "annual_rate": rate, "term_months": term})
-        break
-    amount = int(amount * 0.9 / 1000) * 1000
+amount = largest_approved(0.069, 60)  # the question's rate and term
+if amount > 0:
+    offers.append({"amount": amount, "annual_rate": 0.069, "term_months": 60})
 answer = {"offers": offers, "disclosure": disclosure}
 print(json.dumps(answer))
 ```"""
