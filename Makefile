@@ -54,7 +54,7 @@ up: install
 ## Unit and integration tests (real processes, real model, short token budgets). Debian's redis-server, prometheus
 ## and Go packages are installed first where missing (.ci/system-packages.sh, as CI does); the last lines list any
 ## test skipped and why.
-test: install system-packages
+test: install system-packages k8s-render
 	$(PY) -m pytest -q -rs
 
 system-packages:
