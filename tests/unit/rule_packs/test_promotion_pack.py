@@ -310,9 +310,50 @@ def test_the_decision_prompt_s_example_program_answers_its_own_question():
 
 
 def test_the_decision_prompt_s_example_is_not_an_answer_to_the_pack_s_rules():
-    """Issue 55: the example answers another question than the requests it is shown for; it reads neither the
-    category caps nor the plan's floor, so a policy with a cap under its 15 % fails the plan it prints."""
+    """Issue 55: the example answers another question than the requests it is shown for (one 15 % discount for
+    every product): a policy whose caps are all under 15 % leaves it nothing to promote, and its empty plan fails."""
     capped = {**promotion.POLICY, "max_discount_percent": {"grocery": 10, "home": 10, "appliances": 10}}
     verdict, _ = run_example(capped)
     assert not verdict.valid
-    assert "discount_cap_check" in {o.rule_id for o in verdict.outcomes if not o.passed}
+    assert json.loads(verdict.extracted_answer)["items"] == []
+
+
+def pack(policy: dict | None = None) -> PromotionPack:
+    params = {"products": promotion.PRODUCTS, **(promotion.POLICY if policy is None else policy)}
+    return PromotionPack(PromotionParams.model_validate(params))
+
+
+@pytest.mark.parametrize(
+    ("sku", "floor", "expected"),
+    [
+        ("TEA-100", None, 25),  # 33.3 % keeps the plan's 30 % floor; the grocery cap is 25 %
+        ("MUG-12", None, 40),  # 42.9 %, capped at 40 %
+        ("MUG-12", 50, 20),  # a floor of its own: 3.20 / (1 - 0.5) = 6.40 of an 8.00 price, 20 % off
+        ("GRD-01", None, 15),  # 15.1 % keeps 30 %: its whole part
+        ("GRD-01", 50, None),  # 40.6 % at full price: no discount keeps 50 %
+    ],
+)
+def test_largest_discount_is_the_most_a_product_s_floors_and_cap_allow(sku, floor, expected):
+    assert pack().largest_discount(sku, floor) == expected
+
+
+def test_an_item_at_the_largest_discount_passes_the_pack_and_one_point_more_does_not():
+    """The function is the pack's own arithmetic: every product at its largest discount passes the margin, cap and
+    plan checks; one point more fails one of them."""
+    promotable = [p for p in promotion.PRODUCTS if pack().largest_discount(p["sku"]) is not None]
+    assert promotable
+    for product in promotable:
+        largest = pack().largest_discount(product["sku"])
+        item = {"sku": product["sku"], "discount_percent": largest, "quantity": 1}
+        assert check(plan([item], message="Deals this week."), schema=False).valid, product["sku"]
+        over = {**item, "discount_percent": largest + 1}
+        assert not check(plan([over], message="Deals this week."), schema=False).valid, product["sku"]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error"),
+    [(("NOPE-1",), KeyError), ((7,), KeyError), (("TEA-100", "20"), TypeError), (("TEA-100", 100), ValueError)],
+)
+def test_largest_discount_refuses_what_it_cannot_answer_naming_the_argument(arguments, error):
+    with pytest.raises(error, match="largest_discount"):
+        pack().largest_discount(*arguments)

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 from deliberate.decisions.packs import Abstained, CheckResult, Quality, RulePack, check
 
-from .prompt import DECISION_PROMPT
+from .prompt import DECISION_PROMPT, LARGEST_DISCOUNT
 
 MAX_REPORTED = 5  # failures listed per message; the rest are counted
 # A percentage the message advertises: "25%", "25 %", "25 percent", "12.5% off".
@@ -143,6 +143,30 @@ class PromotionPack(RulePack):
         """The plan's gross margin in currency, Σ quantity·(discounted price − unit cost); no bound computed."""
         revenue, cost, _ = totals(self.lines(answer))
         return Quality("gross margin", float(revenue - cost))
+
+    def decision_functions(self) -> dict:
+        return {LARGEST_DISCOUNT: self.largest_discount}
+
+    def largest_discount(self, sku, min_margin_percent=None) -> int | None:
+        """What `largest_discount` returns in a decision program: the largest whole discount, in percent, at which
+        the product keeps at least `min_margin_percent` of margin (by default the higher of the request's two
+        floors, so a plan of such items keeps both), no more than its category's cap; None when even its full
+        price misses that margin. The pack's own arithmetic (`margin_check`), as a function, not a plan."""
+        if not isinstance(sku, str) or sku not in self.products:
+            raise KeyError(f"{LARGEST_DISCOUNT}: {sku!r} is not a sku of the product table")
+        if min_margin_percent is None:
+            floors = (self.params.min_margin_percent, self.params.min_plan_margin_percent)
+            min_margin_percent = max((floor for floor in floors if floor is not None), default=0)
+        if isinstance(min_margin_percent, bool) or not isinstance(min_margin_percent, int | float):
+            raise TypeError(f"{LARGEST_DISCOUNT}: min_margin_percent must be a number, not {min_margin_percent!r}")
+        if not min_margin_percent < 100:
+            raise ValueError(f"{LARGEST_DISCOUNT}: min_margin_percent must be under 100, not {min_margin_percent}")
+        product = self.products[sku]
+        largest = largest_discount_for(product, exact(min_margin_percent))
+        if largest is None:
+            return None
+        cap = self.params.max_discount_percent.get(product.category)
+        return largest if cap is None else min(largest, math.floor(exact(cap)))
 
     @check("sku_check")
     def skus_exist(self, plan: PromotionPlan) -> CheckResult:
@@ -298,14 +322,25 @@ def points(gap: Fraction) -> str:
     return f"{shown} {'point' if shown == '1' else 'points'}"
 
 
+def largest_discount_exact(product: Product, floor: Fraction) -> Fraction:
+    """The discount, in percent, at which the product's margin is exactly `floor` (negative when its full price
+    misses it): the discounted price must reach unit_cost / (1 − floor/100)."""
+    lowest_price = exact(product.unit_cost) / (1 - floor / 100)
+    return 100 * (1 - lowest_price / exact(product.price))
+
+
+def largest_discount_for(product: Product, floor: Fraction) -> int | None:
+    """The largest whole discount at which the product keeps `floor`; None when no discount, 0 included, does."""
+    largest = largest_discount_exact(product, floor)
+    return None if largest < 0 else math.floor(largest)
+
+
 def margin_repair(line: Line, floor: Fraction) -> str:
     """The item at the largest discount, rounded down to 0.01 %, at which its product's margin meets `floor`, or why
-    the product cannot be promoted: the discounted price must reach unit_cost / (1 − floor/100)."""
-    product = line.product
-    lowest_price = exact(product.unit_cost) / (1 - floor / 100)
-    largest = 100 * (1 - lowest_price / exact(product.price))
+    the product cannot be promoted."""
+    largest = largest_discount_exact(line.product, floor)
     if largest < 0:
-        undiscounted = margin_percent(exact(product.price), exact(product.unit_cost))
+        undiscounted = margin_percent(exact(line.product.price), exact(line.product.unit_cost))
         return (
             f"leave {line.sku} out: no discount meets the floor (undiscounted, its margin is {fmt(undiscounted, 1)}%)"
         )
