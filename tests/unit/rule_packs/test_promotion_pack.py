@@ -318,9 +318,8 @@ def test_the_decision_prompt_s_example_is_not_an_answer_to_the_pack_s_rules():
     assert json.loads(verdict.extracted_answer)["items"] == []
 
 
-def pack(policy: dict | None = None) -> PromotionPack:
-    params = {"products": promotion.PRODUCTS, **(promotion.POLICY if policy is None else policy)}
-    return PromotionPack(PromotionParams.model_validate(params))
+def pack(products: list[dict] = promotion.PRODUCTS) -> PromotionPack:
+    return PromotionPack(PromotionParams.model_validate({"products": products, **promotion.POLICY}))
 
 
 @pytest.mark.parametrize(
@@ -335,6 +334,13 @@ def pack(policy: dict | None = None) -> PromotionPack:
 )
 def test_largest_discount_is_the_most_a_product_s_floors_and_cap_allow(sku, floor, expected):
     assert pack().largest_discount(sku, floor) == expected
+
+
+def test_largest_discount_stays_a_discount_an_item_may_have():
+    """A product that costs nothing keeps any margin at any price: its discount is still under 100 %, as an item's
+    must be, where no cap bounds it."""
+    free = [{**promotion.PRODUCTS[0], "category": "samples", "unit_cost": 0}]
+    assert pack(free).largest_discount(free[0]["sku"]) == 99
 
 
 def test_an_item_at_the_largest_discount_passes_the_pack_and_one_point_more_does_not():

@@ -30,6 +30,7 @@ from deliberate.decisions.packs import Abstained, CheckResult, Quality, RulePack
 from .prompt import DECISION_PROMPT, LARGEST_DISCOUNT
 
 MAX_REPORTED = 5  # failures listed per message; the rest are counted
+LARGEST_WHOLE_DISCOUNT = 99  # an item's discount_percent is under 100 (a product that costs nothing allows any)
 # A percentage the message advertises: "25%", "25 %", "25 percent", "12.5% off".
 ADVERTISED_PERCENT = re.compile(r"(\d+(?:[.,]\d+)?)\s*(?:%|percent\b|per cent\b)", re.IGNORECASE)
 
@@ -162,11 +163,11 @@ class PromotionPack(RulePack):
         if not min_margin_percent < 100:
             raise ValueError(f"{LARGEST_DISCOUNT}: min_margin_percent must be under 100, not {min_margin_percent}")
         product = self.products[sku]
-        largest = largest_discount_for(product, exact(min_margin_percent))
-        if largest is None:
+        largest = largest_discount_exact(product, exact(min_margin_percent))
+        if largest < 0:
             return None
-        cap = self.params.max_discount_percent.get(product.category)
-        return largest if cap is None else min(largest, math.floor(exact(cap)))
+        cap = self.params.max_discount_percent.get(product.category, LARGEST_WHOLE_DISCOUNT)
+        return min(math.floor(largest), math.floor(exact(cap)), LARGEST_WHOLE_DISCOUNT)
 
     @check("sku_check")
     def skus_exist(self, plan: PromotionPlan) -> CheckResult:
@@ -327,12 +328,6 @@ def largest_discount_exact(product: Product, floor: Fraction) -> Fraction:
     misses it): the discounted price must reach unit_cost / (1 − floor/100)."""
     lowest_price = exact(product.unit_cost) / (1 - floor / 100)
     return 100 * (1 - lowest_price / exact(product.price))
-
-
-def largest_discount_for(product: Product, floor: Fraction) -> int | None:
-    """The largest whole discount at which the product keeps `floor`; None when no discount, 0 included, does."""
-    largest = largest_discount_exact(product, floor)
-    return None if largest < 0 else math.floor(largest)
 
 
 def margin_repair(line: Line, floor: Fraction) -> str:
