@@ -56,8 +56,7 @@ def template_answer(instance: bi.Instance) -> tuple[str | None, str]:
     constraint = pack_constraint(instance)
     ctx = program_data(instance)  # what the request's decision programs read
     names = {"ctx": ctx, "json": json, "best_rows": SolverCalls(ctx).best_rows}
-    if instance.case != "ads":  # the pack's own functions (score_offer, largest_discount), as the sandbox gives them
-        names |= build_pack(instance, constraint).decision_functions()
+    names |= build_pack(instance, constraint).decision_functions()  # score_offer, largest_discount: as the sandbox
     printed = io.StringIO()
     try:
         with contextlib.redirect_stdout(printed):
