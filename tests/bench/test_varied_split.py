@@ -122,3 +122,19 @@ def test_the_summary_counts_instances_no_plan_solves_apart_and_per_rule_kind():
     kinds = summary(records)["ads"]["rule_kinds"]
     assert kinds["include"] == {"instances": 2, "feasible_share": {"pipeline": 0.5}}
     assert kinds["cost_cap"] == {"instances": 0, "feasible_share": {}}
+
+
+def test_the_summary_counts_misses_by_the_rule_each_answer_broke_first():
+    from deliberate_bench.eval.business_summary import markdown, summary
+
+    def missed(instance_id, check, solvable=True):
+        return {"case": "ads", "id": instance_id, "split": "scored", "row": "cascade", "feasible": False,
+                "status": "UNVERIFIED", "solvable": solvable, "rule_kinds": ["include", "count_range"],
+                "check": check, "latency_s": 1.0}  # fmt: skip
+
+    records = [missed("a", "include_1: the contracted ad 7 must be selected"), missed("b", "include_0: ..."),
+               missed("c", "budget_check: total cost 2,595 is 445 over"), missed("d", "no JSON object: list"),
+               missed("e", "count_range_0: between 3 and 5 ads", solvable=False)]  # fmt: skip
+    result = summary(records)
+    assert result["ads"]["misses_by_first_rule"] == {"cascade": {"include": 2, "budget_check": 1, "no plan": 1}}
+    assert "| ads | `cascade` | 4 | include 2, budget_check 1, no plan 1 |" in markdown(result)

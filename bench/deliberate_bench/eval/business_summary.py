@@ -3,6 +3,7 @@ table and a plot (docs/business-cases.md)."""
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections import Counter
 from pathlib import Path
@@ -75,6 +76,27 @@ def by_rule_kind(records: list[dict]) -> dict:
     return result
 
 
+def first_rule_broken(record: dict) -> str:
+    """The rule an infeasible answer broke first, as the judge names it: a rule kind the request states (its CEL
+    ids are `<kind>_<n>`), the pack's own rule id, `output schema`, or `no plan` (no JSON, no answer)."""
+    head = (record.get("check") or "").split(":")[0]
+    kind = re.sub(r"_\d+$", "", head)
+    if kind in record.get("rule_kinds", ()):
+        return kind
+    return "no plan" if head.startswith(("no JSON", "no answer")) else head
+
+
+def misses_by_rule(records: list[dict]) -> dict:
+    """Per row, the solvable instances it answered infeasibly, counted by the rule each answer broke first: which
+    rule kind a missed target failed on."""
+    result = {}
+    solvable_missed = [r for r in records if r.get("solvable") is not False and r.get("feasible") is False]
+    for row in ROWS:
+        if missed := [r for r in solvable_missed if r["row"] == row]:
+            result[row] = dict(Counter(first_rule_broken(r) for r in missed).most_common())
+    return result
+
+
 def add_latency_ratios(rows: dict[str, dict], baseline: str = "single:program") -> None:
     """Each model row's median latency over one decision program's (`latency_p50_vs_single_program`): what a
     user pays for deliberating, on the same instances."""
@@ -101,6 +123,7 @@ def summary(records: list[dict], split: str = "scored") -> dict:
                         "rows": rows}  # fmt: skip
         if kinds := by_rule_kind(of_case):
             result[case]["rule_kinds"] = kinds
+            result[case]["misses_by_first_rule"] = misses_by_rule(of_case)
     settings = [r["settings"] for r in records if "settings" in r]
     result["split"] = split
     result["commands"] = list(dict.fromkeys(r["command"] for r in records if r.get("command")))
@@ -147,7 +170,7 @@ def markdown(result: dict) -> str:
                 f"| {case} | `{row}` | {x['instances']} | {feasible} | {x['verified_infeasible']} | {ratio} "
                 f"| {objective} | {x['latency_p50_s']} s / {x['latency_p95_s']} s | {tokens} | {x['errors']} |"
             )
-    lines += latency_ratio_lines(result) + unsolvable_lines(result) + rule_kind_lines(result)
+    lines += latency_ratio_lines(result) + unsolvable_lines(result) + rule_kind_lines(result) + miss_lines(result)
     lines += ["", "Objectives: " + "; ".join(f"{c}: {OBJECTIVE_NAMES[c]}" for c in bi.CASES if c in result) + "."]
     lines += ["", *(f"`{command}`" for command in result["commands"])]
     return "\n".join(lines) + "\n"
@@ -193,6 +216,22 @@ def rule_kind_lines(result: dict) -> list[str]:
     header = f"| case | rule kind | instances | {columns} |"
     return ["", "Feasible share per rule kind (solvable instances stating it):", "", header,
             "|---|---|---:|" + "---:|" * len(ROWS), *lines]  # fmt: skip
+
+
+def miss_lines(result: dict) -> list[str]:
+    """Per row of the varied split, its infeasible answers on solvable instances by the rule each broke first."""
+    lines = [
+        f"| {case} | `{row}` | {sum(counts.values())} | "
+        + ", ".join(f"{rule} {count}" for rule, count in counts.items())
+        + " |"
+        for case in bi.CASES
+        for row, counts in result.get(case, {}).get("misses_by_first_rule", {}).items()
+    ]
+    if not lines:
+        return []
+    return ["", "Infeasible answers on solvable instances, by the rule each broke first (the judge's first failed "
+            "check; a request's own rules by kind, else the pack's rule or the output schema):", "",
+            "| case | row | infeasible | first rule broken |", "|---|---|---:|---|", *lines]  # fmt: skip
 
 
 FEASIBLE_COLOUR, RATIO_COLOUR = "tab:green", "tab:blue"
