@@ -77,13 +77,10 @@ def by_rule_kind(records: list[dict]) -> dict:
 
 
 def first_rule_broken(record: dict) -> str:
-    """The rule an infeasible answer broke first, as the judge names it: a rule kind the request states (its CEL
+    """The rule an infeasible answer broke first, as the judge names it: a rule of the request by its kind (its CEL
     ids are `<kind>_<n>`), the pack's own rule id, `output schema`, or `no plan` (no JSON, no answer)."""
     head = (record.get("check") or "").split(":")[0]
-    kind = re.sub(r"_\d+$", "", head)
-    if kind in record.get("rule_kinds", ()):
-        return kind
-    return "no plan" if head.startswith(("no JSON", "no answer")) else head
+    return "no plan" if head.startswith(("no JSON", "no answer")) else re.sub(r"_\d+$", "", head)
 
 
 def misses_by_rule(records: list[dict]) -> dict:
